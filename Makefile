@@ -1,0 +1,42 @@
+# The README's two commands: `make demo` and `make test`. Both build the virtualenv first,
+# and rebuild it only when requirements.lock or setup.py change.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint format lock
+
+$(STAMP): requirements.lock setup.py
+	rm -rf $(VENV)
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements.lock
+	$(BIN)/pip install --quiet --no-deps -e .
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/tfrecord-pipeline convert --manifest sample/manifest.csv --output out/sample \
+		--num_shards 2 --split train=0.8,validation=0.2 --overwrite
+	@echo "shards are in out/sample/ (dataset_info.json describes them)"
+
+lint: $(STAMP)
+	$(BIN)/ruff check pipeline transforms tests sample
+	$(BIN)/ruff format --check pipeline transforms tests sample
+
+format: $(STAMP)
+	$(BIN)/ruff format pipeline transforms tests sample
+	$(BIN)/ruff check --fix pipeline transforms tests sample
+
+# pytest exits 5 when it collected no tests: that is our failure, not a pass.
+test: lint
+	$(BIN)/pytest -q; status=$$?; \
+	if [ $$status -eq 5 ]; then echo "make test: no tests were collected" >&2; exit 1; fi; \
+	exit $$status
+
+# Re-pin after changing setup.py: resolve the full set again and freeze it.
+lock:
+	rm -rf /tmp/tfrp-lock && $(PYTHON) -m venv /tmp/tfrp-lock
+	/tmp/tfrp-lock/bin/pip install --quiet --upgrade pip
+	/tmp/tfrp-lock/bin/pip install --quiet -e '.[test]'
+	/tmp/tfrp-lock/bin/pip freeze --exclude-editable | grep -v tfrecord > requirements.lock

@@ -1,0 +1,93 @@
+"""Committing a dataset: metadata after every shard, the `_COMMITTED` marker after everything.
+
+A reader that finds no marker must treat the folder as incomplete. Nothing here relies on a
+rename being atomic (it is not on GCS): the marker is a new object written last, and it is
+only written when the dataset passes its quality gates.
+"""
+
+import hashlib
+import json
+import os
+
+import apache_beam as beam
+
+from pipeline.metadata import ERRORS_FILE, INFO_FILE, LABELS_FILE, DatasetInfo, build_info
+from transforms import fileio
+from transforms.errors import UserError
+from transforms.shard_writer import TMP_DIR
+from transforms.sharding import is_shard_file_name
+
+MARKER = "_COMMITTED"
+
+
+def is_committed(output: str) -> bool:
+    return fileio.exists(fileio.join(output, MARKER))
+
+
+def prepare_output(output: str, overwrite: bool) -> None:
+    """Refuse to replace a committed dataset unless asked; when asked, un-commit it first."""
+    if not is_committed(output):
+        return
+    if not overwrite:
+        raise UserError(
+            f"{output} already holds a committed dataset; pass --overwrite to replace it"
+        )
+    fileio.delete([fileio.join(output, MARKER)])
+
+
+def read_info(output: str) -> DatasetInfo:
+    return DatasetInfo.from_json(fileio.read_text(fileio.join(output, INFO_FILE)))
+
+
+def _remove_leftovers(output: str, keep: set[str]) -> None:
+    """Delete temp files and shards of an earlier conversion that this one did not write."""
+    leftovers = fileio.glob(fileio.join(output, TMP_DIR, "*"))
+    leftovers += [
+        path
+        for path in fileio.glob(fileio.join(output, "*.tfrecord*"))
+        if is_shard_file_name(os.path.basename(path)) and os.path.basename(path) not in keep
+    ]
+    fileio.delete(leftovers)
+    temp_dir = fileio.join(output, TMP_DIR)
+    if not fileio.is_remote(output) and os.path.isdir(temp_dir):
+        os.rmdir(temp_dir)
+
+
+def write_dataset_files(output: str, info: DatasetInfo, labels_text: str, errors) -> None:
+    """Errors, labels and metadata, then (if the dataset passed its gates) the marker."""
+    keep = {shard.file for split in info.splits.values() for shard in split.shards}
+    _remove_leftovers(output, keep)
+    lines = sorted(errors, key=lambda error: error.sort_key())
+    fileio.write_bytes(
+        fileio.join(output, ERRORS_FILE), "".join(e.to_json() + "\n" for e in lines).encode()
+    )
+    fileio.write_bytes(fileio.join(output, LABELS_FILE), labels_text.encode("utf-8"))
+    info_bytes = info.to_json().encode("utf-8")
+    fileio.write_bytes(fileio.join(output, INFO_FILE), info_bytes)
+    if not info.failures:
+        marker = {INFO_FILE: hashlib.sha256(info_bytes).hexdigest()}
+        fileio.write_bytes(fileio.join(output, MARKER), json.dumps(marker).encode())
+
+
+class CommitDataset(beam.DoFn):
+    """Runs once, on the plan, after all shards exist (their results are side inputs)."""
+
+    def __init__(self, output: str, options: dict, tool_version: str, max_error_rate: float):
+        self._output = output
+        self._options = options
+        self._tool_version = tool_version
+        self._max_error_rate = max_error_rate
+
+    def process(self, plan, results, errors, skipped):
+        info = build_info(
+            plan,
+            list(results),
+            list(errors),
+            skipped,
+            self._options,
+            self._tool_version,
+            self._max_error_rate,
+        )
+        labels_text = "" if plan.labels.integers else plan.labels.to_text()
+        write_dataset_files(self._output, info, labels_text, errors)
+        yield info

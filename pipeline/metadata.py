@@ -1,0 +1,133 @@
+"""`dataset_info.json`: what a converted dataset holds, as typed objects.
+
+Everything in it is a function of the input and the options (no timestamps, no host names), so
+two runs of the same conversion write the same bytes here too.
+"""
+
+import dataclasses
+import json
+from collections import Counter
+
+from transforms.errors import ErrorRow
+from transforms.examples import feature_spec
+from transforms.plan import DatasetPlan
+from transforms.shard_writer import ShardResult
+
+FORMAT_VERSION = 1
+INFO_FILE = "dataset_info.json"
+LABELS_FILE = "labels.txt"
+ERRORS_FILE = "errors/errors.jsonl"
+
+
+@dataclasses.dataclass
+class ShardInfo:
+    file: str
+    records: int
+    bytes: int
+    sha256: str
+
+
+@dataclasses.dataclass
+class SplitInfo:
+    examples: int
+    bytes: int
+    errors: int
+    label_counts: dict[str, int]  # label id (as JSON object keys are strings) → records
+    shards: list[ShardInfo]
+
+
+@dataclasses.dataclass
+class DatasetInfo:
+    tool_version: str
+    options: dict
+    features: dict[str, str]  # feature key → dtype; every feature is a scalar
+    compression: str
+    labels: dict  # {"kind": "names" | "integers", "offset": int, "names": [...]}
+    rows_in: int
+    records: int
+    errors: int
+    errors_by_reason: dict[str, int]
+    skipped_files: int
+    splits: dict[str, SplitInfo]
+    failures: list[str]  # why the dataset was not committed; empty when it was
+    format_version: int = FORMAT_VERSION
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> "DatasetInfo":
+        fields = json.loads(text)
+        fields["splits"] = {
+            name: SplitInfo(**{**split, "shards": [ShardInfo(**s) for s in split["shards"]]})
+            for name, split in fields["splits"].items()
+        }
+        return cls(**fields)
+
+
+def _split_info(name: str, results: list[ShardResult], errors: int) -> SplitInfo:
+    shards = sorted((r for r in results if r.split == name), key=lambda r: r.index)
+    labels: Counter = Counter()
+    for shard in shards:
+        labels.update(dict(shard.label_counts))
+    return SplitInfo(
+        examples=sum(s.records for s in shards),
+        bytes=sum(s.bytes for s in shards),
+        errors=errors,
+        label_counts={str(k): v for k, v in sorted(labels.items())},
+        shards=[ShardInfo(s.file, s.records, s.bytes, s.sha256) for s in shards],
+    )
+
+
+def quality_failures(info: DatasetInfo, max_error_rate: float) -> list[str]:
+    """Reasons not to commit: too many rejected rows, or a split with no examples."""
+    failures = []
+    rate = info.errors / info.rows_in if info.rows_in else 0.0
+    if rate > max_error_rate:
+        top = ", ".join(f"{r} {n}" for r, n in Counter(info.errors_by_reason).most_common(3))
+        failures.append(
+            f"{info.errors} of {info.rows_in} rows rejected ({rate:.1%} > --max_error_rate "
+            f"{max_error_rate:.1%}); top reasons: {top}; see {ERRORS_FILE}"
+        )
+    if not info.records:
+        failures.append("no records were written")
+    failures += [f"split {n!r} has no examples" for n, s in info.splits.items() if not s.examples]
+    return failures
+
+
+def build_info(
+    plan: DatasetPlan,
+    results: list[ShardResult],
+    errors: list[ErrorRow],
+    skipped_files: int,
+    options: dict,
+    tool_version: str,
+    max_error_rate: float,
+) -> DatasetInfo:
+    """The dataset's description; raises if the count law (rows = records + errors) is broken."""
+    errors_by_split = Counter(e.split for e in errors)
+    info = DatasetInfo(
+        tool_version=tool_version,
+        options=options,
+        features=feature_spec(tuple(options.get("features", ()))),
+        compression="gzip" if options.get("compression") == "gzip" else "none",
+        labels={
+            "kind": "integers" if plan.labels.integers else "names",
+            "offset": plan.labels.offset,
+            "names": list(plan.labels.names),
+        },
+        rows_in=sum(rows for _, rows in plan.rows) + errors_by_split.get("", 0),
+        records=sum(r.records for r in results),
+        errors=len(errors),
+        errors_by_reason=dict(sorted(Counter(e.reason.value for e in errors).items())),
+        skipped_files=skipped_files,
+        splits={
+            name: _split_info(name, results, errors_by_split.get(name, 0))
+            for name, _ in plan.shards
+        },
+        failures=[],
+    )
+    if info.rows_in != info.records + info.errors:
+        raise AssertionError(f"count law broken: {info.rows_in} rows != {info.records} + errors")
+    info.failures = quality_failures(info, max_error_rate)
+    return info

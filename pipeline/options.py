@@ -1,0 +1,155 @@
+"""The conversion's own flags, as one dataclass; every other flag goes to Beam untouched."""
+
+import argparse
+import dataclasses
+import os
+
+from apache_beam.options import pipeline_options as beam_options
+
+from transforms import fileio
+from transforms.errors import UserError
+from transforms.examples import IMAGE_FEATURES
+from transforms.images import DEFAULT_JPEG_QUALITY, DEFAULT_MAX_PIXELS, VALIDATE_MODES, ImageConfig
+from transforms.labels import LabelMap, parse_label_map
+from transforms.manifest import FEATURE_TYPES, ReadConfig
+from transforms.plan import ShardCounts, parse_shard_counts
+from transforms.sharding import DEFAULT_TARGET_SHARD_MB
+from transforms.splits import parse_split_spec
+
+LOCAL_RUNNERS = (None, "DirectRunner", "direct")
+
+
+@dataclasses.dataclass
+class ConvertOptions:
+    manifest: list[str]
+    output: str
+    num_shards: str | None = None
+    target_shard_mb: float = DEFAULT_TARGET_SHARD_MB
+    split: str | None = None
+    label_map: str | None = None
+    label_offset: int = 0
+    feature: list[str] = dataclasses.field(default_factory=list)
+    validate: str = "structural"
+    channels: int = 3
+    jpeg_quality: int = DEFAULT_JPEG_QUALITY
+    max_pixels: int = DEFAULT_MAX_PIXELS
+    compression: str = "none"
+    max_error_rate: float = 0.01
+    overwrite: bool = False
+    progress: bool = True
+
+    def read_config(self) -> ReadConfig:
+        split_spec = parse_split_spec(self.split) if self.split else None
+        return ReadConfig(split_spec, self.features())
+
+    def image_config(self) -> ImageConfig:
+        return ImageConfig(self.validate, self.channels, self.jpeg_quality, self.max_pixels)
+
+    def shard_counts(self) -> ShardCounts:
+        return parse_shard_counts(self.num_shards)
+
+    def pinned_labels(self) -> LabelMap | None:
+        if not self.label_map:
+            return None
+        try:
+            return parse_label_map(fileio.read_text(self.label_map), self.label_offset)
+        except OSError as error:
+            raise UserError(f"--label_map: cannot read {self.label_map} ({error})") from None
+
+    def features(self) -> tuple[tuple[str, str], ...]:
+        """`--feature name:type` pairs, checked against the types and the reserved keys."""
+        pairs = []
+        for text in self.feature:
+            name, _, kind = text.rpartition(":")
+            if not name or kind not in FEATURE_TYPES:
+                raise UserError(f"--feature: expected name:{'|'.join(FEATURE_TYPES)}, got {text!r}")
+            if name in dict(IMAGE_FEATURES) or name in ("image_uri", "label", "split", "key"):
+                raise UserError(f"--feature: {name!r} is reserved")
+            pairs.append((name, kind))
+        return tuple(pairs)
+
+    def validate_values(self) -> None:
+        """Check every option once, in the launcher, so workers never meet a bad value."""
+        self.read_config(), self.shard_counts(), self.pinned_labels()
+        if self.validate not in VALIDATE_MODES:
+            raise UserError(f"--validate must be one of {', '.join(VALIDATE_MODES)}")
+        checks = (
+            (self.channels in (1, 3), "--channels must be 1 or 3"),
+            (1 <= self.jpeg_quality <= 100, "--jpeg_quality must be between 1 and 100"),
+            (self.target_shard_mb > 0, "--target_shard_mb must be positive"),
+            (0 <= self.max_error_rate <= 1, "--max_error_rate must be between 0 and 1"),
+            (self.label_offset >= 0, "--label_offset must be 0 or more"),
+            (self.max_pixels > 0, "--max_pixels must be positive"),
+        )
+        for ok, message in checks:
+            if not ok:
+                raise UserError(message)
+
+    def recorded(self) -> dict:
+        """The options that shape the output, as stored in dataset_info.json."""
+        fields = dataclasses.asdict(self)
+        for local_only in ("overwrite", "progress", "manifest", "output"):
+            fields.pop(local_only)
+        fields["features"] = [list(pair) for pair in self.features()]
+        return fields
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UserError(message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="tfrecord-pipeline convert", allow_abbrev=False)
+    add = parser.add_argument
+    add("--manifest", nargs="+", required=True, help="CSV/JSONL manifests, globs or class folders")
+    add("--output", required=True, help="output folder (local or gs://)")
+    add("--num_shards", help="shards per split: N, or split=N,... (default: by --target_shard_mb)")
+    add("--target_shard_mb", type=float, default=DEFAULT_TARGET_SHARD_MB)
+    add("--split", help="hash split for rows without one, e.g. train=0.9,validation=0.1")
+    add("--label_map", help="labels.txt pinning label ids (one name per line)")
+    add("--label_offset", type=int, default=0, help="first label id (1 for TPU ImageNet readers)")
+    add("--feature", action="append", default=[], help="extra column as feature: name:type")
+    add("--validate", default="structural", choices=VALIDATE_MODES)
+    add("--channels", type=int, default=3)
+    add("--jpeg_quality", type=int, default=DEFAULT_JPEG_QUALITY)
+    add("--max_pixels", type=int, default=DEFAULT_MAX_PIXELS)
+    add("--compression", default="none", choices=("none", "gzip"))
+    add("--max_error_rate", type=float, default=0.01)
+    add("--overwrite", action="store_true")
+    add("--no_progress", dest="progress", action="store_false")
+    return parser
+
+
+def _check_beam_flags(beam_args: list[str]) -> None:
+    """Beam drops flags it does not know with only a log line; a typo must stop the job."""
+    parser = beam_options._BeamArgumentParser(allow_abbrev=False)  # the parser Beam itself uses
+    for options_class in beam_options.PipelineOptions.__subclasses__():
+        options_class._add_argparse_args(parser)
+    _, unknown = parser.parse_known_args(beam_args)
+    if unknown:
+        raise UserError(f"unknown flag(s): {' '.join(unknown)}")
+
+
+def parse_args(argv: list[str]) -> tuple[ConvertOptions, list[str]]:
+    """Split argv into the conversion's options and Beam's pipeline flags; both checked."""
+    known, beam_args = _parser().parse_known_args(argv)
+    _check_beam_flags(beam_args)
+    options = ConvertOptions(**vars(known))
+    options.validate_values()
+    return options, beam_args
+
+
+def is_local(beam_args: list[str]) -> bool:
+    runner = beam_options.PipelineOptions(beam_args).view_as(beam_options.StandardOptions).runner
+    return runner in LOCAL_RUNNERS
+
+
+def local_parallelism(beam_args: list[str]) -> list[str]:
+    """On a local runner, use every core unless the user chose otherwise."""
+    if not is_local(beam_args) or any(a.startswith("--direct_") for a in beam_args):
+        return beam_args
+    workers = os.cpu_count() or 1
+    if workers == 1:
+        return beam_args
+    return [*beam_args, f"--direct_num_workers={workers}", "--direct_running_mode=multi_processing"]

@@ -1,0 +1,110 @@
+"""The live progress bar and the closing summary table of a local run."""
+
+import sys
+import threading
+import time
+
+from pipeline.metadata import DatasetInfo
+from transforms.progress import read_progress
+
+_POLL_S = 0.5
+_QUIET_LOG_S = 15  # without a terminal, a plain line this often instead of a redrawn bar
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def render_bar(done: int, total: int | None, elapsed: float, width: int = 30) -> str:
+    """`[#####.....] 1,234/5,000 images  312.0 img/s  ETA 0:00:12`."""
+    rate = done / elapsed if elapsed > 0 else 0.0
+    if total is None:
+        return f"reading manifests... {_duration(elapsed)}"
+    fraction = min(1.0, done / total) if total else 1.0
+    filled = int(fraction * width)
+    eta = _duration((total - done) / rate) if rate > 0 and done < total else "-"
+    return (
+        f"[{'#' * filled}{'.' * (width - filled)}] {done:,}/{total:,} images  "
+        f"{rate:,.1f} img/s  ETA {eta}"
+    )
+
+
+class ProgressBar:
+    """Context manager: redraws the bar on stderr from the counts the shard writers leave."""
+
+    def __init__(self, folder: str, stream=None):
+        self._folder = folder
+        self._stream = stream or sys.stderr
+        self._tty = self._stream.isatty()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._start = time.monotonic()
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info):
+        self._stop.set()
+        self._thread.join()
+        self._draw(final=True)
+
+    def _loop(self):
+        last_line = 0.0
+        while not self._stop.wait(_POLL_S):
+            if self._tty or time.monotonic() - last_line > _QUIET_LOG_S:
+                last_line = time.monotonic()
+                self._draw(final=False)
+
+    def _draw(self, final: bool):
+        done, total = read_progress(self._folder)
+        line = render_bar(done, total, time.monotonic() - self._start)
+        end = "\n" if final or not self._tty else ""
+        self._stream.write(("\r\033[K" if self._tty else "") + line + end)
+        self._stream.flush()
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1e6:,.1f} MB"
+
+
+def format_summary(info: DatasetInfo, output: str) -> str:
+    """The table printed at the end of a run: per split examples, shards, bytes and errors."""
+    rows = [("split", "examples", "shards", "size", "errors")]
+    for name, split in sorted(info.splits.items()):
+        rows.append(
+            (
+                name,
+                f"{split.examples:,}",
+                str(len(split.shards)),
+                _mb(split.bytes),
+                f"{split.errors:,}",
+            )
+        )
+    unsplit = info.errors - sum(s.errors for s in info.splits.values())
+    total_bytes = sum(s.bytes for s in info.splits.values())
+    shard_total = sum(len(s.shards) for s in info.splits.values())
+    rows.append(
+        ("total", f"{info.records:,}", str(shard_total), _mb(total_bytes), f"{info.errors:,}")
+    )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = [
+        "  ".join(
+            cell.ljust(w) if i == 0 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        )
+        for row in rows
+    ]
+    lines.insert(1, "-" * len(lines[0]))
+    lines.insert(len(lines) - 1, "-" * len(lines[0]))
+    if unsplit:
+        lines.append(f"{unsplit:,} manifest rows could not be read at all")
+    if info.errors:
+        reasons = ", ".join(f"{r}: {n:,}" for r, n in info.errors_by_reason.items())
+        lines.append(f"rejected rows by reason: {reasons}  (errors/errors.jsonl)")
+    if info.skipped_files:
+        lines.append(f"{info.skipped_files:,} non-image files skipped in class folders")
+    state = "committed" if not info.failures else "NOT committed"
+    lines.append(f"output: {output}  ({state})")
+    return "\n".join(lines)

@@ -1,0 +1,24 @@
+"""tfrecord-pipeline: also what Dataflow workers install from (--setup_file ./setup.py)."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="tfrecord-pipeline",
+    version="0.1.0",
+    description="Image/label manifests to deterministic sharded TFRecords, with Apache Beam",
+    python_requires=">=3.10",
+    packages=find_packages(include=["pipeline", "pipeline.*", "transforms", "transforms.*"]),
+    package_data={"transforms.proto": ["*.proto"]},
+    # The conversion path: no TensorFlow, on purpose (workers stay small and start fast).
+    install_requires=[
+        "apache-beam[gcp]>=2.60",
+        "pillow>=10",
+        "google-cloud-storage>=2",
+        "google-crc32c>=1.5",
+        "protobuf>=6.33,<7",
+    ],
+    extras_require={
+        "test": ["tensorflow-cpu>=2.16", "pytest", "ruff", "hypothesis", "grpcio-tools"],
+    },
+    entry_points={"console_scripts": ["tfrecord-pipeline=pipeline.cli:main"]},
+)

@@ -1,0 +1,70 @@
+"""Reason codes, the per-row error type, and the one exception type for user mistakes.
+
+A row that cannot become a record is data, not a crash: it travels through the pipeline as an
+`ErrorRow` and lands in `errors/` with a stable reason code, so `rows in = records out + errors`
+always holds and a bad file never kills a worker.
+"""
+
+import enum
+import json
+from typing import NamedTuple
+
+
+class UserError(Exception):
+    """A mistake the user can fix (bad flag, unreadable manifest); printed as one line."""
+
+
+class Reason(enum.StrEnum):
+    """Why a row was rejected. The values are written to `errors/` and must stay stable."""
+
+    BAD_ROW = "bad_row"  # a manifest line that does not parse (bad JSON, missing field)
+    BAD_LABEL = "bad_label"  # empty label
+    UNKNOWN_LABEL = "unknown_label"  # label absent from --label_map
+    BAD_SPLIT = "bad_split"  # split name unusable in a file name
+    BAD_FEATURE = "bad_feature"  # a --feature column value of the wrong type
+    DUPLICATE_KEY = "duplicate_key"  # a second row with a key already seen
+    MISSING_FILE = "missing_file"
+    UNREADABLE_FILE = "unreadable_file"
+    EMPTY_FILE = "empty_file"
+    NOT_AN_IMAGE = "not_an_image"
+    CORRUPT_IMAGE = "corrupt_image"  # truncated or malformed image data
+    UNSUPPORTED_FORMAT = "unsupported_format"
+    IMAGE_TOO_LARGE = "image_too_large"  # over the pixel limit (decompression bomb)
+    RECORD_TOO_LARGE = "record_too_large"  # over TensorFlow's record size limit
+
+
+class RowError(Exception):
+    """Raised by the pure per-row functions; the DoFns turn it into an `ErrorRow`."""
+
+    def __init__(self, reason: Reason, message: str):
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+class ErrorRow(NamedTuple):
+    """A rejected row: where it came from, what it said, and why it was rejected."""
+
+    key: str
+    source: str  # "<manifest>:<line>" or the image path for class-folder trees
+    reason: Reason
+    message: str
+    row: tuple[tuple[str, str], ...] = ()  # the row's fields as read
+    split: str = ""  # known once the row was parsed
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "key": self.key,
+                "source": self.source,
+                "reason": self.reason.value,
+                "message": self.message,
+                "row": dict(self.row),
+                "split": self.split,
+            },
+            ensure_ascii=False,
+            sort_keys=True,
+        )
+
+    def sort_key(self) -> tuple:
+        return (self.source, self.key, self.reason.value)

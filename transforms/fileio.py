@@ -1,0 +1,107 @@
+"""Paths and file access that behave the same for local paths and `gs://` (Beam FileSystems).
+
+Local paths take the plain `open`/`os` route: it is what FileSystems does underneath, minus a
+layer of dispatch per image. Everything else goes through FileSystems with compression detection
+off, so an image whose name ends in `.gz` is never silently decompressed.
+"""
+
+import os
+import posixpath
+from collections.abc import Iterator
+
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+_RAW = CompressionTypes.UNCOMPRESSED
+
+
+def is_remote(path: str) -> bool:
+    return "://" in path
+
+
+def join(base: str, *parts: str) -> str:
+    if is_remote(base):
+        return posixpath.join(base, *parts)
+    return os.path.join(base, *parts)
+
+
+def dirname(path: str) -> str:
+    return posixpath.dirname(path) if is_remote(path) else os.path.dirname(os.path.abspath(path))
+
+
+def resolve(path: str, base_dir: str) -> str:
+    """A manifest's image path: absolute and scheme paths as given, others under `base_dir`."""
+    if is_remote(path) or os.path.isabs(path):
+        return path
+    return join(base_dir, path)
+
+
+def read_bytes(path: str) -> bytes:
+    if is_remote(path):
+        with FileSystems.open(path, compression_type=_RAW) as handle:
+            return handle.read()
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def read_text(path: str) -> str:
+    return read_bytes(path).decode("utf-8-sig")
+
+
+def create(path: str):
+    """A binary write handle; local parent folders are created."""
+    if is_remote(path):
+        return FileSystems.create(path, compression_type=_RAW)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    return open(path, "wb", buffering=1 << 20)
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    with create(path) as handle:
+        handle.write(data)
+
+
+def exists(path: str) -> bool:
+    return FileSystems.exists(path)
+
+
+def is_dir(path: str) -> bool:
+    """Local folders, or a `gs://` prefix ending in `/`."""
+    return path.endswith("/") if is_remote(path) else os.path.isdir(path)
+
+
+def size(path: str) -> int:
+    if is_remote(path):
+        return FileSystems.match([path])[0].metadata_list[0].size_in_bytes
+    return os.path.getsize(path)
+
+
+def rename(source: str, destination: str) -> None:
+    if is_remote(source):
+        FileSystems.rename([source], [destination])
+    else:
+        os.replace(source, destination)
+
+
+def delete(paths: list[str]) -> None:
+    if paths:
+        FileSystems.delete(paths)
+
+
+def glob(pattern: str) -> list[str]:
+    """Paths matching `pattern`, sorted."""
+    return sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)
+
+
+def walk(root: str) -> Iterator[str]:
+    """Every file under `root` as a '/'-separated path relative to it, in sorted order."""
+    if is_remote(root):
+        prefix = root.rstrip("/") + "/"
+        for path in glob(prefix + "**"):
+            yield path[len(prefix) :]
+        return
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        rel = os.path.relpath(folder, root)
+        for name in sorted(files):
+            yield name if rel == "." else posixpath.join(*rel.split(os.sep), name)

@@ -1,0 +1,182 @@
+"""Manifest rows from CSV, JSONL and class-folder trees.
+
+Each reader turns one source into `ManifestRow`s (or `ErrorRow`s for lines it cannot use); the
+split is decided here because it needs nothing but the row. The key of a row is its `key` column,
+else its image path as written in the manifest (relative paths stay relative, so moving a dataset
+does not move rows between splits), else, in a folder tree, the path under the root.
+"""
+
+import csv
+import io
+import json
+import posixpath
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple
+
+from transforms import fileio
+from transforms.errors import ErrorRow, Reason, RowError, UserError
+from transforms.labels import check_label
+from transforms.splits import SplitSpec, assign_split
+
+REQUIRED_COLUMNS = ("image_uri", "label")
+IMAGE_EXTENSIONS = frozenset(
+    [".jpg", ".jpeg", ".jpe", ".png", ".gif", ".bmp", ".tif", ".tiff", ".webp"]
+)  # folder trees only; manifests are trusted to list images and checked by content
+FEATURE_TYPES = ("int64", "float", "bytes")
+
+
+class ReadConfig(NamedTuple):
+    """What the readers need from the options (kept small: it is pickled to workers)."""
+
+    split_spec: SplitSpec | None = None
+    features: tuple[tuple[str, str], ...] = ()  # (column, type) for --feature
+
+
+class ManifestRow(NamedTuple):
+    key: str
+    image_uri: str  # resolved: absolute local path or a scheme URI
+    label: str
+    split: str
+    features: tuple[tuple[str, object], ...]  # (name, typed value) in --feature order
+    source: str  # "<manifest>:<line>" or the image path, for error reports
+    position: tuple[int, int]  # (manifest number, line) — "first" among duplicate keys
+
+
+class SkippedFile(NamedTuple):
+    """A non-image file met in a class-folder tree: counted, not converted."""
+
+    path: str
+
+
+def manifest_kind(path: str) -> str:
+    if fileio.is_dir(path):
+        return "tree"
+    lower = path.lower()
+    if lower.endswith(".csv"):
+        return "csv"
+    if lower.endswith((".jsonl", ".json", ".ndjson")):
+        return "jsonl"
+    raise UserError(f"{path}: a manifest must be .csv, .jsonl or a class-folder directory")
+
+
+def _typed(value: object, kind: str, column: str) -> object:
+    try:
+        if kind == "int64":
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError
+            return int(value)
+        if kind == "float":
+            return float(value)
+        return value if isinstance(value, bytes) else str(value).encode("utf-8")
+    except (TypeError, ValueError):
+        raise RowError(Reason.BAD_FEATURE, f"{column}={value!r} is not {kind}") from None
+
+
+def make_row(fields: dict, base_dir: str, source: str, position, config: ReadConfig) -> ManifestRow:
+    """Validate one manifest record and turn it into a row; raises RowError."""
+    image, label = fields.get("image_uri"), fields.get("label")
+    if image is None or label is None or not str(image).strip():
+        raise RowError(Reason.BAD_ROW, "image_uri and label are required")
+    image = str(image).strip()
+    key = str(fields.get("key") or "").strip() or image
+    features = []
+    for column, kind in config.features:
+        if fields.get(column) in (None, ""):
+            raise RowError(Reason.BAD_FEATURE, f"{column} is empty")
+        features.append((column, _typed(fields[column], kind, column)))
+    return ManifestRow(
+        key=key,
+        image_uri=fileio.resolve(image, base_dir),
+        label=check_label(str(label)),
+        split=assign_split(key, str(fields.get("split") or ""), config.split_spec),
+        features=tuple(features),
+        source=source,
+        position=position,
+    )
+
+
+def _rows(records: Iterable[tuple[int, object]], path: str, number: int, config: ReadConfig):
+    """Rows or ErrorRows from (line, parsed record or RowError) pairs of one manifest."""
+    base_dir = fileio.dirname(path)
+    for line, fields in records:
+        source = f"{path}:{line}"
+        try:
+            if isinstance(fields, RowError):
+                raise fields
+            yield make_row(fields, base_dir, source, (number, line), config)
+        except RowError as error:
+            raw = fields if isinstance(fields, dict) else {}
+            key = str(raw.get("key") or raw.get("image_uri") or source)
+            row = tuple((str(k), str(v)) for k, v in raw.items())
+            yield ErrorRow(key, source, error.reason, error.message, row)
+
+
+def _csv_records(text: io.TextIOBase) -> Iterator[tuple[int, object]]:
+    reader = csv.DictReader(text)
+    for fields in reader:
+        if None in fields:  # more cells than header columns
+            yield reader.line_num, RowError(Reason.BAD_ROW, "more cells than columns")
+        else:
+            yield reader.line_num, fields
+
+
+def _jsonl_records(text: io.TextIOBase) -> Iterator[tuple[int, object]]:
+    for line, body in enumerate(text, start=1):
+        if not body.strip():
+            continue
+        try:
+            fields = json.loads(body)
+        except ValueError as error:
+            yield line, RowError(Reason.BAD_ROW, f"not JSON: {error}")
+            continue
+        if not isinstance(fields, dict):
+            yield line, RowError(Reason.BAD_ROW, "a JSONL line must be an object")
+        else:
+            yield line, fields
+
+
+def read_manifest(path: str, number: int, config: ReadConfig, text: io.TextIOBase | None = None):
+    """Rows and ErrorRows of one CSV or JSONL manifest, in file order."""
+    if text is None:
+        text = io.StringIO(fileio.read_text(path), newline="")
+    records = _csv_records(text) if manifest_kind(path) == "csv" else _jsonl_records(text)
+    yield from _rows(records, path, number, config)
+
+
+def tree_row(root: str, relative: str, number: int, config: ReadConfig):
+    """A row for `root/<label>/<file>` or `root/<split>/<label>/<file>`, else a SkippedFile."""
+    parts = relative.split("/")
+    path = fileio.join(root, *parts)
+    if len(parts) not in (2, 3) or posixpath.splitext(relative)[1].lower() not in IMAGE_EXTENSIONS:
+        return SkippedFile(path)
+    fields = {"image_uri": path, "label": parts[-2], "key": relative}
+    if len(parts) == 3:
+        fields["split"] = parts[0]
+    rows = list(_rows([(0, fields)], path, number, config))
+    return rows[0]
+
+
+def read_tree(root: str, number: int, config: ReadConfig):
+    for relative in fileio.walk(root):
+        yield tree_row(root, relative, number, config)
+
+
+def check_manifest(path: str, config: ReadConfig) -> None:
+    """Fail fast, before any worker starts, on a manifest that cannot work at all."""
+    kind = manifest_kind(path)
+    if kind == "tree":
+        if not any(isinstance(r, ManifestRow) for r in read_tree(path, 0, config)):
+            raise UserError(f"{path}: no images found in <label>/ or <split>/<label>/ folders")
+        return
+    try:
+        text = fileio.read_text(path)
+    except (OSError, UnicodeDecodeError) as error:
+        raise UserError(f"{path}: cannot read manifest ({error})") from None
+    if kind == "csv":
+        header = next(csv.reader(io.StringIO(text, newline="")), [])
+        wanted = REQUIRED_COLUMNS + tuple(column for column, _ in config.features)
+        missing = [column for column in wanted if column not in header]
+        if missing:
+            raise UserError(f"{path}: missing column(s) {', '.join(missing)}; header is {header}")
+    if not any(True for _ in read_manifest(path, 0, config, io.StringIO(text, newline=""))):
+        raise UserError(f"{path}: the manifest has no rows")

@@ -1,0 +1,130 @@
+"""The dataset plan: label ids, and how many shards each split gets.
+
+Made from one pass over the manifest rows (rows only; image bytes never leave their shard writer).
+With `--target_shard_mb`, a split's size is estimated from a fixed sample of its rows: the
+`SAMPLE_SIZE` rows with the smallest shard hash, so the estimate, and the shard count, are the
+same on every run.
+"""
+
+import heapq
+import re
+from collections.abc import Callable
+from typing import NamedTuple
+
+from transforms.errors import UserError
+from transforms.labels import LabelMap, label_map_from_labels
+from transforms.manifest import ManifestRow
+from transforms.sharding import MAX_SHARDS, SHARD_SALT, key_hash, shards_for_bytes
+
+SAMPLE_SIZE = 64
+
+
+class ShardCounts(NamedTuple):
+    """`--num_shards`: one count for every split, counts per split, or neither (size-based)."""
+
+    every_split: int | None = None
+    per_split: tuple[tuple[str, int], ...] = ()
+
+    def for_split(self, split: str) -> int | None:
+        return dict(self.per_split).get(split, self.every_split)
+
+
+def parse_shard_counts(text: str | None) -> ShardCounts:
+    """`8` or `train=64,validation=8`."""
+    if not text:
+        return ShardCounts()
+    try:
+        if "=" not in text:
+            counts = ShardCounts(every_split=int(text))
+            values = [counts.every_split]
+        else:
+            pairs = [part.split("=") for part in text.split(",")]
+            counts = ShardCounts(per_split=tuple((name.strip(), int(n)) for name, n in pairs))
+            values = [n for _, n in counts.per_split]
+    except ValueError:
+        raise UserError(f"--num_shards: expected N or split=N,... got {text!r}") from None
+    if not all(1 <= n <= MAX_SHARDS for n in values):
+        raise UserError(f"--num_shards: counts must be between 1 and {MAX_SHARDS}")
+    if any(not re.match(r"^[a-z0-9_]+$", name) for name, _ in counts.per_split):
+        raise UserError(f"--num_shards: bad split name in {text!r}")
+    return counts
+
+
+class PlanStats(NamedTuple):
+    """What the planner needs to know of the rows: labels, and per split a count and a sample."""
+
+    labels: frozenset
+    rows: tuple[tuple[str, int], ...]  # (split, row count)
+    samples: tuple[tuple[str, tuple], ...]  # (split, ((shard hash, image uri), ...))
+
+
+class PlanAccumulator:
+    """Mergeable accumulation of `PlanStats` (the state of a Beam CombineFn)."""
+
+    def __init__(self):
+        self.labels: set[str] = set()
+        self.rows: dict[str, int] = {}
+        self.samples: dict[str, list] = {}
+
+    def add(self, row: ManifestRow) -> "PlanAccumulator":
+        self.labels.add(row.label)
+        self.rows[row.split] = self.rows.get(row.split, 0) + 1
+        self._offer(row.split, [(key_hash(row.key, SHARD_SALT), row.image_uri)])
+        return self
+
+    def merge(self, other: "PlanAccumulator") -> "PlanAccumulator":
+        self.labels |= other.labels
+        for split, count in other.rows.items():
+            self.rows[split] = self.rows.get(split, 0) + count
+        for split, sample in other.samples.items():
+            self._offer(split, sample)
+        return self
+
+    def _offer(self, split: str, entries) -> None:
+        sample = self.samples.setdefault(split, [])
+        self.samples[split] = heapq.nsmallest(SAMPLE_SIZE, sample + list(entries))
+
+    def stats(self) -> PlanStats:
+        return PlanStats(
+            frozenset(self.labels),
+            tuple(sorted(self.rows.items())),
+            tuple(sorted((s, tuple(v)) for s, v in self.samples.items())),
+        )
+
+
+class DatasetPlan(NamedTuple):
+    labels: LabelMap
+    rows: tuple[tuple[str, int], ...]  # (split, manifest rows)
+    shards: tuple[tuple[str, int], ...]  # (split, shard count)
+
+    def shard_count(self, split: str) -> int:
+        return dict(self.shards)[split]
+
+
+def make_plan(
+    stats: PlanStats,
+    pinned_labels: LabelMap | None,
+    label_offset: int,
+    counts: ShardCounts,
+    target_shard_mb: float,
+    size_of: Callable[[str], int],
+) -> DatasetPlan:
+    """Label ids and shard counts; `size_of` is only called for sampled rows of unsized splits."""
+    labels = pinned_labels or label_map_from_labels(stats.labels, label_offset)
+    samples = dict(stats.samples)
+    shards = []
+    for split, rows in stats.rows:
+        count = counts.for_split(split)
+        if count is None:
+            sizes = [_size_or_zero(size_of, uri) for _, uri in samples[split]]
+            count = shards_for_bytes(rows * sum(sizes) / max(1, len(sizes)), target_shard_mb)
+        shards.append((split, count))
+    return DatasetPlan(labels, stats.rows, tuple(shards))
+
+
+def _size_or_zero(size_of: Callable[[str], int], uri: str) -> int:
+    """A missing file in the sample still becomes an error row later; here it weighs nothing."""
+    try:
+        return size_of(uri)
+    except (OSError, IndexError, ValueError):
+        return 0

@@ -1,0 +1,116 @@
+"""Writing one shard: rows in, one TFRecord file and its description out.
+
+This is where image bytes live, and the only place: each image is read, checked, encoded and
+appended to the shard's temporary file, then dropped, so memory holds one shard's rows plus one
+image. The file is renamed to its final name only once complete.
+"""
+
+import posixpath
+import uuid
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple
+
+from transforms import fileio
+from transforms.errors import ErrorRow, Reason, RowError
+from transforms.examples import build_example
+from transforms.images import ImageConfig, normalise
+from transforms.labels import LabelMap
+from transforms.manifest import ManifestRow
+from transforms.progress import ProgressReporter
+from transforms.records import MAX_RECORD_BYTES, ShardFileWriter
+from transforms.sharding import ShardId, record_order
+
+TMP_DIR = "_tmp"
+
+
+class WriteConfig(NamedTuple):
+    output: str
+    image: ImageConfig = ImageConfig()
+    compress: bool = False
+    progress_dir: str | None = None  # local runs: where workers leave counts for the progress bar
+
+
+class ShardResult(NamedTuple):
+    split: str
+    index: int
+    count: int
+    file: str  # name inside the output folder
+    records: int
+    bytes: int
+    sha256: str
+    label_counts: tuple[tuple[int, int], ...]  # (label id, records)
+
+
+def read_image(uri: str) -> bytes:
+    try:
+        return fileio.read_bytes(uri)
+    except FileNotFoundError:
+        raise RowError(Reason.MISSING_FILE, f"no such file: {uri}") from None
+    except OSError as error:
+        reason = (
+            Reason.MISSING_FILE if "not found" in str(error).lower() else Reason.UNREADABLE_FILE
+        )
+        raise RowError(reason, f"cannot read {uri}: {error}") from None
+
+
+def make_record(row: ManifestRow, labels: LabelMap, image: ImageConfig) -> tuple[bytes, int]:
+    """The serialized Example for a row and its label id; raises RowError."""
+    label_id = labels.id_of(row.label)
+    stored = normalise(read_image(row.image_uri), image)
+    filename = posixpath.basename(row.image_uri.replace("\\", "/"))
+    record = build_example(stored, label_id, row.label, filename, row.key, row.features)
+    if len(record) > MAX_RECORD_BYTES:
+        raise RowError(Reason.RECORD_TOO_LARGE, f"record of {len(record)} bytes is over 1 GiB")
+    return record, label_id
+
+
+def error_row(row: ManifestRow, reason: Reason, message: str) -> ErrorRow:
+    fields = (("image_uri", row.image_uri), ("label", row.label), ("split", row.split))
+    return ErrorRow(row.key, row.source, reason, message, fields, row.split)
+
+
+def ordered_unique(rows: Iterable[ManifestRow]) -> Iterator[ManifestRow | ErrorRow]:
+    """Rows in record order; a key seen before (earlier in the manifests) becomes an error."""
+    previous = None
+    for row in sorted(rows, key=lambda r: (record_order(r.key), r.position)):
+        if previous is not None and row.key == previous.key:
+            yield error_row(row, Reason.DUPLICATE_KEY, f"key also used at {previous.source}")
+        else:
+            previous = row
+            yield row
+
+
+def write_shard(
+    shard: ShardId, rows: Iterable[ManifestRow], labels: LabelMap, config: WriteConfig
+) -> Iterator[ShardResult | ErrorRow]:
+    """Write `shard` from its rows; yields an ErrorRow per rejected row, then the ShardResult."""
+    name = shard.file_name(config.compress)
+    temp = fileio.join(config.output, TMP_DIR, f"{name}.{uuid.uuid4().hex}")
+    writer = ShardFileWriter(fileio.create(temp), compress=config.compress)
+    progress = ProgressReporter(config.progress_dir, name)
+    label_counts: dict[int, int] = {}
+    try:
+        for item in ordered_unique(rows):
+            progress.add(1)
+            if isinstance(item, ErrorRow):
+                yield item
+                continue
+            try:
+                record, label_id = make_record(item, labels, config.image)
+            except RowError as error:
+                yield error_row(item, error.reason, error.message)
+                continue
+            writer.write(record)
+            label_counts[label_id] = label_counts.get(label_id, 0) + 1
+    finally:
+        writer.close()
+        progress.flush()
+    fileio.rename(temp, fileio.join(config.output, name))
+    yield ShardResult(
+        *shard,
+        name,
+        writer.records,
+        writer.bytes,
+        writer.sha256,
+        tuple(sorted(label_counts.items())),
+    )

@@ -1,0 +1,63 @@
+"""The shard plan: which shard a row goes to, in what order, and how many shards a split gets.
+
+Everything here is a pure function of row keys and sizes, so the same manifest and options give
+the same shards on any runner, any number of workers and any bundle boundaries. Different salts
+keep the split, shard and order decisions independent of one another.
+"""
+
+import hashlib
+import math
+import re
+from typing import NamedTuple
+
+SPLIT_SALT = "split"
+SHARD_SALT = "shard"
+ORDER_SALT = "order"
+
+DEFAULT_TARGET_SHARD_MB = 150
+MAX_SHARDS = 99999  # five digits in the file name
+
+_SHARD_FILE = re.compile(r"^[a-z0-9_]+-\d{5}-of-\d{5}\.tfrecord(\.gz)?$")
+
+
+def key_hash(key: str, salt: str) -> int:
+    """A 64-bit hash of `key`, stable across processes and Python versions (unlike `hash`)."""
+    digest = hashlib.sha256(f"{salt}:{key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+def unit_interval(key: str, salt: str) -> float:
+    """The key's hash as a float in [0, 1)."""
+    return key_hash(key, salt) / 2.0**64
+
+
+class ShardId(NamedTuple):
+    """One output file: shard `index` of `count` in `split`."""
+
+    split: str
+    index: int
+    count: int
+
+    def file_name(self, compressed: bool) -> str:
+        suffix = ".tfrecord.gz" if compressed else ".tfrecord"
+        return f"{self.split}-{self.index:05d}-of-{self.count:05d}{suffix}"
+
+
+def is_shard_file_name(name: str) -> bool:
+    return bool(_SHARD_FILE.match(name))
+
+
+def shard_for(key: str, split: str, num_shards: int) -> ShardId:
+    """Hash partitioning: every shard gets a uniform mix of labels and sources."""
+    return ShardId(split, key_hash(key, SHARD_SALT) % num_shards, num_shards)
+
+
+def record_order(key: str) -> tuple[int, str]:
+    """Sort key of a record inside its shard: a fixed pseudo-random order that mixes labels."""
+    return (key_hash(key, ORDER_SALT), key)
+
+
+def shards_for_bytes(estimated_bytes: float, target_shard_mb: float) -> int:
+    """How many shards keep each near `target_shard_mb`; at least one."""
+    target = target_shard_mb * 1024 * 1024
+    return max(1, min(MAX_SHARDS, math.ceil(estimated_bytes / target)))

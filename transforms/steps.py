@@ -1,0 +1,184 @@
+"""The Beam steps of a conversion: thin wrappers over the pure modules beside this one.
+
+Element shapes between steps:
+    ReadManifests   -> ManifestRow            (+ "errors": ErrorRow, "skipped": SkippedFile)
+    PlanDataset     -> DatasetPlan            (one element; a side input downstream)
+    AssignShards    -> ((split, index, count), ManifestRow)        (+ "errors")
+    WriteShards     -> ShardResult            (+ "errors")
+Only manifest rows cross the GroupByKey in WriteShards; image bytes are read after it.
+"""
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from apache_beam.pvalue import AsSingleton, TaggedOutput
+
+from transforms import fileio
+from transforms.errors import ErrorRow, RowError
+from transforms.labels import LabelMap
+from transforms.manifest import ReadConfig, SkippedFile, manifest_kind, read_manifest, read_tree
+from transforms.plan import PlanAccumulator, ShardCounts, make_plan
+from transforms.progress import write_total
+from transforms.shard_writer import WriteConfig, error_row, write_shard
+from transforms.sharding import ShardId, shard_for
+
+NAMESPACE = "tfrecord_pipeline"
+
+
+def _count_error(error: ErrorRow) -> TaggedOutput:
+    Metrics.counter(NAMESPACE, f"error_{error.reason.value}").inc()
+    return TaggedOutput("errors", error)
+
+
+class _ReadManifestFn(beam.DoFn):
+    def __init__(self, config: ReadConfig):
+        self._config = config
+
+    def process(self, numbered_path):
+        number, path = numbered_path
+        if manifest_kind(path) == "tree":
+            items = read_tree(path, number, self._config)
+        else:
+            items = read_manifest(path, number, self._config)
+        for item in items:
+            if isinstance(item, ErrorRow):
+                yield _count_error(item)
+            elif isinstance(item, SkippedFile):
+                Metrics.counter(NAMESPACE, "skipped_files").inc()
+                yield TaggedOutput("skipped", item)
+            else:
+                Metrics.counter(NAMESPACE, "rows").inc()
+                yield item
+
+
+class ReadManifests(beam.PTransform):
+    """Reads manifests (CSV, JSONL, class-folder trees) into rows, errors and skipped files.
+
+    Args:
+      paths: manifest paths, already expanded from globs; their order numbers the manifests,
+        which decides which of two rows with the same key is "first".
+      config: the split and extra-feature settings every row is read with.
+    """
+
+    def __init__(self, paths: list[str], config: ReadConfig):
+        super().__init__()
+        self._paths = paths
+        self._config = config
+
+    def expand(self, pbegin):
+        return (
+            pbegin
+            | "ListManifests" >> beam.Create(list(enumerate(self._paths)))
+            | "ParseRows"
+            >> beam.ParDo(_ReadManifestFn(self._config)).with_outputs(
+                "errors", "skipped", main="rows"
+            )
+        )
+
+
+class _PlanStatsFn(beam.CombineFn):
+    def create_accumulator(self):
+        return PlanAccumulator()
+
+    def add_input(self, accumulator, row):
+        return accumulator.add(row)
+
+    def merge_accumulators(self, accumulators):
+        merged, *rest = accumulators
+        for accumulator in rest:
+            merged.merge(accumulator)
+        return merged
+
+    def extract_output(self, accumulator):
+        return accumulator.stats()
+
+
+def _decide_plan(stats, pinned_labels, label_offset, counts, target_shard_mb, progress_dir):
+    write_total(progress_dir, sum(rows for _, rows in stats.rows))
+    return make_plan(stats, pinned_labels, label_offset, counts, target_shard_mb, fileio.size)
+
+
+@beam.ptransform_fn
+def PlanDataset(
+    rows,
+    pinned_labels: LabelMap | None,
+    label_offset: int,
+    counts: ShardCounts,
+    target_shard_mb: float,
+    progress_dir: str | None,
+):
+    """All rows → one DatasetPlan: label ids and each split's shard count."""
+    return (
+        rows
+        | "CollectStats" >> beam.CombineGlobally(_PlanStatsFn())
+        | "DecideShards"
+        >> beam.Map(
+            _decide_plan, pinned_labels, label_offset, counts, target_shard_mb, progress_dir
+        )
+    )
+
+
+class _AssignShardFn(beam.DoFn):
+    def process(self, row, plan):
+        try:
+            plan.labels.id_of(row.label)
+        except RowError as error:
+            yield _count_error(error_row(row, error.reason, error.message))
+            return
+        yield tuple(shard_for(row.key, row.split, plan.shard_count(row.split))), row
+
+
+@beam.ptransform_fn
+def AssignShards(rows, plan):
+    """Key each row by its shard; rows whose label has no id become errors here, before shuffle."""
+    return rows | "KeyByShard" >> beam.ParDo(_AssignShardFn(), AsSingleton(plan)).with_outputs(
+        "errors", main="keyed"
+    )
+
+
+def _all_shards(plan):
+    """One empty entry per planned shard, so a shard that gets no rows is still written."""
+    for split, count in plan.shards:
+        for index in range(count):
+            yield (split, index, count), None
+
+
+class _WriteShardFn(beam.DoFn):
+    def __init__(self, config: WriteConfig):
+        self._config = config
+
+    def process(self, keyed_rows, plan):
+        shard, rows = keyed_rows
+        rows = [row for row in rows if row is not None]
+        for item in write_shard(ShardId(*shard), rows, plan.labels, self._config):
+            if isinstance(item, ErrorRow):
+                yield _count_error(item)
+            else:
+                Metrics.counter(NAMESPACE, "records").inc(item.records)
+                Metrics.counter(NAMESPACE, "bytes").inc(item.bytes)
+                yield item
+
+
+class WriteShards(beam.PTransform):
+    """Groups row keys by shard and writes every planned shard, one worker per shard.
+
+    Args:
+      plan: the DatasetPlan side input (label ids, shard counts).
+      config: output folder, image settings and compression of the shards.
+    """
+
+    def __init__(self, plan, config: WriteConfig):
+        super().__init__()
+        self._plan = plan
+        self._config = config
+
+    def expand(self, keyed_rows):
+        every_shard = self._plan | "ListShards" >> beam.FlatMap(_all_shards)
+        return (
+            (keyed_rows, every_shard)
+            | "AddEmptyShards" >> beam.Flatten()
+            | "GroupRowsByShard" >> beam.GroupByKey()
+            | "WriteShard"
+            >> beam.ParDo(_WriteShardFn(self._config), AsSingleton(self._plan)).with_outputs(
+                "errors", main="shards"
+            )
+        )
