@@ -1,0 +1,90 @@
+"""The command line as a user meets it, and the promises about what workers import."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ONE_WORKER, make_images, write_manifest
+
+from pipeline.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _fail(capsys, *argv):
+    status = main(list(argv))
+    err = capsys.readouterr().err.strip()
+    return status, err
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["convert", "--output", "o"], "required: --manifest"),
+        (["convert", "--manifest", "nope.csv", "--output", "o"], "no such file"),
+        (["convert", "--manifest", "x*.csv", "--output", "o"], "no file matches"),
+        (["convert", "--manifest", "{m}", "--output", "o", "--num_shard", "8"], "--num_shard"),
+        (["convert", "--manifest", "{m}", "--output", "o", "--num_shards", "x"], "--num_shards"),
+        (["convert", "--manifest", "{m}", "--output", "o", "--split", "a=2"], "--split"),
+        (["convert", "--manifest", "{m}", "--output", "o", "--feature", "w:int"], "--feature"),
+        (["convert", "--manifest", "{m}", "--output", "o", "--label_map", "no"], "--label_map"),
+        (["convert", "--manifest", "{bad}", "--output", "o"], "missing column"),
+        (["frobnicate"], "unknown command"),
+    ],
+)
+def test_user_mistakes_are_one_line_and_exit_2(tmp_path, capsys, argv, message):
+    good = write_manifest(tmp_path / "m.csv", [{"image_uri": "a.jpg", "label": "x"}])
+    bad = tmp_path / "bad.csv"
+    bad.write_text("path,label\na.jpg,x\n")
+    argv = [a.format(m=good, bad=bad) for a in argv]
+    status, err = _fail(capsys, *argv, *ONE_WORKER)
+    assert status == 2
+    assert len(err.splitlines()) == 1 and err.startswith("tfrecord-pipeline: error:")
+    assert message in err
+
+
+def test_successful_run_prints_summary_and_failing_gates_exit_1(tmp_path, capsys):
+    rows = make_images(tmp_path, per_class=2)
+    manifest = write_manifest(tmp_path / "m.csv", rows)
+    out = str(tmp_path / "out")
+    assert main(["convert", "--manifest", str(manifest), "--output", out, *ONE_WORKER]) == 0
+    printed = capsys.readouterr().out
+    assert "train" in printed and "committed" in printed and out in printed
+    rows.append({"image_uri": "gone.jpg", "label": "coffee"})
+    write_manifest(tmp_path / "m.csv", rows)
+    status = main(["convert", "--manifest", str(manifest), "--output", out, "--overwrite",
+                   *ONE_WORKER])  # fmt: skip
+    captured = capsys.readouterr()
+    assert status == 1 and "NOT committed" in captured.out
+    assert "missing_file" in captured.err
+
+
+def test_installed_command_has_no_traceback_and_never_imports_tensorflow(tmp_path):
+    """Runs a real conversion in a fresh interpreter and checks TensorFlow stayed out of it."""
+    manifest = write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
+    script = (
+        "import sys; from pipeline.cli import main; "
+        f"code = main(['convert', '--manifest', {str(manifest)!r}, '--output', "
+        f"{str(tmp_path / 'out')!r}, *{ONE_WORKER!r}]); "
+        "assert not any(m.startswith('tensorflow') for m in sys.modules), 'TF imported'; "
+        "sys.exit(code)"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    bad = subprocess.run(
+        [Path(sys.executable).parent / "tfrecord-pipeline", "convert", "--manifest", "nope.csv",
+         "--output", str(tmp_path / "x")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_generated_proto_code_matches_the_proto(tmp_path):
+    """The committed example_pb2.py is what protoc makes of example.proto today."""
+    pytest.importorskip("grpc_tools")
+    # A subprocess: protoc in the same process as TensorFlow's protobuf crashes.
+    command = [sys.executable, "-m", "grpc_tools.protoc", f"-I{ROOT}", f"--python_out={tmp_path}"]
+    subprocess.run([*command, str(ROOT / "transforms/proto/example.proto")], check=True)
+    generated = (tmp_path / "transforms/proto/example_pb2.py").read_text()
+    assert generated == (ROOT / "transforms/proto/example_pb2.py").read_text()

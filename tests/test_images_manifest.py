@@ -1,0 +1,172 @@
+"""Image normalisation and manifest parsing, without Beam."""
+
+import io
+import json
+
+import pytest
+from conftest import encode, photo, write_manifest
+from PIL import Image
+
+from transforms.errors import ErrorRow, Reason, RowError, UserError
+from transforms.images import ImageConfig, normalise, parse_jpeg, sniff
+from transforms.manifest import (
+    ManifestRow,
+    ReadConfig,
+    SkippedFile,
+    check_manifest,
+    read_manifest,
+    read_tree,
+)
+from transforms.splits import parse_split_spec
+
+SMALL = photo().resize((64, 48))
+
+
+def test_valid_rgb_jpeg_is_stored_byte_identical():
+    for progressive in (False, True):
+        data = encode(SMALL, quality=80, progressive=progressive)
+        stored = normalise(data, ImageConfig())
+        assert stored.data is data or stored.data == data
+        assert (stored.height, stored.width, stored.channels, stored.format) == (48, 64, 3, "JPEG")
+
+
+@pytest.mark.parametrize("cut", [0.3, 0.9, -2])
+def test_truncated_jpeg_is_rejected_by_the_structural_check(cut):
+    data = encode(SMALL, quality=80)
+    cut_at = int(len(data) * cut) if cut > 0 else len(data) + cut
+    with pytest.raises(RowError) as error:
+        normalise(data[:cut_at], ImageConfig())
+    assert error.value.reason is Reason.CORRUPT_IMAGE
+
+
+def test_full_validation_decodes_and_catches_garbage_inside_the_scan():
+    data = bytearray(encode(SMALL, quality=80))
+    normalise(bytes(data), ImageConfig(validate="full"))
+    scan = parse_jpeg(bytes(data)) and data.index(b"\xff\xda")
+    data[scan + 20 : scan + 24] = b"\xff\xc4\x00\x02"  # a bogus marker inside entropy data
+    with pytest.raises(RowError):
+        normalise(bytes(data), ImageConfig(validate="full"))
+
+
+@pytest.mark.parametrize(
+    "mode, fmt, params",
+    [
+        ("RGBA", "PNG", {}),
+        ("L", "PNG", {}),
+        ("P", "PNG", {}),
+        ("L", "JPEG", {}),
+        ("CMYK", "JPEG", {}),
+        ("RGB", "GIF", {}),
+        ("RGB", "BMP", {}),
+        ("RGB", "WEBP", {}),
+        ("RGB", "TIFF", {}),
+        ("I;16", "PNG", {}),
+    ],
+)
+def test_other_formats_become_rgb_jpeg(mode, fmt, params):
+    source = SMALL.convert("L").convert(mode) if mode.startswith("I") else SMALL.convert(mode)
+    stored = normalise(encode(source, fmt, **params), ImageConfig())
+    decoded = Image.open(io.BytesIO(stored.data))
+    assert decoded.format == "JPEG" and decoded.mode == "RGB"
+    assert (stored.width, stored.height, stored.channels) == (64, 48, 3)
+
+
+def test_alpha_is_flattened_on_white():
+    clear = Image.new("RGBA", (16, 16), (0, 0, 0, 0))
+    stored = normalise(encode(clear, "PNG"), ImageConfig())
+    assert min(Image.open(io.BytesIO(stored.data)).getdata()) >= (250, 250, 250)
+
+
+@pytest.mark.parametrize(
+    "data, reason",
+    [
+        (b"", Reason.EMPTY_FILE),
+        (b"name,label\n", Reason.NOT_AN_IMAGE),
+        (b"\x89PNG\r\n\x1a\n" + b"\x00" * 40, Reason.CORRUPT_IMAGE),
+        (b"\xff\xd8\xff\xe0\x00", Reason.CORRUPT_IMAGE),
+    ],
+)
+def test_bad_bytes_have_reasons(data, reason):
+    with pytest.raises(RowError) as error:
+        normalise(data, ImageConfig())
+    assert error.value.reason is reason
+
+
+def test_pixel_limit():
+    with pytest.raises(RowError) as error:
+        normalise(encode(SMALL), ImageConfig(max_pixels=1000))
+    assert error.value.reason is Reason.IMAGE_TOO_LARGE
+
+
+def test_sniff_ignores_names():
+    assert sniff(encode(SMALL, "PNG")) == "png" and sniff(encode(SMALL)) == "jpeg"
+
+
+def test_csv_rows_resolve_relative_paths_and_keep_keys(tmp_path):
+    manifest = write_manifest(
+        tmp_path / "m.csv",
+        [
+            {"image_uri": "a/1.jpg", "label": "cat", "split": "", "key": "", "w": "3"},
+            {"image_uri": "/abs/2.jpg", "label": "dog", "split": "test", "key": "k2", "w": "x"},
+            {"image_uri": "a/3.jpg", "label": " ", "split": "", "key": "", "w": "1"},
+        ],
+    )
+    config = ReadConfig(parse_split_spec("train=1"), (("w", "int64"),))
+    rows = list(read_manifest(str(manifest), 0, config))
+    assert rows[0] == ManifestRow(
+        "a/1.jpg", str(tmp_path / "a/1.jpg"), "cat", "train", (("w", 3),), f"{manifest}:2", (0, 2)
+    )
+    assert isinstance(rows[1], ErrorRow) and rows[1].reason is Reason.BAD_FEATURE
+    assert isinstance(rows[2], ErrorRow) and rows[2].reason is Reason.BAD_LABEL
+
+
+def test_jsonl_rows_and_bad_lines(tmp_path):
+    path = tmp_path / "m.jsonl"
+    path.write_text(
+        json.dumps({"image_uri": "x.jpg", "label": 3})
+        + "\n\n{not json\n[1]\n"
+        + json.dumps({"label": "a"})
+        + "\n"
+    )
+    rows = list(read_manifest(str(path), 1, ReadConfig()))
+    assert rows[0].label == "3" and rows[0].position == (1, 1)
+    assert [r.reason for r in rows[1:]] == [Reason.BAD_ROW] * 3
+
+
+def test_tree_reads_labels_splits_and_skips_other_files(tmp_path):
+    for rel in ("train/cat/1.jpg", "train/dog/2.PNG", "validation/cat/3.jpeg", "cat/4.jpg"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(b"x")
+    (tmp_path / "train/cat/notes.txt").write_text("hi")
+    (tmp_path / "README.md").write_text("hi")
+    items = list(read_tree(str(tmp_path), 0, ReadConfig()))
+    rows = [(r.key, r.label, r.split) for r in items if isinstance(r, ManifestRow)]
+    assert sorted(rows) == [
+        ("cat/4.jpg", "cat", "train"),
+        ("train/cat/1.jpg", "cat", "train"),
+        ("train/dog/2.PNG", "dog", "train"),
+        ("validation/cat/3.jpeg", "cat", "validation"),
+    ]
+    assert sum(isinstance(item, SkippedFile) for item in items) == 2
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("path,label\nx.jpg,a\n", r"missing column\(s\) image_uri"),
+        ("image_uri,label\n", "no rows"),
+        ("", "missing column"),
+    ],
+)
+def test_unusable_manifests_are_user_errors(tmp_path, body, message):
+    path = tmp_path / "m.csv"
+    path.write_text(body)
+    with pytest.raises(UserError, match=message):
+        check_manifest(str(path), ReadConfig())
+
+
+def test_manifest_of_unknown_type_and_empty_tree(tmp_path):
+    with pytest.raises(UserError, match="must be .csv"):
+        check_manifest(str(tmp_path / "m.txt"), ReadConfig())
+    with pytest.raises(UserError, match="no images"):
+        check_manifest(str(tmp_path), ReadConfig())

@@ -1,0 +1,145 @@
+"""Pure functions, no Beam: splits, shards, labels, plan, framing."""
+
+import gzip
+import io
+from collections import Counter
+
+import pytest
+
+from transforms.errors import Reason, RowError, UserError
+from transforms.labels import LabelMap, label_map_from_labels, parse_label_map
+from transforms.manifest import ManifestRow
+from transforms.plan import PlanAccumulator, ShardCounts, make_plan, parse_shard_counts
+from transforms.records import ShardFileWriter, frame, masked_crc32c
+from transforms.sharding import ShardId, is_shard_file_name, record_order, shard_for
+from transforms.splits import assign_split, parse_split_spec
+
+
+def test_split_assignment_is_stable_and_follows_fractions():
+    spec = parse_split_spec("train=0.8,validation=0.1,test=0.1")
+    splits = [assign_split(f"img/{i}.jpg", "", spec) for i in range(20000)]
+    assert splits == [assign_split(f"img/{i}.jpg", "", spec) for i in range(20000)]
+    counts = Counter(splits)
+    assert abs(counts["train"] / 20000 - 0.8) < 0.02
+    assert abs(counts["test"] / 20000 - 0.1) < 0.02
+
+
+def test_own_split_wins_and_default_is_train():
+    spec = parse_split_spec("train=0.5,validation=0.5")
+    assert assign_split("k", "Validation ", spec) == "validation"
+    assert assign_split("k", "", None) == "train"
+    with pytest.raises(RowError) as error:
+        assign_split("k", "my split", None)
+    assert error.value.reason is Reason.BAD_SPLIT
+
+
+@pytest.mark.parametrize("text", ["train=0.9", "train=0.5,train=0.5", "a=x", "train", "a=0,b=1"])
+def test_bad_split_specs_are_user_errors(text):
+    with pytest.raises(UserError):
+        parse_split_spec(text)
+
+
+def test_shards_mix_labels_and_order_is_deterministic():
+    keys = [f"{label}/{i}.jpg" for label in "abcd" for i in range(400)]
+    shards = Counter(shard_for(key, "train", 8).index for key in keys)
+    assert sorted(shards) == list(range(8))
+    assert max(shards.values()) < 1.25 * len(keys) / 8
+    in_shard = sorted((k for k in keys if shard_for(k, "train", 8).index == 0), key=record_order)
+    assert len({k[0] for k in in_shard[:20]}) == 4  # the first records already mix all labels
+
+
+def test_shard_file_names():
+    assert ShardId("train", 3, 8).file_name(False) == "train-00003-of-00008.tfrecord"
+    assert ShardId("val", 0, 1).file_name(True) == "val-00000-of-00001.tfrecord.gz"
+    assert is_shard_file_name("train-00003-of-00008.tfrecord")
+    assert not is_shard_file_name("train-3-of-8.tfrecord")
+
+
+def test_labels_sorted_by_name_with_offset_and_pinned_map():
+    labels = label_map_from_labels(["tulip", "daisy", "rose", "daisy"], offset=1)
+    assert [labels.id_of(n) for n in ("daisy", "rose", "tulip")] == [1, 2, 3]
+    pinned = parse_label_map(labels.to_text(), offset=1)
+    assert pinned == labels
+    with pytest.raises(RowError) as error:
+        pinned.id_of("sunflower")
+    assert error.value.reason is Reason.UNKNOWN_LABEL
+
+
+def test_integer_labels_pass_through():
+    labels = label_map_from_labels(["10", "2", "7"], offset=1)
+    assert labels.integers and labels.id_of("10") == 10 and labels.id_of("2") == 2
+
+
+def test_label_map_file_errors():
+    with pytest.raises(UserError):
+        parse_label_map("\n\n")
+    with pytest.raises(UserError):
+        parse_label_map("a\nb\na\n")
+
+
+def _row(key, split="train", uri="x.jpg"):
+    return ManifestRow(key, uri, key.split("/")[0], split, (), "m.csv:2", (0, 2))
+
+
+def test_plan_counts_shards_from_sampled_sizes():
+    accumulators = [PlanAccumulator(), PlanAccumulator()]
+    for i in range(300):
+        accumulators[i % 2].add(_row(f"a/{i}", "train" if i % 3 else "test", f"f{i}"))
+    stats = accumulators[0].merge(accumulators[1]).stats()
+    plan = make_plan(stats, None, 0, ShardCounts(), 1.0, lambda uri: 100 * 1024)
+    assert dict(plan.rows) == {"test": 100, "train": 200}
+    # 200 rows × 100 KiB ≈ 19.5 MiB at 1 MiB per shard → 20 shards.
+    assert dict(plan.shards) == {"test": 10, "train": 20}
+    fixed = make_plan(stats, None, 0, parse_shard_counts("train=3"), 1.0, lambda uri: 0)
+    assert dict(fixed.shards) == {"test": 1, "train": 3}
+
+
+def test_plan_does_not_depend_on_bundle_boundaries():
+    rows = [_row(f"a/{i}", uri=f"f{i}") for i in range(500)]
+    one = PlanAccumulator()
+    for row in rows:
+        one.add(row)
+    parts = [PlanAccumulator() for _ in range(7)]
+    for i, row in enumerate(reversed(rows)):
+        parts[i % 7].add(row)
+    merged = parts[0]
+    for part in parts[1:]:
+        merged.merge(part)
+    assert one.stats() == merged.stats()
+
+
+@pytest.mark.parametrize("text", ["0", "x", "train=0", "Train=2", "100000"])
+def test_bad_shard_counts(text):
+    with pytest.raises(UserError):
+        parse_shard_counts(text)
+
+
+def test_masked_crc_and_framing_match_the_tfrecord_format():
+    # Known answer: TensorFlow's masked CRC of the 8-byte length 0 (an empty record).
+    assert masked_crc32c(b"\x00" * 8) == 0x07980329
+    record = frame(b"hello")
+    assert record[:8] == (5).to_bytes(8, "little") and record[12:17] == b"hello"
+    assert len(record) == 8 + 4 + 5 + 4
+
+
+class _Keep(io.BytesIO):
+    def close(self):
+        self.closed_value = self.getvalue()
+
+
+def test_gzip_shards_are_deterministic_and_fingerprinted():
+    outputs = []
+    for _ in range(2):
+        sink = _Keep()
+        writer = ShardFileWriter(sink, compress=True)
+        writer.write(b"a" * 1000)
+        writer.close()
+        outputs.append((sink.closed_value, writer.sha256, writer.bytes))
+    assert outputs[0] == outputs[1]
+    data = outputs[0][0]
+    assert gzip.decompress(data) == frame(b"a" * 1000) and outputs[0][2] == len(data)
+
+
+def test_label_map_text_round_trip():
+    labels = LabelMap(("b", "a"), 0)
+    assert labels.to_text() == "b\na\n" and labels.id_of("a") == 1

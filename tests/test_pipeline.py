@@ -1,0 +1,183 @@
+"""The Beam steps with TestPipeline, and whole conversions run on a temp folder."""
+
+import json
+
+import apache_beam as beam
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+from conftest import encode, make_images, photo, write_manifest
+
+from pipeline.commit import MARKER
+from pipeline.convert import run
+from transforms.errors import UserError
+from transforms.labels import LabelMap
+from transforms.manifest import ManifestRow, ReadConfig
+from transforms.plan import DatasetPlan
+from transforms.shard_writer import WriteConfig, write_shard
+from transforms.sharding import ShardId, shard_for
+from transforms.steps import AssignShards, ReadManifests
+
+pytestmark = pytest.mark.slow
+
+
+def _read(output, name):
+    return (output / name).read_bytes()
+
+
+def _errors(output):
+    return [json.loads(line) for line in (output / "errors/errors.jsonl").read_text().splitlines()]
+
+
+def test_read_manifests_and_assign_shards(tmp_path):
+    manifest = write_manifest(
+        tmp_path / "m.csv",
+        [
+            {"image_uri": "a.jpg", "label": "cat"},
+            {"image_uri": "b.jpg", "label": "dog"},
+            {"image_uri": "c.jpg", "label": ""},
+        ],
+    )
+    plan = DatasetPlan(LabelMap(("cat",)), (("train", 2),), (("train", 4),))
+    with BeamTestPipeline() as p:
+        read = p | ReadManifests([str(manifest)], ReadConfig())
+        keyed = read.rows | AssignShards(p | "Plan" >> beam.Create([plan]))
+        shards = keyed.keyed | beam.Map(lambda kv: (kv[0], kv[1].key))
+        assert_that(shards, equal_to([(tuple(shard_for("a.jpg", "train", 4)), "a.jpg")]))
+        reasons = (read.errors, keyed.errors) | beam.Flatten() | beam.Map(lambda e: e.reason.value)
+        assert_that(reasons, equal_to(["bad_label", "unknown_label"]), label="Reasons")
+
+
+def test_write_shard_keeps_first_duplicate_and_reports_bad_images(tmp_path):
+    good = tmp_path / "good.jpg"
+    good.write_bytes(encode(photo().resize((32, 32))))
+    (tmp_path / "bad.jpg").write_bytes(encode(photo().resize((32, 32)))[:-100])
+
+    def row(key, name, line):
+        return ManifestRow(key, str(tmp_path / name), "cat", "train", (), f"m:{line}", (0, line))
+
+    rows = [row("k1", "good.jpg", 3), row("k1", "good.jpg", 2), row("k2", "bad.jpg", 4)]
+    rows.append(row("k3", "missing.jpg", 5))
+    out = list(
+        write_shard(ShardId("train", 0, 1), rows, LabelMap(("cat",)), WriteConfig(str(tmp_path)))
+    )
+    result, errors = out[-1], out[:-1]
+    assert result.records == 1 and result.label_counts == ((0, 1),)
+    assert sorted((e.key, e.reason.value, e.source) for e in errors) == [
+        ("k1", "duplicate_key", "m:3"),
+        ("k2", "corrupt_image", "m:4"),
+        ("k3", "missing_file", "m:5"),
+    ]
+    assert (tmp_path / result.file).stat().st_size == result.bytes
+    assert not list((tmp_path / "_tmp").iterdir())
+
+
+def test_conversion_writes_the_documented_layout(dataset, convert):
+    output, info = convert(dataset, "--num_shards", "3", "--split", "train=0.75,validation=0.25")
+    names = sorted(p.name for p in output.iterdir())
+    assert names == [
+        MARKER,
+        "dataset_info.json",
+        "errors",
+        "labels.txt",
+        *[f"train-0000{i}-of-00003.tfrecord" for i in range(3)],
+        *[f"validation-0000{i}-of-00003.tfrecord" for i in range(3)],
+    ]
+    assert _read(output, "labels.txt") == b"astronaut\nchelsea\ncoffee\nrocket\n"
+    assert info.records == 20 and info.errors == 0 and not info.failures
+    assert sum(s.examples for s in info.splits.values()) == 20
+    for split in info.splits.values():
+        assert sum(s.records for s in split.shards) == split.examples
+        assert sum(split.label_counts.values()) == split.examples
+
+
+def test_same_input_gives_identical_bytes_whatever_the_parallelism(dataset, tmp_path, convert):
+    flags = ("--num_shards", "2", "--split", "train=0.5,validation=0.5")
+    first, _ = convert(dataset, *flags, output=tmp_path / "a")
+    second, _ = convert(dataset, *flags, output=tmp_path / "b")
+    run(
+        [
+            "--manifest", str(dataset), "--output", str(tmp_path / "c"), *flags, "--no_progress",
+            "--direct_num_workers=2", "--direct_running_mode=multi_processing",
+        ]
+    )  # fmt: skip
+    files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
+    for other in (second, tmp_path / "c"):
+        assert sorted(p.relative_to(other) for p in other.rglob("*") if p.is_file()) == files
+        for name in files:
+            assert _read(first, name) == _read(other, name), name
+
+
+def test_count_law_and_error_rows_with_hostile_rows(tmp_path, convert):
+    rows = make_images(tmp_path, per_class=3)
+    images = tmp_path / "images"
+    (images / "truncated.jpg").write_bytes((images / "coffee/0.jpg").read_bytes()[:500])
+    (images / "empty.jpg").write_bytes(b"")
+    (images / "text.jpg").write_text("not an image")
+    (images / "really_png.jpg").write_bytes(encode(photo().resize((40, 30)), "PNG"))
+    rows += [
+        {"image_uri": "images/truncated.jpg", "label": "coffee"},
+        {"image_uri": "images/empty.jpg", "label": "coffee"},
+        {"image_uri": "images/text.jpg", "label": "coffee"},
+        {"image_uri": "images/nowhere.jpg", "label": "coffee"},
+        {"image_uri": "images/really_png.jpg", "label": "coffee"},
+        {"image_uri": "images/coffee/0.jpg", "label": "coffee"},  # same key again
+        {"image_uri": "images/coffee/1.jpg", "label": "coffee", "split": "bad split"},
+    ]
+    manifest = write_manifest(tmp_path / "m.csv", rows)
+    output, info = convert(manifest, "--max_error_rate", "0.5")
+    assert info.rows_in == len(rows) == info.records + info.errors
+    assert info.errors_by_reason == {
+        "bad_split": 1, "corrupt_image": 1, "duplicate_key": 1,
+        "empty_file": 1, "missing_file": 1, "not_an_image": 1,
+    }  # fmt: skip
+    assert len(_errors(output)) == info.errors
+    assert {e["row"]["image_uri"].rsplit("/", 1)[-1] for e in _errors(output)} >= {
+        "truncated.jpg",
+        "empty.jpg",
+        "text.jpg",
+        "nowhere.jpg",
+    }
+
+
+def test_error_rate_over_the_limit_leaves_the_dataset_uncommitted(tmp_path, convert):
+    rows = make_images(tmp_path, per_class=2)
+    rows.append({"image_uri": "images/nowhere.jpg", "label": "coffee"})
+    output, info = convert(write_manifest(tmp_path / "m.csv", rows))
+    assert info.failures and "missing_file 1" in info.failures[0]
+    assert not (output / MARKER).exists() and (output / "dataset_info.json").exists()
+
+
+def test_committed_output_is_refused_then_overwritten(dataset, tmp_path, convert):
+    output, _ = convert(dataset, "--num_shards", "4")
+    with pytest.raises(UserError, match="--overwrite"):
+        convert(dataset, "--num_shards", "4")
+    _, info = convert(dataset, "--num_shards", "2", "--overwrite")
+    assert sorted(p.name for p in output.glob("*.tfrecord")) == [
+        "train-00000-of-00002.tfrecord",
+        "train-00001-of-00002.tfrecord",
+    ]
+    assert (output / MARKER).exists() and info.records == 20
+
+
+def test_label_map_pins_ids_and_rejects_unknown_labels(tmp_path, convert):
+    rows = make_images(tmp_path, per_class=2)
+    (tmp_path / "labels.txt").write_text("rocket\ncoffee\nchelsea\nastronaut\n")
+    rows.append({"image_uri": rows[0]["image_uri"], "label": "zebra", "key": "z"})
+    manifest = write_manifest(tmp_path / "m.csv", rows)
+    flags = ("--label_map", str(tmp_path / "labels.txt"), "--label_offset", "1")
+    output, info = convert(manifest, *flags, "--max_error_rate", "0.2")
+    assert info.labels["names"] == ["rocket", "coffee", "chelsea", "astronaut"]
+    assert info.splits["train"].label_counts == {"1": 2, "2": 2, "3": 2, "4": 2}
+    assert info.errors_by_reason == {"unknown_label": 1}
+    assert _read(output, "labels.txt") == b"rocket\ncoffee\nchelsea\nastronaut\n"
+
+
+def test_size_target_and_tree_input(tmp_path, convert):
+    make_images(tmp_path, per_class=3)
+    (tmp_path / "images" / "coffee" / "notes.txt").write_text("skip me")
+    output, info = convert(tmp_path / "images", "--target_shard_mb", "0.01")
+    assert info.skipped_files == 1 and info.records == 12
+    total = info.splits["train"].bytes
+    # The count comes from sampled file sizes: about total / 10 kB shards.
+    assert abs(len(info.splits["train"].shards) - total / 10485.76) <= 1
