@@ -10,7 +10,7 @@ from apache_beam.pvalue import AsList, AsSingleton
 
 from pipeline.commit import CommitDataset, prepare_output, read_info
 from pipeline.metadata import DatasetInfo
-from pipeline.options import ConvertOptions, is_local, local_parallelism, parse_args
+from pipeline.options import ConvertOptions, is_local, parse_args
 from pipeline.progress import ProgressBar
 from pipeline.version import __version__
 from transforms import fileio
@@ -45,7 +45,11 @@ def build_pipeline(p: beam.Pipeline, options: ConvertOptions, progress_dir: str 
     for path in manifests:
         check_manifest(path, read_config)
     write_config = WriteConfig(
-        options.output, options.image_config(), options.compression == "gzip", progress_dir
+        options.output,
+        options.image_config(),
+        options.compression == "gzip",
+        progress_dir,
+        options.threads,
     )
 
     read = p | "ReadManifests" >> ReadManifests(manifests, read_config)
@@ -85,7 +89,7 @@ def convert(
         if show_progress:
             progress_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="tfrp-"))
             stack.enter_context(ProgressBar(progress_dir))
-        p = test_pipeline or beam.Pipeline(options=PipelineOptions(local_parallelism(beam_args)))
+        p = test_pipeline or beam.Pipeline(options=PipelineOptions(beam_args))
         build_pipeline(p, options, progress_dir)
         p.run().wait_until_finish()
     return read_info(options.output)

@@ -2,7 +2,6 @@
 
 import argparse
 import dataclasses
-import os
 
 from apache_beam.options import pipeline_options as beam_options
 
@@ -35,6 +34,7 @@ class ConvertOptions:
     max_pixels: int = DEFAULT_MAX_PIXELS
     compression: str = "none"
     max_error_rate: float = 0.01
+    threads: int = 0
     overwrite: bool = False
     progress: bool = True
 
@@ -80,6 +80,7 @@ class ConvertOptions:
             (0 <= self.max_error_rate <= 1, "--max_error_rate must be between 0 and 1"),
             (self.label_offset >= 0, "--label_offset must be 0 or more"),
             (self.max_pixels > 0, "--max_pixels must be positive"),
+            (self.threads >= 0, "--threads must be 0 (one per core) or more"),
         )
         for ok, message in checks:
             if not ok:
@@ -88,7 +89,7 @@ class ConvertOptions:
     def recorded(self) -> dict:
         """The options that shape the output, as stored in dataset_info.json."""
         fields = dataclasses.asdict(self)
-        for local_only in ("overwrite", "progress", "manifest", "output"):
+        for local_only in ("overwrite", "progress", "manifest", "output", "threads"):
             fields.pop(local_only)
         fields["features"] = [list(pair) for pair in self.features()]
         return fields
@@ -116,6 +117,7 @@ def _parser() -> argparse.ArgumentParser:
     add("--max_pixels", type=int, default=DEFAULT_MAX_PIXELS)
     add("--compression", default="none", choices=("none", "gzip"))
     add("--max_error_rate", type=float, default=0.01)
+    add("--threads", type=int, default=0, help="image threads per shard writer (0: one per core)")
     add("--overwrite", action="store_true")
     add("--no_progress", dest="progress", action="store_false")
     return parser
@@ -143,13 +145,3 @@ def parse_args(argv: list[str]) -> tuple[ConvertOptions, list[str]]:
 def is_local(beam_args: list[str]) -> bool:
     runner = beam_options.PipelineOptions(beam_args).view_as(beam_options.StandardOptions).runner
     return runner in LOCAL_RUNNERS
-
-
-def local_parallelism(beam_args: list[str]) -> list[str]:
-    """On a local runner, use every core unless the user chose otherwise."""
-    if not is_local(beam_args) or any(a.startswith("--direct_") for a in beam_args):
-        return beam_args
-    workers = os.cpu_count() or 1
-    if workers == 1:
-        return beam_args
-    return [*beam_args, f"--direct_num_workers={workers}", "--direct_running_mode=multi_processing"]

@@ -5,9 +5,12 @@ appended to the shard's temporary file, then dropped, so memory holds one shard'
 image. The file is renamed to its final name only once complete.
 """
 
+import functools
 import posixpath
 import uuid
+from collections import deque
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import NamedTuple
 
 from transforms import fileio
@@ -21,6 +24,7 @@ from transforms.records import MAX_RECORD_BYTES, ShardFileWriter
 from transforms.sharding import ShardId, record_order
 
 TMP_DIR = "_tmp"
+IN_FLIGHT = 16  # images being read/encoded at once per shard writer: bounds its memory
 
 
 class WriteConfig(NamedTuple):
@@ -28,6 +32,7 @@ class WriteConfig(NamedTuple):
     image: ImageConfig = ImageConfig()
     compress: bool = False
     progress_dir: str | None = None  # local runs: where workers leave counts for the progress bar
+    threads: int = 0  # image threads per shard writer; 0: one per core of the worker
 
 
 class ShardResult(NamedTuple):
@@ -80,25 +85,58 @@ def ordered_unique(rows: Iterable[ManifestRow]) -> Iterator[ManifestRow | ErrorR
             yield row
 
 
+def _record_or_error(item: ManifestRow | ErrorRow, labels: LabelMap, image: ImageConfig):
+    """Runs on a pool thread: (row or error, record or None, label id)."""
+    if isinstance(item, ErrorRow):
+        return item, None, None
+    try:
+        record, label_id = make_record(item, labels, image)
+    except RowError as error:
+        return error_row(item, error.reason, error.message), None, None
+    return item, record, label_id
+
+
+def ordered_map(pool: Executor | None, function, items: Iterable, window: int) -> Iterator:
+    """`map` over a thread pool with at most `window` results in flight, in input order.
+
+    The order makes the shard deterministic; the window bounds memory to a few images
+    however long the shard is.
+    """
+    if pool is None:
+        yield from map(function, items)
+        return
+    pending: deque = deque()
+    for item in items:
+        pending.append(pool.submit(function, item))
+        if len(pending) >= window:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
+
+
 def write_shard(
-    shard: ShardId, rows: Iterable[ManifestRow], labels: LabelMap, config: WriteConfig
+    shard: ShardId,
+    rows: Iterable[ManifestRow],
+    labels: LabelMap,
+    config: WriteConfig,
+    pool: ThreadPoolExecutor | None = None,
 ) -> Iterator[ShardResult | ErrorRow]:
-    """Write `shard` from its rows; yields an ErrorRow per rejected row, then the ShardResult."""
+    """Write `shard` from its rows; yields an ErrorRow per rejected row, then the ShardResult.
+
+    With a `pool`, images are read, checked and encoded on its threads (Pillow, hashlib and
+    file reads release the GIL); records are still written one at a time, in order.
+    """
     name = shard.file_name(config.compress)
     temp = fileio.join(config.output, TMP_DIR, f"{name}.{uuid.uuid4().hex}")
     writer = ShardFileWriter(fileio.create(temp), compress=config.compress)
     progress = ProgressReporter(config.progress_dir, name)
     label_counts: dict[int, int] = {}
+    convert = functools.partial(_record_or_error, labels=labels, image=config.image)
     try:
-        for item in ordered_unique(rows):
+        for item, record, label_id in ordered_map(pool, convert, ordered_unique(rows), IN_FLIGHT):
             progress.add(1)
-            if isinstance(item, ErrorRow):
+            if record is None:
                 yield item
-                continue
-            try:
-                record, label_id = make_record(item, labels, config.image)
-            except RowError as error:
-                yield error_row(item, error.reason, error.message)
                 continue
             writer.write(record)
             label_counts[label_id] = label_counts.get(label_id, 0) + 1

@@ -8,6 +8,9 @@ Element shapes between steps:
 Only manifest rows cross the GroupByKey in WriteShards; image bytes are read after it.
 """
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import AsSingleton, TaggedOutput
@@ -145,11 +148,20 @@ def _all_shards(plan):
 class _WriteShardFn(beam.DoFn):
     def __init__(self, config: WriteConfig):
         self._config = config
+        self._pool = None
+
+    def setup(self):
+        threads = self._config.threads or os.cpu_count() or 1
+        self._pool = ThreadPoolExecutor(threads, "image") if threads > 1 else None
+
+    def teardown(self):
+        if self._pool:
+            self._pool.shutdown()
 
     def process(self, keyed_rows, plan):
         shard, rows = keyed_rows
         rows = [row for row in rows if row is not None]
-        for item in write_shard(ShardId(*shard), rows, plan.labels, self._config):
+        for item in write_shard(ShardId(*shard), rows, plan.labels, self._config, self._pool):
             if isinstance(item, ErrorRow):
                 yield _count_error(item)
             else:
