@@ -51,7 +51,7 @@ class ProgressBar:
         self._draw(final=True)
 
     def _loop(self):
-        last_line = 0.0
+        last_line = time.monotonic()
         while not self._stop.wait(_POLL_S):
             if self._tty or time.monotonic() - last_line > _QUIET_LOG_S:
                 last_line = time.monotonic()

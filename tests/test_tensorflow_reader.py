@@ -89,3 +89,15 @@ def test_our_example_and_framing_are_what_tensorflow_writes(tmp_path):
     with tf.io.TFRecordWriter(path) as writer:
         writer.write(data)
     assert Path(path).read_bytes() == frame(data)
+
+
+def test_the_readme_tf_data_snippet_reads_a_converted_dataset(convert):
+    output, info = convert(SAMPLE / "manifest.csv", "--num_shards", "2")
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme[readme.index("## Reading the shards with tf.data") :]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace = {}
+    code = code.replace('"out/sample"', repr(str(output))).replace("batch(128", "batch(8")
+    exec(code, namespace)  # 40 sample images: batches of 8 so drop_remainder keeps them all
+    images, labels = next(iter(namespace["dataset"].unbatch().batch(40)))
+    assert images.shape == (40, 224, 224, 3) and sorted(set(labels.numpy())) == [0, 1, 2, 3, 4]
