@@ -6,13 +6,16 @@ corpus. Run: python benchmarks/corpus.py OUT_DIR N [PHOTOS_DIR]
 """
 
 import csv
+import os
 import random
 import sys
 from pathlib import Path
 
 from PIL import Image
 
-PHOTOS = Path(__file__).resolve().parents[2] / "shared" / "photos"
+PHOTOS = Path(
+    os.environ.get("TFRP_PHOTOS", Path(__file__).resolve().parents[2] / "shared" / "photos")
+)
 
 
 def make_corpus(out: Path, count: int, photos: Path = PHOTOS, seed: int = 0) -> Path:

@@ -3,6 +3,7 @@
 import csv
 import io
 import json
+import os
 import random
 from pathlib import Path
 
@@ -11,7 +12,12 @@ from PIL import Image
 
 from pipeline.convert import run
 
-PHOTOS = Path(__file__).resolve().parents[2] / "shared" / "photos"
+# The workplace's shared photos sit beside the repository; TFRP_PHOTOS may point elsewhere.
+PHOTOS = Path(
+    os.environ.get("TFRP_PHOTOS", Path(__file__).resolve().parents[2] / "shared" / "photos")
+)
+if not (PHOTOS / "astronaut.png").exists():
+    pytest.exit(f"test photos not found in {PHOTOS}; set TFRP_PHOTOS to shared/photos", 1)
 RGB_SOURCES = ("astronaut.png", "chelsea.png", "coffee.png", "rocket.jpg")
 # In-process DirectRunner: one worker keeps each pipeline test to about a second.
 ONE_WORKER = ["--direct_num_workers=1", "--no_progress"]
