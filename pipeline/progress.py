@@ -99,7 +99,7 @@ def format_summary(info: DatasetInfo, output: str) -> str:
     lines.insert(1, "-" * len(lines[0]))
     lines.insert(len(lines) - 1, "-" * len(lines[0]))
     if unsplit:
-        lines.append(f"{unsplit:,} manifest rows could not be read at all")
+        lines.append(f"manifest rows that could not be parsed: {unsplit:,}")
     if info.errors:
         reasons = ", ".join(f"{r}: {n:,}" for r, n in info.errors_by_reason.items())
         lines.append(f"rejected rows by reason: {reasons}  (errors/errors.jsonl)")

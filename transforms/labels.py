@@ -6,9 +6,9 @@ earlier run; a label it lacks is an error row, never a silently appended id. Whe
 the dataset is an integer literal the integers are used as they are.
 """
 
+import dataclasses
 import re
 from collections.abc import Iterable
-from typing import NamedTuple
 
 from transforms.errors import Reason, RowError, UserError
 
@@ -19,17 +19,22 @@ def is_integer_label(label: str) -> bool:
     return bool(_INTEGER.match(label))
 
 
-class LabelMap(NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class LabelMap:
     """`names[i]` has id `i + offset`; with `integers`, labels are their own ids."""
 
     names: tuple[str, ...]
     offset: int = 0
     integers: bool = False
+    _index: dict = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "_index", {name: i for i, name in enumerate(self.names)})
 
     def id_of(self, label: str) -> int:
         if self.integers:
             return int(label)
-        index = _index(self.names).get(label)
+        index = self._index.get(label)
         if index is None:
             raise RowError(Reason.UNKNOWN_LABEL, f"label {label!r} is not in the label map")
         return index + self.offset
@@ -37,17 +42,6 @@ class LabelMap(NamedTuple):
     def to_text(self) -> str:
         """The `labels.txt` body: one name per line, line order is id order."""
         return "".join(f"{name}\n" for name in self.names)
-
-
-_INDEX_CACHE: dict[tuple[str, ...], dict[str, int]] = {}
-
-
-def _index(names: tuple[str, ...]) -> dict[str, int]:
-    """Name → position, built once per worker process rather than once per row."""
-    index = _INDEX_CACHE.get(names)
-    if index is None:
-        index = _INDEX_CACHE[names] = {name: i for i, name in enumerate(names)}
-    return index
 
 
 def check_label(label: str) -> str:
