@@ -17,7 +17,13 @@ from transforms import fileio
 from transforms.errors import UserError
 from transforms.manifest import check_manifest
 from transforms.shard_writer import WriteConfig
-from transforms.steps import AssignShards, PlanDataset, ReadManifests, WriteShards
+from transforms.steps import (
+    AssignShards,
+    DropDuplicateContent,
+    PlanDataset,
+    ReadManifests,
+    WriteShards,
+)
 
 
 def expand_manifests(patterns: list[str]) -> list[str]:
@@ -50,6 +56,7 @@ def build_pipeline(p: beam.Pipeline, options: ConvertOptions, progress_dir: str 
         options.compression == "gzip",
         progress_dir,
         options.threads,
+        int(options.max_record_mb * 2**20),
     )
 
     read = p | "ReadManifests" >> ReadManifests(manifests, read_config)
@@ -60,9 +67,13 @@ def build_pipeline(p: beam.Pipeline, options: ConvertOptions, progress_dir: str 
         options.target_shard_mb,
         progress_dir,
     )
-    keyed = read.rows | "AssignShards" >> AssignShards(plan)
+    rows, errors = read.rows, [read.errors]
+    if options.dedup:  # after the plan, which counts every row, so rows = records + errors
+        unique = rows | "DropDuplicateContent" >> DropDuplicateContent()
+        rows, errors = unique.rows, [*errors, unique.errors]
+    keyed = rows | "AssignShards" >> AssignShards(plan)
     shards = keyed.keyed | "WriteShards" >> WriteShards(plan, write_config)
-    errors = (read.errors, keyed.errors, shards.errors) | "CollectErrors" >> beam.Flatten()
+    errors = (*errors, keyed.errors, shards.errors) | "CollectErrors" >> beam.Flatten()
     skipped = read.skipped | "CountSkippedFiles" >> beam.combiners.Count.Globally()
     commit = CommitDataset(options.output, options.recorded(), __version__, options.max_error_rate)
     return plan | "CommitDataset" >> beam.ParDo(

@@ -109,7 +109,10 @@ def build_info(
     info = DatasetInfo(
         tool_version=tool_version,
         options=options,
-        features=feature_spec(tuple(options.get("features", ()))),
+        features=feature_spec(
+            tuple(tuple(pair) for pair in options.get("features", ())),
+            options.get("image_encoding", "jpeg"),
+        ),
         compression="gzip" if options.get("compression") == "gzip" else "none",
         labels={
             "kind": "integers" if plan.labels.integers else "names",

@@ -8,10 +8,18 @@ from apache_beam.options import pipeline_options as beam_options
 from transforms import fileio
 from transforms.errors import UserError
 from transforms.examples import IMAGE_FEATURES
-from transforms.images import DEFAULT_JPEG_QUALITY, DEFAULT_MAX_PIXELS, VALIDATE_MODES, ImageConfig
+from transforms.images import (
+    DEFAULT_JPEG_QUALITY,
+    DEFAULT_MAX_PIXELS,
+    ENCODINGS,
+    RESAMPLING,
+    VALIDATE_MODES,
+    ImageConfig,
+)
 from transforms.labels import LabelMap, parse_label_map
 from transforms.manifest import FEATURE_TYPES, ReadConfig
 from transforms.plan import ShardCounts, parse_shard_counts
+from transforms.records import MAX_RECORD_BYTES
 from transforms.sharding import DEFAULT_TARGET_SHARD_MB
 from transforms.splits import parse_split_spec
 
@@ -32,6 +40,14 @@ class ConvertOptions:
     channels: int = 3
     jpeg_quality: int = DEFAULT_JPEG_QUALITY
     max_pixels: int = DEFAULT_MAX_PIXELS
+    max_side: int | None = None
+    resize_short_side: int | None = None
+    resample: str = "bicubic"
+    exif_transpose: bool = False
+    background: str = "white"
+    image_encoding: str = "jpeg"
+    max_record_mb: float = MAX_RECORD_BYTES / 2**20
+    dedup: bool = False
     compression: str = "none"
     max_error_rate: float = 0.01
     threads: int = 0
@@ -43,7 +59,18 @@ class ConvertOptions:
         return ReadConfig(split_spec, self.features())
 
     def image_config(self) -> ImageConfig:
-        return ImageConfig(self.validate, self.channels, self.jpeg_quality, self.max_pixels)
+        return ImageConfig(
+            validate=self.validate,
+            channels=self.channels,
+            jpeg_quality=self.jpeg_quality,
+            max_pixels=self.max_pixels,
+            max_side=self.max_side,
+            resize_short_side=self.resize_short_side,
+            resample=self.resample,
+            exif_transpose=self.exif_transpose,
+            background=parse_colour(self.background),
+            encoding=self.image_encoding,
+        )
 
     def shard_counts(self) -> ShardCounts:
         return parse_shard_counts(self.num_shards)
@@ -70,7 +97,7 @@ class ConvertOptions:
 
     def validate_values(self) -> None:
         """Check every option once, in the launcher, so workers never meet a bad value."""
-        self.read_config(), self.shard_counts(), self.pinned_labels()
+        self.read_config(), self.shard_counts(), self.pinned_labels(), self.image_config()
         if self.validate not in VALIDATE_MODES:
             raise UserError(f"--validate must be one of {', '.join(VALIDATE_MODES)}")
         checks = (
@@ -81,6 +108,9 @@ class ConvertOptions:
             (self.label_offset >= 0, "--label_offset must be 0 or more"),
             (self.max_pixels > 0, "--max_pixels must be positive"),
             (self.threads >= 0, "--threads must be 0 (one per core) or more"),
+            (0 < self.max_record_mb <= 1024, "--max_record_mb must be in (0, 1024]"),
+            ((self.max_side or 1) > 0, "--max_side must be positive"),
+            ((self.resize_short_side or 1) > 0, "--resize_short_side must be positive"),
         )
         for ok, message in checks:
             if not ok:
@@ -93,6 +123,22 @@ class ConvertOptions:
             fields.pop(local_only)
         fields["features"] = [list(pair) for pair in self.features()]
         return fields
+
+
+_COLOURS = {"white": (255, 255, 255), "black": (0, 0, 0)}
+
+
+def parse_colour(text: str) -> tuple[int, int, int]:
+    """`white`, `black` or `R,G,B` with 0-255 components."""
+    if text in _COLOURS:
+        return _COLOURS[text]
+    try:
+        colour = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        colour = ()
+    if len(colour) != 3 or not all(0 <= c <= 255 for c in colour):
+        raise UserError(f"--background: expected white, black or R,G,B, got {text!r}")
+    return colour
 
 
 class _Parser(argparse.ArgumentParser):
@@ -115,6 +161,14 @@ def _parser() -> argparse.ArgumentParser:
     add("--channels", type=int, default=3)
     add("--jpeg_quality", type=int, default=DEFAULT_JPEG_QUALITY)
     add("--max_pixels", type=int, default=DEFAULT_MAX_PIXELS)
+    add("--max_side", type=int, help="downscale so the long side is at most N (never upscale)")
+    add("--resize_short_side", type=int, help="downscale so the short side is N (never upscale)")
+    add("--resample", default="bicubic", choices=sorted(RESAMPLING))
+    add("--exif_transpose", action="store_true", help="re-encode JPEGs with an EXIF rotation")
+    add("--background", default="white", help="alpha background: white, black or R,G,B")
+    add("--image_encoding", default="jpeg", choices=ENCODINGS, help="raw: uint8 pixels")
+    add("--max_record_mb", type=float, default=MAX_RECORD_BYTES / 2**20)
+    add("--dedup", action="store_true", help="reject images whose bytes repeat an earlier row's")
     add("--compression", default="none", choices=("none", "gzip"))
     add("--max_error_rate", type=float, default=0.01)
     add("--threads", type=int, default=0, help="image threads per shard writer (0: one per core)")

@@ -8,7 +8,8 @@ from conftest import encode, photo, write_manifest
 from PIL import Image
 
 from transforms.errors import ErrorRow, Reason, RowError, UserError
-from transforms.images import ImageConfig, normalise, parse_jpeg, sniff
+from transforms.images import ImageConfig, normalise, sniff
+from transforms.jpeg import parse_jpeg
 from transforms.manifest import (
     ManifestRow,
     ReadConfig,

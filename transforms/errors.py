@@ -23,6 +23,7 @@ class Reason(enum.StrEnum):
     BAD_SPLIT = "bad_split"  # split name unusable in a file name
     BAD_FEATURE = "bad_feature"  # a --feature column value of the wrong type
     DUPLICATE_KEY = "duplicate_key"  # a second row with a key already seen
+    DUPLICATE_CONTENT = "duplicate_content"  # with --dedup: same file bytes as an earlier row
     MISSING_FILE = "missing_file"
     UNREADABLE_FILE = "unreadable_file"
     EMPTY_FILE = "empty_file"

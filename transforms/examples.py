@@ -25,9 +25,18 @@ IMAGE_FEATURES = (
 _DTYPES = {"int64": "int64", "float": "float32", "bytes": "string"}
 
 
-def feature_spec(extra_features: tuple[tuple[str, str], ...]) -> dict[str, str]:
+RAW_KEY = "image/raw"  # with --image_encoding raw: uint8 pixels, read with tf.io.decode_raw
+
+
+def image_key(image_format: str) -> str:
+    return RAW_KEY if image_format == "RAW" else "image/encoded"
+
+
+def feature_spec(extra_features: tuple[tuple[str, str], ...], encoding: str) -> dict[str, str]:
     """Feature key → TF dtype name, for every scalar feature a record carries."""
     spec = dict(IMAGE_FEATURES)
+    if encoding == "raw":
+        spec = {RAW_KEY if key == "image/encoded" else key: dtype for key, dtype in spec.items()}
     spec.update((name, _DTYPES[kind]) for name, kind in extra_features)
     return spec
 
@@ -48,7 +57,7 @@ def build_example(image, label_id: int, label_text: str, filename: str, key: str
     example = Example()
     features = example.features.feature
     for name, value in (
-        ("image/encoded", image.data),
+        (image_key(image.format), image.data),
         ("image/format", image.format),
         ("image/class/label", label_id),
         ("image/class/text", label_text),

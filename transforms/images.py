@@ -1,16 +1,16 @@
-"""Image bytes in, bytes fit for `tf.io.decode_jpeg` out, decided by content, never by name.
+"""Image bytes in, bytes fit for `tf.io.decode_jpeg` (or raw pixels) out, decided by content.
 
-A valid 8-bit Huffman-coded JPEG with the wanted channel count is stored byte-identical. Its
-structure is checked by walking the JPEG markers (the entropy-coded data is skipped with a
-C-speed regex), which catches the truncated and malformed files that make `decode_jpeg` fail in
-the middle of a training run. `validate="full"` also decodes it, at 1/8 scale (libjpeg's DCT
-scaling still reads every coefficient, so corrupt data is found at a fraction of the cost).
-Everything else Pillow can read (PNG, GIF, BMP, TIFF, WebP, CMYK or grayscale JPEG) is decoded,
-EXIF-rotated, flattened onto white if it has alpha, and re-encoded as JPEG.
+A valid 8-bit Huffman-coded JPEG with the wanted channel count, small enough and (with
+`exif_transpose`) upright, is stored byte-identical after a structural check (`jpeg.py`);
+`validate="full"` also decodes it at 1/8 scale (libjpeg's DCT scaling still reads every
+coefficient, so corrupt data is found at a fraction of the cost). Everything else Pillow reads
+(PNG 8/16-bit, palette, alpha; GIF's first frame; BMP; TIFF; WebP; CMYK, YCCK or grayscale JPEG)
+is decoded, EXIF-rotated, flattened onto the background if it has alpha, resized if asked, and
+stored as JPEG or raw pixels.
 """
 
 import io
-import re
+import math
 import struct
 import warnings
 from typing import NamedTuple
@@ -18,11 +18,20 @@ from typing import NamedTuple
 from PIL import Image, ImageOps
 
 from transforms.errors import Reason, RowError
+from transforms.jpeg import DECODABLE, HUFFMAN_8BIT, JpegInfo, parse_jpeg
 
 DEFAULT_MAX_PIXELS = 178_956_970  # Pillow's own decompression-bomb error threshold
 DEFAULT_JPEG_QUALITY = 95
 VALIDATE_MODES = ("structural", "full")
-
+ENCODINGS = ("jpeg", "raw")
+RESAMPLING = {
+    "nearest": Image.Resampling.NEAREST,
+    "box": Image.Resampling.BOX,
+    "bilinear": Image.Resampling.BILINEAR,
+    "hamming": Image.Resampling.HAMMING,
+    "bicubic": Image.Resampling.BICUBIC,
+    "lanczos": Image.Resampling.LANCZOS,
+}
 _SIGNATURES = (
     (b"\xff\xd8\xff", "jpeg"),
     (b"\x89PNG\r\n\x1a\n", "png"),
@@ -31,12 +40,13 @@ _SIGNATURES = (
     (b"BM", "bmp"),
     (b"II*\x00", "tiff"),
     (b"MM\x00*", "tiff"),
+    (b"\x00\x00\x00\x0cjP  \r\n\x87\n", "jpeg2000"),
+    (b"\xff\x4f\xff\x51", "jpeg2000"),
+    (b"8BPS", "psd"),
 )
-# Any marker other than a stuffed zero or a restart marker ends an entropy-coded segment.
-_NEXT_MARKER = re.compile(rb"\xff[^\x00\xd0-\xd7]")
-_SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # minus DHT, JPG, DAC
-_STANDALONE = frozenset(range(0xD0, 0xD8)) | {0x01}
-_HUFFMAN_8BIT_SOF = frozenset({0xC0, 0xC1, 0xC2})  # baseline, extended, progressive
+_ISO_BRANDS = {b"heic": "heic", b"heix": "heic", b"mif1": "heif", b"avif": "avif"}
+SUPPORTED = frozenset({"jpeg", "png", "gif", "bmp", "tiff", "webp"})
+_TRANSPOSING = frozenset({5, 6, 7, 8})  # EXIF orientations that swap width and height
 
 
 class ImageConfig(NamedTuple):
@@ -44,25 +54,22 @@ class ImageConfig(NamedTuple):
     channels: int = 3
     jpeg_quality: int = DEFAULT_JPEG_QUALITY
     max_pixels: int = DEFAULT_MAX_PIXELS
+    max_side: int | None = None
+    resize_short_side: int | None = None
+    resample: str = "bicubic"
+    exif_transpose: bool = False
+    background: tuple[int, int, int] = (255, 255, 255)
+    encoding: str = "jpeg"
 
 
 class StoredImage(NamedTuple):
-    """The bytes that go into `image/encoded`, described truthfully."""
+    """The bytes that go into the record, described truthfully."""
 
     data: bytes
-    format: str
+    format: str  # "JPEG" or "RAW" (uint8, height x width x channels, row-major)
     height: int
     width: int
     channels: int
-
-
-class JpegInfo(NamedTuple):
-    sof: int  # the frame marker: 0xC0 baseline, 0xC2 progressive, ...
-    precision: int
-    height: int
-    width: int
-    components: int
-    adobe_transform: int | None  # APP14 colour transform: 0 RGB/CMYK, 1 YCbCr, 2 YCCK
 
 
 def sniff(data: bytes) -> str | None:
@@ -72,70 +79,27 @@ def sniff(data: bytes) -> str | None:
             return name
     if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
         return "webp"
+    if data[4:8] == b"ftyp":
+        return _ISO_BRANDS.get(data[8:12], "iso-media")
     return None
 
 
-def _truncated() -> RowError:
-    return RowError(Reason.CORRUPT_IMAGE, "truncated JPEG: data ends before the EOI marker")
+def scale_for(width: int, height: int, config: ImageConfig) -> float:
+    """The downscale factor the resize options ask for; 1.0 means keep (never upscale)."""
+    scale = 1.0
+    if config.resize_short_side:
+        scale = min(scale, config.resize_short_side / min(width, height))
+    if config.max_side:
+        scale = min(scale, config.max_side / max(width, height))
+    return scale
 
 
-def parse_jpeg(data: bytes) -> JpegInfo:
-    """Walk every marker segment up to EOI; raises RowError if the structure is broken."""
-    pos, end, frame, adobe = 2, len(data), None, None
-    while True:
-        if pos >= end:
-            raise _truncated()
-        if data[pos] != 0xFF:
-            raise RowError(Reason.CORRUPT_IMAGE, f"corrupt JPEG: no marker at byte {pos}")
-        while pos < end and data[pos] == 0xFF:
-            pos += 1
-        if pos >= end:
-            raise _truncated()
-        marker = data[pos]
-        pos += 1
-        if marker == 0xD9:
-            break
-        if marker in _STANDALONE:
-            continue
-        if pos + 2 > end:
-            raise _truncated()
-        (length,) = struct.unpack_from(">H", data, pos)
-        if length < 2 or pos + length > end:
-            raise _truncated() if length >= 2 else RowError(Reason.CORRUPT_IMAGE, "bad segment")
-        segment = data[pos + 2 : pos + length]
-        if marker in _SOF_MARKERS and frame is None:
-            frame = _parse_sof(marker, segment)
-        elif marker == 0xEE and segment.startswith(b"Adobe") and len(segment) >= 12:
-            adobe = segment[11]
-        pos += length
-        if marker == 0xDA:
-            if frame is None:
-                raise RowError(Reason.CORRUPT_IMAGE, "corrupt JPEG: scan before frame header")
-            found = _NEXT_MARKER.search(data, pos)
-            if found is None:
-                raise _truncated()
-            pos = found.start()
-    if frame is None:
-        raise RowError(Reason.CORRUPT_IMAGE, "corrupt JPEG: no frame header")
-    return frame._replace(adobe_transform=adobe)
-
-
-def _parse_sof(marker: int, segment: bytes) -> JpegInfo:
-    if len(segment) < 6:
-        raise RowError(Reason.CORRUPT_IMAGE, "corrupt JPEG: short frame header")
-    precision, height, width, components = struct.unpack_from(">BHHB", segment)
-    if height == 0 or width == 0 or components not in (1, 3, 4):
-        raise RowError(Reason.CORRUPT_IMAGE, f"corrupt JPEG: frame {width}x{height}x{components}")
-    return JpegInfo(marker, precision, height, width, components, None)
-
-
-def _is_passthrough(info: JpegInfo, channels: int) -> bool:
-    return (
-        info.sof in _HUFFMAN_8BIT_SOF
-        and info.precision == 8
-        and info.components == channels
-        and info.adobe_transform != 2
-    )
+def _check_pixels(width: int, height: int, config: ImageConfig) -> None:
+    if width * height > config.max_pixels:
+        raise RowError(
+            Reason.IMAGE_TOO_LARGE,
+            f"{width}x{height} is over the limit of {config.max_pixels:,} pixels",
+        )
 
 
 def _open(data: bytes, config: ImageConfig) -> Image.Image:
@@ -148,15 +112,11 @@ def _open(data: bytes, config: ImageConfig) -> Image.Image:
             raise RowError(Reason.IMAGE_TOO_LARGE, str(error)) from None
         except (OSError, SyntaxError, ValueError) as error:
             raise RowError(Reason.CORRUPT_IMAGE, f"cannot open image: {error}") from None
-    if image.width * image.height > config.max_pixels:
-        raise RowError(
-            Reason.IMAGE_TOO_LARGE,
-            f"{image.width}x{image.height} is over the limit of {config.max_pixels} pixels",
-        )
+    _check_pixels(image.width, image.height, config)
     return image
 
 
-def _decode(image: Image.Image) -> None:
+def _load(image: Image.Image) -> None:
     try:
         image.load()
     except (OSError, SyntaxError, ValueError, struct.error) as error:
@@ -167,31 +127,65 @@ def check_jpeg_decodes(data: bytes, info: JpegInfo, config: ImageConfig) -> None
     """A real decode at reduced size: every coefficient read, an eighth of the pixels made."""
     image = _open(data, config)
     image.draft(image.mode, (max(1, info.width // 8), max(1, info.height // 8)))
-    _decode(image)
+    _load(image)
 
 
-def _to_mode(image: Image.Image, channels: int) -> Image.Image:
-    """Pixels as 8-bit L or RGB; alpha flattened onto white, 16-bit scaled, not clipped."""
+def _to_mode(image: Image.Image, config: ImageConfig) -> Image.Image:
+    """8-bit L or RGB; alpha composited onto the background, 16-bit scaled rather than clipped."""
     if image.mode in ("I;16", "I;16B", "I;16L", "I"):
         image = image.convert("I").point(lambda value: value * (1 / 256)).convert("L")
     if image.mode == "P" or image.mode.endswith(("A", "a")) or "transparency" in image.info:
         rgba = image.convert("RGBA")
-        image = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        image = Image.new("RGBA", rgba.size, (*config.background, 255))
         image.alpha_composite(rgba)
-    return image.convert("L" if channels == 1 else "RGB")
+    return image.convert("L" if config.channels == 1 else "RGB")
 
 
-def reencode(data: bytes, config: ImageConfig) -> StoredImage:
-    """Decode anything Pillow reads (first frame of animations) and store it as JPEG."""
-    image = _open(data, config)
-    _decode(image)
-    try:
-        image = _to_mode(ImageOps.exif_transpose(image), config.channels)
+def _encode(image: Image.Image, config: ImageConfig) -> StoredImage:
+    if config.encoding == "raw":
+        data, fmt = image.tobytes(), "RAW"
+    else:
         buffer = io.BytesIO()
         image.save(buffer, "JPEG", quality=config.jpeg_quality)
+        data, fmt = buffer.getvalue(), "JPEG"
+    return StoredImage(data, fmt, image.height, image.width, config.channels)
+
+
+def target_size(width: int, height: int, scale: float, transposed: bool) -> tuple[int, int]:
+    """Pixel size after EXIF rotation and downscaling, at least 1x1."""
+    size = (max(1, round(width * scale)), max(1, round(height * scale)))
+    return size[::-1] if transposed else size
+
+
+def convert_pixels(data: bytes, config: ImageConfig) -> StoredImage:
+    """Decode (at reduced size where the resize allows), orient, convert, resize, encode."""
+    image = _open(data, config)
+    scale = scale_for(image.width, image.height, config)
+    transposed = image.getexif().get(0x0112) in _TRANSPOSING
+    size = target_size(image.width, image.height, min(scale, 1.0), transposed)
+    if scale < 1:  # JPEG: libjpeg decodes at 1/2, 1/4 or 1/8 size, never below the request
+        image.draft(image.mode, (math.ceil(image.width * scale), math.ceil(image.height * scale)))
+    _load(image)
+    try:
+        image = _to_mode(ImageOps.exif_transpose(image), config)
+        if image.size != size:
+            image = image.resize(size, RESAMPLING[config.resample])
+        return _encode(image, config)
     except (OSError, ValueError) as error:
         raise RowError(Reason.UNSUPPORTED_FORMAT, f"cannot convert image: {error}") from None
-    return StoredImage(buffer.getvalue(), "JPEG", image.height, image.width, config.channels)
+
+
+def _keeps_bytes(info: JpegInfo, config: ImageConfig) -> bool:
+    """Whether a structurally valid JPEG can be stored exactly as it is."""
+    return (
+        config.encoding == "jpeg"
+        and info.sof in HUFFMAN_8BIT
+        and info.precision == 8
+        and info.components == config.channels
+        and info.adobe_transform != 2
+        and scale_for(info.width, info.height, config) >= 1
+        and not (config.exif_transpose and info.orientation not in (None, 1))
+    )
 
 
 def normalise(data: bytes, config: ImageConfig) -> StoredImage:
@@ -201,13 +195,19 @@ def normalise(data: bytes, config: ImageConfig) -> StoredImage:
     kind = sniff(data)
     if kind is None:
         raise RowError(Reason.NOT_AN_IMAGE, f"not an image (starts with {data[:8]!r})")
+    if kind not in SUPPORTED:
+        raise RowError(Reason.UNSUPPORTED_FORMAT, f"{kind} images are not supported")
     if kind != "jpeg":
-        return reencode(data, config)
+        return convert_pixels(data, config)
     info = parse_jpeg(data)
-    if not _is_passthrough(info, config.channels):
-        return reencode(data, config)
-    if info.width * info.height > config.max_pixels:
-        raise RowError(Reason.IMAGE_TOO_LARGE, f"{info.width}x{info.height} is over the limit")
+    _check_pixels(info.width, info.height, config)
+    if info.sof not in DECODABLE or info.precision != 8:
+        raise RowError(
+            Reason.UNSUPPORTED_FORMAT,
+            f"JPEG frame type 0x{info.sof:02X} with {info.precision}-bit samples",
+        )
+    if not _keeps_bytes(info, config):
+        return convert_pixels(data, config)
     if config.validate == "full":
         check_jpeg_decodes(data, info, config)
     return StoredImage(data, "JPEG", info.height, info.width, info.components)

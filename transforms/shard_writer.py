@@ -33,6 +33,7 @@ class WriteConfig(NamedTuple):
     compress: bool = False
     progress_dir: str | None = None  # local runs: where workers leave counts for the progress bar
     threads: int = 0  # image threads per shard writer; 0: one per core of the worker
+    max_record_bytes: int = MAX_RECORD_BYTES
 
 
 class ShardResult(NamedTuple):
@@ -58,14 +59,18 @@ def read_image(uri: str) -> bytes:
         raise RowError(reason, f"cannot read {uri}: {error}") from None
 
 
-def make_record(row: ManifestRow, labels: LabelMap, image: ImageConfig) -> tuple[bytes, int]:
+def make_record(
+    row: ManifestRow, labels: LabelMap, image: ImageConfig, max_bytes: int = MAX_RECORD_BYTES
+) -> tuple[bytes, int]:
     """The serialized Example for a row and its label id; raises RowError."""
     label_id = labels.id_of(row.label)
     stored = normalise(read_image(row.image_uri), image)
     filename = posixpath.basename(row.image_uri.replace("\\", "/"))
     record = build_example(stored, label_id, row.label, filename, row.key, row.features)
-    if len(record) > MAX_RECORD_BYTES:
-        raise RowError(Reason.RECORD_TOO_LARGE, f"record of {len(record)} bytes is over 1 GiB")
+    if len(record) > max_bytes:
+        raise RowError(
+            Reason.RECORD_TOO_LARGE, f"record of {len(record):,} bytes is over {max_bytes:,}"
+        )
     return record, label_id
 
 
@@ -85,12 +90,12 @@ def ordered_unique(rows: Iterable[ManifestRow]) -> Iterator[ManifestRow | ErrorR
             yield row
 
 
-def _record_or_error(item: ManifestRow | ErrorRow, labels: LabelMap, image: ImageConfig):
+def _record_or_error(item: ManifestRow | ErrorRow, labels: LabelMap, config: WriteConfig):
     """Runs on a pool thread: (row or error, record or None, label id)."""
     if isinstance(item, ErrorRow):
         return item, None, None
     try:
-        record, label_id = make_record(item, labels, image)
+        record, label_id = make_record(item, labels, config.image, config.max_record_bytes)
     except RowError as error:
         return error_row(item, error.reason, error.message), None, None
     return item, record, label_id
@@ -131,7 +136,7 @@ def write_shard(
     writer = ShardFileWriter(fileio.create(temp), compress=config.compress)
     progress = ProgressReporter(config.progress_dir, name)
     label_counts: dict[int, int] = {}
-    convert = functools.partial(_record_or_error, labels=labels, image=config.image)
+    convert = functools.partial(_record_or_error, labels=labels, config=config)
     try:
         for item, record, label_id in ordered_map(pool, convert, ordered_unique(rows), IN_FLIGHT):
             progress.add(1)

@@ -2,12 +2,14 @@
 
 Element shapes between steps:
     ReadManifests   -> ManifestRow            (+ "errors": ErrorRow, "skipped": SkippedFile)
+    DropDuplicateContent (--dedup) -> ManifestRow   (+ "errors")
     PlanDataset     -> DatasetPlan            (one element; a side input downstream)
     AssignShards    -> ((split, index, count), ManifestRow)        (+ "errors")
     WriteShards     -> ShardResult            (+ "errors")
 Only manifest rows cross the GroupByKey in WriteShards; image bytes are read after it.
 """
 
+import hashlib
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -16,12 +18,12 @@ from apache_beam.metrics import Metrics
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 
 from transforms import fileio
-from transforms.errors import ErrorRow, RowError
+from transforms.errors import ErrorRow, Reason, RowError
 from transforms.labels import LabelMap
 from transforms.manifest import ReadConfig, SkippedFile, manifest_kind, read_manifest, read_tree
 from transforms.plan import PlanAccumulator, ShardCounts, make_plan
 from transforms.progress import write_total
-from transforms.shard_writer import WriteConfig, error_row, write_shard
+from transforms.shard_writer import WriteConfig, error_row, read_image, write_shard
 from transforms.sharding import ShardId, shard_for
 
 NAMESPACE = "tfrecord_pipeline"
@@ -117,6 +119,38 @@ def PlanDataset(
         >> beam.Map(
             _decide_plan, pinned_labels, label_offset, counts, target_shard_mb, progress_dir
         )
+    )
+
+
+class _ContentDigestFn(beam.DoFn):
+    """(sha256 of the image file, row). An unreadable file keeps a unique stand-in digest, so
+    it passes on to the shard writer, which reports why it cannot be read."""
+
+    def process(self, row):
+        try:
+            yield hashlib.sha256(read_image(row.image_uri)).hexdigest(), row
+        except RowError:
+            yield f"unreadable:{row.key}", row
+
+
+def _keep_first(digest_rows):
+    _, rows = digest_rows
+    first, *others = sorted(rows, key=lambda row: (row.position, row.key))
+    yield first
+    for row in others:
+        message = f"same bytes as {first.source}"
+        yield _count_error(error_row(row, Reason.DUPLICATE_CONTENT, message))
+
+
+@beam.ptransform_fn
+def DropDuplicateContent(rows):
+    """Rows whose image bytes repeat an earlier row's become errors (reads every image once
+    more; only digests and rows cross the shuffle)."""
+    return (
+        rows
+        | "DigestContent" >> beam.ParDo(_ContentDigestFn())
+        | "GroupByContent" >> beam.GroupByKey()
+        | "KeepFirst" >> beam.FlatMap(_keep_first).with_outputs("errors", main="rows")
     )
 
 
