@@ -128,10 +128,18 @@ def test_jsonl_rows_and_bad_lines(tmp_path):
         + "\n\n{not json\n[1]\n"
         + json.dumps({"label": "a"})
         + "\n"
+        + json.dumps({"image_uri": "y.jpg", "label": ["a"]})
+        + "\n"
+        + json.dumps({"image_uri": "y.jpg", "label": True})
+        + "\n"
+        + json.dumps({"image_uri": "y.jpg", "label": "a", "split": 1})
+        + "\n"
     )
     rows = list(read_manifest(str(path), 1, ReadConfig()))
     assert rows[0].label == "3" and rows[0].position == (1, 1)
-    assert [r.reason for r in rows[1:]] == [Reason.BAD_ROW] * 3
+    assert [r.reason for r in rows[1:]] == [Reason.BAD_ROW] * 3 + [Reason.BAD_LABEL] * 2 + [
+        Reason.BAD_SPLIT
+    ]
 
 
 def test_tree_reads_labels_splits_and_skips_other_files(tmp_path):

@@ -47,6 +47,12 @@ _SIGNATURES = (
 _ISO_BRANDS = {b"heic": "heic", b"heix": "heic", b"mif1": "heif", b"avif": "avif"}
 SUPPORTED = frozenset({"jpeg", "png", "gif", "bmp", "tiff", "webp"})
 _TRANSPOSING = frozenset({5, 6, 7, 8})  # EXIF orientations that swap width and height
+# What Pillow's plugins raise on malformed data (OSError "truncated", SyntaxError "not a PNG",
+# struct.error and IndexError from short headers, EOFError from frame seeking, ...).
+DECODER_ERRORS = (
+    OSError, SyntaxError, ValueError, struct.error, IndexError, EOFError, TypeError,
+    ZeroDivisionError,
+)  # fmt: skip
 
 
 class ImageConfig(NamedTuple):
@@ -110,7 +116,7 @@ def _open(data: bytes, config: ImageConfig) -> Image.Image:
             image = Image.open(io.BytesIO(data))
         except Image.DecompressionBombError as error:
             raise RowError(Reason.IMAGE_TOO_LARGE, str(error)) from None
-        except (OSError, SyntaxError, ValueError) as error:
+        except DECODER_ERRORS as error:
             raise RowError(Reason.CORRUPT_IMAGE, f"cannot open image: {error}") from None
     _check_pixels(image.width, image.height, config)
     return image
@@ -119,7 +125,7 @@ def _open(data: bytes, config: ImageConfig) -> Image.Image:
 def _load(image: Image.Image) -> None:
     try:
         image.load()
-    except (OSError, SyntaxError, ValueError, struct.error) as error:
+    except DECODER_ERRORS as error:
         raise RowError(Reason.CORRUPT_IMAGE, f"cannot decode image: {error}") from None
 
 
@@ -160,18 +166,20 @@ def target_size(width: int, height: int, scale: float, transposed: bool) -> tupl
 def convert_pixels(data: bytes, config: ImageConfig) -> StoredImage:
     """Decode (at reduced size where the resize allows), orient, convert, resize, encode."""
     image = _open(data, config)
-    scale = scale_for(image.width, image.height, config)
-    transposed = image.getexif().get(0x0112) in _TRANSPOSING
-    size = target_size(image.width, image.height, min(scale, 1.0), transposed)
+    width, height = image.size
+    scale = scale_for(width, height, config)
     if scale < 1:  # JPEG: libjpeg decodes at 1/2, 1/4 or 1/8 size, never below the request
-        image.draft(image.mode, (math.ceil(image.width * scale), math.ceil(image.height * scale)))
+        image.draft(image.mode, (math.ceil(width * scale), math.ceil(height * scale)))
     _load(image)
     try:
+        # Read EXIF only after the guarded load: for PNG, getexif() itself decodes the image.
+        transposed = image.getexif().get(0x0112) in _TRANSPOSING
+        size = target_size(width, height, min(scale, 1.0), transposed)
         image = _to_mode(ImageOps.exif_transpose(image), config)
         if image.size != size:
             image = image.resize(size, RESAMPLING[config.resample])
         return _encode(image, config)
-    except (OSError, ValueError) as error:
+    except DECODER_ERRORS as error:
         raise RowError(Reason.UNSUPPORTED_FORMAT, f"cannot convert image: {error}") from None
 
 

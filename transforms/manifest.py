@@ -77,6 +77,11 @@ def make_row(fields: dict, base_dir: str, source: str, position, config: ReadCon
     image, label = fields.get("image_uri"), fields.get("label")
     if image is None or label is None or not str(image).strip():
         raise RowError(Reason.BAD_ROW, "image_uri and label are required")
+    if isinstance(label, bool) or not isinstance(label, str | int):
+        raise RowError(Reason.BAD_LABEL, f"label must be text or an integer, not {label!r}")
+    split = fields.get("split") or ""
+    if not isinstance(split, str):
+        raise RowError(Reason.BAD_SPLIT, f"split must be text, not {split!r}")
     image = str(image).strip()
     key = str(fields.get("key") or "").strip() or image
     features = []
@@ -88,7 +93,7 @@ def make_row(fields: dict, base_dir: str, source: str, position, config: ReadCon
         key=key,
         image_uri=fileio.resolve(image, base_dir),
         label=check_label(str(label)),
-        split=assign_split(key, str(fields.get("split") or ""), config.split_spec),
+        split=assign_split(key, split, config.split_spec),
         features=tuple(features),
         source=source,
         position=position,
@@ -113,7 +118,14 @@ def _rows(records: Iterable[tuple[int, object]], path: str, number: int, config:
 
 def _csv_records(text: io.TextIOBase) -> Iterator[tuple[int, object]]:
     reader = csv.DictReader(text)
-    for fields in reader:
+    while True:
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as error:  # e.g. a field over the csv module's size limit
+            yield reader.line_num + 1, RowError(Reason.BAD_ROW, f"unparseable CSV: {error}")
+            continue
         if None in fields:  # more cells than header columns
             yield reader.line_num, RowError(Reason.BAD_ROW, "more cells than columns")
         else:

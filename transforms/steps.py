@@ -138,8 +138,11 @@ def _keep_first(digest_rows):
     first, *others = sorted(rows, key=lambda row: (row.position, row.key))
     yield first
     for row in others:
-        message = f"same bytes as {first.source}"
-        yield _count_error(error_row(row, Reason.DUPLICATE_CONTENT, message))
+        if row.key == first.key:  # a repeated row: the shard writer reports duplicate_key
+            yield row
+        else:
+            message = f"same bytes as {first.source}"
+            yield _count_error(error_row(row, Reason.DUPLICATE_CONTENT, message))
 
 
 @beam.ptransform_fn

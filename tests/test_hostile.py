@@ -1,0 +1,183 @@
+"""A hostile corpus, built from ../shared/photos: every odd image converts correctly (checked by
+decoding the records with TensorFlow against Pillow's view of the source), every bad row lands
+in errors/ with its reason code, and the run never dies."""
+
+import io
+import struct
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import PHOTOS, encode, photo, write_manifest
+from PIL import Image, ImageOps
+
+pytestmark = pytest.mark.slow
+
+SMALL = photo("coffee.png").resize((120, 80))
+ODD_NAME = 'crème brûlée, "quoted" ø.jpg'
+ODD_LABEL = 'café "noir", spécial'
+
+
+def _exif_rotated() -> bytes:
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotate 90° clockwise to display
+    return encode(SMALL, quality=90, exif=exif.tobytes())
+
+
+def _png_claiming(width: int, height: int) -> bytes:
+    """A tiny PNG whose header claims a huge size: a decompression bomb."""
+    png = bytearray(encode(Image.new("L", (1, 1)), "PNG"))
+    header = b"IHDR" + struct.pack(">II", width, height) + bytes(png[24:29])
+    png[12:29] = header
+    png[29:33] = struct.pack(">I", zlib.crc32(header))
+    return bytes(png)
+
+
+def _gif() -> bytes:
+    frames = [SMALL.convert("P"), SMALL.rotate(180).convert("P")]
+    buffer = io.BytesIO()
+    frames[0].save(buffer, "GIF", save_all=True, append_images=frames[1:])
+    return buffer.getvalue()
+
+
+def _gray16() -> bytes:
+    pixels = (np.asarray(SMALL.convert("L"), np.uint16) * 257).astype(np.uint16)
+    return encode(Image.fromarray(pixels), "PNG")
+
+
+# file name → (bytes, label) of images that must convert
+GOOD = {
+    "progressive.jpg": lambda: encode(SMALL, quality=85, progressive=True),
+    "cmyk.jpg": lambda: encode(SMALL.convert("CMYK"), quality=92),
+    "gray.jpg": lambda: encode(SMALL.convert("L"), quality=92),
+    "png_named.jpg": lambda: encode(SMALL, "PNG"),
+    "logo_alpha.png": lambda: (PHOTOS / "logo.png").read_bytes(),
+    "palette.png": lambda: encode(SMALL.convert("P"), "PNG"),
+    "gray16.png": _gray16,
+    "animated.gif": _gif,
+    "image.bmp": lambda: encode(SMALL, "BMP"),
+    "image.tiff": lambda: encode(SMALL, "TIFF"),
+    "image.webp": lambda: encode(SMALL, "WEBP", lossless=True),
+    "rotated.jpg": _exif_rotated,
+    ODD_NAME: lambda: encode(SMALL, quality=80),
+    "big.jpg": lambda: (PHOTOS / "retina.jpg").read_bytes(),
+}
+# file name → (bytes or None for a missing file, expected reason)
+BAD = {
+    "missing.jpg": (None, "missing_file"),
+    "empty.jpg": (b"", "empty_file"),
+    "notes.jpg": (b"just some text, really", "not_an_image"),
+    "truncated.jpg": (encode(SMALL, quality=85)[:1500], "corrupt_image"),
+    "truncated.png": (encode(SMALL, "PNG")[:900], "corrupt_image"),
+    "photo.heic": (b"\x00\x00\x00\x18ftypheic" + b"\x00" * 64, "unsupported_format"),
+    "bomb.png": (_png_claiming(30000, 30000), "image_too_large"),
+}
+
+
+def reference_pixels(data: bytes) -> np.ndarray:
+    """What a person sees: EXIF-rotated, alpha on white, 16-bit scaled, first frame, RGB."""
+    image = ImageOps.exif_transpose(Image.open(io.BytesIO(data)))
+    if image.mode == "I;16":
+        return np.repeat((np.asarray(image, np.float32) / 256)[..., None], 3, axis=2)
+    rgba = image.convert("RGBA")
+    flat = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+    flat.alpha_composite(rgba)
+    return np.asarray(flat.convert("RGB"), np.float32)
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hostile")
+    (root / "img").mkdir()
+    rows = []
+    for name, make in GOOD.items():
+        (root / "img" / name).write_bytes(make())
+        rows.append({"image_uri": f"img/{name}", "label": ODD_LABEL if name == ODD_NAME else "ok"})
+    for name, (data, _) in BAD.items():
+        if data is not None:
+            (root / "img" / name).write_bytes(data)
+        rows.append({"image_uri": f"img/{name}", "label": "bad"})
+    (root / "img" / "copy.jpg").write_bytes((root / "img" / "progressive.jpg").read_bytes())
+    rows += [
+        {"image_uri": "img/copy.jpg", "label": "ok"},  # same bytes: duplicate_content
+        {"image_uri": "img/gray.jpg", "label": "ok"},  # same key: duplicate_key
+        {"image_uri": "img/image.bmp", "label": " ", "key": "no-label"},
+        {"image_uri": "img/image.bmp", "label": "ok", "split": "no/split", "key": "bad-split"},
+    ]
+    return write_manifest(root / "manifest.csv", rows), root
+
+
+def _examples(output: Path, info) -> dict:
+    spec = {
+        key: tf.io.FixedLenFeature([], {"int64": tf.int64, "string": tf.string}[dtype])
+        for key, dtype in info.features.items()
+    }
+    files = [str(output / s.file) for split in info.splits.values() for s in split.shards]
+    parsed = [tf.io.parse_single_example(r, spec) for r in tf.data.TFRecordDataset(files)]
+    return {e["image/source_id"].numpy().decode(): e for e in parsed}
+
+
+def test_every_hostile_row_has_its_reason_and_every_odd_image_converts(hostile, convert):
+    manifest, root = hostile
+    output, info = convert(manifest, "--dedup", "--max_record_mb", "0.2", "--max_error_rate", "1")
+    errors = {
+        e["key"].removeprefix("img/"): e["reason"]
+        for e in map(__import__("json").loads, (output / "errors/errors.jsonl").open())
+    }
+    expected = {name: reason for name, (_, reason) in BAD.items()}
+    expected.update(
+        {
+            "copy.jpg": "duplicate_content",
+            "gray.jpg": "duplicate_key",
+            "no-label": "bad_label",
+            "bad-split": "bad_split",
+            "big.jpg": "record_too_large",
+        }
+    )
+    assert errors == expected
+    assert info.rows_in == info.records + info.errors and info.records == len(GOOD) - 1
+    examples = _examples(output, info)
+    assert examples[f"img/{ODD_NAME}"]["image/class/text"].numpy().decode() == ODD_LABEL
+    for name in GOOD:
+        if name == "big.jpg":
+            continue
+        example = examples[f"img/{name}"]
+        pixels = tf.io.decode_jpeg(example["image/encoded"]).numpy().astype(np.float32)
+        assert example["image/format"].numpy() == b"JPEG"
+        assert pixels.shape == (
+            example["image/height"].numpy(), example["image/width"].numpy(), 3
+        )  # fmt: skip
+        if name == "rotated.jpg":  # pass-through by default: stored as is, EXIF and all
+            assert example["image/encoded"].numpy() == (root / "img" / name).read_bytes()
+            continue
+        reference = reference_pixels((root / "img" / name).read_bytes())
+        assert pixels.shape == reference.shape, name
+        assert np.abs(pixels.mean(axis=(0, 1)) - reference.mean(axis=(0, 1))).max() < 4, name
+
+
+def test_exif_transpose_resize_and_single_channel(hostile, convert, tmp_path):
+    manifest, root = hostile
+    flags = ("--max_error_rate", "1", "--exif_transpose", "--max_side", "60", "--channels", "1")
+    output, info = convert(manifest, *flags)
+    examples = _examples(output, info)
+    rotated = examples["img/rotated.jpg"]
+    pixels = tf.io.decode_jpeg(rotated["image/encoded"]).numpy()
+    assert pixels.shape == (60, 40, 1)  # 120x80 landscape, rotated to portrait, long side 60
+    upright = ImageOps.exif_transpose(Image.open(root / "img/rotated.jpg")).convert("L")
+    reference = np.asarray(upright.resize((40, 60)), np.float32)
+    assert np.abs(pixels[..., 0].astype(np.float32) - reference).mean() < 6
+    assert all(e["image/channels"].numpy() == 1 for e in examples.values())
+    assert info.errors_by_reason.get("record_too_large") is None  # big.jpg fits once resized
+
+
+def test_raw_encoding_reads_back_with_decode_raw(hostile, convert):
+    manifest, root = hostile
+    output, info = convert(manifest, "--max_error_rate", "1", "--image_encoding", "raw")
+    assert "image/raw" in info.features and "image/encoded" not in info.features
+    example = _examples(output, info)["img/image.bmp"]
+    shape = [example[f"image/{k}"].numpy() for k in ("height", "width", "channels")]
+    pixels = tf.reshape(tf.io.decode_raw(example["image/raw"], tf.uint8), shape).numpy()
+    assert example["image/format"].numpy() == b"RAW"
+    assert np.array_equal(pixels, np.asarray(Image.open(root / "img/image.bmp").convert("RGB")))
