@@ -20,10 +20,10 @@ ODD_NAME = 'crème brûlée, "quoted" ø.jpg'
 ODD_LABEL = 'café "noir", spécial'
 
 
-def _exif_rotated() -> bytes:
+def _exif_rotated(fmt: str = "JPEG") -> bytes:
     exif = Image.Exif()
     exif[0x0112] = 6  # rotate 90° clockwise to display
-    return encode(SMALL, quality=90, exif=exif.tobytes())
+    return encode(SMALL, fmt, exif=exif.tobytes())
 
 
 def _png_claiming(width: int, height: int) -> bytes:
@@ -61,6 +61,7 @@ GOOD = {
     "image.tiff": lambda: encode(SMALL, "TIFF"),
     "image.webp": lambda: encode(SMALL, "WEBP", lossless=True),
     "rotated.jpg": _exif_rotated,
+    "rotated.png": lambda: _exif_rotated("PNG"),  # re-encoded, so rotated upright by default
     ODD_NAME: lambda: encode(SMALL, quality=80),
     "big.jpg": lambda: (PHOTOS / "retina.jpg").read_bytes(),
 }
