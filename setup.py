@@ -18,7 +18,14 @@ setup(
         "protobuf>=6.33,<7",
     ],
     extras_require={
-        "test": ["tensorflow-cpu>=2.16", "pytest", "ruff", "hypothesis", "grpcio-tools"],
+        "test": [
+            "tensorflow-cpu>=2.16",
+            "pytest",
+            "ruff",
+            "hypothesis",
+            "grpcio-tools",
+            "gcp-storage-emulator",
+        ],
     },
     entry_points={"console_scripts": ["tfrecord-pipeline=pipeline.cli:main"]},
 )

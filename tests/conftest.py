@@ -5,7 +5,16 @@ import io
 import json
 import os
 import random
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
+
+# Google credential discovery must never leave this machine: skip the GCE metadata probe and
+# point any metadata lookup at a closed loopback port. Set before google-auth is imported.
+os.environ["NO_GCE_CHECK"] = "true"
+os.environ["GCE_METADATA_HOST"] = os.environ["GCE_METADATA_IP"] = "127.0.0.1:9"
 
 import pytest
 from PIL import Image
@@ -85,3 +94,53 @@ def convert(tmp_path):
         return Path(output), info
 
     return _convert
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def gcs():
+    """The GCS JSON API (gcp-storage-emulator) on a loopback port, with one bucket.
+
+    Beam's gs:// filesystem and the google-cloud-storage client both follow
+    STORAGE_EMULATOR_HOST. Yields a function that uploads a local folder to gs://bucket/prefix.
+    """
+    from apache_beam.internal.gcp import auth
+    from google.cloud import storage
+
+    port = _free_port()
+    emulator = Path(sys.executable).parent / "gcp-storage-emulator"
+    server = subprocess.Popen(
+        [emulator, "start", "--host=127.0.0.1", f"--port={port}", "--in-memory"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    os.environ["STORAGE_EMULATOR_HOST"] = f"http://127.0.0.1:{port}"
+    # No credentials exist here; tell Beam so now rather than after four slow retries.
+    auth._Credentials._credentials_init, auth._Credentials._credentials = True, None
+    client = storage.Client.create_anonymous_client()
+    for _ in range(100):
+        try:
+            bucket = client.create_bucket("tfrp-test", project="test")
+            break
+        except Exception:  # the server is still starting
+            time.sleep(0.1)
+    else:
+        server.kill()
+        pytest.fail("gcp-storage-emulator did not start")
+
+    def upload(folder: Path, prefix: str) -> str:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                name = f"{prefix}/{path.relative_to(folder).as_posix()}"
+                bucket.blob(name).upload_from_filename(str(path))
+        return f"gs://tfrp-test/{prefix}"
+
+    yield upload
+    server.kill()
+    server.wait()
+    del os.environ["STORAGE_EMULATOR_HOST"]

@@ -7,12 +7,28 @@ off, so an image whose name ends in `.gz` is never silently decompressed.
 
 import os
 import posixpath
+import time
 from collections.abc import Iterator
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
+from google.api_core import exceptions as gcs_errors
 
 _RAW = CompressionTypes.UNCOMPRESSED
+# Object stores raise their own exception types, not OSError: sort them once, here.
+MISSING = (FileNotFoundError, gcs_errors.NotFound)
+TRANSIENT = (
+    gcs_errors.TooManyRequests,
+    gcs_errors.InternalServerError,
+    gcs_errors.BadGateway,
+    gcs_errors.ServiceUnavailable,
+    gcs_errors.GatewayTimeout,
+    ConnectionError,
+    TimeoutError,
+)
+READ_ERRORS = (OSError, gcs_errors.GoogleAPICallError, *TRANSIENT)
+RETRIES = 4
+RETRY_DELAY_S = 0.5  # doubled after each failed attempt: 0.5, 1, 2 s
 
 
 def is_remote(path: str) -> bool:
@@ -36,12 +52,24 @@ def resolve(path: str, base_dir: str) -> str:
     return join(base_dir, path)
 
 
-def read_bytes(path: str) -> bytes:
-    if is_remote(path):
-        with FileSystems.open(path, compression_type=_RAW) as handle:
-            return handle.read()
-    with open(path, "rb") as handle:
+def _read_remote(path: str) -> bytes:
+    with FileSystems.open(path, compression_type=_RAW) as handle:
         return handle.read()
+
+
+def read_bytes(path: str, retries: int = RETRIES) -> bytes:
+    """The file's bytes; transient object-store errors are retried with backoff."""
+    if not is_remote(path):
+        with open(path, "rb") as handle:
+            return handle.read()
+    for attempt in range(retries):
+        try:
+            return _read_remote(path)
+        except TRANSIENT:
+            if attempt == retries - 1:
+                raise
+            time.sleep(RETRY_DELAY_S * 2**attempt)
+    raise AssertionError("unreachable")
 
 
 def read_text(path: str) -> str:

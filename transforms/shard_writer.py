@@ -48,15 +48,13 @@ class ShardResult(NamedTuple):
 
 
 def read_image(uri: str) -> bytes:
+    """The image file's bytes; a file that cannot be had is a RowError, never a dead worker."""
     try:
         return fileio.read_bytes(uri)
-    except FileNotFoundError:
+    except fileio.MISSING:
         raise RowError(Reason.MISSING_FILE, f"no such file: {uri}") from None
-    except OSError as error:
-        reason = (
-            Reason.MISSING_FILE if "not found" in str(error).lower() else Reason.UNREADABLE_FILE
-        )
-        raise RowError(reason, f"cannot read {uri}: {error}") from None
+    except fileio.READ_ERRORS as error:
+        raise RowError(Reason.UNREADABLE_FILE, f"cannot read {uri}: {error}") from None
 
 
 def make_record(

@@ -1,0 +1,74 @@
+"""gs:// end to end against a real GCS JSON API (gcp-storage-emulator on loopback)."""
+
+import pytest
+from conftest import make_images, write_manifest
+
+from pipeline.commit import MARKER
+from transforms import fileio
+
+pytestmark = pytest.mark.slow
+
+
+def _files(root: str) -> dict[str, bytes]:
+    prefix = root.rstrip("/") + "/"
+    return {p[len(prefix) :]: fileio.read_bytes(p) for p in fileio.glob(prefix + "**")}
+
+
+def test_bucket_to_bucket_gives_the_bytes_of_a_local_run(tmp_path, gcs, convert):
+    rows = make_images(tmp_path, per_class=3)
+    rows.append({"image_uri": "images/not-there.jpg", "label": "coffee"})
+    manifest = write_manifest(tmp_path / "manifest.csv", rows)
+    flags = ("--num_shards", "2", "--split", "train=0.5,validation=0.5", "--max_error_rate", "1")
+    local, local_info = convert(manifest, *flags, output=tmp_path / "local")
+    source = gcs(tmp_path, "in")
+    remote = "gs://tfrp-test/out"
+    _, remote_info = convert(f"{source}/manifest.csv", *flags, output=remote)
+
+    assert remote_info.records == local_info.records == 12
+    assert remote_info.errors_by_reason == {"missing_file": 1}  # NotFound, not a dead worker
+    remote_files = _files(remote)
+    local_files = {p.relative_to(local).as_posix(): p.read_bytes() for p in local.rglob("*")
+                   if p.is_file()}  # fmt: skip
+    assert sorted(remote_files) == sorted(local_files)
+    for name, data in local_files.items():
+        if name != "errors/errors.jsonl":  # the error rows name the manifest they came from
+            assert remote_files[name] == data, name
+    assert MARKER in remote_files and not fileio.glob(remote + "/_tmp/*")
+
+
+def test_local_manifest_with_gs_images_and_a_gs_class_tree(tmp_path, gcs, convert):
+    make_images(tmp_path / "tree", per_class=2)
+    images = gcs(tmp_path / "tree" / "images", "tree")
+    rows = [{"image_uri": f"{images}/coffee/{i}.jpg", "label": "coffee"} for i in range(2)]
+    output, info = convert(write_manifest(tmp_path / "m.jsonl", rows))
+    assert info.records == 2 and (output / MARKER).exists()
+    _, tree_info = convert(images + "/", output=tmp_path / "from-tree")
+    assert tree_info.records == 8 and tree_info.labels["names"] == [
+        "astronaut", "chelsea", "coffee", "rocket"
+    ]  # fmt: skip
+
+
+def test_transient_errors_are_retried_and_missing_objects_are_not(monkeypatch):
+    from google.api_core import exceptions
+
+    calls = []
+
+    def flaky(path):
+        calls.append(path)
+        if len(calls) < 3:
+            raise exceptions.ServiceUnavailable("try again")
+        return b"data"
+
+    monkeypatch.setattr(fileio, "_read_remote", flaky)
+    monkeypatch.setattr(fileio, "RETRY_DELAY_S", 0)
+    assert fileio.read_bytes("gs://b/x") == b"data" and len(calls) == 3
+
+    def missing(path):
+        calls.append(path)
+        raise exceptions.NotFound("gone")
+
+    calls.clear()
+    monkeypatch.setattr(fileio, "_read_remote", missing)
+    with pytest.raises(exceptions.NotFound):
+        fileio.read_bytes("gs://b/x")
+    assert len(calls) == 1
