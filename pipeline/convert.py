@@ -87,20 +87,30 @@ def run(argv: list[str] | None = None, test_pipeline: beam.Pipeline | None = Non
     return convert(options, beam_args, test_pipeline)
 
 
+def launch(
+    options: ConvertOptions,
+    beam_args=(),
+    test_pipeline: beam.Pipeline | None = None,
+    progress_dir: str | None = None,
+):
+    """Check the output folder, build the pipeline and start it; returns Beam's result at once
+    on Dataflow (the job runs remotely), after the run on the DirectRunner."""
+    options.validate_values()
+    prepare_output(options.output, options.overwrite)
+    p = test_pipeline or beam.Pipeline(options=PipelineOptions(list(beam_args)))
+    build_pipeline(p, options, progress_dir)
+    return p.run()
+
+
 def convert(
     options: ConvertOptions, beam_args=(), test_pipeline: beam.Pipeline | None = None
 ) -> DatasetInfo:
-    """The Python API: run one conversion with the given options and Beam flags."""
-    beam_args = list(beam_args)
-    options.validate_values()
-    prepare_output(options.output, options.overwrite)
-    show_progress = options.progress and test_pipeline is None and is_local(beam_args)
+    """The Python API: run one conversion to the end and return its metadata."""
+    show_progress = options.progress and test_pipeline is None and is_local(list(beam_args))
     with contextlib.ExitStack() as stack:
         progress_dir = None
         if show_progress:
             progress_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="tfrp-"))
             stack.enter_context(ProgressBar(progress_dir))
-        p = test_pipeline or beam.Pipeline(options=PipelineOptions(beam_args))
-        build_pipeline(p, options, progress_dir)
-        p.run().wait_until_finish()
+        launch(options, beam_args, test_pipeline, progress_dir).wait_until_finish()
     return read_info(options.output)

@@ -51,6 +51,7 @@ class ConvertOptions:
     compression: str = "none"
     max_error_rate: float = 0.01
     threads: int = 0
+    wait: bool = False
     overwrite: bool = False
     progress: bool = True
 
@@ -119,7 +120,7 @@ class ConvertOptions:
     def recorded(self) -> dict:
         """The options that shape the output, as stored in dataset_info.json."""
         fields = dataclasses.asdict(self)
-        for local_only in ("overwrite", "progress", "manifest", "output", "threads"):
+        for local_only in ("overwrite", "progress", "manifest", "output", "threads", "wait"):
             fields.pop(local_only)
         fields["features"] = [list(pair) for pair in self.features()]
         return fields
@@ -172,6 +173,7 @@ def _parser() -> argparse.ArgumentParser:
     add("--compression", default="none", choices=("none", "gzip"))
     add("--max_error_rate", type=float, default=0.01)
     add("--threads", type=int, default=0, help="image threads per shard writer (0: one per core)")
+    add("--wait", action="store_true", help="on Dataflow: wait for the job, print its counters")
     add("--overwrite", action="store_true")
     add("--no_progress", dest="progress", action="store_false")
     return parser

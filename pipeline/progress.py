@@ -108,3 +108,15 @@ def format_summary(info: DatasetInfo, output: str) -> str:
     state = "committed" if not info.failures else "NOT committed"
     lines.append(f"output: {output}  ({state})")
     return "\n".join(lines)
+
+
+def format_counters(counters: dict[str, int]) -> str:
+    """The job's own counters (from Beam metrics), as printed after a remote run."""
+    errors = {k.removeprefix("error_"): v for k, v in counters.items() if k.startswith("error_")}
+    line = (
+        f"rows read: {counters.get('rows', 0):,}  images ok: {counters.get('records', 0):,}  "
+        f"bytes written: {counters.get('bytes', 0):,}  errors: {sum(errors.values()):,}"
+    )
+    if errors:
+        line += " (" + ", ".join(f"{k} {v:,}" for k, v in sorted(errors.items())) + ")"
+    return line

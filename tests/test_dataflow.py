@@ -1,0 +1,113 @@
+"""The real Dataflow job, built and not submitted (--dry_run, staging on the GCS emulator)."""
+
+import ast
+from pathlib import Path
+
+import pytest
+from conftest import ONE_WORKER, make_images, write_manifest
+
+from pipeline.cli import _counters, main
+from pipeline.convert import launch
+from pipeline.options import parse_args
+from pipeline.progress import format_counters
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+GBK = "beam:transform:group_by_key:v1"
+# Every GroupByKey must be fed by one of these row-level steps: never by image bytes.
+ROW_LEVEL_PRODUCERS = {
+    "PlanDataset/CollectStats/KeyWithVoid",
+    "CountSkippedFiles/CombineGlobally(CountCombineFn)/KeyWithVoid",
+    "WriteShards/AddEmptyShards",
+    "DropDuplicateContent/DigestContent",
+}
+
+
+def _dataflow_flags(bucket: str, *extra: str) -> list[str]:
+    return [
+        "--runner=DataflowRunner", "--dry_run=True", "--no_auth", "--project=test-project",
+        "--region=us-central1", f"--temp_location={bucket}/tmp", f"--setup_file={ROOT}/setup.py",
+        *extra,
+    ]  # fmt: skip
+
+
+@pytest.fixture
+def job_graph(tmp_path, gcs):
+    write_manifest(tmp_path / "manifest.csv", make_images(tmp_path, per_class=1))
+    source = gcs(tmp_path, "dataflow-in")
+
+    def build(*extra):
+        argv = ["--manifest", f"{source}/manifest.csv", "--output", "gs://tfrp-test/df-out"]
+        options, beam_args = parse_args([*argv, *_dataflow_flags("gs://tfrp-test", *extra)])
+        return launch(options, beam_args).job.proto_pipeline.components
+
+    return build
+
+
+def _producer(components, pcollection: str) -> str:
+    for transform in components.transforms.values():
+        if pcollection in transform.outputs.values() and not transform.subtransforms:
+            return transform.unique_name
+    raise AssertionError(pcollection)
+
+
+def _downstream(components, start: str) -> set[str]:
+    """Unique names of every transform that consumes, directly or not, `start`'s outputs."""
+    leaves = [t for t in components.transforms.values() if not t.subtransforms]
+    frontier = set(next(t for t in leaves if t.unique_name == start).outputs.values())
+    seen: set[str] = set()
+    while frontier:
+        consumers = [t for t in leaves if frontier & set(t.inputs.values())]
+        frontier = set()
+        for transform in consumers:
+            if transform.unique_name not in seen:
+                seen.add(transform.unique_name)
+                frontier |= set(transform.outputs.values())
+    return seen
+
+
+def test_job_graph_shuffles_rows_never_image_bytes(job_graph):
+    components = job_graph("--dedup", "--sdk_container_image=gcr.io/test/tfrp:1")
+    names = {t.unique_name for t in components.transforms.values()}
+    for stage in ("ReadManifests", "PlanDataset", "AssignShards", "WriteShards",
+                  "DropDuplicateContent", "CollectErrors", "CommitDataset"):  # fmt: skip
+        assert stage in names
+    shuffles = [t for t in components.transforms.values() if t.spec.urn == GBK]
+    producers = {_producer(components, next(iter(t.inputs.values()))) for t in shuffles}
+    assert producers == ROW_LEVEL_PRODUCERS
+    writer = next(n for n in names if n.startswith("WriteShards/WriteShard/ParDo"))
+    downstream = _downstream(components, writer)
+    assert downstream and not any(t.spec.urn == GBK for t in components.transforms.values()
+                                  if t.unique_name in downstream)  # fmt: skip
+    (environment,) = components.environments.values()
+    assert b"gcr.io/test/tfrp:1" in environment.payload
+    staged = b"".join(d.role_payload for d in environment.dependencies)
+    assert b"workflow.tar.gz" in staged  # the sdist of setup.py, installed on every worker
+
+
+def test_cli_on_dataflow_builds_the_job_and_says_so(tmp_path, gcs, capsys):
+    write_manifest(tmp_path / "manifest.csv", make_images(tmp_path, per_class=1))
+    source = gcs(tmp_path, "cli-in")
+    argv = ["convert", "--manifest", f"{source}/manifest.csv", "--output", "gs://tfrp-test/cli"]
+    assert main([*argv, *_dataflow_flags("gs://tfrp-test"), "--wait"]) == 0
+    assert "dry run" in capsys.readouterr().out
+
+
+def test_counters_after_a_run(tmp_path):
+    rows = make_images(tmp_path, per_class=1) + [{"image_uri": "gone.jpg", "label": "x"}]
+    manifest = write_manifest(tmp_path / "m.csv", rows)
+    argv = ["--manifest", str(manifest), "--output", str(tmp_path / "o"), "--max_error_rate", "1"]
+    options, beam_args = parse_args([*argv, *ONE_WORKER])
+    result = launch(options, beam_args)
+    result.wait_until_finish()
+    counters = _counters(result)
+    assert counters["rows"] == 5 and counters["records"] == 4
+    assert "errors: 1 (missing_file 1)" in format_counters(counters)
+
+
+def test_workers_never_install_tensorflow():
+    setup = ast.parse((ROOT / "setup.py").read_text())
+    call = next(n for n in ast.walk(setup) if isinstance(n, ast.Call) and
+                getattr(n.func, "id", "") == "setup")  # fmt: skip
+    requires = next(k.value for k in call.keywords if k.arg == "install_requires")
+    assert not any("tensorflow" in ast.literal_eval(r) for r in requires.elts)
