@@ -21,12 +21,12 @@ demo: $(STAMP)
 	@echo "shards are in out/sample/ (dataset_info.json describes them)"
 
 lint: $(STAMP)
-	$(BIN)/ruff check pipeline transforms tests sample benchmarks
-	$(BIN)/ruff format --check pipeline transforms tests sample benchmarks
+	$(BIN)/ruff check pipeline transforms tests sample benchmarks deploy
+	$(BIN)/ruff format --check pipeline transforms tests sample benchmarks deploy
 
 format: $(STAMP)
-	$(BIN)/ruff format pipeline transforms tests sample benchmarks
-	$(BIN)/ruff check --fix pipeline transforms tests sample benchmarks
+	$(BIN)/ruff format pipeline transforms tests sample benchmarks deploy
+	$(BIN)/ruff check --fix pipeline transforms tests sample benchmarks deploy
 
 # pytest exits 5 when it collected no tests: that is our failure, not a pass.
 test: lint

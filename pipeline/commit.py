@@ -26,7 +26,11 @@ def is_committed(output: str) -> bool:
 
 def prepare_output(output: str, overwrite: bool) -> None:
     """Refuse to replace a committed dataset unless asked; when asked, un-commit it first."""
-    if not is_committed(output):
+    try:
+        committed = is_committed(output)
+    except fileio.READ_ERRORS as error:
+        raise UserError(f"--output {output}: cannot reach ({error})") from None
+    if not committed:
         return
     if not overwrite:
         raise UserError(

@@ -27,7 +27,14 @@ from transforms.steps import (
 
 
 def expand_manifests(patterns: list[str]) -> list[str]:
-    """Manifest paths from paths, globs and folders; every one must exist."""
+    """Manifest paths from paths, globs and folders; every one must exist and be reachable."""
+    try:
+        return _expand(patterns)
+    except fileio.READ_ERRORS as error:
+        raise UserError(f"--manifest: cannot reach {' '.join(patterns)} ({error})") from None
+
+
+def _expand(patterns: list[str]) -> list[str]:
     paths = []
     for pattern in patterns:
         if fileio.is_dir(pattern):

@@ -126,6 +126,14 @@ class ConvertOptions:
         return fields
 
 
+def _switch(text: str) -> bool:
+    if text.lower() in ("true", "1", "yes"):
+        return True
+    if text.lower() in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
 _COLOURS = {"white": (255, 255, 255), "black": (0, 0, 0)}
 
 
@@ -150,6 +158,11 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="tfrecord-pipeline convert", allow_abbrev=False)
     add = parser.add_argument
+
+    def add_switch(flag: str, help: str):
+        """`--flag`, or `--flag=true|false` as Flex Template launchers pass every parameter."""
+        add(flag, nargs="?", const=True, default=False, type=_switch, help=help)
+
     add("--manifest", nargs="+", required=True, help="CSV/JSONL manifests, globs or class folders")
     add("--output", required=True, help="output folder (local or gs://)")
     add("--num_shards", help="shards per split: N, or split=N,... (default: by --target_shard_mb)")
@@ -165,16 +178,16 @@ def _parser() -> argparse.ArgumentParser:
     add("--max_side", type=int, help="downscale so the long side is at most N (never upscale)")
     add("--resize_short_side", type=int, help="downscale so the short side is N (never upscale)")
     add("--resample", default="bicubic", choices=sorted(RESAMPLING))
-    add("--exif_transpose", action="store_true", help="re-encode JPEGs with an EXIF rotation")
+    add_switch("--exif_transpose", help="re-encode JPEGs with an EXIF rotation")
     add("--background", default="white", help="alpha background: white, black or R,G,B")
     add("--image_encoding", default="jpeg", choices=ENCODINGS, help="raw: uint8 pixels")
     add("--max_record_mb", type=float, default=MAX_RECORD_BYTES / 2**20)
-    add("--dedup", action="store_true", help="reject images whose bytes repeat an earlier row's")
+    add_switch("--dedup", help="reject images whose bytes repeat an earlier row's")
     add("--compression", default="none", choices=("none", "gzip"))
     add("--max_error_rate", type=float, default=0.01)
     add("--threads", type=int, default=0, help="image threads per shard writer (0: one per core)")
-    add("--wait", action="store_true", help="on Dataflow: wait for the job, print its counters")
-    add("--overwrite", action="store_true")
+    add_switch("--wait", help="on Dataflow: wait for the job, print its counters")
+    add_switch("--overwrite", help="replace a committed dataset in --output")
     add("--no_progress", dest="progress", action="store_false")
     return parser
 

@@ -45,10 +45,11 @@ class ProgressBar:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc_info):
+    def __exit__(self, error_type, *_):
         self._stop.set()
         self._thread.join()
-        self._draw(final=True)
+        if error_type is None:  # on failure the error is the last word, not a stale bar
+            self._draw(final=True)
 
     def _loop(self):
         last_line = time.monotonic()

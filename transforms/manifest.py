@@ -182,7 +182,7 @@ def check_manifest(path: str, config: ReadConfig) -> None:
         return
     try:
         text = fileio.read_text(path)
-    except (OSError, UnicodeDecodeError) as error:
+    except (*fileio.READ_ERRORS, UnicodeDecodeError) as error:
         raise UserError(f"{path}: cannot read manifest ({error})") from None
     if kind == "csv":
         header = next(csv.reader(io.StringIO(text, newline="")), [])

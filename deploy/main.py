@@ -1,0 +1,8 @@
+"""Flex Template entry point: the launcher runs `python main.py --param=value ...`."""
+
+import sys
+
+from pipeline.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["convert", *sys.argv[1:]]))
