@@ -1,7 +1,13 @@
 """gs:// end to end against a real GCS JSON API (gcp-storage-emulator on loopback)."""
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 from conftest import make_images, write_manifest
+from tls_proxy import TlsProxy
 
 from pipeline.commit import MARKER
 from transforms import fileio
@@ -12,6 +18,37 @@ pytestmark = pytest.mark.slow
 def _files(root: str) -> dict[str, bytes]:
     prefix = root.rstrip("/") + "/"
     return {p[len(prefix) :]: fileio.read_bytes(p) for p in fileio.glob(prefix + "**")}
+
+
+# Reads a converted dataset with tf.data (from its dataset_info.json) and prints, per record,
+# what a training input pipeline would see. Run in a subprocess: TensorFlow's GCS client reads
+# its proxy and CA settings from the environment.
+READ_WITH_TF = """
+import hashlib, json, sys
+import tensorflow as tf
+root = sys.argv[1]
+info = json.loads(tf.io.gfile.GFile(root + "/dataset_info.json").read())
+assert tf.io.gfile.exists(root + "/_COMMITTED")
+dtypes = {"int64": tf.int64, "string": tf.string, "float32": tf.float32}
+spec = {k: tf.io.FixedLenFeature([], dtypes[t]) for k, t in info["features"].items()}
+for name, split in sorted(info["splits"].items()):
+    files = [root + "/" + shard["file"] for shard in split["shards"]]
+    for record in tf.data.TFRecordDataset(files):
+        example = tf.io.parse_single_example(record, spec)
+        pixels = tf.io.decode_jpeg(example["image/encoded"]).numpy()
+        print(json.dumps([name, example["image/source_id"].numpy().decode(),
+                          int(example["image/class/label"]), list(pixels.shape),
+                          hashlib.sha256(pixels.tobytes()).hexdigest()]))
+"""
+
+
+def _read_with_tensorflow(root: str, env: dict | None = None) -> list:
+    done = subprocess.run(
+        [sys.executable, "-c", READ_WITH_TF, root],
+        env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [json.loads(line) for line in done.stdout.splitlines()]
 
 
 def test_bucket_to_bucket_gives_the_bytes_of_a_local_run(tmp_path, gcs, convert):
@@ -34,6 +71,17 @@ def test_bucket_to_bucket_gives_the_bytes_of_a_local_run(tmp_path, gcs, convert)
         if name != "errors/errors.jsonl":  # the error rows name the manifest they came from
             assert remote_files[name] == data, name
     assert MARKER in remote_files and not fileio.glob(remote + "/_tmp/*")
+
+    # TensorFlow's own gs:// filesystem, through a loopback TLS proxy to the emulator.
+    with TlsProxy(tmp_path, gcs.port) as proxy:
+        via_proxy = {
+            "HTTPS_PROXY": f"http://127.0.0.1:{proxy.port}",
+            "CURL_CA_BUNDLE": str(proxy.ca_bundle),
+            "GOOGLE_AUTH_TOKEN_FOR_TESTING": "emulator",
+        }
+        from_bucket = _read_with_tensorflow(remote, via_proxy)
+    assert len(from_bucket) == 12
+    assert from_bucket == _read_with_tensorflow(str(local))
 
 
 def test_local_manifest_with_gs_images_and_a_gs_class_tree(tmp_path, gcs, convert):

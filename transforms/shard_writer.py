@@ -24,7 +24,7 @@ from transforms.records import MAX_RECORD_BYTES, ShardFileWriter
 from transforms.sharding import ShardId, record_order
 
 TMP_DIR = "_tmp"
-IN_FLIGHT = 16  # images being read/encoded at once per shard writer: bounds its memory
+IN_FLIGHT_PER_THREAD = 8  # queued images per pool thread: bounds the writer's memory
 
 
 class WriteConfig(NamedTuple):
@@ -123,11 +123,13 @@ def write_shard(
     labels: LabelMap,
     config: WriteConfig,
     pool: ThreadPoolExecutor | None = None,
+    in_flight: int = 1,
 ) -> Iterator[ShardResult | ErrorRow]:
     """Write `shard` from its rows; yields an ErrorRow per rejected row, then the ShardResult.
 
     With a `pool`, images are read, checked and encoded on its threads (Pillow, hashlib and
-    file reads release the GIL); records are still written one at a time, in order.
+    file reads release the GIL), at most `in_flight` at once; records are still written one at
+    a time, in order.
     """
     name = shard.file_name(config.compress)
     temp = fileio.join(config.output, TMP_DIR, f"{name}.{uuid.uuid4().hex}")
@@ -136,7 +138,7 @@ def write_shard(
     label_counts: dict[int, int] = {}
     convert = functools.partial(_record_or_error, labels=labels, config=config)
     try:
-        for item, record, label_id in ordered_map(pool, convert, ordered_unique(rows), IN_FLIGHT):
+        for item, record, label_id in ordered_map(pool, convert, ordered_unique(rows), in_flight):
             progress.add(1)
             if record is None:
                 yield item

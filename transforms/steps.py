@@ -23,7 +23,13 @@ from transforms.labels import LabelMap
 from transforms.manifest import ReadConfig, SkippedFile, manifest_kind, read_manifest, read_tree
 from transforms.plan import PlanAccumulator, ShardCounts, make_plan
 from transforms.progress import write_total
-from transforms.shard_writer import WriteConfig, error_row, read_image, write_shard
+from transforms.shard_writer import (
+    IN_FLIGHT_PER_THREAD,
+    WriteConfig,
+    error_row,
+    read_image,
+    write_shard,
+)
 from transforms.sharding import ShardId, shard_for
 
 NAMESPACE = "tfrecord_pipeline"
@@ -182,23 +188,46 @@ def _all_shards(plan):
             yield (split, index, count), None
 
 
+# Threads per shard writer when --threads is 0: CPU-bound work on local files wants one per
+# core; object-store reads mostly wait on the network, so more of them are kept in flight.
+REMOTE_THREADS_PER_CORE = 8
+
+
 class _WriteShardFn(beam.DoFn):
     def __init__(self, config: WriteConfig):
         self._config = config
-        self._pool = None
+        self._pools: dict[int, ThreadPoolExecutor] = {}
 
     def setup(self):
+        self._pools = {}
+
+    def _threads(self, rows) -> int:
         threads = self._config.threads or os.cpu_count() or 1
-        self._pool = ThreadPoolExecutor(threads, "image") if threads > 1 else None
+        if not self._config.threads and rows and fileio.is_remote(rows[0].image_uri):
+            threads *= REMOTE_THREADS_PER_CORE
+        return threads
+
+    def _pool(self, threads: int) -> ThreadPoolExecutor | None:
+        """A pool of `threads`, made once per worker process and kept for every shard."""
+        if threads == 1:
+            return None
+        if threads not in self._pools:
+            self._pools[threads] = ThreadPoolExecutor(threads, "image")
+        return self._pools[threads]
 
     def teardown(self):
-        if self._pool:
-            self._pool.shutdown()
+        for pool in self._pools.values():
+            pool.shutdown()
 
     def process(self, keyed_rows, plan):
         shard, rows = keyed_rows
         rows = [row for row in rows if row is not None]
-        for item in write_shard(ShardId(*shard), rows, plan.labels, self._config, self._pool):
+        threads = self._threads(rows)
+        shard_id, in_flight = ShardId(*shard), IN_FLIGHT_PER_THREAD * threads
+        written = write_shard(
+            shard_id, rows, plan.labels, self._config, self._pool(threads), in_flight
+        )
+        for item in written:
             if isinstance(item, ErrorRow):
                 yield _count_error(item)
             else:

@@ -1,0 +1,125 @@
+"""A loopback HTTPS proxy that lets TensorFlow's own gs:// filesystem talk to the GCS emulator.
+
+TensorFlow's GCS client has the Google endpoints compiled in and ignores STORAGE_EMULATOR_HOST,
+but its libcurl honours HTTPS_PROXY and CURL_CA_BUNDLE. This proxy answers every CONNECT itself
+with a certificate from a throwaway CA, reads the HTTP requests inside the tunnel and replays
+them against the emulator on 127.0.0.1. Nothing is ever forwarded anywhere else, and curl never
+resolves the real host names when it goes through a proxy.
+"""
+
+import datetime
+import http.client
+import socketserver
+import ssl
+import threading
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+HOSTS = ("www.googleapis.com", "storage.googleapis.com", "oauth2.googleapis.com")
+_HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "host"}
+
+
+def _certificate(subject: str, issuer_key, issuer_name, public_key, ca: bool, hosts=()):
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+        .issuer_name(issuer_name)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
+    if hosts:
+        names = [x509.DNSName(host) for host in hosts]
+        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+    return builder.sign(issuer_key, hashes.SHA256())
+
+
+def make_certificates(folder: Path) -> tuple[Path, Path, Path]:
+    """(CA bundle, server certificate, server key) files for the Google host names."""
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "tfrp test CA")])
+    ca = _certificate("tfrp test CA", ca_key, ca_name, ca_key.public_key(), True)
+    server = _certificate(HOSTS[0], ca_key, ca_name, key.public_key(), False, HOSTS)
+    paths = folder / "ca.pem", folder / "server.pem", folder / "server.key"
+    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(server.public_bytes(serialization.Encoding.PEM))
+    paths[2].write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return paths
+
+
+class _Tunnel(socketserver.StreamRequestHandler):
+    def handle(self):
+        request_line = self.rfile.readline().decode("latin-1")
+        while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+            pass
+        if not request_line.startswith("CONNECT "):
+            self.wfile.write(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
+            return
+        self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        self.wfile.flush()
+        tls = self.server.tls.wrap_socket(self.connection, server_side=True)
+        stream = tls.makefile("rwb")
+        while self._replay(stream):
+            pass
+
+    def _replay(self, stream) -> bool:
+        """One request from the tunnel, answered by the emulator; False when the client is done."""
+        line = stream.readline().decode("latin-1").strip()
+        if not line:
+            return False
+        method, target, _ = line.split(" ", 2)
+        headers = {}
+        while (header := stream.readline().decode("latin-1").strip()) != "":
+            name, _, value = header.partition(":")
+            headers[name.strip()] = value.strip()
+        length = int(headers.get("Content-Length", headers.get("content-length", 0)))
+        body = stream.read(length) if length else None
+        forwarded = {k: v for k, v in headers.items() if k.lower() not in _HOP_BY_HOP}
+        emulator = http.client.HTTPConnection("127.0.0.1", self.server.emulator_port, timeout=30)
+        emulator.request(method, target, body=body, headers=forwarded)
+        response = emulator.getresponse()
+        data = response.read()
+        stream.write(f"HTTP/1.1 {response.status} {response.reason}\r\n".encode("latin-1"))
+        for name, value in response.getheaders():
+            if name.lower() not in _HOP_BY_HOP | {"content-length"}:
+                stream.write(f"{name}: {value}\r\n".encode("latin-1"))
+        stream.write(f"Content-Length: {len(data)}\r\n\r\n".encode("latin-1") + data)
+        stream.flush()
+        emulator.close()
+        return True
+
+
+class TlsProxy(socketserver.ThreadingTCPServer):
+    """Context manager: serves on 127.0.0.1 at `.port` while open."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, folder: Path, emulator_port: int):
+        super().__init__(("127.0.0.1", 0), _Tunnel)
+        self.ca_bundle, certificate, key = make_certificates(folder)
+        self.tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self.tls.load_cert_chain(certificate, key)
+        self.emulator_port = emulator_port
+        self.port = self.server_address[1]
+
+    def __enter__(self):
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc_info):
+        self.shutdown()
+        self.server_close()
