@@ -9,8 +9,6 @@ from transforms import fileio
 from transforms.errors import UserError
 from transforms.examples import IMAGE_FEATURES
 from transforms.images import (
-    DEFAULT_JPEG_QUALITY,
-    DEFAULT_MAX_PIXELS,
     ENCODINGS,
     RESAMPLING,
     VALIDATE_MODES,
@@ -26,8 +24,13 @@ from transforms.splits import parse_split_spec
 LOCAL_RUNNERS = (None, "DirectRunner", "direct")
 
 
+_IMAGE = ImageConfig()  # the image defaults live in one place: the workers' config
+
+
 @dataclasses.dataclass
 class ConvertOptions:
+    """The job's own flags. Their defaults are the ones below: the parser adds none."""
+
     manifest: list[str]
     output: str
     num_shards: str | None = None
@@ -36,16 +39,16 @@ class ConvertOptions:
     label_map: str | None = None
     label_offset: int = 0
     feature: list[str] = dataclasses.field(default_factory=list)
-    validate: str = "structural"
-    channels: int = 3
-    jpeg_quality: int = DEFAULT_JPEG_QUALITY
-    max_pixels: int = DEFAULT_MAX_PIXELS
-    max_side: int | None = None
-    resize_short_side: int | None = None
-    resample: str = "bicubic"
-    exif_transpose: bool = False
+    validate: str = _IMAGE.validate
+    channels: int = _IMAGE.channels
+    jpeg_quality: int = _IMAGE.jpeg_quality
+    max_pixels: int = _IMAGE.max_pixels
+    max_side: int | None = _IMAGE.max_side
+    resize_short_side: int | None = _IMAGE.resize_short_side
+    resample: str = _IMAGE.resample
+    exif_transpose: bool = _IMAGE.exif_transpose
     background: str = "white"
-    image_encoding: str = "jpeg"
+    image_encoding: str = _IMAGE.encoding
     max_record_mb: float = MAX_RECORD_BYTES / 2**20
     dedup: bool = False
     compression: str = "none"
@@ -156,36 +159,40 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="tfrecord-pipeline convert", allow_abbrev=False)
+    parser = _Parser(
+        prog="tfrecord-pipeline convert",
+        allow_abbrev=False,
+        argument_default=argparse.SUPPRESS,  # absent flags take ConvertOptions' defaults
+    )
     add = parser.add_argument
 
     def add_switch(flag: str, help: str):
         """`--flag`, or `--flag=true|false` as Flex Template launchers pass every parameter."""
-        add(flag, nargs="?", const=True, default=False, type=_switch, help=help)
+        add(flag, nargs="?", const=True, type=_switch, help=help)
 
     add("--manifest", nargs="+", required=True, help="CSV/JSONL manifests, globs or class folders")
     add("--output", required=True, help="output folder (local or gs://)")
     add("--num_shards", help="shards per split: N, or split=N,... (default: by --target_shard_mb)")
-    add("--target_shard_mb", type=float, default=DEFAULT_TARGET_SHARD_MB)
+    add("--target_shard_mb", type=float)
     add("--split", help="hash split for rows without one, e.g. train=0.9,validation=0.1")
     add("--label_map", help="labels.txt pinning label ids (one name per line)")
-    add("--label_offset", type=int, default=0, help="first label id (1 for TPU ImageNet readers)")
-    add("--feature", action="append", default=[], help="extra column as feature: name:type")
-    add("--validate", default="structural", choices=VALIDATE_MODES)
-    add("--channels", type=int, default=3)
-    add("--jpeg_quality", type=int, default=DEFAULT_JPEG_QUALITY)
-    add("--max_pixels", type=int, default=DEFAULT_MAX_PIXELS)
+    add("--label_offset", type=int, help="first label id (1 for TPU ImageNet readers)")
+    add("--feature", action="append", help="extra column as feature: name:type")
+    add("--validate", choices=VALIDATE_MODES)
+    add("--channels", type=int)
+    add("--jpeg_quality", type=int)
+    add("--max_pixels", type=int)
     add("--max_side", type=int, help="downscale so the long side is at most N (never upscale)")
     add("--resize_short_side", type=int, help="downscale so the short side is N (never upscale)")
-    add("--resample", default="bicubic", choices=sorted(RESAMPLING))
+    add("--resample", choices=sorted(RESAMPLING))
     add_switch("--exif_transpose", help="re-encode JPEGs with an EXIF rotation")
-    add("--background", default="white", help="alpha background: white, black or R,G,B")
-    add("--image_encoding", default="jpeg", choices=ENCODINGS, help="raw: uint8 pixels")
-    add("--max_record_mb", type=float, default=MAX_RECORD_BYTES / 2**20)
+    add("--background", help="alpha background: white, black or R,G,B")
+    add("--image_encoding", choices=ENCODINGS, help="raw: uint8 pixels")
+    add("--max_record_mb", type=float)
     add_switch("--dedup", help="reject images whose bytes repeat an earlier row's")
-    add("--compression", default="none", choices=("none", "gzip"))
-    add("--max_error_rate", type=float, default=0.01)
-    add("--threads", type=int, default=0, help="image threads per shard writer (0: one per core)")
+    add("--compression", choices=("none", "gzip"))
+    add("--max_error_rate", type=float)
+    add("--threads", type=int, help="image threads per shard writer (0: one per core)")
     add_switch("--wait", help="on Dataflow: wait for the job, print its counters")
     add_switch("--overwrite", help="replace a committed dataset in --output")
     add("--no_progress", dest="progress", action="store_false")
