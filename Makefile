@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint format lock
+.PHONY: demo test lint format lock bench
 
 $(STAMP): requirements.lock setup.py
 	rm -rf $(VENV)
@@ -33,6 +33,11 @@ test: lint
 	$(BIN)/pytest -q; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: no tests were collected" >&2; exit 1; fi; \
 	exit $$status
+
+# The converter beside its peers on a generated corpus (BENCH_IMAGES=20000 for the full run).
+BENCH_IMAGES ?= 2000
+bench: $(STAMP)
+	cd benchmarks && ../$(BIN)/python bench.py $(BENCH_IMAGES)
 
 # Re-pin after changing setup.py: resolve the full set again and freeze it.
 lock:

@@ -1,0 +1,132 @@
+"""The converter beside its peers, on one corpus, in one sitting: `make bench` (N=2000) or
+`python benchmarks/bench.py 20000`.
+
+Each run is a whole process (start-up included) measured by measure.py. Writes
+benchmarks/results/bench-N.json and bench-N.png (a bar chart of images/s) and prints the ratios
+against their targets; `bench.py --table` prints the README's table from the result files.
+"""
+
+import json
+import os
+import platform
+import sys
+import tempfile
+from pathlib import Path
+
+from corpus import make_corpus
+from measure import run_measured
+from PIL import Image, ImageDraw
+
+HERE = Path(__file__).resolve().parent
+PYTHON = sys.executable
+CLI = str(Path(PYTHON).parent / "tfrecord-pipeline")
+CONVERT = ["--num_shards", "8", "--no_progress"]
+
+# name → (command after the manifest and output are known)
+RUNS = {
+    "1 copy floor": lambda m, o: [PYTHON, str(HERE / "peers.py"), "copy", m, o],
+    "2 TF loop": lambda m, o: [PYTHON, str(HERE / "peers.py"), "tf_loop", m, o],
+    "3 Beam tutorial": lambda m, o: [PYTHON, str(HERE / "peers.py"), "beam_tutorial", m, o],
+    "4 Pillow resize": lambda m, o: [PYTHON, str(HERE / "peers.py"), "pillow_resize", m, o],
+    "5 Pillow validate": lambda m, o: [PYTHON, str(HERE / "peers.py"), "pillow_validate", m, o],
+    "6 converter": lambda m, o: [CLI, "convert", "--manifest", m, "--output", o, *CONVERT],
+    "7 full, 1 thread": lambda m, o: [
+        CLI, "convert", "--manifest", m, "--output", o, *CONVERT, "--validate", "full",
+        "--threads", "1",
+    ],
+    "7 full, 2 threads": lambda m, o: [
+        CLI, "convert", "--manifest", m, "--output", o, *CONVERT, "--validate", "full",
+        "--threads", "2",
+    ],
+    "8 resize, 1 thread": lambda m, o: [
+        CLI, "convert", "--manifest", m, "--output", o, *CONVERT, "--resize_short_side", "256",
+        "--jpeg_quality", "90", "--threads", "1",
+    ],
+    "8 resize, 2 threads": lambda m, o: [
+        CLI, "convert", "--manifest", m, "--output", o, *CONVERT, "--resize_short_side", "256",
+        "--jpeg_quality", "90", "--threads", "2",
+    ],
+}  # fmt: skip
+
+# (label, numerator run, denominator run, target)
+TARGETS = (
+    ("converter / copy floor", "6 converter", "1 copy floor", 0.5),
+    ("converter / TF loop", "6 converter", "2 TF loop", 1.5),
+    ("converter / Beam tutorial", "6 converter", "3 Beam tutorial", 10.0),
+    ("full validate 1 thread / Pillow validate", "7 full, 1 thread", "5 Pillow validate", 0.9),
+    ("full validate 2 threads / Pillow validate", "7 full, 2 threads", "5 Pillow validate", 1.0),
+    ("resize 1 thread / Pillow resize", "8 resize, 1 thread", "4 Pillow resize", 0.9),
+    ("resize 2 threads / Pillow resize", "8 resize, 2 threads", "4 Pillow resize", 1.7),
+)
+
+
+def run_all(count: int) -> dict:
+    corpus_root = Path(os.environ.get("CORPUS_DIR", tempfile.gettempdir()))
+    manifest = str(make_corpus(corpus_root / f"tfrp-corpus-{count}", count))
+    results = {}
+    for name, command in RUNS.items():
+        with tempfile.TemporaryDirectory() as out:
+            measured = run_measured(command(manifest, str(Path(out) / "o")))
+        results[name] = {**measured, "images_per_s": round(count / measured["seconds"], 1)}
+        print(f"{name:22s} {results[name]['images_per_s']:9.1f} img/s  "
+              f"{measured['peak_rss_tree_mb']:7.1f} MB", flush=True)  # fmt: skip
+    ratios = [
+        {"ratio": label, "value": round(results[a]["images_per_s"] / results[b]["images_per_s"], 2),
+         "target": target}
+        for label, a, b, target in TARGETS
+    ]  # fmt: skip
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    return {"images": count, "machine": machine, "runs": results, "ratios": ratios}
+
+
+def bar_chart(report: dict, path: Path) -> None:
+    """A small PNG: one bar per run, images/s, drawn with Pillow (no plotting dependency)."""
+    runs = report["runs"]
+    width, row, left = 720, 26, 170
+    image = Image.new("RGB", (width, row * len(runs) + 40), "white")
+    draw = ImageDraw.Draw(image)
+    top = max(r["images_per_s"] for r in runs.values())
+    draw.text((10, 8), f"images/s, {report['images']:,} images, {report['machine']}", fill="black")
+    for index, (name, result) in enumerate(runs.items()):
+        y = 30 + index * row
+        length = int((width - left - 90) * result["images_per_s"] / top)
+        colour = (66, 133, 244) if "converter" in name or "thread" in name else (160, 160, 160)
+        draw.text((10, y + 5), name, fill="black")
+        draw.rectangle((left, y + 3, left + length, y + row - 5), fill=colour)
+        draw.text((left + length + 6, y + 5), f"{result['images_per_s']:,.0f}", fill="black")
+    image.save(path)
+
+
+def markdown_table(reports: list[dict]) -> str:
+    """The README's table: images/s and peak RSS per run and corpus size, then the ratios."""
+    sizes = [f"{r['images']:,}" for r in reports]
+    head = "| run | " + " | ".join(f"img/s ({n})" for n in sizes)
+    head += " | " + " | ".join(f"peak RSS ({n})" for n in sizes) + " |"
+    lines = [head, "|---" + "|---:" * (2 * len(reports)) + "|"]
+    for name in reports[0]["runs"]:
+        speeds = [f"{r['runs'][name]['images_per_s']:,.0f}" for r in reports]
+        memory = [f"{r['runs'][name]['peak_rss_tree_mb']:,.0f} MB" for r in reports]
+        lines.append(f"| {name} | " + " | ".join(speeds + memory) + " |")
+    lines += ["", "| ratio | " + " | ".join(sizes) + " | target |", "|---" + "|---:" * (
+        len(reports) + 1) + "|"]  # fmt: skip
+    for index, ratio in enumerate(reports[0]["ratios"]):
+        values = [f"{r['ratios'][index]['value']:.2f}" for r in reports]
+        lines.append(f"| {ratio['ratio']} | " + " | ".join(values) + f" | ≥ {ratio['target']} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--table"]:
+        files = sorted((HERE / "results").glob("bench-*.json"), key=lambda p: int(p.stem[6:]))
+        print(markdown_table([json.loads(path.read_text()) for path in files]))
+        sys.exit(0)
+    count = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
+    report = run_all(count)
+    for ratio in report["ratios"]:
+        mark = "ok " if ratio["value"] >= ratio["target"] else "MISS"
+        print(f"{mark} {ratio['ratio']:45s} {ratio['value']:6.2f}  (target {ratio['target']})")
+    results = HERE / "results"
+    results.mkdir(exist_ok=True)
+    (results / f"bench-{count}.json").write_text(json.dumps(report, indent=2) + "\n")
+    bar_chart(report, results / f"bench-{count}.png")
+    print(f"wrote {results}/bench-{count}.json and .png")

@@ -1,0 +1,54 @@
+"""Run a command and measure it as a whole: wall time with start-up, and peak memory of the
+process tree (sampled from /proc every 50 ms, so every worker process it starts counts)."""
+
+import os
+import subprocess
+import time
+
+
+def _rss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            for line in handle:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _tree(pid: int) -> list[int]:
+    pids, queue = [], [pid]
+    while queue:
+        current = queue.pop()
+        pids.append(current)
+        try:
+            threads = os.listdir(f"/proc/{current}/task")
+        except OSError:
+            continue
+        for thread in threads:  # a child belongs to the thread that started it
+            try:
+                with open(f"/proc/{current}/task/{thread}/children") as handle:
+                    queue += [int(child) for child in handle.read().split()]
+            except OSError:
+                pass
+    return pids
+
+
+def run_measured(command: list[str], env: dict | None = None) -> dict:
+    """Seconds, peak summed RSS of the tree and peak RSS of its largest process (MB)."""
+    start = time.monotonic()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    peak_sum = peak_one = 0
+    while process.poll() is None:
+        sizes = [_rss_kb(pid) for pid in _tree(process.pid)]
+        peak_sum, peak_one = max(peak_sum, sum(sizes)), max(peak_one, max(sizes))
+        time.sleep(0.05)
+    seconds = time.monotonic() - start
+    if process.returncode:
+        raise RuntimeError(f"{command[:3]} failed: {process.stderr.read().decode()[-2000:]}")
+    return {
+        "seconds": round(seconds, 2),
+        "peak_rss_tree_mb": round(peak_sum / 1024, 1),
+        "peak_rss_process_mb": round(peak_one / 1024, 1),
+    }

@@ -1,0 +1,106 @@
+"""What users would write instead of the converter; each runs as its own process.
+
+    python benchmarks/peers.py NAME MANIFEST OUT_DIR
+
+copy             read every file, append it to one output file (the I/O floor)
+tf_loop          single-process loop: tf.train.Example + tf.io.TFRecordWriter
+beam_tutorial    Create -> Map(build Example) -> WriteToTFRecord(num_shards=8), DirectRunner
+pillow_resize    decode (reduced size), RGB, resize short side to 256, encode quality 90
+pillow_validate  reduced-size decode of every file, nothing written
+"""
+
+import csv
+import io
+import math
+import os
+import sys
+from pathlib import Path
+
+
+def _rows(manifest: str) -> list[tuple[str, str]]:
+    base = Path(manifest).parent
+    with open(manifest, newline="") as handle:
+        return [(str(base / row["image_uri"]), row["label"]) for row in csv.DictReader(handle)]
+
+
+def copy(rows, out: Path) -> None:
+    with open(out / "all.bin", "wb") as sink:
+        for path, _ in rows:
+            with open(path, "rb") as source:
+                sink.write(source.read())
+
+
+def _example(path: str, label: int, text: str):
+    import tensorflow as tf
+
+    with open(path, "rb") as handle:
+        data = handle.read()
+
+    def feature(value):
+        if isinstance(value, int):
+            return tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))
+        return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value]))
+
+    features = {
+        "image/encoded": feature(data),
+        "image/format": feature(b"JPEG"),
+        "image/class/label": feature(label),
+        "image/class/text": feature(text.encode()),
+        "image/filename": feature(os.path.basename(path).encode()),
+    }
+    return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+
+
+def tf_loop(rows, out: Path) -> None:
+    import tensorflow as tf
+
+    labels = {name: i for i, name in enumerate(sorted({label for _, label in rows}))}
+    with tf.io.TFRecordWriter(str(out / "train.tfrecord")) as writer:
+        for path, label in rows:
+            writer.write(_example(path, labels[label], label))
+
+
+def beam_tutorial(rows, out: Path) -> None:
+    import apache_beam as beam
+
+    labels = {name: i for i, name in enumerate(sorted({label for _, label in rows}))}
+    with beam.Pipeline() as pipeline:
+        (
+            pipeline
+            | beam.Create(rows)
+            | beam.Map(lambda row: _example(row[0], labels[row[1]], row[1]))
+            | beam.io.WriteToTFRecord(str(out / "train"), num_shards=8)
+        )
+
+
+def pillow_resize(rows, out: Path) -> None:
+    from PIL import Image
+
+    for path, _ in rows:
+        image = Image.open(path)
+        width, height = image.size
+        factor = 256 / min(width, height)  # like the converter: shrink only, never upscale
+        if factor < 1:
+            image.draft("RGB", (math.ceil(width * factor), math.ceil(height * factor)))
+        image = image.convert("RGB")
+        if factor < 1:
+            size = (round(width * factor), round(height * factor))
+            image = image.resize(size, Image.Resampling.BICUBIC)
+        image.save(io.BytesIO(), "JPEG", quality=90)
+
+
+def pillow_validate(rows, out: Path) -> None:
+    from PIL import Image
+
+    for path, _ in rows:
+        image = Image.open(path)
+        image.draft(image.mode, (max(1, image.width // 8), max(1, image.height // 8)))
+        image.load()
+
+
+PEERS = {f.__name__: f for f in (copy, tf_loop, beam_tutorial, pillow_resize, pillow_validate)}
+
+if __name__ == "__main__":
+    name, manifest, out = sys.argv[1:4]
+    Path(out).mkdir(parents=True, exist_ok=True)
+    PEERS[name](_rows(manifest), Path(out))
