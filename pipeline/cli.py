@@ -1,5 +1,6 @@
 """`tfrecord-pipeline` command line: user mistakes as one line and exit 2, bugs as tracebacks."""
 
+import argparse
 import logging
 import sys
 
@@ -11,13 +12,16 @@ from pipeline.commit import read_info
 from pipeline.convert import convert, launch
 from pipeline.options import is_local, parse_args
 from pipeline.progress import format_counters, format_summary
+from pipeline.verify import DECODE_MODES, verify
 from transforms.errors import UserError
 from transforms.steps import NAMESPACE
 
 USAGE = """usage: tfrecord-pipeline convert --manifest M [M ...] --output DIR [options] [Beam flags]
+       tfrecord-pipeline verify OUTPUT [--decode sample|all|none]
 
 commands:
   convert   turn image/label manifests into sharded TFRecord files
+  verify    check a converted dataset against its dataset_info.json (exit 1 on any problem)
 run 'tfrecord-pipeline convert --help' for the options"""
 
 EXIT_FAILED_GATES = 1
@@ -69,6 +73,28 @@ def _convert(argv: list[str]) -> int:
     return _finish(read_info(options.output), options.output)
 
 
+def _verify(argv: list[str]) -> int:
+    parser = _VerifyParser(prog="tfrecord-pipeline verify", allow_abbrev=False)
+    parser.add_argument("output")
+    parser.add_argument("--decode", choices=DECODE_MODES, default="sample")
+    args = parser.parse_args(argv)
+    records, problems = verify(args.output, args.decode)
+    for problem in problems:
+        print(f"{args.output}: {problem}", file=sys.stderr)
+    if problems:
+        return EXIT_FAILED_GATES
+    print(f"{args.output}: ok, {records:,} records verified")
+    return 0
+
+
+class _VerifyParser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UserError(message)
+
+
+COMMANDS = {"convert": _convert, "verify": _verify}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -80,8 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if argv else EXIT_USER_ERROR
     command, rest = argv[0], argv[1:]
     try:
-        if command == "convert":
-            return _convert(rest)
+        if command in COMMANDS:
+            return COMMANDS[command](rest)
         raise UserError(f"unknown command {command!r}; try 'tfrecord-pipeline --help'")
     except UserError as error:
         print(f"tfrecord-pipeline: error: {error}", file=sys.stderr)

@@ -7,6 +7,7 @@ all little-endian. The CRC is CRC-32C (Castagnoli) from the C implementation in 
 import gzip
 import hashlib
 import struct
+from collections.abc import Iterator
 
 import google_crc32c
 
@@ -34,6 +35,30 @@ def frame(record: bytes) -> bytes:
             struct.pack("<I", masked_crc32c(record)),
         )
     )
+
+
+class RecordError(Exception):
+    """A shard's bytes are not valid TFRecord framing; says which record and where."""
+
+
+def read_records(data: bytes) -> Iterator[bytes]:
+    """Every record of a shard's (uncompressed) bytes, with both CRCs of each one checked."""
+    position, index = 0, 0
+    while position < len(data):
+        header = data[position : position + 12]
+        if len(header) < 12:
+            raise RecordError(f"record {index} at byte {position}: truncated header")
+        (length,) = struct.unpack_from("<Q", header)
+        if struct.unpack_from("<I", header, 8)[0] != masked_crc32c(header[:8]):
+            raise RecordError(f"record {index} at byte {position}: length CRC mismatch")
+        end = position + 12 + length
+        if end + 4 > len(data):
+            raise RecordError(f"record {index} at byte {position}: truncated data")
+        record = data[position + 12 : end]
+        if struct.unpack_from("<I", data, end)[0] != masked_crc32c(record):
+            raise RecordError(f"record {index} at byte {position}: data CRC mismatch")
+        yield record
+        position, index = end + 4, index + 1
 
 
 class _HashingSink:

@@ -1,0 +1,114 @@
+"""`tfrecord-pipeline verify OUTPUT`: is a converted dataset exactly what its metadata says?
+
+Checks the commit marker, every listed shard's size and SHA-256, the framing and both CRCs of
+every record, record counts, that every Example carries the recorded features with their
+types, and that images decode to the stored height, width and channels (a sample per shard,
+or all with `decode="all"`). Uses the project's own proto classes and Pillow: no TensorFlow.
+"""
+
+import gzip
+import hashlib
+import io
+import json
+import zlib
+
+from PIL import Image
+
+from pipeline.commit import MARKER, read_info
+from pipeline.metadata import INFO_FILE, DatasetInfo, ShardInfo
+from transforms import fileio
+from transforms.examples import RAW_KEY
+from transforms.proto.example_pb2 import Example
+from transforms.records import RecordError, read_records
+
+DECODE_MODES = ("sample", "all", "none")
+SAMPLE_PER_SHARD = 8
+_KINDS = {"int64": "int64_list", "float32": "float_list", "string": "bytes_list"}
+_CHANNELS = {"L": 1, "RGB": 3}
+
+
+def _check_example(record: bytes, features: dict[str, str]) -> tuple[str | None, dict]:
+    """(problem or None, {feature key: value}) for one serialized Example."""
+    try:
+        feature_map = Example.FromString(record).features.feature
+    except Exception as error:  # protobuf's DecodeError type differs between runtimes
+        return f"not a parsable Example ({error})", {}
+    values = {}
+    for key, dtype in features.items():
+        if key not in feature_map:
+            return f"feature {key} is missing", {}
+        kind = feature_map[key].WhichOneof("kind")
+        value = getattr(feature_map[key], kind).value if kind else []
+        if kind != _KINDS[dtype] or len(value) != 1:
+            return f"feature {key} is not one {dtype}", {}
+        values[key] = value[0]
+    return None, values
+
+
+def _check_pixels(values: dict) -> str | None:
+    height, width = values["image/height"], values["image/width"]
+    channels = values["image/channels"]
+    if RAW_KEY in values:
+        size = len(values[RAW_KEY])
+        return None if size == height * width * channels else f"raw size {size} != shape"
+    try:
+        image = Image.open(io.BytesIO(values["image/encoded"]))
+        image.load()
+    except Exception as error:  # any decoder failure is exactly what verify reports
+        return f"image does not decode ({error})"
+    if (image.height, image.width, _CHANNELS.get(image.mode)) != (height, width, channels):
+        return f"image is {image.width}x{image.height} {image.mode}, record says otherwise"
+    return None
+
+
+def verify_shard(output: str, info: DatasetInfo, shard: ShardInfo, decode: str) -> list[str]:
+    """Problems with one shard file, each prefixed with its name."""
+    try:
+        data = fileio.read_bytes(fileio.join(output, shard.file))
+    except fileio.READ_ERRORS as error:
+        return [f"{shard.file}: cannot be read ({error})"]
+    problems = []
+    if len(data) != shard.bytes or hashlib.sha256(data).hexdigest() != shard.sha256:
+        problems.append(f"{shard.file}: size or SHA-256 differs from {INFO_FILE}")
+    if info.compression == "gzip":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as error:
+            return [*problems, f"{shard.file}: not valid gzip ({error})"]
+    count = 0
+    try:
+        for count, record in enumerate(read_records(data), start=1):
+            problem, values = _check_example(record, info.features)
+            wanted = decode == "all" or (decode == "sample" and count <= SAMPLE_PER_SHARD)
+            if problem is None and wanted:
+                problem = _check_pixels(values)
+            if problem:
+                problems.append(f"{shard.file}: record {count - 1}: {problem}")
+    except RecordError as error:
+        return [*problems, f"{shard.file}: {error}"]
+    if count != shard.records:
+        problems.append(f"{shard.file}: {count} records, {INFO_FILE} says {shard.records}")
+    return problems
+
+
+def verify(output: str, decode: str = "sample") -> tuple[int, list[str]]:
+    """(records checked, problems); no problems means the dataset is sound."""
+    problems = []
+    try:
+        marker = json.loads(fileio.read_text(fileio.join(output, MARKER)))
+    except (*fileio.READ_ERRORS, ValueError):
+        marker = None
+        problems.append(f"no readable {MARKER} marker: the dataset is incomplete")
+    try:
+        info_bytes = fileio.read_bytes(fileio.join(output, INFO_FILE))
+        info = read_info(output)
+    except (*fileio.READ_ERRORS, ValueError, KeyError, TypeError) as error:
+        return 0, [*problems, f"{INFO_FILE} cannot be read ({error})"]
+    if marker and marker.get(INFO_FILE) != hashlib.sha256(info_bytes).hexdigest():
+        problems.append(f"{INFO_FILE} changed after the dataset was committed")
+    records = 0
+    for split in info.splits.values():
+        for shard in split.shards:
+            problems += verify_shard(output, info, shard, decode)
+            records += shard.records
+    return records, problems
