@@ -95,7 +95,8 @@ def test_the_readme_tf_data_snippet_reads_a_converted_dataset(convert):
     output, info = convert(SAMPLE / "manifest.csv", "--num_shards", "2")
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     section = readme[readme.index("## Reading the shards with tf.data") :]
-    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    blocks = [part.split("```", 1)[0] for part in section.split("```python\n")[1:]]
+    code = next(block for block in blocks if "TFRecordDataset" in block)
     namespace = {}
     code = code.replace('"out/sample"', repr(str(output))).replace("batch(128", "batch(8")
     exec(code, namespace)  # 40 sample images: batches of 8 so drop_remainder keeps them all

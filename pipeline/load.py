@@ -1,0 +1,103 @@
+"""`load(...)`: a converted dataset as a tf.data pipeline for TPU training.
+
+Everything comes from dataset_info.json: the shard files (so gs:// works and nothing is
+globbed), the compression, and the parsing spec. TensorFlow is imported here only, on the
+read side; the conversion path never imports this module.
+"""
+
+import json
+
+
+def _tf():
+    import tensorflow as tf
+
+    return tf
+
+
+def _read_json(tf, path: str) -> dict:
+    with tf.io.gfile.GFile(path) as handle:
+        return json.loads(handle.read())
+
+
+def _parse_and_decode(tf, info: dict, image_size, channels: int | None, with_features: bool):
+    dtypes = {"int64": tf.int64, "float32": tf.float32, "string": tf.string}
+    spec = {k: tf.io.FixedLenFeature([], dtypes[t]) for k, t in info["features"].items()}
+    raw = "image/raw" in spec
+    channels = channels or (1 if info["options"].get("channels") == 1 else 3)
+
+    def parse(record):
+        example = tf.io.parse_single_example(record, spec)
+        if raw:
+            shape = [example["image/height"], example["image/width"], example["image/channels"]]
+            image = tf.reshape(tf.io.decode_raw(example["image/raw"], tf.uint8), shape)
+        else:
+            image = tf.io.decode_jpeg(example["image/encoded"], channels=channels)
+        if image_size is not None:
+            image = tf.image.resize(image, image_size)  # float32, what TPU models take
+        if with_features:
+            return {**example, "image": image}
+        return image, example["image/class/label"]
+
+    return parse
+
+
+def load(
+    output: str,
+    split: str = "train",
+    batch_size: int | None = 128,
+    image_size: tuple[int, int] | None = (224, 224),
+    shuffle_buffer: int = 10_000,
+    num_hosts: int = 1,
+    host_index: int = 0,
+    drop_remainder: bool = True,
+    with_features: bool = False,
+    channels: int | None = None,
+    seed: int | None = None,
+):
+    """A tf.data.Dataset of `(image, label)` (or the full feature dict plus "image").
+
+    Args:
+      output: the converted dataset's folder (local or gs://); it must be committed.
+      split: which split to read.
+      batch_size: per-host batch size; None for unbatched examples.
+      image_size: (height, width) every image is resized to; None keeps decoded uint8 images
+        at their own sizes (then batch_size must be None).
+      shuffle_buffer: examples in the shuffle buffer; 0 reads in file order, deterministically.
+      num_hosts, host_index: read only this host's share of the shard files (file-level
+        sharding, as TPU pod slices do); needs at least `num_hosts` shards.
+      drop_remainder: drop a last partial batch (static shapes for TPU).
+      with_features: return every recorded feature, with the decoded image under "image".
+      channels: decode to this many channels (default: what the dataset stores).
+      seed: shuffle seed, for reproducible order.
+    """
+    tf = _tf()
+    if not tf.io.gfile.exists(f"{output}/_COMMITTED"):
+        raise ValueError(f"{output} has no _COMMITTED marker: the dataset is incomplete")
+    info = _read_json(tf, f"{output}/dataset_info.json")
+    if split not in info["splits"]:
+        raise ValueError(f"no split {split!r} in {output}; it has {sorted(info['splits'])}")
+    if image_size is None and batch_size is not None:
+        raise ValueError("batching needs one image_size; pass image_size or batch_size=None")
+    files = [f"{output}/{shard['file']}" for shard in info["splits"][split]["shards"]]
+    if len(files) < num_hosts or not 0 <= host_index < num_hosts:
+        raise ValueError(f"{len(files)} shards cannot be shared by {num_hosts} hosts")
+    files = files[host_index::num_hosts]
+    compression = "GZIP" if info["compression"] == "gzip" else ""
+    shuffle = shuffle_buffer > 0
+
+    dataset = tf.data.Dataset.from_tensor_slices(files)
+    if shuffle:
+        dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+    dataset = dataset.interleave(
+        lambda path: tf.data.TFRecordDataset(path, compression_type=compression),
+        cycle_length=min(len(files), 16),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=not shuffle,
+    )
+    if shuffle:
+        dataset = dataset.shuffle(shuffle_buffer, seed=seed)
+    parse = _parse_and_decode(tf, info, image_size, channels, with_features)
+    dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=not shuffle)
+    if batch_size is not None:
+        dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
+    return dataset.prefetch(tf.data.AUTOTUNE)

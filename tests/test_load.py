@@ -1,0 +1,75 @@
+"""The tf.data loader on converted output: shapes, dtypes, labels, counts, host sharding."""
+
+from pathlib import Path
+
+import pytest
+import tensorflow as tf
+
+from pipeline import load
+from pipeline.commit import MARKER
+
+pytestmark = pytest.mark.slow
+SAMPLE = Path(__file__).resolve().parents[1] / "sample" / "manifest.csv"
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    from pipeline.convert import run
+
+    output = tmp_path_factory.mktemp("load") / "out"
+    flags = ["--num_shards", "4", "--split", "train=0.75,validation=0.25"]
+    info = run(["--manifest", str(SAMPLE), "--output", str(output), "--no_progress", *flags,
+                "--direct_num_workers=1"])  # fmt: skip
+    return str(output), info
+
+
+def test_batches_for_tpu(sample):
+    output, info = sample
+    dataset = load(output, "train", batch_size=4, image_size=(64, 48), seed=1)
+    assert dataset.element_spec[0].shape == (4, 64, 48, 3)  # static: drop_remainder
+    assert dataset.element_spec[0].dtype == tf.float32
+    assert dataset.element_spec[1].dtype == tf.int64
+    batches = list(dataset)
+    assert len(batches) == info.splits["train"].examples // 4
+
+
+def test_every_example_once_and_every_label_reachable(sample):
+    output, info = sample
+    for split in ("train", "validation"):
+        examples = list(load(output, split, batch_size=None, image_size=None, shuffle_buffer=0,
+                             with_features=True))  # fmt: skip
+        assert len(examples) == info.splits[split].examples
+        keys = [e["image/source_id"].numpy() for e in examples]
+        assert len(set(keys)) == len(keys)
+        for example in examples[:5]:
+            assert example["image"].shape == (
+                example["image/height"], example["image/width"], 3
+            )  # fmt: skip
+    labels = {int(label) for _, label in load(output, "train", batch_size=None, image_size=(8, 8))}
+    labels |= {int(label) for _, label in load(output, "validation", None, (8, 8))}
+    assert labels == {0, 1, 2, 3, 4}
+
+
+def test_hosts_read_disjoint_shares(sample):
+    output, info = sample
+
+    def keys(host):
+        dataset = load(output, "train", batch_size=None, image_size=None, shuffle_buffer=0,
+                       num_hosts=2, host_index=host, with_features=True)  # fmt: skip
+        return {e["image/source_id"].numpy() for e in dataset}
+
+    first, second = keys(0), keys(1)
+    assert not first & second and len(first | second) == info.splits["train"].examples
+
+
+def test_refuses_uncommitted_and_unknown_split(sample, tmp_path):
+    output, _ = sample
+    with pytest.raises(ValueError, match="split"):
+        load(output, "test")
+    uncommitted = tmp_path / "copy"
+    uncommitted.mkdir()
+    for path in Path(output).iterdir():
+        if path.is_file() and path.name != MARKER:
+            (uncommitted / path.name).write_bytes(path.read_bytes())
+    with pytest.raises(ValueError, match="_COMMITTED"):
+        load(str(uncommitted), "train")
