@@ -49,7 +49,8 @@ def _remove_leftovers(output: str, keep: set[str]) -> None:
     leftovers += [
         path
         for path in fileio.glob(fileio.join(output, "*.tfrecord*"))
-        if is_shard_file_name(os.path.basename(path)) and os.path.basename(path) not in keep
+        if is_shard_file_name(os.path.basename(path).removesuffix(".idx"))
+        and os.path.basename(path) not in keep
     ]
     fileio.delete(leftovers)
     temp_dir = fileio.join(output, TMP_DIR)
@@ -59,7 +60,8 @@ def _remove_leftovers(output: str, keep: set[str]) -> None:
 
 def write_dataset_files(output: str, info: DatasetInfo, labels_text: str, errors) -> None:
     """Errors, labels and metadata, then (if the dataset passed its gates) the marker."""
-    keep = {shard.file for split in info.splits.values() for shard in split.shards}
+    shards = [shard for split in info.splits.values() for shard in split.shards]
+    keep = {shard.file for shard in shards} | {shard.index for shard in shards}
     _remove_leftovers(output, keep)
     lines = sorted(errors, key=lambda error: error.sort_key())
     fileio.write_bytes(

@@ -64,6 +64,7 @@ def build_pipeline(p: beam.Pipeline, options: ConvertOptions, progress_dir: str 
         progress_dir,
         options.threads,
         int(options.max_record_mb * 2**20),
+        options.write_index,
     )
 
     read = p | "ReadManifests" >> ReadManifests(manifests, read_config)

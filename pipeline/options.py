@@ -51,6 +51,7 @@ class ConvertOptions:
     image_encoding: str = _IMAGE.encoding
     max_record_mb: float = MAX_RECORD_BYTES / 2**20
     dedup: bool = False
+    write_index: bool = False
     compression: str = "none"
     max_error_rate: float = 0.01
     threads: int = 0
@@ -113,6 +114,10 @@ class ConvertOptions:
             (self.max_pixels > 0, "--max_pixels must be positive"),
             (self.threads >= 0, "--threads must be 0 (one per core) or more"),
             (0 < self.max_record_mb <= 1024, "--max_record_mb must be in (0, 1024]"),
+            (
+                not (self.write_index and self.compression == "gzip"),
+                "--write_index needs uncompressed shards (DALI indexes raw file offsets)",
+            ),
             ((self.max_side or 1) > 0, "--max_side must be positive"),
             ((self.resize_short_side or 1) > 0, "--resize_short_side must be positive"),
         )
@@ -190,6 +195,7 @@ def _parser() -> argparse.ArgumentParser:
     add("--image_encoding", choices=ENCODINGS, help="raw: uint8 pixels")
     add("--max_record_mb", type=float)
     add_switch("--dedup", help="reject images whose bytes repeat an earlier row's")
+    add_switch("--write_index", help="write a DALI <shard>.idx (offset size per record)")
     add("--compression", choices=("none", "gzip"))
     add("--max_error_rate", type=float)
     add("--threads", type=int, help="image threads per shard writer (0: one per core)")

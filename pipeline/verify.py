@@ -1,9 +1,10 @@
 """`tfrecord-pipeline verify OUTPUT`: is a converted dataset exactly what its metadata says?
 
 Checks the commit marker, every listed shard's size and SHA-256, the framing and both CRCs of
-every record, record counts, that every Example carries the recorded features with their
-types, and that images decode to the stored height, width and channels (a sample per shard,
-or all with `decode="all"`). Uses the project's own proto classes and Pillow: no TensorFlow.
+every record, record counts, DALI index files, that every Example carries the recorded
+features with their types, and that images decode to the stored height, width and channels
+(a sample per shard, or all with `decode="all"`). Uses the project's own proto classes and
+Pillow: no TensorFlow.
 """
 
 import gzip
@@ -75,9 +76,10 @@ def verify_shard(output: str, info: DatasetInfo, shard: ShardInfo, decode: str) 
             data = gzip.decompress(data)
         except (OSError, EOFError, zlib.error) as error:
             return [*problems, f"{shard.file}: not valid gzip ({error})"]
-    count = 0
+    count, spans = 0, []
     try:
-        for count, record in enumerate(read_records(data), start=1):
+        for count, (offset, record) in enumerate(read_records(data), start=1):
+            spans.append(f"{offset} {len(record) + 16}\n")
             problem, values = _check_example(record, info.features)
             wanted = decode == "all" or (decode == "sample" and count <= SAMPLE_PER_SHARD)
             if problem is None and wanted:
@@ -88,7 +90,17 @@ def verify_shard(output: str, info: DatasetInfo, shard: ShardInfo, decode: str) 
         return [*problems, f"{shard.file}: {error}"]
     if count != shard.records:
         problems.append(f"{shard.file}: {count} records, {INFO_FILE} says {shard.records}")
+    if shard.index:
+        problems += _check_index(output, shard.index, "".join(spans))
     return problems
+
+
+def _check_index(output: str, name: str, expected: str) -> list[str]:
+    try:
+        text = fileio.read_text(fileio.join(output, name))
+    except fileio.READ_ERRORS as error:
+        return [f"{name}: cannot be read ({error})"]
+    return [] if text == expected else [f"{name}: offsets differ from the shard's records"]
 
 
 def verify(output: str, decode: str = "sample") -> tuple[int, list[str]]:

@@ -71,3 +71,28 @@ def test_missing_and_changed_files_are_reported(converted, tmp_path, damage, cap
         (output / "dataset_info.json").write_text(json.dumps(info))
     assert main(["verify", str(output)]) == 1
     assert capsys.readouterr().err.strip()
+
+
+def test_dali_index_files_are_written_checked_and_refused_with_gzip(tmp_path, capsys):
+    from pipeline.convert import run
+
+    output = tmp_path / "indexed"
+    run(["--manifest", str(SAMPLE), "--output", str(output), "--num_shards", "2",
+         "--write_index", "--no_progress", "--direct_num_workers=1"])  # fmt: skip
+    info = read_info(str(output))
+    for shard in info.splits["train"].shards:
+        data = (output / shard.file).read_bytes()
+        spans = [line.split() for line in (output / shard.index).read_text().splitlines()]
+        assert len(spans) == shard.records
+        for offset, size in ((int(a), int(b)) for a, b in spans):  # DALI reads exactly these
+            length = int.from_bytes(data[offset : offset + 8], "little")
+            assert size == length + 16
+        assert sum(int(size) for _, size in spans) == len(data)
+    assert verify(str(output)) == (40, [])
+    index = output / info.splits["train"].shards[0].index
+    index.write_text(index.read_text().replace("0 ", "1 ", 1))
+    assert any(".idx" in problem for problem in verify(str(output))[1])
+    gzip_flags = ["--write_index", "--compression", "gzip"]
+    assert main(["convert", "--manifest", str(SAMPLE), "--output", str(tmp_path / "g"),
+                 *gzip_flags]) == 2  # fmt: skip
+    assert "--write_index" in capsys.readouterr().err

@@ -41,8 +41,8 @@ class RecordError(Exception):
     """A shard's bytes are not valid TFRecord framing; says which record and where."""
 
 
-def read_records(data: bytes) -> Iterator[bytes]:
-    """Every record of a shard's (uncompressed) bytes, with both CRCs of each one checked."""
+def read_records(data: bytes) -> Iterator[tuple[int, bytes]]:
+    """(offset, record) for every record of a shard's (uncompressed) bytes, both CRCs checked."""
     position, index = 0, 0
     while position < len(data):
         header = data[position : position + 12]
@@ -57,7 +57,7 @@ def read_records(data: bytes) -> Iterator[bytes]:
         record = data[position + 12 : end]
         if struct.unpack_from("<I", data, end)[0] != masked_crc32c(record):
             raise RecordError(f"record {index} at byte {position}: data CRC mismatch")
-        yield record
+        yield position, record
         position, index = end + 4, index + 1
 
 
@@ -94,10 +94,19 @@ class ShardFileWriter:
             else self._sink
         )
         self.records = 0
+        self.spans: list[tuple[int, int]] = []  # (offset, size) of each framed record
+        self._position = 0
 
     def write(self, record: bytes) -> None:
-        self._out.write(frame(record))
+        framed = frame(record)
+        self._out.write(framed)
+        self.spans.append((self._position, len(framed)))
+        self._position += len(framed)
         self.records += 1
+
+    def index_text(self) -> str:
+        """NVIDIA DALI's TFRecord index: `offset size` per record, offsets in the raw file."""
+        return "".join(f"{offset} {size}\n" for offset, size in self.spans)
 
     def close(self) -> None:
         if self._out is not self._sink:

@@ -34,6 +34,7 @@ class WriteConfig(NamedTuple):
     progress_dir: str | None = None  # local runs: where workers leave counts for the progress bar
     threads: int = 0  # image threads per shard writer; 0: one per core of the worker
     max_record_bytes: int = MAX_RECORD_BYTES
+    write_index: bool = False  # a DALI `<shard>.idx` beside each (uncompressed) shard
 
 
 class ShardResult(NamedTuple):
@@ -45,6 +46,7 @@ class ShardResult(NamedTuple):
     bytes: int
     sha256: str
     label_counts: tuple[tuple[int, int], ...]  # (label id, records)
+    index_file: str = ""  # name of the shard's DALI .idx file, when written
 
 
 def read_image(uri: str) -> bytes:
@@ -149,6 +151,9 @@ def write_shard(
         writer.close()
         progress.flush()
     fileio.rename(temp, fileio.join(config.output, name))
+    index_file = f"{name}.idx" if config.write_index else ""
+    if index_file:
+        fileio.write_bytes(fileio.join(config.output, index_file), writer.index_text().encode())
     yield ShardResult(
         *shard,
         name,
@@ -156,4 +161,5 @@ def write_shard(
         writer.bytes,
         writer.sha256,
         tuple(sorted(label_counts.items())),
+        index_file,
     )
