@@ -15,7 +15,8 @@ from pathlib import Path
 
 from corpus import make_corpus
 from measure import run_measured
-from PIL import Image, ImageDraw
+
+from pipeline.charts import bar_chart
 
 HERE = Path(__file__).resolve().parent
 PYTHON = sys.executable
@@ -79,22 +80,11 @@ def run_all(count: int) -> dict:
     return {"images": count, "machine": machine, "runs": results, "ratios": ratios}
 
 
-def bar_chart(report: dict, path: Path) -> None:
-    """A small PNG: one bar per run, images/s, drawn with Pillow (no plotting dependency)."""
-    runs = report["runs"]
-    width, row, left = 720, 26, 170
-    image = Image.new("RGB", (width, row * len(runs) + 40), "white")
-    draw = ImageDraw.Draw(image)
-    top = max(r["images_per_s"] for r in runs.values())
-    draw.text((10, 8), f"images/s, {report['images']:,} images, {report['machine']}", fill="black")
-    for index, (name, result) in enumerate(runs.items()):
-        y = 30 + index * row
-        length = int((width - left - 90) * result["images_per_s"] / top)
-        colour = (66, 133, 244) if "converter" in name or "thread" in name else (160, 160, 160)
-        draw.text((10, y + 5), name, fill="black")
-        draw.rectangle((left, y + 3, left + length, y + row - 5), fill=colour)
-        draw.text((left + length + 6, y + 5), f"{result['images_per_s']:,.0f}", fill="black")
-    image.save(path)
+def write_chart(report: dict, path: Path) -> None:
+    """images/s per run; the converter's runs in blue."""
+    bars = [(name, result["images_per_s"]) for name, result in report["runs"].items()]
+    title = f"images/s, {report['images']:,} images, {report['machine']}"
+    path.write_bytes(bar_chart(bars, title, lambda name: "converter" in name or "thread" in name))
 
 
 def markdown_table(reports: list[dict]) -> str:
@@ -128,5 +118,5 @@ if __name__ == "__main__":
     results = HERE / "results"
     results.mkdir(exist_ok=True)
     (results / f"bench-{count}.json").write_text(json.dumps(report, indent=2) + "\n")
-    bar_chart(report, results / f"bench-{count}.png")
+    write_chart(report, results / f"bench-{count}.png")
     print(f"wrote {results}/bench-{count}.json and .png")

@@ -11,17 +11,23 @@ from apache_beam.runners.dataflow.dataflow_runner import DataflowRuntimeExceptio
 from pipeline.commit import read_info
 from pipeline.convert import convert, launch
 from pipeline.options import is_local, parse_args
+from pipeline.preview import preview
 from pipeline.progress import format_counters, format_summary
+from pipeline.stats import stats
 from pipeline.verify import DECODE_MODES, verify
 from transforms.errors import UserError
 from transforms.steps import NAMESPACE
 
 USAGE = """usage: tfrecord-pipeline convert --manifest M [M ...] --output DIR [options] [Beam flags]
        tfrecord-pipeline verify OUTPUT [--decode sample|all|none]
+       tfrecord-pipeline preview OUTPUT [--split S] -o grid.png [--per_class N | --random N]
+       tfrecord-pipeline stats OUTPUT -o report.html
 
 commands:
   convert   turn image/label manifests into sharded TFRecord files
   verify    check a converted dataset against its dataset_info.json (exit 1 on any problem)
+  preview   a PNG contact sheet of decoded records, labelled with class text and id
+  stats     a one-page HTML report: splits, label histogram, image and shard sizes, errors
 run 'tfrecord-pipeline convert --help' for the options"""
 
 EXIT_FAILED_GATES = 1
@@ -73,9 +79,19 @@ def _convert(argv: list[str]) -> int:
     return _finish(read_info(options.output), options.output)
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UserError(message)
+
+
+def _parser(command: str) -> argparse.ArgumentParser:
+    parser = _Parser(prog=f"tfrecord-pipeline {command}", allow_abbrev=False)
+    parser.add_argument("output", help="the converted dataset's folder (local or gs://)")
+    return parser
+
+
 def _verify(argv: list[str]) -> int:
-    parser = _VerifyParser(prog="tfrecord-pipeline verify", allow_abbrev=False)
-    parser.add_argument("output")
+    parser = _parser("verify")
     parser.add_argument("--decode", choices=DECODE_MODES, default="sample")
     args = parser.parse_args(argv)
     records, problems = verify(args.output, args.decode)
@@ -87,12 +103,31 @@ def _verify(argv: list[str]) -> int:
     return 0
 
 
-class _VerifyParser(argparse.ArgumentParser):
-    def error(self, message):
-        raise UserError(message)
+def _preview(argv: list[str]) -> int:
+    parser = _parser("preview")
+    parser.add_argument("--split", default="train")
+    parser.add_argument("-o", "--out", required=True, help="PNG file to write")
+    choice = parser.add_mutually_exclusive_group()
+    choice.add_argument("--per_class", type=int, help="N images of each class, a row each")
+    choice.add_argument("--random", type=int, help="N random images")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    per_class = args.per_class or (None if args.random else 4)
+    shown = preview(args.output, args.split, args.out, per_class, args.random, args.seed)
+    print(f"{args.out}: {shown} images from {args.output} ({args.split})")
+    return 0
 
 
-COMMANDS = {"convert": _convert, "verify": _verify}
+def _stats(argv: list[str]) -> int:
+    parser = _parser("stats")
+    parser.add_argument("-o", "--out", required=True, help="HTML file to write")
+    args = parser.parse_args(argv)
+    stats(args.output, args.out)
+    print(f"{args.out}: report on {args.output}")
+    return 0
+
+
+COMMANDS = {"convert": _convert, "verify": _verify, "preview": _preview, "stats": _stats}
 
 
 def main(argv: list[str] | None = None) -> int:
