@@ -10,6 +10,7 @@ from conftest import make_images, write_manifest
 from tls_proxy import TlsProxy
 
 from pipeline.commit import MARKER
+from pipeline.verify import verify
 from transforms import fileio
 
 pytestmark = pytest.mark.slow
@@ -39,6 +40,10 @@ for name, split in sorted(info["splits"].items()):
         print(json.dumps([name, example["image/source_id"].numpy().decode(),
                           int(example["image/class/label"]), list(pixels.shape),
                           hashlib.sha256(pixels.tobytes()).hexdigest()]))
+from pipeline import load  # the loader, driven by the same metadata, finds every record too
+for name, split in sorted(info["splits"].items()):
+    loaded = load(root, name, batch_size=None, image_size=None, shuffle_buffer=0)
+    assert sum(1 for _ in loaded) == split["examples"], name
 """
 
 
@@ -71,6 +76,7 @@ def test_bucket_to_bucket_gives_the_bytes_of_a_local_run(tmp_path, gcs, convert)
         if name != "errors/errors.jsonl":  # the error rows name the manifest they came from
             assert remote_files[name] == data, name
     assert MARKER in remote_files and not fileio.glob(remote + "/_tmp/*")
+    assert verify(remote, "all") == (12, [])
 
     # TensorFlow's own gs:// filesystem, through a loopback TLS proxy to the emulator.
     with TlsProxy(tmp_path, gcs.port) as proxy:
