@@ -10,7 +10,7 @@ from apache_beam.runners.dataflow.dataflow_runner import DataflowRuntimeExceptio
 
 from pipeline.commit import read_info
 from pipeline.convert import convert, launch
-from pipeline.options import is_local, parse_args
+from pipeline.options import UserErrorParser, is_local, parse_args
 from pipeline.preview import preview
 from pipeline.progress import format_counters, format_summary
 from pipeline.stats import stats
@@ -79,13 +79,8 @@ def _convert(argv: list[str]) -> int:
     return _finish(read_info(options.output), options.output)
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise UserError(message)
-
-
 def _parser(command: str) -> argparse.ArgumentParser:
-    parser = _Parser(prog=f"tfrecord-pipeline {command}", allow_abbrev=False)
+    parser = UserErrorParser(prog=f"tfrecord-pipeline {command}", allow_abbrev=False)
     parser.add_argument("output", help="the converted dataset's folder (local or gs://)")
     return parser
 

@@ -158,13 +158,15 @@ def parse_colour(text: str) -> tuple[int, int, int]:
     return colour
 
 
-class _Parser(argparse.ArgumentParser):
+class UserErrorParser(argparse.ArgumentParser):
+    """argparse that raises UserError (one line from the CLI) instead of exiting."""
+
     def error(self, message):
         raise UserError(message)
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = UserErrorParser(
         prog="tfrecord-pipeline convert",
         allow_abbrev=False,
         argument_default=argparse.SUPPRESS,  # absent flags take ConvertOptions' defaults

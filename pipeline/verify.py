@@ -15,7 +15,7 @@ import zlib
 
 from PIL import Image
 
-from pipeline.commit import MARKER, read_info
+from pipeline.commit import MARKER
 from pipeline.metadata import INFO_FILE, DatasetInfo, ShardInfo
 from transforms import fileio
 from transforms.examples import RAW_KEY
@@ -113,7 +113,7 @@ def verify(output: str, decode: str = "sample") -> tuple[int, list[str]]:
         problems.append(f"no readable {MARKER} marker: the dataset is incomplete")
     try:
         info_bytes = fileio.read_bytes(fileio.join(output, INFO_FILE))
-        info = read_info(output)
+        info = DatasetInfo.from_json(info_bytes.decode("utf-8"))
     except (*fileio.READ_ERRORS, ValueError, KeyError, TypeError) as error:
         return 0, [*problems, f"{INFO_FILE} cannot be read ({error})"]
     if marker and marker.get(INFO_FILE) != hashlib.sha256(info_bytes).hexdigest():

@@ -64,31 +64,38 @@ class PlanAccumulator:
     def __init__(self):
         self.labels: set[str] = set()
         self.rows: dict[str, int] = {}
-        self.samples: dict[str, list] = {}
+        self.samples: dict[str, list] = {}  # split → heap of (-shard hash, image uri)
 
     def add(self, row: ManifestRow) -> "PlanAccumulator":
         self.labels.add(row.label)
         self.rows[row.split] = self.rows.get(row.split, 0) + 1
-        self._offer(row.split, [(key_hash(row.key, SHARD_SALT), row.image_uri)])
+        self._offer(row.split, (-key_hash(row.key, SHARD_SALT), row.image_uri))
         return self
 
     def merge(self, other: "PlanAccumulator") -> "PlanAccumulator":
         self.labels |= other.labels
         for split, count in other.rows.items():
             self.rows[split] = self.rows.get(split, 0) + count
-        for split, sample in other.samples.items():
-            self._offer(split, sample)
+        for split, heap in other.samples.items():
+            for entry in heap:
+                self._offer(split, entry)
         return self
 
-    def _offer(self, split: str, entries) -> None:
-        sample = self.samples.setdefault(split, [])
-        self.samples[split] = heapq.nsmallest(SAMPLE_SIZE, sample + list(entries))
+    def _offer(self, split: str, entry: tuple[int, str]) -> None:
+        """Keep the SAMPLE_SIZE smallest hashes: a max-heap of negated hashes, O(log k) a row."""
+        heap = self.samples.setdefault(split, [])
+        if len(heap) < SAMPLE_SIZE:
+            heapq.heappush(heap, entry)
+        elif entry > heap[0]:
+            heapq.heapreplace(heap, entry)
 
     def stats(self) -> PlanStats:
+        samples = (
+            (split, tuple(sorted((-negated, uri) for negated, uri in heap)))
+            for split, heap in self.samples.items()
+        )
         return PlanStats(
-            frozenset(self.labels),
-            tuple(sorted(self.rows.items())),
-            tuple(sorted((s, tuple(v)) for s, v in self.samples.items())),
+            frozenset(self.labels), tuple(sorted(self.rows.items())), tuple(sorted(samples))
         )
 
 
