@@ -1,6 +1,5 @@
 """Examples of a converted dataset as Python values, without TensorFlow (preview, stats)."""
 
-import gzip
 from collections.abc import Iterator
 
 from pipeline.commit import read_info
@@ -8,7 +7,7 @@ from pipeline.metadata import DatasetInfo
 from transforms import fileio
 from transforms.errors import UserError
 from transforms.proto.example_pb2 import Example
-from transforms.records import read_records
+from transforms.records import read_records, shard_payload
 
 
 def open_dataset(output: str) -> DatasetInfo:
@@ -24,9 +23,7 @@ def examples(output: str, info: DatasetInfo, split: str) -> Iterator[dict]:
         raise UserError(f"no split {split!r} in {output}; it has {sorted(info.splits)}")
     for shard in info.splits[split].shards:
         data = fileio.read_bytes(fileio.join(output, shard.file))
-        if info.compression == "gzip":
-            data = gzip.decompress(data)
-        for _, record in read_records(data):
+        for _, record in read_records(shard_payload(data, info.compression)):
             features = Example.FromString(record).features.feature
             yield {
                 key: getattr(feature, feature.WhichOneof("kind")).value[0]

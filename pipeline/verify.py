@@ -7,20 +7,20 @@ features with their types, and that images decode to the stored height, width an
 Pillow: no TensorFlow.
 """
 
-import gzip
 import hashlib
 import io
 import json
-import zlib
 
+from google.protobuf.message import DecodeError
 from PIL import Image
 
 from pipeline.commit import MARKER
 from pipeline.metadata import INFO_FILE, DatasetInfo, ShardInfo
 from transforms import fileio
 from transforms.examples import RAW_KEY
+from transforms.images import DECODER_ERRORS
 from transforms.proto.example_pb2 import Example
-from transforms.records import RecordError, read_records
+from transforms.records import RecordError, read_records, shard_payload
 
 DECODE_MODES = ("sample", "all", "none")
 SAMPLE_PER_SHARD = 8
@@ -32,7 +32,7 @@ def _check_example(record: bytes, features: dict[str, str]) -> tuple[str | None,
     """(problem or None, {feature key: value}) for one serialized Example."""
     try:
         feature_map = Example.FromString(record).features.feature
-    except Exception as error:  # protobuf's DecodeError type differs between runtimes
+    except DecodeError as error:
         return f"not a parsable Example ({error})", {}
     values = {}
     for key, dtype in features.items():
@@ -55,7 +55,7 @@ def _check_pixels(values: dict) -> str | None:
     try:
         image = Image.open(io.BytesIO(values["image/encoded"]))
         image.load()
-    except Exception as error:  # any decoder failure is exactly what verify reports
+    except (*DECODER_ERRORS, Image.DecompressionBombError) as error:
         return f"image does not decode ({error})"
     if (image.height, image.width, _CHANNELS.get(image.mode)) != (height, width, channels):
         return f"image is {image.width}x{image.height} {image.mode}, record says otherwise"
@@ -71,14 +71,10 @@ def verify_shard(output: str, info: DatasetInfo, shard: ShardInfo, decode: str) 
     problems = []
     if len(data) != shard.bytes or hashlib.sha256(data).hexdigest() != shard.sha256:
         problems.append(f"{shard.file}: size or SHA-256 differs from {INFO_FILE}")
-    if info.compression == "gzip":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as error:
-            return [*problems, f"{shard.file}: not valid gzip ({error})"]
     count, spans = 0, []
     try:
-        for count, (offset, record) in enumerate(read_records(data), start=1):
+        records = read_records(shard_payload(data, info.compression))
+        for count, (offset, record) in enumerate(records, start=1):
             spans.append(f"{offset} {len(record) + 16}\n")
             problem, values = _check_example(record, info.features)
             wanted = decode == "all" or (decode == "sample" and count <= SAMPLE_PER_SHARD)

@@ -7,6 +7,7 @@ all little-endian. The CRC is CRC-32C (Castagnoli) from the C implementation in 
 import gzip
 import hashlib
 import struct
+import zlib
 from collections.abc import Iterator
 
 import google_crc32c
@@ -39,6 +40,16 @@ def frame(record: bytes) -> bytes:
 
 class RecordError(Exception):
     """A shard's bytes are not valid TFRecord framing; says which record and where."""
+
+
+def shard_payload(data: bytes, compression: str) -> bytes:
+    """A shard file's bytes as records are framed in them: gunzipped when compressed."""
+    if compression != "gzip":
+        return data
+    try:
+        return gzip.decompress(data)
+    except (OSError, EOFError, zlib.error) as error:
+        raise RecordError(f"not valid gzip ({error})") from None
 
 
 def read_records(data: bytes) -> Iterator[tuple[int, bytes]]:
