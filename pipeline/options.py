@@ -7,7 +7,7 @@ from apache_beam.options import pipeline_options as beam_options
 
 from transforms import fileio
 from transforms.errors import UserError
-from transforms.examples import IMAGE_FEATURES
+from transforms.examples import IMAGE_FEATURES, RAW_KEY
 from transforms.images import (
     ENCODINGS,
     RESAMPLING,
@@ -95,7 +95,7 @@ class ConvertOptions:
             name, _, kind = text.rpartition(":")
             if not name or kind not in FEATURE_TYPES:
                 raise UserError(f"--feature: expected name:{'|'.join(FEATURE_TYPES)}, got {text!r}")
-            if name in dict(IMAGE_FEATURES) or name in ("image_uri", "label", "split", "key"):
+            if name in (*dict(IMAGE_FEATURES), RAW_KEY, "image_uri", "label", "split", "key"):
                 raise UserError(f"--feature: {name!r} is reserved")
             pairs.append((name, kind))
         return tuple(pairs)

@@ -64,6 +64,8 @@ def _typed(value: object, kind: str, column: str) -> object:
         if kind == "int64":
             if isinstance(value, float) and not value.is_integer():
                 raise ValueError
+            if not -(1 << 63) <= int(value) < 1 << 63:  # Int64List cannot hold it
+                raise ValueError
             return int(value)
         if kind == "float":
             return float(value)
