@@ -24,7 +24,7 @@ class ShardInfo:
     file: str
     records: int
     bytes: int
-    sha256: str
+    crc32c: str  # of the file, base64 big-endian: what `gcloud storage objects describe` shows
     index: str = ""  # the DALI index file beside the shard, with --write_index
 
 
@@ -76,7 +76,7 @@ def _split_info(name: str, results: list[ShardResult], errors: int) -> SplitInfo
         bytes=sum(s.bytes for s in shards),
         errors=errors,
         label_counts={str(k): v for k, v in sorted(labels.items())},
-        shards=[ShardInfo(s.file, s.records, s.bytes, s.sha256, s.index_file) for s in shards],
+        shards=[ShardInfo(s.file, s.records, s.bytes, s.crc32c, s.index_file) for s in shards],
     )
 
 

@@ -1,6 +1,6 @@
 """`tfrecord-pipeline verify OUTPUT`: is a converted dataset exactly what its metadata says?
 
-Checks the commit marker, every listed shard's size and SHA-256, the framing and both CRCs of
+Checks the commit marker, every listed shard's size and CRC-32C, the framing and both CRCs of
 every record, record counts, DALI index files, that every Example carries the recorded
 features with their types, and that images decode to the stored height, width and channels
 (a sample per shard, or all with `decode="all"`). Uses the project's own proto classes and
@@ -20,7 +20,7 @@ from transforms import fileio
 from transforms.examples import RAW_KEY
 from transforms.images import DECODER_ERRORS
 from transforms.proto.example_pb2 import Example
-from transforms.records import RecordError, read_records, shard_payload
+from transforms.records import RecordError, crc32c_of, read_records, shard_payload
 
 DECODE_MODES = ("sample", "all", "none")
 SAMPLE_PER_SHARD = 8
@@ -69,8 +69,8 @@ def verify_shard(output: str, info: DatasetInfo, shard: ShardInfo, decode: str) 
     except fileio.READ_ERRORS as error:
         return [f"{shard.file}: cannot be read ({error})"]
     problems = []
-    if len(data) != shard.bytes or hashlib.sha256(data).hexdigest() != shard.sha256:
-        problems.append(f"{shard.file}: size or SHA-256 differs from {INFO_FILE}")
+    if len(data) != shard.bytes or crc32c_of(data) != shard.crc32c:
+        problems.append(f"{shard.file}: size or CRC-32C differs from {INFO_FILE}")
     count, spans = 0, []
     try:
         records = read_records(shard_payload(data, info.compression))

@@ -140,7 +140,7 @@ def gcs():
                 bucket.blob(name).upload_from_filename(str(path))
         return f"gs://tfrp-test/{prefix}"
 
-    upload.port = port
+    upload.port, upload.bucket = port, bucket
     yield upload
     server.kill()
     server.wait()

@@ -9,7 +9,7 @@ import pytest
 from conftest import make_images, write_manifest
 from tls_proxy import TlsProxy
 
-from pipeline.commit import MARKER
+from pipeline.commit import MARKER, read_info
 from pipeline.verify import verify
 from transforms import fileio
 
@@ -77,6 +77,11 @@ def test_bucket_to_bucket_gives_the_bytes_of_a_local_run(tmp_path, gcs, convert)
             assert remote_files[name] == data, name
     assert MARKER in remote_files and not fileio.glob(remote + "/_tmp/*")
     assert verify(remote, "all") == (12, [])
+    # The recorded checksums are the bucket's own: a shard can be checked from its metadata.
+    shards = [shard for split in read_info(remote).splits.values() for shard in split.shards]
+    assert shards and all(
+        gcs.bucket.get_blob(f"out/{shard.file}").crc32c == shard.crc32c for shard in shards
+    )
 
     # TensorFlow's own gs:// filesystem, through a loopback TLS proxy to the emulator.
     with TlsProxy(tmp_path, gcs.port) as proxy:

@@ -124,7 +124,8 @@ def test_csv_rows_resolve_relative_paths_and_keep_keys(tmp_path):
 @pytest.mark.parametrize("value", [str(1 << 63), str(-(1 << 63) - 1), "1e30"])
 def test_int64_features_outside_int64_are_bad_features(tmp_path, value):
     manifest = write_manifest(
-        tmp_path / "m.csv", [{"image_uri": "a.jpg", "label": "cat", "split": "", "key": "", "w": value}]
+        tmp_path / "m.csv",
+        [{"image_uri": "a.jpg", "label": "cat", "split": "", "key": "", "w": value}],
     )
     config = ReadConfig(parse_split_spec("train=1"), (("w", "int64"),))
     (row,) = read_manifest(str(manifest), 0, config)

@@ -44,7 +44,7 @@ class ShardResult(NamedTuple):
     file: str  # name inside the output folder
     records: int
     bytes: int
-    sha256: str
+    crc32c: str  # of the file as stored, in Cloud Storage's form
     label_counts: tuple[tuple[int, int], ...]  # (label id, records)
     index_file: str = ""  # name of the shard's DALI .idx file, when written
 
@@ -159,7 +159,7 @@ def write_shard(
         name,
         writer.records,
         writer.bytes,
-        writer.sha256,
+        writer.crc32c,
         tuple(sorted(label_counts.items())),
         index_file,
     )
