@@ -112,7 +112,7 @@ class ConvertOptions:
             (0 <= self.max_error_rate <= 1, "--max_error_rate must be between 0 and 1"),
             (self.label_offset >= 0, "--label_offset must be 0 or more"),
             (self.max_pixels > 0, "--max_pixels must be positive"),
-            (self.threads >= 0, "--threads must be 0 (one per core) or more"),
+            (self.threads >= 0, "--threads must be 0 (automatic) or more"),
             (0 < self.max_record_mb <= 1024, "--max_record_mb must be in (0, 1024]"),
             (
                 not (self.write_index and self.compression == "gzip"),
@@ -200,7 +200,7 @@ def _parser() -> argparse.ArgumentParser:
     add_switch("--write_index", help="write a DALI <shard>.idx (offset size per record)")
     add("--compression", choices=("none", "gzip"))
     add("--max_error_rate", type=float)
-    add("--threads", type=int, help="image threads per shard writer (0: one per core)")
+    add("--threads", type=int, help="image threads per shard writer (0: automatic, see README)")
     add_switch("--wait", help="on Dataflow: wait for the job, print its counters")
     add_switch("--overwrite", help="replace a committed dataset in --output")
     add("--no_progress", dest="progress", action="store_false")

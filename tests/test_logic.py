@@ -7,10 +7,12 @@ from collections import Counter
 import pytest
 
 from transforms.errors import Reason, RowError, UserError
+from transforms.images import ImageConfig
 from transforms.labels import LabelMap, label_map_from_labels, parse_label_map
 from transforms.manifest import ManifestRow
 from transforms.plan import PlanAccumulator, ShardCounts, make_plan, parse_shard_counts
 from transforms.records import ShardFileWriter, frame, masked_crc32c
+from transforms.shard_writer import REMOTE_THREADS_PER_CORE, WriteConfig, writer_threads
 from transforms.sharding import ShardId, is_shard_file_name, record_order, shard_for
 from transforms.splits import assign_split, parse_split_spec
 
@@ -143,3 +145,13 @@ def test_gzip_shards_are_deterministic_and_fingerprinted():
 def test_label_map_text_round_trip():
     labels = LabelMap(("b", "a"), 0)
     assert labels.to_text() == "b\na\n" and labels.id_of("a") == 1
+
+
+def test_writer_threads_follow_where_the_time_goes():
+    local = WriteConfig("out")
+    assert writer_threads(local, remote=False, cores=4) == 1  # pass-through: GIL-bound glue
+    for image in (ImageConfig(validate="full"), ImageConfig(resize_short_side=256),
+                  ImageConfig(max_side=512), ImageConfig(encoding="raw")):  # fmt: skip
+        assert writer_threads(local._replace(image=image), remote=False, cores=4) == 4
+    assert writer_threads(local, remote=True, cores=4) == 4 * REMOTE_THREADS_PER_CORE
+    assert writer_threads(local._replace(threads=3), remote=True, cores=4) == 3

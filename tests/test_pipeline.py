@@ -42,7 +42,7 @@ def test_read_manifests_and_assign_shards(tmp_path):
     with BeamTestPipeline() as p:
         read = p | ReadManifests([str(manifest)], ReadConfig())
         keyed = read.rows | AssignShards(p | "Plan" >> beam.Create([plan]))
-        shards = keyed.keyed | beam.Map(lambda kv: (kv[0], kv[1].key))
+        shards = keyed.keyed | beam.FlatMap(lambda kv: [(kv[0], row.key) for row in kv[1].rows])
         assert_that(shards, equal_to([(tuple(shard_for("a.jpg", "train", 4)), "a.jpg")]))
         reasons = (read.errors, keyed.errors) | beam.Flatten() | beam.Map(lambda e: e.reason.value)
         assert_that(reasons, equal_to(["bad_label", "unknown_label"]), label="Reasons")

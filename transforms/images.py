@@ -196,6 +196,16 @@ def _keeps_bytes(info: JpegInfo, config: ImageConfig) -> bool:
     )
 
 
+def decodes_every_image(config: ImageConfig) -> bool:
+    """Whether these options make every image decode (most JPEGs otherwise pass through)."""
+    return (
+        config.validate == "full"
+        or config.encoding == "raw"
+        or config.resize_short_side is not None
+        or config.max_side is not None
+    )
+
+
 def normalise(data: bytes, config: ImageConfig) -> StoredImage:
     """The bytes to store for one source image; raises RowError with the reason it cannot be."""
     if not data:

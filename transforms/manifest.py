@@ -42,6 +42,16 @@ class ManifestRow(NamedTuple):
     position: tuple[int, int]  # (manifest number, line) — "first" among duplicate keys
 
 
+class RowBatch(NamedTuple):
+    """Manifest rows that travel between pipeline steps together.
+
+    Beam's cost is per element (coding, bookkeeping, a pickle call for a row type it does not
+    know), so rows move in batches: one element, one pickle, for hundreds of rows.
+    """
+
+    rows: tuple[ManifestRow, ...]
+
+
 class SkippedFile(NamedTuple):
     """A non-image file met in a class-folder tree: counted, not converted."""
 

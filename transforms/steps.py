@@ -1,10 +1,10 @@
 """The Beam steps of a conversion: thin wrappers over the pure modules beside this one.
 
-Element shapes between steps:
-    ReadManifests   -> ManifestRow            (+ "errors": ErrorRow, "skipped": SkippedFile)
-    DropDuplicateContent (--dedup) -> ManifestRow   (+ "errors")
+Element shapes between steps (a RowBatch holds up to ROWS_PER_BATCH ManifestRows):
+    ReadManifests   -> RowBatch               (+ "errors": ErrorRow, "skipped": SkippedFile)
+    DropDuplicateContent (--dedup) -> RowBatch      (+ "errors")
     PlanDataset     -> DatasetPlan            (one element; a side input downstream)
-    AssignShards    -> ((split, index, count), ManifestRow)        (+ "errors")
+    AssignShards    -> ((split, index, count), RowBatch of that shard's rows)   (+ "errors")
     WriteShards     -> ShardResult            (+ "errors")
 Only manifest rows cross the GroupByKey in WriteShards; image bytes are read after it.
 """
@@ -20,7 +20,14 @@ from apache_beam.pvalue import AsSingleton, TaggedOutput
 from transforms import fileio
 from transforms.errors import ErrorRow, Reason, RowError
 from transforms.labels import LabelMap
-from transforms.manifest import ReadConfig, SkippedFile, manifest_kind, read_manifest, read_tree
+from transforms.manifest import (
+    ManifestRow,
+    ReadConfig,
+    RowBatch,
+    manifest_kind,
+    read_manifest,
+    read_tree,
+)
 from transforms.plan import PlanAccumulator, ShardCounts, make_plan
 from transforms.progress import write_total
 from transforms.shard_writer import (
@@ -29,10 +36,14 @@ from transforms.shard_writer import (
     error_row,
     read_image,
     write_shard,
+    writer_threads,
 )
 from transforms.sharding import ShardId, shard_for
 
 NAMESPACE = "tfrecord_pipeline"
+# Rows per element between steps: large enough that Beam's per-element cost vanishes, small
+# enough that an element stays around a megabyte.
+ROWS_PER_BATCH = 1000
 
 
 def _count_error(error: ErrorRow) -> TaggedOutput:
@@ -50,15 +61,25 @@ class _ReadManifestFn(beam.DoFn):
             items = read_tree(path, number, self._config)
         else:
             items = read_manifest(path, number, self._config)
+        rows = []
         for item in items:
-            if isinstance(item, ErrorRow):
+            if isinstance(item, ManifestRow):
+                rows.append(item)
+                if len(rows) == ROWS_PER_BATCH:
+                    yield _row_batch(rows)
+                    rows = []
+            elif isinstance(item, ErrorRow):
                 yield _count_error(item)
-            elif isinstance(item, SkippedFile):
+            else:
                 Metrics.counter(NAMESPACE, "skipped_files").inc()
                 yield TaggedOutput("skipped", item)
-            else:
-                Metrics.counter(NAMESPACE, "rows").inc()
-                yield item
+        if rows:
+            yield _row_batch(rows)
+
+
+def _row_batch(rows: list[ManifestRow]) -> RowBatch:
+    Metrics.counter(NAMESPACE, "rows").inc(len(rows))
+    return RowBatch(tuple(rows))
 
 
 class ReadManifests(beam.PTransform):
@@ -90,8 +111,10 @@ class _PlanStatsFn(beam.CombineFn):
     def create_accumulator(self):
         return PlanAccumulator()
 
-    def add_input(self, accumulator, row):
-        return accumulator.add(row)
+    def add_input(self, accumulator, batch):
+        for row in batch.rows:
+            accumulator.add(row)
+        return accumulator
 
     def merge_accumulators(self, accumulators):
         merged, *rest = accumulators
@@ -129,14 +152,15 @@ def PlanDataset(
 
 
 class _ContentDigestFn(beam.DoFn):
-    """(sha256 of the image file, row). An unreadable file keeps a unique stand-in digest, so
-    it passes on to the shard writer, which reports why it cannot be read."""
+    """(sha256 of the image file, row) per row. An unreadable file keeps a unique stand-in
+    digest, so it passes on to the shard writer, which reports why it cannot be read."""
 
-    def process(self, row):
-        try:
-            yield hashlib.sha256(read_image(row.image_uri)).hexdigest(), row
-        except RowError:
-            yield f"unreadable:{row.key}", row
+    def process(self, batch):
+        for row in batch.rows:
+            try:
+                yield hashlib.sha256(read_image(row.image_uri)).hexdigest(), row
+            except RowError:
+                yield f"unreadable:{row.key}", row
 
 
 def _keep_first(digest_rows):
@@ -163,34 +187,44 @@ def DropDuplicateContent(rows):
     )
 
 
+@beam.ptransform_fn
+def Rebatch(rows):
+    """Single rows → RowBatches again (how many per batch changes nothing downstream)."""
+    return (
+        rows
+        | "Batch" >> beam.BatchElements(min_batch_size=1, max_batch_size=ROWS_PER_BATCH)
+        | "ToRowBatch" >> beam.Map(lambda rows: RowBatch(tuple(rows)))
+    )
+
+
 class _AssignShardFn(beam.DoFn):
-    def process(self, row, plan):
-        try:
-            plan.labels.id_of(row.label)
-        except RowError as error:
-            yield _count_error(error_row(row, error.reason, error.message))
-            return
-        yield tuple(shard_for(row.key, row.split, plan.shard_count(row.split))), row
+    def process(self, batch, plan):
+        by_shard: dict[tuple, list[ManifestRow]] = {}
+        for row in batch.rows:
+            try:
+                plan.labels.id_of(row.label)
+            except RowError as error:
+                yield _count_error(error_row(row, error.reason, error.message))
+                continue
+            shard = tuple(shard_for(row.key, row.split, plan.shard_count(row.split)))
+            by_shard.setdefault(shard, []).append(row)
+        for shard, rows in by_shard.items():
+            yield shard, RowBatch(tuple(rows))
 
 
 @beam.ptransform_fn
 def AssignShards(rows, plan):
-    """Key each row by its shard; rows whose label has no id become errors here, before shuffle."""
+    """Split each batch by shard; rows whose label has no id become errors here, before shuffle."""
     return rows | "KeyByShard" >> beam.ParDo(_AssignShardFn(), AsSingleton(plan)).with_outputs(
         "errors", main="keyed"
     )
 
 
 def _all_shards(plan):
-    """One empty entry per planned shard, so a shard that gets no rows is still written."""
+    """One empty batch per planned shard, so a shard that gets no rows is still written."""
     for split, count in plan.shards:
         for index in range(count):
-            yield (split, index, count), None
-
-
-# Threads per shard writer when --threads is 0: CPU-bound work on local files wants one per
-# core; object-store reads mostly wait on the network, so more of them are kept in flight.
-REMOTE_THREADS_PER_CORE = 8
+            yield (split, index, count), RowBatch(())
 
 
 class _WriteShardFn(beam.DoFn):
@@ -200,12 +234,6 @@ class _WriteShardFn(beam.DoFn):
 
     def setup(self):
         self._pools = {}
-
-    def _threads(self, rows) -> int:
-        threads = self._config.threads or os.cpu_count() or 1
-        if not self._config.threads and rows and fileio.is_remote(rows[0].image_uri):
-            threads *= REMOTE_THREADS_PER_CORE
-        return threads
 
     def _pool(self, threads: int) -> ThreadPoolExecutor | None:
         """A pool of `threads`, made once per worker process and kept for every shard."""
@@ -219,10 +247,11 @@ class _WriteShardFn(beam.DoFn):
         for pool in self._pools.values():
             pool.shutdown()
 
-    def process(self, keyed_rows, plan):
-        shard, rows = keyed_rows
-        rows = [row for row in rows if row is not None]
-        threads = self._threads(rows)
+    def process(self, keyed_batches, plan):
+        shard, batches = keyed_batches
+        rows = [row for batch in batches for row in batch.rows]
+        remote = bool(rows) and fileio.is_remote(rows[0].image_uri)
+        threads = writer_threads(self._config, remote, os.cpu_count() or 1)
         shard_id, in_flight = ShardId(*shard), IN_FLIGHT_PER_THREAD * threads
         written = write_shard(
             shard_id, rows, plan.labels, self._config, self._pool(threads), in_flight
