@@ -144,7 +144,8 @@ def _to_mode(image: Image.Image, config: ImageConfig) -> Image.Image:
         rgba = image.convert("RGBA")
         image = Image.new("RGBA", rgba.size, (*config.background, 255))
         image.alpha_composite(rgba)
-    return image.convert("L" if config.channels == 1 else "RGB")
+    mode = "L" if config.channels == 1 else "RGB"
+    return image if image.mode == mode else image.convert(mode)  # convert() copies when equal
 
 
 def _encode(image: Image.Image, config: ImageConfig) -> StoredImage:
@@ -173,9 +174,11 @@ def convert_pixels(data: bytes, config: ImageConfig) -> StoredImage:
     _load(image)
     try:
         # Read EXIF only after the guarded load: for PNG, getexif() itself decodes the image.
-        transposed = image.getexif().get(0x0112) in _TRANSPOSING
-        size = target_size(width, height, min(scale, 1.0), transposed)
-        image = _to_mode(ImageOps.exif_transpose(image), config)
+        orientation = image.getexif().get(0x0112)
+        size = target_size(width, height, min(scale, 1.0), orientation in _TRANSPOSING)
+        if orientation not in (None, 1):  # exif_transpose copies the image even when upright
+            image = ImageOps.exif_transpose(image)
+        image = _to_mode(image, config)
         if image.size != size:
             image = image.resize(size, RESAMPLING[config.resample])
         return _encode(image, config)
