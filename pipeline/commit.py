@@ -75,6 +75,7 @@ def write_dataset_files(output: str, info: DatasetInfo, labels_text: str, errors
         fileio.write_bytes(fileio.join(output, MARKER), json.dumps(marker).encode())
 
 
+@beam.typehints.with_output_types(DatasetInfo)
 class CommitDataset(beam.DoFn):
     """Runs once, on the plan, after all shards exist (their results are side inputs)."""
 

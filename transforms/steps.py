@@ -32,6 +32,7 @@ from transforms.plan import PlanAccumulator, ShardCounts, make_plan
 from transforms.progress import write_total
 from transforms.shard_writer import (
     IN_FLIGHT_PER_THREAD,
+    ShardResult,
     WriteConfig,
     error_row,
     read_image,
@@ -51,6 +52,8 @@ def _count_error(error: ErrorRow) -> TaggedOutput:
     return TaggedOutput("errors", error)
 
 
+# Declared output types spare Beam from inferring them by walking our bytecode at every launch.
+@beam.typehints.with_output_types(RowBatch)
 class _ReadManifestFn(beam.DoFn):
     def __init__(self, config: ReadConfig):
         self._config = config
@@ -197,6 +200,7 @@ def Rebatch(rows):
     )
 
 
+@beam.typehints.with_output_types(tuple[tuple[str, int, int], RowBatch])
 class _AssignShardFn(beam.DoFn):
     def process(self, batch, plan):
         by_shard: dict[tuple, list[ManifestRow]] = {}
@@ -227,6 +231,7 @@ def _all_shards(plan):
             yield (split, index, count), RowBatch(())
 
 
+@beam.typehints.with_output_types(ShardResult)
 class _WriteShardFn(beam.DoFn):
     def __init__(self, config: WriteConfig):
         self._config = config
