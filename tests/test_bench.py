@@ -1,0 +1,44 @@
+"""The benchmark's own logic, and one tiny sitting of every run so no peer rots unnoticed.
+Figures are never asserted: speed is read from the benchmark's report, not from tests."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import bench  # noqa: E402
+
+
+def _sample(seconds, tree_mb, process_mb=100.0):
+    return {"seconds": seconds, "peak_rss_tree_mb": tree_mb, "peak_rss_process_mb": process_mb}
+
+
+def test_a_run_is_its_median_time_and_its_highest_memory():
+    summary = bench.summarise([_sample(9.0, 200), _sample(2.0, 210), _sample(3.0, 190)], 60)
+    assert summary["seconds"] == 3.0 and summary["images_per_s"] == 20.0
+    assert summary["peak_rss_tree_mb"] == 210 and summary["samples_s"] == [9.0, 2.0, 3.0]
+
+
+def test_the_readme_table_lists_every_run_ratio_and_memory_target():
+    def report(images, converter_mb):
+        runs = {name: bench.summarise([_sample(2.0, 50)], images) for name in bench.RUNS}
+        runs["6 converter"] = bench.summarise([_sample(2.0, converter_mb, 240)], images)
+        ratios = [{"ratio": label, "value": 1.0, "target": target}
+                  for label, _, _, target in bench.TARGETS]  # fmt: skip
+        return {"images": images, "runs": runs, "ratios": ratios}
+
+    table = bench.markdown_table([report(2000, 200), report(20000, 230)])
+    assert all(f"| {name} |" in table for name in bench.RUNS)
+    assert all(label in table for label, *_ in bench.TARGETS)
+    assert "20,000 vs 2,000 images: 1.15x (target ≤ 1.2x)" in table
+    assert "largest single process: 240 MB" in table
+
+
+@pytest.mark.slow
+def test_one_tiny_sitting_runs_every_peer_and_converter(tmp_path, monkeypatch):
+    monkeypatch.setenv("CORPUS_DIR", str(tmp_path))
+    report = bench.run_all(12, repeats=1)
+    assert set(report["runs"]) == set(bench.RUNS)
+    assert all(run["images_per_s"] > 0 for run in report["runs"].values())
+    assert [ratio["ratio"] for ratio in report["ratios"]] == [label for label, *_ in bench.TARGETS]
