@@ -22,7 +22,6 @@ from transforms.steps import (
     DropDuplicateContent,
     PlanDataset,
     ReadManifests,
-    Rebatch,
     WriteShards,
 )
 
@@ -79,7 +78,7 @@ def build_pipeline(p: beam.Pipeline, options: ConvertOptions, progress_dir: str 
     rows, errors = read.rows, [read.errors]
     if options.dedup:  # after the plan, which counts every row, so rows = records + errors
         unique = rows | "DropDuplicateContent" >> DropDuplicateContent()
-        rows, errors = unique.rows | "Rebatch" >> Rebatch(), [*errors, unique.errors]
+        rows, errors = unique["rows"], [*errors, unique["errors"]]
     keyed = rows | "AssignShards" >> AssignShards(plan)
     shards = keyed.keyed | "WriteShards" >> WriteShards(plan, write_config)
     errors = (*errors, keyed.errors, shards.errors) | "CollectErrors" >> beam.Flatten()

@@ -2,7 +2,7 @@
 
 Element shapes between steps (a RowBatch holds up to ROWS_PER_BATCH ManifestRows):
     ReadManifests   -> RowBatch               (+ "errors": ErrorRow, "skipped": SkippedFile)
-    DropDuplicateContent (--dedup) -> RowBatch      (+ "errors")
+    DropDuplicateContent (--dedup) -> {"rows": RowBatch, "errors": ErrorRow}
     PlanDataset     -> DatasetPlan            (one element; a side input downstream)
     AssignShards    -> ((split, index, count), RowBatch of that shard's rows)   (+ "errors")
     WriteShards     -> ShardResult            (+ "errors")
@@ -179,25 +179,21 @@ def _keep_first(digest_rows):
 
 
 @beam.ptransform_fn
-def DropDuplicateContent(rows):
+def DropDuplicateContent(batches):
     """Rows whose image bytes repeat an earlier row's become errors (reads every image once
-    more; only digests and rows cross the shuffle)."""
-    return (
-        rows
+    more; only digests and rows cross the shuffle). Returns {"rows": RowBatch, "errors"}."""
+    kept = (
+        batches
         | "DigestContent" >> beam.ParDo(_ContentDigestFn())
         | "GroupByContent" >> beam.GroupByKey()
         | "KeepFirst" >> beam.FlatMap(_keep_first).with_outputs("errors", main="rows")
     )
-
-
-@beam.ptransform_fn
-def Rebatch(rows):
-    """Single rows → RowBatches again (how many per batch changes nothing downstream)."""
-    return (
-        rows
-        | "Batch" >> beam.BatchElements(min_batch_size=1, max_batch_size=ROWS_PER_BATCH)
+    rebatched = (
+        kept.rows  # how many rows a batch holds changes nothing downstream
+        | "Rebatch" >> beam.BatchElements(min_batch_size=1, max_batch_size=ROWS_PER_BATCH)
         | "ToRowBatch" >> beam.Map(lambda rows: RowBatch(tuple(rows)))
     )
+    return {"rows": rebatched, "errors": kept.errors}
 
 
 @beam.typehints.with_output_types(tuple[tuple[str, int, int], RowBatch])
