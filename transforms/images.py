@@ -100,6 +100,11 @@ def scale_for(width: int, height: int, config: ImageConfig) -> float:
     return scale
 
 
+def is_upright(orientation: int | None) -> bool:
+    """An EXIF orientation that needs no rotation or flip (absent, or 1)."""
+    return orientation in (None, 1)
+
+
 def _check_pixels(width: int, height: int, config: ImageConfig) -> None:
     if width * height > config.max_pixels:
         raise RowError(
@@ -176,7 +181,7 @@ def convert_pixels(data: bytes, config: ImageConfig) -> StoredImage:
         # Read EXIF only after the guarded load: for PNG, getexif() itself decodes the image.
         orientation = image.getexif().get(0x0112)
         size = target_size(width, height, min(scale, 1.0), orientation in _TRANSPOSING)
-        if orientation not in (None, 1):  # exif_transpose copies the image even when upright
+        if not is_upright(orientation):  # exif_transpose copies the image even when upright
             image = ImageOps.exif_transpose(image)
         image = _to_mode(image, config)
         if image.size != size:
@@ -195,7 +200,7 @@ def _keeps_bytes(info: JpegInfo, config: ImageConfig) -> bool:
         and info.components == config.channels
         and info.adobe_transform != 2
         and scale_for(info.width, info.height, config) >= 1
-        and not (config.exif_transpose and info.orientation not in (None, 1))
+        and not (config.exif_transpose and not is_upright(info.orientation))
     )
 
 

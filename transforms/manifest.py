@@ -74,9 +74,10 @@ def _typed(value: object, kind: str, column: str) -> object:
         if kind == "int64":
             if isinstance(value, float) and not value.is_integer():
                 raise ValueError
-            if not -(1 << 63) <= int(value) < 1 << 63:  # Int64List cannot hold it
+            number = int(value)
+            if not -(1 << 63) <= number < 1 << 63:  # Int64List cannot hold it
                 raise ValueError
-            return int(value)
+            return number
         if kind == "float":
             return float(value)
         return value if isinstance(value, bytes) else str(value).encode("utf-8")
