@@ -10,7 +10,7 @@ from apache_beam.pvalue import AsList, AsSingleton
 
 from pipeline.commit import CommitDataset, prepare_output, read_info
 from pipeline.metadata import DatasetInfo
-from pipeline.options import ConvertOptions, is_local, parse_args
+from pipeline.options import ConvertOptions, is_local, parse_args, writer_processes
 from pipeline.progress import ProgressBar
 from pipeline.version import __version__
 from transforms import fileio
@@ -63,6 +63,7 @@ def build_pipeline(p: beam.Pipeline, options: ConvertOptions, progress_dir: str 
         options.compression == "gzip",
         progress_dir,
         options.threads,
+        writer_processes(options.processes, p.options),
         int(options.max_record_mb * 2**20),
         options.write_index,
     )

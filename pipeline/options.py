@@ -18,10 +18,13 @@ from transforms.labels import LabelMap, parse_label_map
 from transforms.manifest import FEATURE_TYPES, ReadConfig
 from transforms.plan import ShardCounts, parse_shard_counts
 from transforms.records import MAX_RECORD_BYTES
+from transforms.shard_writer import available_cores
 from transforms.sharding import DEFAULT_TARGET_SHARD_MB
 from transforms.splits import parse_split_spec
 
 LOCAL_RUNNERS = (None, "DirectRunner", "direct")
+# Flags that change how this machine runs the job, not the dataset: kept out of its metadata.
+_LOCAL_ONLY = ("overwrite", "progress", "manifest", "output", "threads", "processes", "wait")
 
 
 _IMAGE = ImageConfig()  # the image defaults live in one place: the workers' config
@@ -55,6 +58,7 @@ class ConvertOptions:
     compression: str = "none"
     max_error_rate: float = 0.01
     threads: int = 0
+    processes: int = 0
     wait: bool = False
     overwrite: bool = False
     progress: bool = True
@@ -113,6 +117,7 @@ class ConvertOptions:
             (self.label_offset >= 0, "--label_offset must be 0 or more"),
             (self.max_pixels > 0, "--max_pixels must be positive"),
             (self.threads >= 0, "--threads must be 0 (automatic) or more"),
+            (self.processes >= 0, "--processes must be 0 (automatic) or more"),
             (0 < self.max_record_mb <= 1024, "--max_record_mb must be in (0, 1024]"),
             (
                 not (self.write_index and self.compression == "gzip"),
@@ -128,7 +133,7 @@ class ConvertOptions:
     def recorded(self) -> dict:
         """The options that shape the output, as stored in dataset_info.json."""
         fields = dataclasses.asdict(self)
-        for local_only in ("overwrite", "progress", "manifest", "output", "threads", "wait"):
+        for local_only in _LOCAL_ONLY:
             fields.pop(local_only)
         fields["features"] = [list(pair) for pair in self.features()]
         return fields
@@ -201,6 +206,7 @@ def _parser() -> argparse.ArgumentParser:
     add("--compression", choices=("none", "gzip"))
     add("--max_error_rate", type=float)
     add("--threads", type=int, help="image threads per shard writer (0: automatic, see README)")
+    add("--processes", type=int, help="local runs: shards written at once (0: one per core)")
     add_switch("--wait", help="on Dataflow: wait for the job, print its counters")
     add_switch("--overwrite", help="replace a committed dataset in --output")
     add("--no_progress", dest="progress", action="store_false")
@@ -223,9 +229,22 @@ def parse_args(argv: list[str]) -> tuple[ConvertOptions, list[str]]:
     _check_beam_flags(beam_args)
     options = ConvertOptions(**vars(known))
     options.validate_values()
+    if options.processes and not is_local(beam_args):
+        raise UserError("--processes is for local runs; other runners start their own workers")
     return options, beam_args
 
 
 def is_local(beam_args: list[str]) -> bool:
     runner = beam_options.PipelineOptions(beam_args).view_as(beam_options.StandardOptions).runner
     return runner in LOCAL_RUNNERS
+
+
+def writer_processes(requested: int, pipeline_options: beam_options.PipelineOptions) -> int:
+    """Shards written at once by the local write step: `--processes`, or when that is 0, one
+    per core where Beam runs the whole pipeline in this process (the DirectRunner's default),
+    and 1 where the runner spreads the work itself (Dataflow, the multi-process DirectRunner)."""
+    if pipeline_options.view_as(beam_options.StandardOptions).runner not in LOCAL_RUNNERS:
+        return 1
+    direct = pipeline_options.view_as(beam_options.DirectOptions)
+    in_one_process = direct.direct_running_mode == "in_memory" or direct.direct_num_workers == 1
+    return requested or (available_cores() if in_one_process else 1)

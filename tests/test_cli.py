@@ -5,9 +5,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
 from conftest import ONE_WORKER, make_images, write_manifest
 
 from pipeline.cli import main
+from pipeline.options import writer_processes
+from transforms.shard_writer import available_cores
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,6 +33,20 @@ def _fail(capsys, *argv):
         (["convert", "--manifest", "{m}", "--output", "o", "--feature", "w:int"], "--feature"),
         (["convert", "--manifest", "{m}", "--output", "o", "--label_map", "no"], "--label_map"),
         (["convert", "--manifest", "{bad}", "--output", "o"], "missing column"),
+        (
+            [
+                "convert",
+                "--manifest",
+                "{m}",
+                "--output",
+                "o",
+                "--processes",
+                "2",
+                "--runner",
+                "DataflowRunner",
+            ],
+            "--processes is for local runs",
+        ),  # fmt: skip
         (["frobnicate"], "unknown command"),
     ],
 )
@@ -88,3 +105,14 @@ def test_generated_proto_code_matches_the_proto(tmp_path):
     subprocess.run([*command, str(ROOT / "transforms/proto/example.proto")], check=True)
     generated = (tmp_path / "transforms/proto/example_pb2.py").read_text()
     assert generated == (ROOT / "transforms/proto/example_pb2.py").read_text()
+
+
+def test_shard_writers_fill_the_cores_only_where_beam_runs_in_this_process():
+    def processes(requested, *beam_args):
+        return writer_processes(requested, PipelineOptions(list(beam_args)))
+
+    assert processes(0) == available_cores()
+    assert processes(3) == 3
+    multi = ("--direct_num_workers=2", "--direct_running_mode=multi_processing")
+    assert processes(0, *multi) == 1 and processes(2, *multi) == 2
+    assert processes(0, "--runner=DataflowRunner") == 1

@@ -12,7 +12,8 @@ from pipeline.options import _parser, parse_args
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
-LOCAL_ONLY = {"progress", "wait"}  # a terminal's progress bar; waiting is the launcher's business
+# a terminal's progress bar; waiting is the launcher's business; processes on this machine
+LOCAL_ONLY = {"progress", "wait", "processes"}
 
 
 def _load(name: str):

@@ -92,10 +92,12 @@ def test_conversion_writes_the_documented_layout(dataset, convert):
 
 
 def test_same_input_gives_identical_bytes_whatever_the_parallelism(dataset, tmp_path, convert):
-    """Threads per shard (one per core, then one) and worker processes must not change a byte."""
+    """Threads per shard, shard-writer processes and Beam's worker processes must not change
+    a byte."""
     flags = ("--num_shards", "2", "--split", "train=0.5,validation=0.5")
-    first, _ = convert(dataset, *flags, output=tmp_path / "a")
+    first, _ = convert(dataset, *flags, "--processes", "1", output=tmp_path / "a")
     second, _ = convert(dataset, *flags, "--threads", "1", output=tmp_path / "b")
+    third, _ = convert(dataset, *flags, "--processes", "3", "--threads", "2", output=tmp_path / "d")
     run(
         [
             "--manifest", str(dataset), "--output", str(tmp_path / "c"), *flags, "--no_progress",
@@ -103,7 +105,7 @@ def test_same_input_gives_identical_bytes_whatever_the_parallelism(dataset, tmp_
         ]
     )  # fmt: skip
     files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
-    for other in (second, tmp_path / "c"):
+    for other in (second, third, tmp_path / "c"):
         assert sorted(p.relative_to(other) for p in other.rglob("*") if p.is_file()) == files
         for name in files:
             assert _read(first, name) == _read(other, name), name

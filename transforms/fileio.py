@@ -10,11 +10,9 @@ import posixpath
 import time
 from collections.abc import Iterator
 
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 from google.api_core import exceptions as gcs_errors
 
-_RAW = CompressionTypes.UNCOMPRESSED
+_RAW = "uncompressed"  # Beam's CompressionTypes.UNCOMPRESSED
 # Object stores raise their own exception types, not OSError: sort them once, here.
 MISSING = (FileNotFoundError, gcs_errors.NotFound)
 TRANSIENT = (
@@ -29,6 +27,14 @@ TRANSIENT = (
 READ_ERRORS = (OSError, gcs_errors.GoogleAPICallError, *TRANSIENT)
 RETRIES = 4
 RETRY_DELAY_S = 0.5  # doubled after each failed attempt: 0.5, 1, 2 s
+
+
+def _filesystems():
+    """Beam's FileSystems, imported on first use: the shard-writer processes of a local run
+    (transforms/shard_processes.py) never touch a remote path, and Beam takes 1.8 s to import."""
+    from apache_beam.io.filesystems import FileSystems
+
+    return FileSystems
 
 
 def is_remote(path: str) -> bool:
@@ -53,7 +59,7 @@ def resolve(path: str, base_dir: str) -> str:
 
 
 def _read_remote(path: str) -> bytes:
-    with FileSystems.open(path, compression_type=_RAW) as handle:
+    with _filesystems().open(path, compression_type=_RAW) as handle:
         return handle.read()
 
 
@@ -79,7 +85,7 @@ def read_text(path: str) -> str:
 def create(path: str):
     """A binary write handle; local parent folders are created."""
     if is_remote(path):
-        return FileSystems.create(path, compression_type=_RAW)
+        return _filesystems().create(path, compression_type=_RAW)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     return open(path, "wb", buffering=1 << 20)
 
@@ -90,7 +96,7 @@ def write_bytes(path: str, data: bytes) -> None:
 
 
 def exists(path: str) -> bool:
-    return FileSystems.exists(path)
+    return _filesystems().exists(path)
 
 
 def is_dir(path: str) -> bool:
@@ -100,25 +106,25 @@ def is_dir(path: str) -> bool:
 
 def size(path: str) -> int:
     if is_remote(path):
-        return FileSystems.match([path])[0].metadata_list[0].size_in_bytes
+        return _filesystems().match([path])[0].metadata_list[0].size_in_bytes
     return os.path.getsize(path)
 
 
 def rename(source: str, destination: str) -> None:
     if is_remote(source):
-        FileSystems.rename([source], [destination])
+        _filesystems().rename([source], [destination])
     else:
         os.replace(source, destination)
 
 
 def delete(paths: list[str]) -> None:
     if paths:
-        FileSystems.delete(paths)
+        _filesystems().delete(paths)
 
 
 def glob(pattern: str) -> list[str]:
     """Paths matching `pattern`, sorted."""
-    return sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)
+    return sorted(m.path for m in _filesystems().match([pattern])[0].metadata_list)
 
 
 def walk(root: str) -> Iterator[str]:

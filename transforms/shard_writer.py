@@ -6,6 +6,7 @@ image. The file is renamed to its final name only once complete.
 """
 
 import functools
+import os
 import posixpath
 import uuid
 from collections import deque
@@ -34,6 +35,7 @@ class WriteConfig(NamedTuple):
     compress: bool = False
     progress_dir: str | None = None  # local runs: where workers leave counts for the progress bar
     threads: int = 0  # image threads per shard writer; 0: chosen by writer_threads()
+    processes: int = 1  # shards written at once on a local run (this process and children)
     max_record_bytes: int = MAX_RECORD_BYTES
     write_index: bool = False  # a DALI `<shard>.idx` beside each (uncompressed) shard
 
@@ -50,13 +52,21 @@ class ShardResult(NamedTuple):
     index_file: str = ""  # name of the shard's DALI .idx file, when written
 
 
+def available_cores() -> int:
+    """The cores this process may run on (a container's CPU set, not the host's count)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def writer_threads(config: WriteConfig, remote: bool, cores: int) -> int:
-    """Image threads for one shard writer: `--threads`, or when that is 0, what pays here.
+    """Image threads for one shard writer that has `cores` to itself: `--threads`, or when
+    that is 0, what pays here.
 
     Threads pay where images wait or decode outside the GIL: object-store reads, and options
     that decode every image. A local pass-through conversion is Python glue under the GIL;
     there a second thread made each image cost 2.3x as much (284 vs 126 us, 2 cores), so it
-    gets one.
+    gets one (local runs spread shards over processes instead: shard_processes.py).
     """
     if config.threads:
         return config.threads
@@ -141,13 +151,13 @@ def write_shard(
     labels: LabelMap,
     config: WriteConfig,
     pool: ThreadPoolExecutor | None = None,
-    in_flight: int = 1,
+    threads: int = 1,
 ) -> Iterator[ShardResult | ErrorRow]:
     """Write `shard` from its rows; yields an ErrorRow per rejected row, then the ShardResult.
 
-    With a `pool`, images are read, checked and encoded on its threads (Pillow, hashlib and
-    file reads release the GIL), at most `in_flight` at once; records are still written one at
-    a time, in order.
+    With a `pool` of `threads`, images are read, checked and encoded on its threads (Pillow,
+    hashlib and file reads release the GIL), a few per thread at once; records are still
+    written one at a time, in order.
     """
     name = shard.file_name(config.compress)
     temp = fileio.join(config.output, TMP_DIR, f"{name}.{uuid.uuid4().hex}")
@@ -156,6 +166,7 @@ def write_shard(
     label_counts: dict[int, int] = {}
     convert = functools.partial(_record_or_error, labels=labels, config=config)
     try:
+        in_flight = IN_FLIGHT_PER_THREAD * threads
         for item, record, label_id in ordered_map(pool, convert, ordered_unique(rows), in_flight):
             progress.add(1)
             if record is None:

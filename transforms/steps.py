@@ -10,12 +10,13 @@ Only manifest rows cross the GroupByKey in WriteShards; image bytes are read aft
 """
 
 import hashlib
-import os
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import AsSingleton, TaggedOutput
+from apache_beam.transforms.window import GlobalWindows
 
 from transforms import fileio
 from transforms.errors import ErrorRow, Reason, RowError
@@ -30,13 +31,13 @@ from transforms.manifest import (
 )
 from transforms.plan import PlanAccumulator, ShardCounts, make_plan
 from transforms.progress import write_total
+from transforms.shard_processes import ShardProcess, ShardTask, run_task, write_shards
 from transforms.shard_writer import (
-    IN_FLIGHT_PER_THREAD,
     ShardResult,
     WriteConfig,
+    available_cores,
     error_row,
     read_image,
-    write_shard,
     writer_threads,
 )
 from transforms.sharding import ShardId, shard_for
@@ -229,41 +230,86 @@ def _all_shards(plan):
 
 @beam.typehints.with_output_types(ShardResult)
 class _WriteShardFn(beam.DoFn):
+    """Writes each shard as it comes; on a local run with cores to spare, collects the bundle's
+    shards and writes them in finish_bundle, here and in child processes at once
+    (transforms/shard_processes.py)."""
+
     def __init__(self, config: WriteConfig):
         self._config = config
-        self._pools: dict[int, ThreadPoolExecutor] = {}
 
     def setup(self):
-        self._pools = {}
+        self._thread_pools: dict[int, ThreadPoolExecutor] = {}
+        self._children: list[ShardProcess] = []
 
-    def _pool(self, threads: int) -> ThreadPoolExecutor | None:
-        """A pool of `threads`, made once per worker process and kept for every shard."""
-        if threads == 1:
-            return None
-        if threads not in self._pools:
-            self._pools[threads] = ThreadPoolExecutor(threads, "image")
-        return self._pools[threads]
-
-    def teardown(self):
-        for pool in self._pools.values():
-            pool.shutdown()
+    def start_bundle(self):
+        self._local_tasks: list[ShardTask] = []
 
     def process(self, keyed_batches, plan):
         shard, batches = keyed_batches
-        rows = [row for batch in batches for row in batch.rows]
-        remote = bool(rows) and fileio.is_remote(rows[0].image_uri)
-        threads = writer_threads(self._config, remote, os.cpu_count() or 1)
-        shard_id, in_flight = ShardId(*shard), IN_FLIGHT_PER_THREAD * threads
-        written = write_shard(
-            shard_id, rows, plan.labels, self._config, self._pool(threads), in_flight
-        )
-        for item in written:
-            if isinstance(item, ErrorRow):
-                yield _count_error(item)
+        task = self._task(ShardId(*shard), [row for batch in batches for row in batch.rows], plan)
+        if self._is_local(task.rows) and self._local_writers(plan) > 1:
+            self._start_children(self._local_writers(plan) - 1)
+            self._local_tasks.append(task)
+        else:
+            yield from _shard_outputs(self._write_here(task))
+
+    def finish_bundle(self):
+        written = write_shards(self._local_tasks, self._children, self._write_here)
+        for output in _shard_outputs(written):
+            if isinstance(output, TaggedOutput):
+                yield TaggedOutput(output.tag, GlobalWindows.windowed_value(output.value))
             else:
-                Metrics.counter(NAMESPACE, "records").inc(item.records)
-                Metrics.counter(NAMESPACE, "bytes").inc(item.bytes)
-                yield item
+                yield GlobalWindows.windowed_value(output)
+
+    def teardown(self):
+        for pool in self._thread_pools.values():
+            pool.shutdown()
+        for child in self._children:
+            child.close()
+
+    def _task(self, shard: ShardId, rows: list[ManifestRow], plan) -> ShardTask:
+        """The shard's work, with the threads it gets: a local run shares the cores between
+        the shards written at once, a remote read gets threads to wait on the network."""
+        local, cores = self._is_local(rows), available_cores()
+        if local:
+            cores = max(1, cores // self._local_writers(plan))
+        threads = writer_threads(self._config, not local, cores)
+        return ShardTask(shard, rows, plan.labels, self._config, threads)
+
+    def _is_local(self, rows: list[ManifestRow]) -> bool:
+        return not fileio.is_remote(self._config.output) and not (
+            rows and fileio.is_remote(rows[0].image_uri)
+        )
+
+    def _local_writers(self, plan) -> int:
+        return max(1, min(self._config.processes, sum(count for _, count in plan.shards)))
+
+    def _start_children(self, count: int) -> None:
+        """Started at the first local shard, so they load while Beam hands over the rest."""
+        while len(self._children) < count:
+            self._children.append(ShardProcess())
+
+    def _write_here(self, task: ShardTask) -> Iterator[ErrorRow | ShardResult]:
+        return run_task(task, self._thread_pool(task.threads))
+
+    def _thread_pool(self, threads: int) -> ThreadPoolExecutor | None:
+        """A pool of `threads`, made once per worker process and kept for every shard."""
+        if threads == 1:
+            return None
+        if threads not in self._thread_pools:
+            self._thread_pools[threads] = ThreadPoolExecutor(threads, "image")
+        return self._thread_pools[threads]
+
+
+def _shard_outputs(written: Iterable[ErrorRow | ShardResult]):
+    """The writer's outputs as the step's: error rows to "errors", results counted."""
+    for item in written:
+        if isinstance(item, ErrorRow):
+            yield _count_error(item)
+        else:
+            Metrics.counter(NAMESPACE, "records").inc(item.records)
+            Metrics.counter(NAMESPACE, "bytes").inc(item.bytes)
+            yield item
 
 
 class WriteShards(beam.PTransform):

@@ -1,0 +1,91 @@
+"""Shards written in child processes: same bytes as in-process, failures surface in the parent."""
+
+import pytest
+from conftest import make_images, write_manifest
+
+from transforms.errors import Reason
+from transforms.images import ImageConfig
+from transforms.labels import LabelMap
+from transforms.manifest import ReadConfig, read_manifest
+from transforms.shard_processes import ShardProcess, ShardTask, run_task, write_shards
+from transforms.shard_writer import ErrorRow, ShardResult, WriteConfig
+from transforms.sharding import ShardId
+
+
+@pytest.fixture
+def rows(tmp_path):
+    listed = make_images(tmp_path, per_class=3)
+    listed.append({"image_uri": "images/missing.jpg", "label": "rocket"})
+    manifest = write_manifest(tmp_path / "manifest.csv", listed)
+    return list(read_manifest(str(manifest), 0, ReadConfig()))
+
+
+@pytest.fixture
+def child():
+    process = ShardProcess()
+    yield process
+    process.close()
+
+
+def _tasks(rows, output, shards=3, threads=1, image: ImageConfig | None = None):
+    labels = LabelMap(tuple(sorted({row.label for row in rows})))
+    config = WriteConfig(str(output), image or ImageConfig())
+    return [
+        ShardTask(ShardId("train", i, shards), rows[i::shards], labels, config, threads)
+        for i in range(shards)
+    ]
+
+
+def _shard_files(output):
+    return {p.name: p.read_bytes() for p in output.iterdir() if p.name.endswith(".tfrecord")}
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_child_writes_the_same_bytes_and_rows_as_this_process(rows, tmp_path, child, threads):
+    image = ImageConfig(resize_short_side=32)  # decodes every image: threads matter here
+    here = [list(run_task(t)) for t in _tasks(rows, tmp_path / "here", image=image)]
+    there = [child.write(t) for t in _tasks(rows, tmp_path / "there", threads=threads, image=image)]
+    assert here == there
+    assert _shard_files(tmp_path / "here") == _shard_files(tmp_path / "there")
+    errors = [o for outputs in there for o in outputs if isinstance(o, ErrorRow)]
+    assert [e.reason for e in errors] == [Reason.MISSING_FILE]
+
+
+def test_every_shard_is_written_once_between_this_process_and_children(rows, tmp_path):
+    children = [ShardProcess(), ShardProcess()]
+    try:
+        tasks = _tasks(rows, tmp_path / "out", shards=7)
+        written = list(write_shards(tasks, children, run_task))
+    finally:
+        for process in children:
+            process.close()
+    results = sorted(o.index for o in written if isinstance(o, ShardResult))
+    assert results == list(range(7))
+    assert sum(o.records for o in written if isinstance(o, ShardResult)) == len(rows) - 1
+    assert len(_shard_files(tmp_path / "out")) == 7
+
+
+def test_a_childs_exception_is_raised_here_with_its_traceback(rows, tmp_path, child):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    (task,) = _tasks(rows, blocked, shards=1)
+    with pytest.raises(OSError) as raised:
+        child.write(task)
+    assert "in the shard writer process" in "".join(raised.value.__notes__)
+    assert child.write(_tasks(rows, tmp_path / "out", shards=1)[0])  # the child lives on
+
+
+def test_a_child_that_dies_is_reported_with_its_exit_code(rows, tmp_path, child):
+    child._child.kill()
+    with pytest.raises(RuntimeError, match="shard writer process exited with code -9"):
+        child.write(_tasks(rows, tmp_path / "out", shards=1)[0])
+
+
+def test_a_failure_in_this_process_stops_the_queue(rows, tmp_path, child):
+    def failing(task):
+        raise OSError("disk full")
+
+    tasks = _tasks(rows, tmp_path / "out", shards=5)
+    with pytest.raises(OSError, match="disk full"):
+        list(write_shards(tasks, [child], failing))
+    assert len(_shard_files(tmp_path / "out")) < 5

@@ -1,0 +1,163 @@
+"""Writing whole shards in child processes, so a local run uses every core.
+
+A pass-through shard writer is Python work under the GIL: threads cannot spread it over cores.
+Beam's multi-process DirectRunner can, but each of its workers imports Beam (1.8 s here) and
+every row crosses gRPC. Instead the write step hands whole shards to plain `python -m` children
+that import only the writer (about 0.15 s): a shard's rows go in, its error rows and ShardResult
+come back; image bytes never cross a process boundary. A fresh interpreter rather than fork,
+because the parent runs Beam's threads and fork would copy any lock they hold; rather than
+multiprocessing's spawn or forkserver, which re-import the caller's `__main__` in every child.
+
+The protocol is one pickle per message over the child's stdin and stdout: a `ShardTask` in,
+then `("ok", [ErrorRow..., ShardResult])` or `("raised", exception, traceback text)` out.
+"""
+
+import contextlib
+import os
+import pickle
+import subprocess
+import sys
+import traceback
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
+
+from transforms.errors import ErrorRow
+from transforms.labels import LabelMap
+from transforms.manifest import ManifestRow
+from transforms.shard_writer import ShardResult, WriteConfig, write_shard
+from transforms.sharding import ShardId
+
+_PROTOCOL = pickle.HIGHEST_PROTOCOL
+
+
+class ShardTask(NamedTuple):
+    shard: ShardId
+    rows: list[ManifestRow]
+    labels: LabelMap
+    config: WriteConfig
+    threads: int  # image threads of this shard's writer
+
+
+def run_task(task: ShardTask, pool: ThreadPoolExecutor | None = None) -> Iterator:
+    """The shard writer's outputs for `task` (error rows, then the ShardResult), its images
+    handled on `pool`, which must hold `task.threads` threads when there are several."""
+    return write_shard(task.shard, task.rows, task.labels, task.config, pool, task.threads)
+
+
+def _run_alone(task: ShardTask) -> list[ErrorRow | ShardResult]:
+    """A child's run of one task, with a thread pool of its own when the task wants one."""
+    if task.threads == 1:
+        return list(run_task(task))
+    with ThreadPoolExecutor(task.threads, "image") as pool:
+        return list(run_task(task, pool))
+
+
+class ShardProcess:
+    """One child process that writes one shard at a time."""
+
+    def __init__(self):
+        self._child = subprocess.Popen(
+            [sys.executable, "-m", __name__],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},  # the parent's imports
+        )
+
+    def write(self, task: ShardTask) -> list[ErrorRow | ShardResult]:
+        """Runs `task` in the child; its exception is raised here, with the child's traceback."""
+        try:
+            pickle.dump(task, self._child.stdin, _PROTOCOL)
+            self._child.stdin.flush()
+            reply = pickle.load(self._child.stdout)
+        except (BrokenPipeError, EOFError):
+            code = self._child.wait()
+            raise RuntimeError(
+                f"shard writer process exited with code {code} while writing {task.shard}"
+            ) from None
+        if reply[0] == "ok":
+            return reply[1]
+        _, error, child_traceback = reply
+        error.add_note(f"in the shard writer process:\n{child_traceback}")
+        raise error
+
+    def close(self) -> None:
+        with contextlib.suppress(BrokenPipeError):  # the child died already
+            self._child.stdin.close()  # the end of its input: it exits
+        try:
+            self._child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._child.kill()
+            self._child.wait()
+
+
+def write_shards(
+    tasks: list[ShardTask],
+    children: list[ShardProcess],
+    write_here: Callable[[ShardTask], Iterable[ErrorRow | ShardResult]],
+) -> Iterator[ErrorRow | ShardResult]:
+    """Writes every task, largest first, with `write_here` in this process and on each child
+    at once, each taking the next task as it frees up; yields the outputs of every shard.
+
+    Largest first keeps the last shard to finish short. A failure anywhere empties the queue,
+    so the other writers stop after their current shard, and is raised here.
+    """
+    todo = deque(sorted(tasks, key=lambda task: -len(task.rows)))
+
+    def serve(child: ShardProcess) -> list[ErrorRow | ShardResult]:
+        outputs = []
+        try:
+            while (task := _take(todo)) is not None:
+                outputs += child.write(task)
+        except BaseException:
+            todo.clear()
+            raise
+        return outputs
+
+    with ThreadPoolExecutor(max(1, len(children)), "shard-process") as threads:
+        served = [threads.submit(serve, child) for child in children]  # threads wait on pipes
+        try:
+            while (task := _take(todo)) is not None:
+                yield from write_here(task)
+        finally:
+            todo.clear()  # on a failure here, or when the caller stops early
+        for outputs in served:
+            yield from outputs.result()
+
+
+def _take(todo: deque) -> ShardTask | None:
+    """The next task, or None; safe while other threads take from `todo` too."""
+    try:
+        return todo.popleft()
+    except IndexError:
+        return None
+
+
+def _serve(requests, replies) -> None:
+    """The child's loop: a task in, its outputs (or the exception it raised) out, until EOF."""
+    while True:
+        try:
+            task = pickle.load(requests)
+        except EOFError:
+            return
+        try:
+            reply = pickle.dumps(("ok", _run_alone(task)), _PROTOCOL)
+        except Exception as error:  # noqa: BLE001 - it is raised again in the parent
+            reply = _pickled_failure(error, traceback.format_exc())
+        replies.write(reply)
+        replies.flush()
+
+
+def _pickled_failure(error: Exception, child_traceback: str) -> bytes:
+    try:
+        return pickle.dumps(("raised", error, child_traceback), _PROTOCOL)
+    except Exception:  # noqa: BLE001 - some client libraries' exceptions do not pickle
+        return pickle.dumps(("raised", RuntimeError(repr(error)), child_traceback), _PROTOCOL)
+
+
+if __name__ == "__main__":
+    # Replies own the real stdout; anything a library prints goes to stderr instead.
+    replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    _serve(sys.stdin.buffer, replies)
