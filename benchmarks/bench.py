@@ -26,6 +26,9 @@ HERE = Path(__file__).resolve().parent
 PYTHON = sys.executable
 CLI = str(Path(PYTHON).parent / "tfrecord-pipeline")
 CONVERT = ["--num_shards", "8", "--no_progress"]
+# A worker is one core's worth: one shard-writer process with one image thread.
+ONE_WORKER = ["--processes", "1", "--threads", "1"]
+TWO_WORKERS = ["--processes", "2", "--threads", "1"]
 
 # name → (command after the manifest and output are known)
 RUNS = {
@@ -35,21 +38,21 @@ RUNS = {
     "4 Pillow resize": lambda m, o: [PYTHON, str(HERE / "peers.py"), "pillow_resize", m, o],
     "5 Pillow validate": lambda m, o: [PYTHON, str(HERE / "peers.py"), "pillow_validate", m, o],
     "6 converter": lambda m, o: [CLI, "convert", "--manifest", m, "--output", o, *CONVERT],
-    "7 full, 1 thread": lambda m, o: [
+    "7 full, 1 worker": lambda m, o: [
         CLI, "convert", "--manifest", m, "--output", o, *CONVERT, "--validate", "full",
-        "--threads", "1",
+        *ONE_WORKER,
     ],
-    "7 full, 2 threads": lambda m, o: [
+    "7 full, 2 workers": lambda m, o: [
         CLI, "convert", "--manifest", m, "--output", o, *CONVERT, "--validate", "full",
-        "--threads", "2",
+        *TWO_WORKERS,
     ],
-    "8 resize, 1 thread": lambda m, o: [
+    "8 resize, 1 worker": lambda m, o: [
         CLI, "convert", "--manifest", m, "--output", o, *CONVERT, "--resize_short_side", "256",
-        "--jpeg_quality", "90", "--threads", "1",
+        "--jpeg_quality", "90", *ONE_WORKER,
     ],
-    "8 resize, 2 threads": lambda m, o: [
+    "8 resize, 2 workers": lambda m, o: [
         CLI, "convert", "--manifest", m, "--output", o, *CONVERT, "--resize_short_side", "256",
-        "--jpeg_quality", "90", "--threads", "2",
+        "--jpeg_quality", "90", *TWO_WORKERS,
     ],
 }  # fmt: skip
 
@@ -58,10 +61,11 @@ TARGETS = (
     ("converter / copy floor", "6 converter", "1 copy floor", 0.5),
     ("converter / TF loop", "6 converter", "2 TF loop", 1.5),
     ("converter / Beam tutorial", "6 converter", "3 Beam tutorial", 10.0),
-    ("full validate 1 thread / Pillow validate", "7 full, 1 thread", "5 Pillow validate", 0.9),
-    ("full validate 2 threads / Pillow validate", "7 full, 2 threads", "5 Pillow validate", 1.0),
-    ("resize 1 thread / Pillow resize", "8 resize, 1 thread", "4 Pillow resize", 0.9),
-    ("resize 2 threads / Pillow resize", "8 resize, 2 threads", "4 Pillow resize", 1.7),
+    ("full validate 1 worker / Pillow validate", "7 full, 1 worker", "5 Pillow validate", 0.9),
+    ("full validate 2 workers / Pillow validate", "7 full, 2 workers", "5 Pillow validate", 1.0),
+    ("full validate 2 workers / 1 worker", "7 full, 2 workers", "7 full, 1 worker", 1.0),
+    ("resize 1 worker / Pillow resize", "8 resize, 1 worker", "4 Pillow resize", 0.9),
+    ("resize 2 workers / Pillow resize", "8 resize, 2 workers", "4 Pillow resize", 1.7),
 )
 
 
@@ -104,7 +108,7 @@ def write_chart(report: dict, path: Path) -> None:
     """images/s per run; the converter's runs in blue."""
     bars = [(name, result["images_per_s"]) for name, result in report["runs"].items()]
     title = f"images/s, {report['images']:,} images, {report['machine']}"
-    path.write_bytes(bar_chart(bars, title, lambda name: "converter" in name or "thread" in name))
+    path.write_bytes(bar_chart(bars, title, lambda name: "converter" in name or "worker" in name))
 
 
 def markdown_table(reports: list[dict]) -> str:

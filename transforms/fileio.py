@@ -31,7 +31,7 @@ RETRY_DELAY_S = 0.5  # doubled after each failed attempt: 0.5, 1, 2 s
 
 def _filesystems():
     """Beam's FileSystems, imported on first use: the shard-writer processes of a local run
-    (transforms/shard_processes.py) never touch a remote path, and Beam takes 1.8 s to import."""
+    (transforms/shard_processes.py) only see local paths, and Beam takes them 1.8 s to import."""
     from apache_beam.io.filesystems import FileSystems
 
     return FileSystems

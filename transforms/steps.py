@@ -230,9 +230,9 @@ def _all_shards(plan):
 
 @beam.typehints.with_output_types(ShardResult)
 class _WriteShardFn(beam.DoFn):
-    """Writes each shard as it comes; on a local run with cores to spare, collects the bundle's
-    shards and writes them in finish_bundle, here and in child processes at once
-    (transforms/shard_processes.py)."""
+    """Writes each shard as it comes; on a local run with cores to spare (config.processes),
+    queues the bundle's shards and writes them in finish_bundle, here and in child processes
+    at once (transforms/shard_processes.py)."""
 
     def __init__(self, config: WriteConfig):
         self._config = config
@@ -242,19 +242,19 @@ class _WriteShardFn(beam.DoFn):
         self._children: list[ShardProcess] = []
 
     def start_bundle(self):
-        self._local_tasks: list[ShardTask] = []
+        self._queued: list[ShardTask] = []
 
     def process(self, keyed_batches, plan):
         shard, batches = keyed_batches
         task = self._task(ShardId(*shard), [row for batch in batches for row in batch.rows], plan)
-        if self._is_local(task.rows) and self._local_writers(plan) > 1:
-            self._start_children(self._local_writers(plan) - 1)
-            self._local_tasks.append(task)
+        if self._in_children(task.rows, plan):
+            self._start_children(self._writers(plan) - 1)
+            self._queued.append(task)
         else:
             yield from _shard_outputs(self._write_here(task))
 
     def finish_bundle(self):
-        written = write_shards(self._local_tasks, self._children, self._write_here)
+        written = write_shards(self._queued, self._children, self._write_here)
         for output in _shard_outputs(written):
             if isinstance(output, TaggedOutput):
                 yield TaggedOutput(output.tag, GlobalWindows.windowed_value(output.value))
@@ -268,24 +268,28 @@ class _WriteShardFn(beam.DoFn):
             child.close()
 
     def _task(self, shard: ShardId, rows: list[ManifestRow], plan) -> ShardTask:
-        """The shard's work, with the threads it gets: a local run shares the cores between
-        the shards written at once, a remote read gets threads to wait on the network."""
-        local, cores = self._is_local(rows), available_cores()
-        if local:
-            cores = max(1, cores // self._local_writers(plan))
-        threads = writer_threads(self._config, not local, cores)
+        """The shard's work, with the threads it gets: its share of the cores, or threads to
+        wait on the network when its images are remote."""
+        remote = bool(rows) and fileio.is_remote(rows[0].image_uri)
+        cores = available_cores()
+        if self._in_children(rows, plan):
+            cores = max(1, cores // self._writers(plan))
+        threads = writer_threads(self._config, remote, cores)
         return ShardTask(shard, rows, plan.labels, self._config, threads)
 
-    def _is_local(self, rows: list[ManifestRow]) -> bool:
-        return not fileio.is_remote(self._config.output) and not (
-            rows and fileio.is_remote(rows[0].image_uri)
-        )
-
-    def _local_writers(self, plan) -> int:
+    def _writers(self, plan) -> int:
+        """Shards written at once: one per process on a local run, never more than shards."""
         return max(1, min(self._config.processes, sum(count for _, count in plan.shards)))
 
+    def _in_children(self, rows: list[ManifestRow], plan) -> bool:
+        """Whether a shard is shared out with child processes: on local runs with more than one
+        writer, for local paths only (`gs://` work waits on the network, where this process's
+        threads serve; a child would import Beam and authenticate all over again)."""
+        paths = [self._config.output, *(row.image_uri for row in rows[:1])]
+        return self._writers(plan) > 1 and not any(map(fileio.is_remote, paths))
+
     def _start_children(self, count: int) -> None:
-        """Started at the first local shard, so they load while Beam hands over the rest."""
+        """Started at the first shard, so they load while Beam hands over the rest."""
         while len(self._children) < count:
             self._children.append(ShardProcess())
 
