@@ -1,6 +1,6 @@
 """tfrecord-pipeline: image/label manifests to sharded TFRecords of tf.train.Example."""
 
-from pipeline.convert import build_pipeline, convert, run
+from pipeline.convert import convert, run
 from pipeline.load import load  # imports TensorFlow only when called
 from pipeline.metadata import DatasetInfo
 from pipeline.options import ConvertOptions
@@ -15,3 +15,12 @@ __all__ = [
     "load",
     "run",
 ]
+
+
+def __getattr__(name: str):
+    """`build_pipeline` imports Beam, so only when asked for."""
+    if name == "build_pipeline":
+        from pipeline.beam_pipeline import build_pipeline
+
+        return build_pipeline
+    raise AttributeError(f"module 'pipeline' has no attribute {name!r}")

@@ -4,19 +4,14 @@ import argparse
 import logging
 import sys
 
-from apache_beam.metrics.metric import MetricsFilter
-from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
-from apache_beam.runners.dataflow.dataflow_runner import DataflowRuntimeException
-
 from pipeline.commit import read_info
-from pipeline.convert import convert, launch
+from pipeline.convert import convert
 from pipeline.options import UserErrorParser, is_local, parse_args
 from pipeline.preview import preview
 from pipeline.progress import format_counters, format_summary
 from pipeline.stats import stats
 from pipeline.verify import DECODE_MODES, verify
 from transforms.errors import UserError
-from transforms.steps import NAMESPACE
 
 USAGE = """usage: tfrecord-pipeline convert --manifest M [M ...] --output DIR [options] [Beam flags]
        tfrecord-pipeline verify OUTPUT [--decode sample|all|none]
@@ -34,27 +29,6 @@ EXIT_FAILED_GATES = 1
 EXIT_USER_ERROR = 2
 
 
-def _counters(result) -> dict[str, int]:
-    """Beam counters of this job by name, summed over the steps that emit them."""
-    query = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))
-    totals: dict[str, int] = {}
-    for counter in query["counters"]:
-        value = counter.committed if counter.committed is not None else counter.attempted
-        totals[counter.key.metric.name] = totals.get(counter.key.metric.name, 0) + (value or 0)
-    return totals
-
-
-def _job_line(result, beam_args: list[str]) -> str:
-    job_id = result.job_id() if hasattr(result, "job_id") else None
-    if not job_id:
-        return "dry run: the Dataflow job was built and not submitted"
-    cloud = PipelineOptions(beam_args).view_as(GoogleCloudOptions)
-    return (
-        f"Dataflow job {job_id}: https://console.cloud.google.com/dataflow/jobs/"
-        f"{cloud.region}/{job_id}?project={cloud.project}"
-    )
-
-
 def _finish(info, output: str) -> int:
     print(format_summary(info, output))
     for failure in info.failures:
@@ -66,6 +40,15 @@ def _convert(argv: list[str]) -> int:
     options, beam_args = parse_args(argv)
     if is_local(beam_args):
         return _finish(convert(options, beam_args), options.output)
+    return _on_dataflow(options, beam_args)
+
+
+def _on_dataflow(options, beam_args: list[str]) -> int:
+    """Submit the job and print its console URL; with --wait, wait for it and report."""
+    from apache_beam.runners.dataflow.dataflow_runner import DataflowRuntimeException
+
+    from pipeline.beam_pipeline import launch
+
     result = launch(options, beam_args)
     print(_job_line(result, beam_args))
     if not options.wait or not hasattr(result, "job_id"):
@@ -77,6 +60,33 @@ def _convert(argv: list[str]) -> int:
         return EXIT_FAILED_GATES
     print(f"job {state}: {format_counters(_counters(result))}")
     return _finish(read_info(options.output), options.output)
+
+
+def _counters(result) -> dict[str, int]:
+    """Beam counters of this job by name, summed over the steps that emit them."""
+    from apache_beam.metrics.metric import MetricsFilter
+
+    from transforms.steps import NAMESPACE
+
+    query = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))
+    totals: dict[str, int] = {}
+    for counter in query["counters"]:
+        value = counter.committed if counter.committed is not None else counter.attempted
+        totals[counter.key.metric.name] = totals.get(counter.key.metric.name, 0) + (value or 0)
+    return totals
+
+
+def _job_line(result, beam_args: list[str]) -> str:
+    from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
+
+    job_id = result.job_id() if hasattr(result, "job_id") else None
+    if not job_id:
+        return "dry run: the Dataflow job was built and not submitted"
+    cloud = PipelineOptions(beam_args).view_as(GoogleCloudOptions)
+    return (
+        f"Dataflow job {job_id}: https://console.cloud.google.com/dataflow/jobs/"
+        f"{cloud.region}/{job_id}?project={cloud.project}"
+    )
 
 
 def _parser(command: str) -> argparse.ArgumentParser:

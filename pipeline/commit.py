@@ -8,13 +8,13 @@ only written when the dataset passes its quality gates.
 import hashlib
 import json
 import os
-
-import apache_beam as beam
+from typing import NamedTuple
 
 from pipeline.metadata import ERRORS_FILE, INFO_FILE, LABELS_FILE, DatasetInfo, build_info
 from transforms import fileio
-from transforms.errors import UserError
-from transforms.shard_writer import TMP_DIR
+from transforms.errors import ErrorRow, UserError
+from transforms.plan import DatasetPlan
+from transforms.shard_writer import TMP_DIR, ShardResult
 from transforms.sharding import is_shard_file_name
 
 MARKER = "_COMMITTED"
@@ -75,26 +75,26 @@ def write_dataset_files(output: str, info: DatasetInfo, labels_text: str, errors
         fileio.write_bytes(fileio.join(output, MARKER), json.dumps(marker).encode())
 
 
-@beam.typehints.with_output_types(DatasetInfo)
-class CommitDataset(beam.DoFn):
-    """Runs once, on the plan, after all shards exist (their results are side inputs)."""
+class Commit(NamedTuple):
+    """What committing needs besides the shards and errors: the same for every runner."""
 
-    def __init__(self, output: str, options: dict, tool_version: str, max_error_rate: float):
-        self._output = output
-        self._options = options
-        self._tool_version = tool_version
-        self._max_error_rate = max_error_rate
+    output: str
+    options: dict  # ConvertOptions.recorded()
+    tool_version: str
+    max_error_rate: float
 
-    def process(self, plan, results, errors, skipped):
-        info = build_info(
-            plan,
-            list(results),
-            list(errors),
-            skipped,
-            self._options,
-            self._tool_version,
-            self._max_error_rate,
-        )
-        labels_text = "" if plan.labels.integers else plan.labels.to_text()
-        write_dataset_files(self._output, info, labels_text, errors)
-        yield info
+
+def commit_dataset(
+    commit: Commit,
+    plan: DatasetPlan,
+    results: list[ShardResult],
+    errors: list[ErrorRow],
+    skipped: int,
+) -> DatasetInfo:
+    """Describe the dataset and write its files; runs once, after every shard exists."""
+    info = build_info(
+        plan, results, errors, skipped, commit.options, commit.tool_version, commit.max_error_rate
+    )
+    labels_text = "" if plan.labels.integers else plan.labels.to_text()
+    write_dataset_files(commit.output, info, labels_text, errors)
+    return info

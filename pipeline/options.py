@@ -3,8 +3,8 @@
 import argparse
 import dataclasses
 
-from apache_beam.options import pipeline_options as beam_options
-
+from pipeline.commit import Commit
+from pipeline.version import __version__
 from transforms import fileio
 from transforms.errors import UserError
 from transforms.examples import IMAGE_FEATURES, RAW_KEY
@@ -18,7 +18,7 @@ from transforms.labels import LabelMap, parse_label_map
 from transforms.manifest import FEATURE_TYPES, ReadConfig
 from transforms.plan import ShardCounts, parse_shard_counts
 from transforms.records import MAX_RECORD_BYTES
-from transforms.shard_writer import available_cores
+from transforms.shard_writer import WriteConfig, available_cores
 from transforms.sharding import DEFAULT_TARGET_SHARD_MB
 from transforms.splits import parse_split_spec
 
@@ -130,6 +130,22 @@ class ConvertOptions:
             if not ok:
                 raise UserError(message)
 
+    def write_config(self, progress_dir: str | None, processes: int) -> WriteConfig:
+        """What every shard writer needs: where, how, and how many write at once."""
+        return WriteConfig(
+            self.output,
+            self.image_config(),
+            self.compression == "gzip",
+            progress_dir,
+            self.threads,
+            processes,
+            int(self.max_record_mb * 2**20),
+            self.write_index,
+        )
+
+    def commit(self) -> Commit:
+        return Commit(self.output, self.recorded(), __version__, self.max_error_rate)
+
     def recorded(self) -> dict:
         """The options that shape the output, as stored in dataset_info.json."""
         fields = dataclasses.asdict(self)
@@ -213,8 +229,17 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _beam_options():
+    """Beam's options module, imported only when there are Beam flags: Beam takes 1.8 s to
+    import, and a local run without Beam flags never needs it."""
+    from apache_beam.options import pipeline_options
+
+    return pipeline_options
+
+
 def _check_beam_flags(beam_args: list[str]) -> None:
     """Beam drops flags it does not know with only a log line; a typo must stop the job."""
+    beam_options = _beam_options()
     parser = beam_options._BeamArgumentParser(allow_abbrev=False)  # the parser Beam itself uses
     for options_class in beam_options.PipelineOptions.__subclasses__():
         options_class._add_argparse_args(parser)
@@ -226,7 +251,8 @@ def _check_beam_flags(beam_args: list[str]) -> None:
 def parse_args(argv: list[str]) -> tuple[ConvertOptions, list[str]]:
     """Split argv into the conversion's options and Beam's pipeline flags; both checked."""
     known, beam_args = _parser().parse_known_args(argv)
-    _check_beam_flags(beam_args)
+    if beam_args:
+        _check_beam_flags(beam_args)
     options = ConvertOptions(**vars(known))
     options.validate_values()
     if options.processes and not is_local(beam_args):
@@ -235,16 +261,28 @@ def parse_args(argv: list[str]) -> tuple[ConvertOptions, list[str]]:
 
 
 def is_local(beam_args: list[str]) -> bool:
+    """Whether the conversion runs on this machine: without Beam flags (the local runner), or
+    on Beam's DirectRunner."""
+    if not beam_args:
+        return True
+    beam_options = _beam_options()
     runner = beam_options.PipelineOptions(beam_args).view_as(beam_options.StandardOptions).runner
     return runner in LOCAL_RUNNERS
 
 
-def writer_processes(requested: int, pipeline_options: beam_options.PipelineOptions) -> int:
-    """Shards written at once by the local write step: `--processes`, or when that is 0, one
-    per core where Beam runs the whole pipeline in this process (the DirectRunner's default),
-    and 1 where the runner spreads the work itself (Dataflow, the multi-process DirectRunner)."""
+def local_processes(requested: int) -> int:
+    """Shards written at once on this machine: `--processes`, or when that is 0, one per core."""
+    return requested or available_cores()
+
+
+def writer_processes(requested: int, pipeline_options) -> int:
+    """Shards written at once by the Beam pipeline's write step (`pipeline_options`: Beam's
+    PipelineOptions): `local_processes` where Beam runs the whole pipeline in this process
+    (the DirectRunner's default), and 1 where the runner spreads the work itself (Dataflow, the
+    multi-process DirectRunner)."""
+    beam_options = _beam_options()
     if pipeline_options.view_as(beam_options.StandardOptions).runner not in LOCAL_RUNNERS:
         return 1
     direct = pipeline_options.view_as(beam_options.DirectOptions)
     in_one_process = direct.direct_running_mode == "in_memory" or direct.direct_num_workers == 1
-    return requested or (available_cores() if in_one_process else 1)
+    return local_processes(requested) if in_one_process else requested or 1

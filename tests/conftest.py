@@ -28,8 +28,9 @@ PHOTOS = Path(
 if not (PHOTOS / "astronaut.png").exists():
     pytest.exit(f"test photos not found in {PHOTOS}; set TFRP_PHOTOS to shared/photos", 1)
 RGB_SOURCES = ("astronaut.png", "chelsea.png", "coffee.png", "rocket.jpg")
-# In-process DirectRunner: one worker keeps each pipeline test to about a second.
-ONE_WORKER = ["--direct_num_workers=1", "--no_progress"]
+# The Beam pipeline on the in-process DirectRunner: one worker keeps a test to about a second.
+BEAM = ["--runner", "DirectRunner", "--direct_num_workers=1"]
+RUNNERS = {"local": [], "beam": BEAM}  # the Beam-free local runner takes no Beam flags
 
 
 def photo(name: str = "astronaut.png") -> Image.Image:
@@ -84,14 +85,15 @@ def dataset(tmp_path) -> Path:
     return write_manifest(tmp_path / "manifest.csv", make_images(tmp_path))
 
 
-@pytest.fixture
-def convert(tmp_path):
-    """Run the converter in-process; returns the output folder and its DatasetInfo."""
+@pytest.fixture(params=sorted(RUNNERS))
+def convert(request, tmp_path):
+    """Run a conversion, once on each runner (the test runs twice); returns the output folder
+    and its DatasetInfo."""
 
     def _convert(manifest, *flags, output=None):
         output = str(output or tmp_path / "out")
-        info = run(["--manifest", str(manifest), "--output", output, *flags, *ONE_WORKER])
-        return Path(output), info
+        argv = ["--manifest", str(manifest), "--output", output, "--no_progress", *flags]
+        return Path(output), run([*argv, *RUNNERS[request.param]])
 
     return _convert
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
-from conftest import ONE_WORKER, make_images, write_manifest
+from conftest import BEAM, make_images, write_manifest
 
 from pipeline.cli import main
-from pipeline.options import writer_processes
+from pipeline.options import local_processes, writer_processes
 from transforms.shard_writer import available_cores
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,7 +55,7 @@ def test_user_mistakes_are_one_line_and_exit_2(tmp_path, capsys, argv, message):
     bad = tmp_path / "bad.csv"
     bad.write_text("path,label\na.jpg,x\n")
     argv = [a.format(m=good, bad=bad) for a in argv]
-    status, err = _fail(capsys, *argv, *ONE_WORKER)
+    status, err = _fail(capsys, *argv, "--no_progress")
     assert status == 2
     assert len(err.splitlines()) == 1 and err.startswith("tfrecord-pipeline: error:")
     assert message in err
@@ -65,27 +65,30 @@ def test_successful_run_prints_summary_and_failing_gates_exit_1(tmp_path, capsys
     rows = make_images(tmp_path, per_class=2)
     manifest = write_manifest(tmp_path / "m.csv", rows)
     out = str(tmp_path / "out")
-    assert main(["convert", "--manifest", str(manifest), "--output", out, *ONE_WORKER]) == 0
+    assert main(["convert", "--manifest", str(manifest), "--output", out, "--no_progress"]) == 0
     printed = capsys.readouterr().out
     assert "train" in printed and "committed" in printed and out in printed
     rows.append({"image_uri": "gone.jpg", "label": "coffee"})
     write_manifest(tmp_path / "m.csv", rows)
     status = main(["convert", "--manifest", str(manifest), "--output", out, "--overwrite",
-                   *ONE_WORKER])  # fmt: skip
+                   "--no_progress"])  # fmt: skip
     captured = capsys.readouterr()
     assert status == 1 and "NOT committed" in captured.out
     assert "missing_file" in captured.err
 
 
 def test_installed_command_has_no_traceback_and_never_imports_tensorflow(tmp_path):
-    """Runs a real conversion in a fresh interpreter and checks TensorFlow stayed out of it."""
+    """Runs real conversions in a fresh interpreter: the local runner loads neither TensorFlow
+    nor Beam, the Beam pipeline no TensorFlow."""
     manifest = write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
+    convert = f"['convert', '--manifest', {str(manifest)!r}, '--no_progress', '--output', "
     script = (
         "import sys; from pipeline.cli import main; "
-        f"code = main(['convert', '--manifest', {str(manifest)!r}, '--output', "
-        f"{str(tmp_path / 'out')!r}, *{ONE_WORKER!r}]); "
-        "assert not any(m.startswith('tensorflow') for m in sys.modules), 'TF imported'; "
-        "sys.exit(code)"
+        f"assert main({convert}{str(tmp_path / 'local')!r}]) == 0; "
+        "assert not any(m.startswith(('tensorflow', 'apache_beam')) for m in sys.modules); "
+        f"assert main({convert}{str(tmp_path / 'beam')!r}, *{BEAM!r}]) == 0; "
+        "assert 'apache_beam' in sys.modules; "
+        "assert not any(m.startswith('tensorflow') for m in sys.modules), 'TF imported'"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -111,7 +114,8 @@ def test_shard_writers_fill_the_cores_only_where_beam_runs_in_this_process():
     def processes(requested, *beam_args):
         return writer_processes(requested, PipelineOptions(list(beam_args)))
 
-    assert processes(0) == available_cores()
+    assert local_processes(0) == processes(0) == available_cores()
+    assert local_processes(3) == 3
     assert processes(3) == 3
     multi = ("--direct_num_workers=2", "--direct_running_mode=multi_processing")
     assert processes(0, *multi) == 1 and processes(2, *multi) == 2

@@ -4,10 +4,10 @@ import ast
 from pathlib import Path
 
 import pytest
-from conftest import ONE_WORKER, make_images, write_manifest
+from conftest import BEAM, make_images, write_manifest
 
+from pipeline.beam_pipeline import launch
 from pipeline.cli import _counters, main
-from pipeline.convert import launch
 from pipeline.options import parse_args
 from pipeline.progress import format_counters
 
@@ -97,7 +97,7 @@ def test_counters_after_a_run(tmp_path):
     rows = make_images(tmp_path, per_class=1) + [{"image_uri": "gone.jpg", "label": "x"}]
     manifest = write_manifest(tmp_path / "m.csv", rows)
     argv = ["--manifest", str(manifest), "--output", str(tmp_path / "o"), "--max_error_rate", "1"]
-    options, beam_args = parse_args([*argv, *ONE_WORKER])
+    options, beam_args = parse_args([*argv, *BEAM])
     result = launch(options, beam_args)
     result.wait_until_finish()
     counters = _counters(result)

@@ -63,7 +63,7 @@ def test_bucket_to_bucket_gives_the_bytes_of_a_local_run(tmp_path, gcs, convert)
     flags = ("--num_shards", "2", "--split", "train=0.5,validation=0.5", "--max_error_rate", "1")
     local, local_info = convert(manifest, *flags, output=tmp_path / "local")
     source = gcs(tmp_path, "in")
-    remote = "gs://tfrp-test/out"
+    remote = f"gs://tfrp-test/{tmp_path.name}"  # one output per test run (and runner)
     _, remote_info = convert(f"{source}/manifest.csv", *flags, output=remote)
 
     assert remote_info.records == local_info.records == 12
@@ -80,7 +80,7 @@ def test_bucket_to_bucket_gives_the_bytes_of_a_local_run(tmp_path, gcs, convert)
     # The recorded checksums are the bucket's own: a shard can be checked from its metadata.
     shards = [shard for split in read_info(remote).splits.values() for shard in split.shards]
     assert shards and all(
-        gcs.bucket.get_blob(f"out/{shard.file}").crc32c == shard.crc32c for shard in shards
+        gcs.bucket.get_blob(f"{tmp_path.name}/{shard.file}").crc32c == shard.crc32c for shard in shards
     )
 
     # TensorFlow's own gs:// filesystem, through a loopback TLS proxy to the emulator.

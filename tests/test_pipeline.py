@@ -6,7 +6,7 @@ import apache_beam as beam
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
-from conftest import encode, make_images, photo, write_manifest
+from conftest import BEAM, encode, make_images, photo, write_manifest
 
 from pipeline.commit import MARKER
 from pipeline.convert import run
@@ -91,21 +91,24 @@ def test_conversion_writes_the_documented_layout(dataset, convert):
         assert sum(split.label_counts.values()) == split.examples
 
 
-def test_same_input_gives_identical_bytes_whatever_the_parallelism(dataset, tmp_path, convert):
-    """Threads per shard, shard-writer processes and Beam's worker processes must not change
-    a byte."""
-    flags = ("--num_shards", "2", "--split", "train=0.5,validation=0.5")
-    first, _ = convert(dataset, *flags, "--processes", "1", output=tmp_path / "a")
-    second, _ = convert(dataset, *flags, "--threads", "1", output=tmp_path / "b")
-    third, _ = convert(dataset, *flags, "--processes", "3", "--threads", "2", output=tmp_path / "d")
-    run(
-        [
-            "--manifest", str(dataset), "--output", str(tmp_path / "c"), *flags, "--no_progress",
-            "--direct_num_workers=2", "--direct_running_mode=multi_processing",
-        ]
-    )  # fmt: skip
+def test_same_input_gives_identical_bytes_whatever_the_runner_and_parallelism(dataset, tmp_path):
+    """The runner (local or Beam), threads per shard, shard-writer processes and Beam's worker
+    processes must not change a byte."""
+    flags = ("--num_shards", "2", "--split", "train=0.5,validation=0.5", "--no_progress")
+
+    def convert(name, *more):
+        run(["--manifest", str(dataset), "--output", str(tmp_path / name), *flags, *more])
+        return tmp_path / name
+
+    first = convert("a", "--processes", "1")
+    others = [
+        convert("b", "--threads", "1"),
+        convert("c", "--processes", "3", "--threads", "2"),
+        convert("d", *BEAM),
+        convert("e", "--direct_num_workers=2", "--direct_running_mode=multi_processing"),
+    ]
     files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
-    for other in (second, third, tmp_path / "c"):
+    for other in others:
         assert sorted(p.relative_to(other) for p in other.rglob("*") if p.is_file()) == files
         for name in files:
             assert _read(first, name) == _read(other, name), name

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import ONE_WORKER, make_images, write_manifest
+from conftest import make_images, write_manifest
 from PIL import Image
 
 from pipeline.cli import main
@@ -20,7 +20,7 @@ SAMPLE = Path(__file__).resolve().parents[1] / "sample" / "manifest.csv"
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory):
     output = tmp_path_factory.mktemp("read-side") / "out"
-    run(["--manifest", str(SAMPLE), "--output", str(output), "--num_shards", "2", *ONE_WORKER])
+    run(["--manifest", str(SAMPLE), "--output", str(output), "--num_shards", "2", "--no_progress"])
     return output
 
 
@@ -35,7 +35,7 @@ def test_preview_per_class_is_one_row_per_class(sample, tmp_path, capsys):
 def test_preview_random_is_seeded_and_reads_raw_records(tmp_path):
     output = tmp_path / "raw"
     run(["--manifest", str(SAMPLE), "--output", str(output), "--image_encoding", "raw",
-         *ONE_WORKER])  # fmt: skip
+         "--no_progress"])  # fmt: skip
     sheets = []
     for name in ("a.png", "b.png"):
         assert main(["preview", str(output), "-o", str(tmp_path / name), "--random", "7",
@@ -49,7 +49,7 @@ def test_stats_report_is_one_offline_page(tmp_path):
     rows = make_images(tmp_path, per_class=2) + [{"image_uri": "gone.jpg", "label": "coffee"}]
     output = tmp_path / "out"
     run(["--manifest", str(write_manifest(tmp_path / "m.csv", rows)), "--output", str(output),
-         "--max_error_rate", "1", *ONE_WORKER])  # fmt: skip
+         "--max_error_rate", "1", "--no_progress"])  # fmt: skip
     target = tmp_path / "report.html"
     assert main(["stats", str(output), "-o", str(target)]) == 0
     page = target.read_text()

@@ -7,6 +7,7 @@ does not move rows between splits), else, in a folder tree, the path under the r
 """
 
 import csv
+import glob as local_glob
 import io
 import json
 import posixpath
@@ -67,6 +68,12 @@ def manifest_kind(path: str) -> str:
     if lower.endswith((".jsonl", ".json", ".ndjson")):
         return "jsonl"
     raise UserError(f"{path}: a manifest must be .csv, .jsonl or a class-folder directory")
+
+
+def error_row(row: ManifestRow, reason: Reason, message: str) -> ErrorRow:
+    """A parsed row rejected later (by its label, its image, its key), with its fields."""
+    fields = (("image_uri", row.image_uri), ("label", row.label), ("split", row.split))
+    return ErrorRow(row.key, row.source, reason, message, fields, row.split)
 
 
 def _typed(value: object, kind: str, column: str) -> object:
@@ -184,6 +191,46 @@ def tree_row(root: str, relative: str, number: int, config: ReadConfig):
 def read_tree(root: str, number: int, config: ReadConfig):
     for relative in fileio.walk(root):
         yield tree_row(root, relative, number, config)
+
+
+def read_source(path: str, number: int, config: ReadConfig):
+    """Rows, ErrorRows and SkippedFiles of manifest number `number`: a file or a folder tree."""
+    if manifest_kind(path) == "tree":
+        return read_tree(path, number, config)
+    return read_manifest(path, number, config)
+
+
+def check_manifests(patterns: list[str], config: ReadConfig) -> list[str]:
+    """`--manifest` expanded to manifest paths, each checked to be usable; in launch order."""
+    paths = expand_manifests(patterns)
+    for path in paths:
+        check_manifest(path, config)
+    return paths
+
+
+def expand_manifests(patterns: list[str]) -> list[str]:
+    """Manifest paths from paths, globs and folders; every one must exist and be reachable."""
+    try:
+        return _expand(patterns)
+    except fileio.READ_ERRORS as error:
+        raise UserError(f"--manifest: cannot reach {' '.join(patterns)} ({error})") from None
+
+
+def _expand(patterns: list[str]) -> list[str]:
+    paths = []
+    for pattern in patterns:
+        if fileio.is_dir(pattern):
+            paths.append(pattern)
+        elif local_glob.has_magic(pattern):
+            matched = fileio.glob(pattern)
+            if not matched:
+                raise UserError(f"--manifest {pattern}: no file matches")
+            paths += matched
+        elif fileio.exists(pattern):
+            paths.append(pattern)
+        else:
+            raise UserError(f"--manifest {pattern}: no such file or folder")
+    return sorted(set(paths), key=paths.index)
 
 
 def check_manifest(path: str, config: ReadConfig) -> None:

@@ -8,13 +8,21 @@ same on every run.
 
 import heapq
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
-from transforms.errors import UserError
+from transforms.errors import ErrorRow, RowError, UserError
 from transforms.labels import LabelMap, label_map_from_labels
-from transforms.manifest import ManifestRow
-from transforms.sharding import MAX_SHARDS, SHARD_SALT, key_hash, shards_for_bytes
+from transforms.manifest import ManifestRow, error_row
+from transforms.progress import write_total
+from transforms.sharding import (
+    MAX_SHARDS,
+    SHARD_SALT,
+    ShardId,
+    key_hash,
+    shard_for,
+    shards_for_bytes,
+)
 
 SAMPLE_SIZE = 64
 
@@ -135,3 +143,41 @@ def _size_or_zero(size_of: Callable[[str], int], uri: str) -> int:
         return size_of(uri)
     except (OSError, IndexError, ValueError):
         return 0
+
+
+def decide_plan(
+    stats: PlanStats,
+    pinned_labels: LabelMap | None,
+    label_offset: int,
+    counts: ShardCounts,
+    target_shard_mb: float,
+    progress_dir: str | None,
+    size_of: Callable[[str], int],
+) -> DatasetPlan:
+    """`make_plan`, once every row is counted: the progress bar learns its total here."""
+    write_total(progress_dir, sum(rows for _, rows in stats.rows))
+    return make_plan(stats, pinned_labels, label_offset, counts, target_shard_mb, size_of)
+
+
+def group_by_shard(
+    rows: Iterable[ManifestRow], plan: DatasetPlan
+) -> tuple[dict[ShardId, list[ManifestRow]], list[ErrorRow]]:
+    """Rows by the shard they go to, and the rows whose label has no id as errors."""
+    by_shard: dict[ShardId, list[ManifestRow]] = {}
+    errors = []
+    for row in rows:
+        try:
+            plan.labels.id_of(row.label)
+        except RowError as error:
+            errors.append(error_row(row, error.reason, error.message))
+            continue
+        shard = shard_for(row.key, row.split, plan.shard_count(row.split))
+        by_shard.setdefault(shard, []).append(row)
+    return by_shard, errors
+
+
+def all_shards(plan: DatasetPlan) -> Iterator[ShardId]:
+    """Every planned shard, so that one that gets no rows is still written (empty)."""
+    for split, count in plan.shards:
+        for index in range(count):
+            yield ShardId(split, index, count)

@@ -23,10 +23,18 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
+from transforms import fileio
 from transforms.errors import ErrorRow
 from transforms.labels import LabelMap
 from transforms.manifest import ManifestRow
-from transforms.shard_writer import ShardResult, WriteConfig, write_shard
+from transforms.plan import DatasetPlan
+from transforms.shard_writer import (
+    ShardResult,
+    WriteConfig,
+    available_cores,
+    write_shard,
+    writer_threads,
+)
 from transforms.sharding import ShardId
 
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
@@ -38,6 +46,7 @@ class ShardTask(NamedTuple):
     labels: LabelMap
     config: WriteConfig
     threads: int  # image threads of this shard's writer
+    writers: int = 1  # shards written at once with this one; over 1, a child may take it
 
 
 def run_task(task: ShardTask, pool: ThreadPoolExecutor | None = None) -> Iterator:
@@ -52,6 +61,70 @@ def _run_alone(task: ShardTask) -> list[ErrorRow | ShardResult]:
         return list(run_task(task))
     with ThreadPoolExecutor(task.threads, "image") as pool:
         return list(run_task(task, pool))
+
+
+class ShardWriters:
+    """One worker's shard writers: its thread pools, and on a local run with cores to spare,
+    child processes that write shards beside it.
+
+    `task` decides how a shard is written; `write` writes tasks, those that children may take
+    (`writers` > 1) largest first over this process and the children at once, the others here.
+    """
+
+    def __init__(self, config: WriteConfig):
+        self._config = config
+        self._thread_pools: dict[int, ThreadPoolExecutor] = {}
+        self._children: list[ShardProcess] = []
+
+    def task(self, shard: ShardId, rows: list[ManifestRow], plan: DatasetPlan) -> ShardTask:
+        """The shard's work, with the threads it gets: its share of the cores, or threads to
+        wait on the network when its images are remote."""
+        remote = bool(rows) and fileio.is_remote(rows[0].image_uri)
+        writers = self._writers(rows, plan)
+        threads = writer_threads(self._config, remote, max(1, available_cores() // writers))
+        return ShardTask(shard, rows, plan.labels, self._config, threads, writers)
+
+    def _writers(self, rows: list[ManifestRow], plan: DatasetPlan) -> int:
+        """Shards written at once: one per process (never more than shards) for local paths;
+        1 for `gs://` work, which waits on the network, where this process's threads serve (a
+        child would import Beam and authenticate all over again)."""
+        paths = [self._config.output, *(row.image_uri for row in rows[:1])]
+        if any(map(fileio.is_remote, paths)):
+            return 1
+        return max(1, min(self._config.processes, sum(count for _, count in plan.shards)))
+
+    def start_children(self, writers: int) -> None:
+        """Children for `writers` writers at once, started ahead so they load meanwhile."""
+        while len(self._children) < writers - 1:
+            self._children.append(ShardProcess())
+
+    def write(self, tasks: Iterable[ShardTask]) -> Iterator[ErrorRow | ShardResult]:
+        """The outputs of every task: error rows, then its ShardResult, task by task."""
+        tasks = list(tasks)
+        shared = [task for task in tasks if task.writers > 1]
+        if shared:
+            self.start_children(max(task.writers for task in shared))
+            yield from write_shards(shared, self._children, self.write_here)
+        for task in tasks:
+            if task.writers == 1:
+                yield from self.write_here(task)
+
+    def write_here(self, task: ShardTask) -> Iterator[ErrorRow | ShardResult]:
+        return run_task(task, self._thread_pool(task.threads))
+
+    def _thread_pool(self, threads: int) -> ThreadPoolExecutor | None:
+        """A pool of `threads`, made once and kept for every shard."""
+        if threads == 1:
+            return None
+        if threads not in self._thread_pools:
+            self._thread_pools[threads] = ThreadPoolExecutor(threads, "image")
+        return self._thread_pools[threads]
+
+    def close(self) -> None:
+        for pool in self._thread_pools.values():
+            pool.shutdown()
+        for child in self._children:
+            child.close()
 
 
 class ShardProcess:

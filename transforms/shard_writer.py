@@ -19,7 +19,7 @@ from transforms.errors import ErrorRow, Reason, RowError
 from transforms.examples import build_example
 from transforms.images import ImageConfig, decodes_every_image, normalise
 from transforms.labels import LabelMap
-from transforms.manifest import ManifestRow
+from transforms.manifest import ManifestRow, error_row
 from transforms.progress import ProgressReporter
 from transforms.records import MAX_RECORD_BYTES, ShardFileWriter
 from transforms.sharding import ShardId, record_order
@@ -98,11 +98,6 @@ def make_record(
             Reason.RECORD_TOO_LARGE, f"record of {len(record):,} bytes is over {max_bytes:,}"
         )
     return record, label_id
-
-
-def error_row(row: ManifestRow, reason: Reason, message: str) -> ErrorRow:
-    fields = (("image_uri", row.image_uri), ("label", row.label), ("split", row.split))
-    return ErrorRow(row.key, row.source, reason, message, fields, row.split)
 
 
 def ordered_unique(rows: Iterable[ManifestRow]) -> Iterator[ManifestRow | ErrorRow]:

@@ -9,9 +9,7 @@ Element shapes between steps (a RowBatch holds up to ROWS_PER_BATCH ManifestRows
 Only manifest rows cross the GroupByKey in WriteShards; image bytes are read after it.
 """
 
-import hashlib
-from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -19,28 +17,20 @@ from apache_beam.pvalue import AsSingleton, TaggedOutput
 from apache_beam.transforms.window import GlobalWindows
 
 from transforms import fileio
-from transforms.errors import ErrorRow, Reason, RowError
+from transforms.dedup import content_digest, keep_first
+from transforms.errors import ErrorRow
 from transforms.labels import LabelMap
-from transforms.manifest import (
-    ManifestRow,
-    ReadConfig,
-    RowBatch,
-    manifest_kind,
-    read_manifest,
-    read_tree,
+from transforms.manifest import ManifestRow, ReadConfig, RowBatch, read_source
+from transforms.plan import (
+    PlanAccumulator,
+    ShardCounts,
+    all_shards,
+    decide_plan,
+    group_by_shard,
 )
-from transforms.plan import PlanAccumulator, ShardCounts, make_plan
-from transforms.progress import write_total
-from transforms.shard_processes import ShardProcess, ShardTask, run_task, write_shards
-from transforms.shard_writer import (
-    ShardResult,
-    WriteConfig,
-    available_cores,
-    error_row,
-    read_image,
-    writer_threads,
-)
-from transforms.sharding import ShardId, shard_for
+from transforms.shard_processes import ShardTask, ShardWriters
+from transforms.shard_writer import ShardResult, WriteConfig
+from transforms.sharding import ShardId
 
 NAMESPACE = "tfrecord_pipeline"
 # Rows per element between steps: large enough that Beam's per-element cost vanishes, small
@@ -61,12 +51,8 @@ class _ReadManifestFn(beam.DoFn):
 
     def process(self, numbered_path):
         number, path = numbered_path
-        if manifest_kind(path) == "tree":
-            items = read_tree(path, number, self._config)
-        else:
-            items = read_manifest(path, number, self._config)
         rows = []
-        for item in items:
+        for item in read_source(path, number, self._config):
             if isinstance(item, ManifestRow):
                 rows.append(item)
                 if len(rows) == ROWS_PER_BATCH:
@@ -130,11 +116,6 @@ class _PlanStatsFn(beam.CombineFn):
         return accumulator.stats()
 
 
-def _decide_plan(stats, pinned_labels, label_offset, counts, target_shard_mb, progress_dir):
-    write_total(progress_dir, sum(rows for _, rows in stats.rows))
-    return make_plan(stats, pinned_labels, label_offset, counts, target_shard_mb, fileio.size)
-
-
 @beam.ptransform_fn
 def PlanDataset(
     rows,
@@ -150,33 +131,26 @@ def PlanDataset(
         | "CollectStats" >> beam.CombineGlobally(_PlanStatsFn())
         | "DecideShards"
         >> beam.Map(
-            _decide_plan, pinned_labels, label_offset, counts, target_shard_mb, progress_dir
+            decide_plan,
+            pinned_labels,
+            label_offset,
+            counts,
+            target_shard_mb,
+            progress_dir,
+            fileio.size,
         )
     )
 
 
-class _ContentDigestFn(beam.DoFn):
-    """(sha256 of the image file, row) per row. An unreadable file keeps a unique stand-in
-    digest, so it passes on to the shard writer, which reports why it cannot be read."""
-
-    def process(self, batch):
-        for row in batch.rows:
-            try:
-                yield hashlib.sha256(read_image(row.image_uri)).hexdigest(), row
-            except RowError:
-                yield f"unreadable:{row.key}", row
+def _digest_rows(batch: RowBatch):
+    for row in batch.rows:
+        yield content_digest(row), row
 
 
 def _keep_first(digest_rows):
-    _, rows = digest_rows
-    first, *others = sorted(rows, key=lambda row: (row.position, row.key))
-    yield first
-    for row in others:
-        if row.key == first.key:  # a repeated row: the shard writer reports duplicate_key
-            yield row
-        else:
-            message = f"same bytes as {first.source}"
-            yield _count_error(error_row(row, Reason.DUPLICATE_CONTENT, message))
+    kept, errors = keep_first(list(digest_rows[1]))
+    yield from kept
+    yield from map(_count_error, errors)
 
 
 @beam.ptransform_fn
@@ -185,7 +159,7 @@ def DropDuplicateContent(batches):
     more; only digests and rows cross the shuffle). Returns {"rows": RowBatch, "errors"}."""
     kept = (
         batches
-        | "DigestContent" >> beam.ParDo(_ContentDigestFn())
+        | "DigestContent" >> beam.FlatMap(_digest_rows)
         | "GroupByContent" >> beam.GroupByKey()
         | "KeepFirst" >> beam.FlatMap(_keep_first).with_outputs("errors", main="rows")
     )
@@ -200,17 +174,10 @@ def DropDuplicateContent(batches):
 @beam.typehints.with_output_types(tuple[tuple[str, int, int], RowBatch])
 class _AssignShardFn(beam.DoFn):
     def process(self, batch, plan):
-        by_shard: dict[tuple, list[ManifestRow]] = {}
-        for row in batch.rows:
-            try:
-                plan.labels.id_of(row.label)
-            except RowError as error:
-                yield _count_error(error_row(row, error.reason, error.message))
-                continue
-            shard = tuple(shard_for(row.key, row.split, plan.shard_count(row.split)))
-            by_shard.setdefault(shard, []).append(row)
+        by_shard, errors = group_by_shard(batch.rows, plan)
+        yield from map(_count_error, errors)
         for shard, rows in by_shard.items():
-            yield shard, RowBatch(tuple(rows))
+            yield tuple(shard), RowBatch(tuple(rows))
 
 
 @beam.ptransform_fn
@@ -223,86 +190,44 @@ def AssignShards(rows, plan):
 
 def _all_shards(plan):
     """One empty batch per planned shard, so a shard that gets no rows is still written."""
-    for split, count in plan.shards:
-        for index in range(count):
-            yield (split, index, count), RowBatch(())
+    for shard in all_shards(plan):
+        yield tuple(shard), RowBatch(())
 
 
 @beam.typehints.with_output_types(ShardResult)
 class _WriteShardFn(beam.DoFn):
-    """Writes each shard as it comes; on a local run with cores to spare (config.processes),
-    queues the bundle's shards and writes them in finish_bundle, here and in child processes
-    at once (transforms/shard_processes.py)."""
+    """Writes each shard as it comes; on a local run with cores to spare, queues the bundle's
+    shards and writes them in finish_bundle, here and in child processes at once
+    (transforms/shard_processes.py)."""
 
     def __init__(self, config: WriteConfig):
         self._config = config
 
     def setup(self):
-        self._thread_pools: dict[int, ThreadPoolExecutor] = {}
-        self._children: list[ShardProcess] = []
+        self._writers = ShardWriters(self._config)
 
     def start_bundle(self):
         self._queued: list[ShardTask] = []
 
     def process(self, keyed_batches, plan):
         shard, batches = keyed_batches
-        task = self._task(ShardId(*shard), [row for batch in batches for row in batch.rows], plan)
-        if self._in_children(task.rows, plan):
-            self._start_children(self._writers(plan) - 1)
+        rows = [row for batch in batches for row in batch.rows]
+        task = self._writers.task(ShardId(*shard), rows, plan)
+        if task.writers > 1:
+            self._writers.start_children(task.writers)
             self._queued.append(task)
         else:
-            yield from _shard_outputs(self._write_here(task))
+            yield from _shard_outputs(self._writers.write_here(task))
 
     def finish_bundle(self):
-        written = write_shards(self._queued, self._children, self._write_here)
-        for output in _shard_outputs(written):
+        for output in _shard_outputs(self._writers.write(self._queued)):
             if isinstance(output, TaggedOutput):
                 yield TaggedOutput(output.tag, GlobalWindows.windowed_value(output.value))
             else:
                 yield GlobalWindows.windowed_value(output)
 
     def teardown(self):
-        for pool in self._thread_pools.values():
-            pool.shutdown()
-        for child in self._children:
-            child.close()
-
-    def _task(self, shard: ShardId, rows: list[ManifestRow], plan) -> ShardTask:
-        """The shard's work, with the threads it gets: its share of the cores, or threads to
-        wait on the network when its images are remote."""
-        remote = bool(rows) and fileio.is_remote(rows[0].image_uri)
-        cores = available_cores()
-        if self._in_children(rows, plan):
-            cores = max(1, cores // self._writers(plan))
-        threads = writer_threads(self._config, remote, cores)
-        return ShardTask(shard, rows, plan.labels, self._config, threads)
-
-    def _writers(self, plan) -> int:
-        """Shards written at once: one per process on a local run, never more than shards."""
-        return max(1, min(self._config.processes, sum(count for _, count in plan.shards)))
-
-    def _in_children(self, rows: list[ManifestRow], plan) -> bool:
-        """Whether a shard is shared out with child processes: on local runs with more than one
-        writer, for local paths only (`gs://` work waits on the network, where this process's
-        threads serve; a child would import Beam and authenticate all over again)."""
-        paths = [self._config.output, *(row.image_uri for row in rows[:1])]
-        return self._writers(plan) > 1 and not any(map(fileio.is_remote, paths))
-
-    def _start_children(self, count: int) -> None:
-        """Started at the first shard, so they load while Beam hands over the rest."""
-        while len(self._children) < count:
-            self._children.append(ShardProcess())
-
-    def _write_here(self, task: ShardTask) -> Iterator[ErrorRow | ShardResult]:
-        return run_task(task, self._thread_pool(task.threads))
-
-    def _thread_pool(self, threads: int) -> ThreadPoolExecutor | None:
-        """A pool of `threads`, made once per worker process and kept for every shard."""
-        if threads == 1:
-            return None
-        if threads not in self._thread_pools:
-            self._thread_pools[threads] = ThreadPoolExecutor(threads, "image")
-        return self._thread_pools[threads]
+        self._writers.close()
 
 
 def _shard_outputs(written: Iterable[ErrorRow | ShardResult]):
