@@ -6,11 +6,20 @@ from collections import Counter
 
 import pytest
 
+from transforms.dedup import keep_first
 from transforms.errors import Reason, RowError, UserError
 from transforms.images import ImageConfig
 from transforms.labels import LabelMap, label_map_from_labels, parse_label_map
 from transforms.manifest import ManifestRow
-from transforms.plan import PlanAccumulator, ShardCounts, make_plan, parse_shard_counts
+from transforms.plan import (
+    DatasetPlan,
+    PlanAccumulator,
+    ShardCounts,
+    all_shards,
+    group_by_shard,
+    make_plan,
+    parse_shard_counts,
+)
 from transforms.records import ShardFileWriter, frame, masked_crc32c
 from transforms.shard_writer import REMOTE_THREADS_PER_CORE, WriteConfig, writer_threads
 from transforms.sharding import ShardId, is_shard_file_name, record_order, shard_for
@@ -155,3 +164,29 @@ def test_writer_threads_follow_where_the_time_goes():
         assert writer_threads(local._replace(image=image), remote=False, cores=4) == 4
     assert writer_threads(local, remote=True, cores=4) == 4 * REMOTE_THREADS_PER_CORE
     assert writer_threads(local._replace(threads=3), remote=True, cores=4) == 3
+
+
+def test_rows_group_by_their_shard_and_unknown_labels_are_errors():
+    plan = DatasetPlan(LabelMap(("cat",)), (("train", 3), ("test", 1)), (("train", 4), ("test", 1)))
+    rows = [_row(f"cat/{i}") for i in range(40)] + [_row("cat/t", "test"), _row("dog/d")]
+    by_shard, errors = group_by_shard(rows, plan)
+    assert [(e.key, e.reason) for e in errors] == [("dog/d", Reason.UNKNOWN_LABEL)]
+    assert sum(map(len, by_shard.values())) == 41
+    assert all(shard_for(r.key, r.split, 4 if r.split == "train" else 1) == shard
+               for shard, shard_rows in by_shard.items() for r in shard_rows)  # fmt: skip
+    assert list(all_shards(plan)) == [*(ShardId("train", i, 4) for i in range(4)),
+                                      ShardId("test", 0, 1)]  # fmt: skip
+
+
+def test_keep_first_rejects_later_copies_but_leaves_repeated_keys_to_the_writer():
+    first = _row("cat/a")  # line 2 of m.csv
+
+    def later(key, line):
+        return _row(key)._replace(source=f"m.csv:{line}", position=(0, line))
+
+    repeat, copy = later("cat/a", 5), later("cat/b", 3)
+    kept, errors = keep_first([copy, repeat, first])
+    assert kept == [first, repeat]
+    assert [(e.key, e.reason, e.message) for e in errors] == [
+        ("cat/b", Reason.DUPLICATE_CONTENT, "same bytes as m.csv:2")
+    ]
