@@ -80,7 +80,8 @@ def test_bucket_to_bucket_gives_the_bytes_of_a_local_run(tmp_path, gcs, convert)
     # The recorded checksums are the bucket's own: a shard can be checked from its metadata.
     shards = [shard for split in read_info(remote).splits.values() for shard in split.shards]
     assert shards and all(
-        gcs.bucket.get_blob(f"{tmp_path.name}/{shard.file}").crc32c == shard.crc32c for shard in shards
+        gcs.bucket.get_blob(f"{tmp_path.name}/{shard.file}").crc32c == shard.crc32c
+        for shard in shards
     )
 
     # TensorFlow's own gs:// filesystem, through a loopback TLS proxy to the emulator.

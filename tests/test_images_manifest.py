@@ -17,6 +17,7 @@ from transforms.manifest import (
     check_manifest,
     read_manifest,
     read_tree,
+    row_position,
 )
 from transforms.splits import parse_split_spec
 
@@ -115,8 +116,9 @@ def test_csv_rows_resolve_relative_paths_and_keep_keys(tmp_path):
     config = ReadConfig(parse_split_spec("train=1"), (("w", "int64"),))
     rows = list(read_manifest(str(manifest), 0, config))
     assert rows[0] == ManifestRow(
-        "a/1.jpg", str(tmp_path / "a/1.jpg"), "cat", "train", (("w", 3),), f"{manifest}:2", (0, 2)
+        "a/1.jpg", str(tmp_path / "a/1.jpg"), "cat", "train", (("w", 3),), str(manifest), 2
     )
+    assert rows[0].source == f"{manifest}:2"
     assert isinstance(rows[1], ErrorRow) and rows[1].reason is Reason.BAD_FEATURE
     assert isinstance(rows[2], ErrorRow) and rows[2].reason is Reason.BAD_LABEL
 
@@ -147,7 +149,7 @@ def test_jsonl_rows_and_bad_lines(tmp_path):
         + "\n"
     )
     rows = list(read_manifest(str(path), 1, ReadConfig()))
-    assert rows[0].label == "3" and rows[0].position == (1, 1)
+    assert rows[0].label == "3" and rows[0].position == row_position(1, 1)
     assert [r.reason for r in rows[1:]] == [Reason.BAD_ROW] * 3 + [Reason.BAD_LABEL] * 2 + [
         Reason.BAD_SPLIT
     ]

@@ -10,7 +10,7 @@ from transforms.dedup import keep_first
 from transforms.errors import Reason, RowError, UserError
 from transforms.images import ImageConfig
 from transforms.labels import LabelMap, label_map_from_labels, parse_label_map
-from transforms.manifest import ManifestRow
+from transforms.manifest import ManifestRow, row_position
 from transforms.plan import (
     DatasetPlan,
     PlanAccumulator,
@@ -89,7 +89,7 @@ def test_label_map_file_errors():
 
 
 def _row(key, split="train", uri="x.jpg"):
-    return ManifestRow(key, uri, key.split("/")[0], split, (), "m.csv:2", (0, 2))
+    return ManifestRow(key, uri, key.split("/")[0], split, (), "m.csv", row_position(0, 2))
 
 
 def test_plan_counts_shards_from_sampled_sizes():
@@ -182,7 +182,7 @@ def test_keep_first_rejects_later_copies_but_leaves_repeated_keys_to_the_writer(
     first = _row("cat/a")  # line 2 of m.csv
 
     def later(key, line):
-        return _row(key)._replace(source=f"m.csv:{line}", position=(0, line))
+        return _row(key)._replace(position=row_position(0, line))
 
     repeat, copy = later("cat/a", 5), later("cat/b", 3)
     kept, errors = keep_first([copy, repeat, first])

@@ -54,7 +54,7 @@ def test_write_shard_keeps_first_duplicate_and_reports_bad_images(tmp_path):
     (tmp_path / "bad.jpg").write_bytes(encode(photo().resize((32, 32)))[:-100])
 
     def row(key, name, line):
-        return ManifestRow(key, str(tmp_path / name), "cat", "train", (), f"m:{line}", (0, line))
+        return ManifestRow(key, str(tmp_path / name), "cat", "train", (), "m", line)
 
     rows = [row("k1", "good.jpg", 3), row("k1", "good.jpg", 2), row("k2", "bad.jpg", 4)]
     rows.append(row("k3", "missing.jpg", 5))
