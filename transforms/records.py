@@ -25,17 +25,16 @@ def masked_crc32c(data: bytes) -> int:
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
+def frame_parts(record: bytes) -> tuple[bytes, bytes, bytes]:
+    """One TFRecord as (header, record, footer): written in turn, the record is never copied."""
+    length = struct.pack("<Q", len(record))
+    header = length + struct.pack("<I", masked_crc32c(length))
+    return header, record, struct.pack("<I", masked_crc32c(record))
+
+
 def frame(record: bytes) -> bytes:
     """The bytes of one TFRecord holding `record`."""
-    length = struct.pack("<Q", len(record))
-    return b"".join(
-        (
-            length,
-            struct.pack("<I", masked_crc32c(length)),
-            record,
-            struct.pack("<I", masked_crc32c(record)),
-        )
-    )
+    return b"".join(frame_parts(record))
 
 
 def file_crc32c(crc: int) -> str:
@@ -123,10 +122,12 @@ class ShardFileWriter:
         self._position = 0
 
     def write(self, record: bytes) -> None:
-        framed = frame(record)
-        self._out.write(framed)
-        self.spans.append((self._position, len(framed)))
-        self._position += len(framed)
+        size = 0
+        for part in frame_parts(record):
+            self._out.write(part)
+            size += len(part)
+        self.spans.append((self._position, size))
+        self._position += size
         self.records += 1
 
     def index_text(self) -> str:
