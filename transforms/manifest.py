@@ -35,16 +35,16 @@ class ReadConfig(NamedTuple):
 
 
 class ManifestRow(NamedTuple):
-    """One image to convert. Every row is held in memory until its shard is written, so a row
-    carries no string it can share: its label and manifest path are one object for many rows
-    (about 320 bytes a row instead of 510)."""
+    """One image to convert. Every row is held in memory until its shard is written, so rows
+    share what they can: one label string per label, one manifest path per manifest, and a
+    `source` derived from them (about 320 bytes a row instead of 510)."""
 
     key: str
     image_uri: str  # resolved: absolute local path or a scheme URI
     label: str
     split: str
     features: tuple[tuple[str, object], ...]  # (name, typed value) in --feature order
-    manifest: str  # the manifest's path, or a class-folder tree's root
+    manifest: str  # the manifest's path; in a class-folder tree the image path (image_uri itself)
     position: int  # row_position(manifest number, line): "first" among duplicate keys
 
     @property
