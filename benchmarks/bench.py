@@ -9,6 +9,7 @@ and prints the ratios against their targets; `bench.py --table` prints the READM
 the result files.
 """
 
+import compileall
 import json
 import os
 import platform
@@ -83,6 +84,9 @@ def summarise(samples: list[dict], count: int) -> dict:
 
 def run_all(count: int, repeats: int) -> dict:
     corpus_root = Path(os.environ.get("CORPUS_DIR", tempfile.gettempdir()))
+    for package in ("pipeline", "transforms"):  # compiled as `pip install` would: with
+        # PYTHONDONTWRITEBYTECODE set, an editable checkout recompiles every module per process
+        compileall.compile_dir(str(HERE.parent / package), quiet=1)
     manifest = str(make_corpus(corpus_root / f"tfrp-corpus-{count}", count))
     samples: dict[str, list[dict]] = {name: [] for name in RUNS}
     for round_number in range(1, repeats + 1):

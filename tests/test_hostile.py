@@ -13,6 +13,10 @@ import tensorflow as tf
 from conftest import PHOTOS, encode, photo, write_manifest
 from PIL import Image, ImageOps
 
+from transforms.errors import RowError
+from transforms.images import ImageConfig, normalise
+from transforms.jpeg import parse_jpeg
+
 pytestmark = pytest.mark.slow
 
 SMALL = photo("coffee.png").resize((120, 80))
@@ -182,3 +186,49 @@ def test_raw_encoding_reads_back_with_decode_raw(hostile, convert):
     pixels = tf.reshape(tf.io.decode_raw(example["image/raw"], tf.uint8), shape).numpy()
     assert example["image/format"].numpy() == b"RAW"
     assert np.array_equal(pixels, np.asarray(Image.open(root / "img/image.bmp").convert("RGB")))
+
+
+def _mutations(data: bytes, rng) -> bytes:
+    """One random damage to the headers or the start of the first scan."""
+    end = min(len(data), data.index(b"\xff\xda") + 64)
+    at = rng.randrange(2, end)
+    choice = rng.randrange(4)
+    if choice == 0:  # one byte changed
+        return data[:at] + bytes([rng.randrange(256)]) + data[at + 1 :]
+    if choice == 1:  # a few bytes dropped
+        return data[:at] + data[at + rng.randrange(1, 9) :]
+    if choice == 2:  # a few bytes inserted
+        return data[:at] + bytes(rng.randrange(256) for _ in range(rng.randrange(1, 5))) + data[at:]
+    start = data.index(b"\xff\xc0" if b"\xff\xc0" in data else b"\xff\xc2")  # a second frame
+    return data[:at] + data[start : start + 19] + data[at:]
+
+
+def test_full_validation_survives_damaged_headers_and_sizes_match_libjpeg():
+    """`validate="full"` hands libjpeg an output image sized from `parse_jpeg`'s frame header;
+    whenever the walk accepts a file, libjpeg's own header parse must agree on the size."""
+    rng = __import__("random").Random(5)
+    sources = [
+        encode(SMALL, quality=85),
+        encode(SMALL, quality=85, progressive=True),
+        encode(SMALL.convert("L"), quality=85),
+        _exif_rotated(),
+    ]
+    accepted = 0
+    for _ in range(1500):
+        data = _mutations(rng.choice(sources), rng)
+        try:
+            info = parse_jpeg(data)
+        except RowError:
+            continue
+        try:
+            shape = tf.image.extract_jpeg_shape(data).numpy()
+        except tf.errors.InvalidArgumentError:
+            shape = None
+        if shape is not None:
+            assert (shape[0], shape[1]) == (info.height, info.width), data
+        try:
+            normalise(data, ImageConfig(validate="full", channels=info.components))
+            accepted += 1
+        except RowError:
+            pass
+    assert accepted > 100  # the damage spared enough files for the check to mean something

@@ -8,7 +8,7 @@ from conftest import encode, photo, write_manifest
 from PIL import Image
 
 from transforms.errors import ErrorRow, Reason, RowError, UserError
-from transforms.images import ImageConfig, normalise, sniff
+from transforms.images import ImageConfig, check_jpeg_decodes, normalise, sniff
 from transforms.jpeg import parse_jpeg
 from transforms.manifest import (
     ManifestRow,
@@ -48,6 +48,39 @@ def test_full_validation_decodes_and_catches_garbage_inside_the_scan():
     data[scan + 20 : scan + 24] = b"\xff\xc4\x00\x02"  # a bogus marker inside entropy data
     with pytest.raises(RowError):
         normalise(bytes(data), ImageConfig(validate="full"))
+
+
+def _without_segments(data: bytes, marker: bytes) -> bytes:
+    """The JPEG with every segment of one marker type before the first scan cut out."""
+    while (at := data.find(marker, 0, data.index(b"\xff\xda"))) != -1:
+        data = data[:at] + data[at + 2 + int.from_bytes(data[at + 2 : at + 4], "big") :]
+    return data
+
+
+def test_full_validation_rejects_what_only_a_decoder_sees():
+    no_tables = _without_segments(encode(SMALL, quality=80), b"\xff\xdb")  # no DQT segment
+    assert normalise(no_tables, ImageConfig()).data == no_tables  # structurally sound
+    with pytest.raises(RowError) as error:
+        normalise(no_tables, ImageConfig(validate="full"))
+    assert error.value.reason is Reason.CORRUPT_IMAGE and "does not decode" in str(error.value)
+
+
+@pytest.mark.parametrize("progressive", [False, True])
+@pytest.mark.parametrize("cut", [0.3, 0.9, -2])
+def test_the_decode_itself_rejects_truncated_scans(progressive, cut):
+    data = encode(SMALL, quality=80, progressive=progressive)
+    info = parse_jpeg(data)
+    check_jpeg_decodes(data, info)
+    with pytest.raises(RowError, match="not enough image data"):
+        check_jpeg_decodes(data[: int(len(data) * cut) if cut > 0 else len(data) + cut], info)
+
+
+@pytest.mark.parametrize("size", [(1, 1), (5, 3), (9, 17), (640, 1)])
+@pytest.mark.parametrize("mode", ["RGB", "L"])
+def test_full_validation_keeps_odd_sized_jpegs(size, mode):
+    for progressive in (False, True):
+        data = encode(SMALL.resize(size).convert(mode), quality=90, progressive=progressive)
+        assert normalise(data, ImageConfig(validate="full", channels=len(mode))).data == data
 
 
 @pytest.mark.parametrize(

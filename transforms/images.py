@@ -2,11 +2,11 @@
 
 A valid 8-bit Huffman-coded JPEG with the wanted channel count, small enough and (with
 `exif_transpose`) upright, is stored byte-identical after a structural check (`jpeg.py`);
-`validate="full"` also decodes it at 1/8 scale (libjpeg's DCT scaling still reads every
-coefficient, so corrupt data is found at a fraction of the cost). Everything else Pillow reads
-(PNG 8/16-bit, palette, alpha; GIF's first frame; BMP; TIFF; WebP; CMYK, YCCK or grayscale JPEG)
-is decoded, EXIF-rotated, flattened onto the background if it has alpha, resized if asked, and
-stored as JPEG or raw pixels.
+`validate="full"` also decodes it, luma only at 1/8 scale (libjpeg still reads every
+coefficient of every component, so corrupt data is found at a fraction of the cost). Everything
+else Pillow reads (PNG 8/16-bit, palette, alpha; GIF's first frame; BMP; TIFF; WebP; CMYK, YCCK
+or grayscale JPEG) is decoded, EXIF-rotated, flattened onto the background if it has alpha,
+resized if asked, and stored as JPEG or raw pixels.
 """
 
 import io
@@ -134,11 +134,22 @@ def _load(image: Image.Image) -> None:
         raise RowError(Reason.CORRUPT_IMAGE, f"cannot decode image: {error}") from None
 
 
-def check_jpeg_decodes(data: bytes, info: JpegInfo, config: ImageConfig) -> None:
-    """A real decode at reduced size: every coefficient read, an eighth of the pixels made."""
-    image = _open(data, config)
-    image.draft(image.mode, (max(1, info.width // 8), max(1, info.height // 8)))
-    _load(image)
+def check_jpeg_decodes(data: bytes, info: JpegInfo) -> None:
+    """A real libjpeg decode of every scan, producing only luma at 1/8 scale.
+
+    libjpeg entropy-decodes every coefficient of every component whatever it outputs, so
+    asking for grayscale at 1/8 skips only the chroma IDCT, upsampling and colour conversion.
+    The decoder is called directly with the whole buffer: `Image.open` would re-parse in Python
+    the headers `parse_jpeg` has already walked, and feed the data in 64 KiB pieces. Pillow's
+    decoder writes each output row into a buffer as wide as the image it is given, so that size
+    must be libjpeg's own: both come from the one frame header `parse_jpeg` accepted (libjpeg
+    rejects a second one; test_hostile checks the two agree on damaged headers).
+    """
+    size = ((info.width + 7) // 8, (info.height + 7) // 8)
+    try:
+        Image.frombytes("L", size, data, "jpeg", "L", "", 8, 0)  # rawmode, file mode, scale, draft
+    except DECODER_ERRORS as error:  # ValueError: "not enough image data", "cannot decode ..."
+        raise RowError(Reason.CORRUPT_IMAGE, f"JPEG does not decode: {error}") from None
 
 
 def _to_mode(image: Image.Image, config: ImageConfig) -> Image.Image:
@@ -235,5 +246,5 @@ def normalise(data: bytes, config: ImageConfig) -> StoredImage:
     if not _keeps_bytes(info, config):
         return convert_pixels(data, config)
     if config.validate == "full":
-        check_jpeg_decodes(data, info, config)
+        check_jpeg_decodes(data, info)
     return StoredImage(data, "JPEG", info.height, info.width, info.components)
