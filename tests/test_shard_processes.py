@@ -1,9 +1,12 @@
 """Shards written in child processes: same bytes as in-process, failures surface in the parent."""
 
+import platform
+
 import pytest
 from conftest import make_images, write_manifest
 
 from transforms.errors import Reason
+from transforms.heap import keep_freed_memory
 from transforms.images import ImageConfig
 from transforms.labels import LabelMap
 from transforms.manifest import ReadConfig, read_manifest
@@ -89,3 +92,8 @@ def test_a_failure_in_this_process_stops_the_queue(rows, tmp_path, child):
     with pytest.raises(OSError, match="disk full"):
         list(write_shards(tasks, [child], failing))
     assert len(_shard_files(tmp_path / "out")) < 5
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt thresholds are glibc's")
+def test_shard_writer_processes_keep_freed_memory():
+    assert keep_freed_memory() and keep_freed_memory()  # taken, and harmless to repeat

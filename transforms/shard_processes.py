@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 from transforms import fileio
 from transforms.errors import ErrorRow
+from transforms.heap import keep_freed_memory
 from transforms.labels import LabelMap
 from transforms.manifest import ManifestRow
 from transforms.plan import DatasetPlan
@@ -72,6 +73,7 @@ class ShardWriters:
     """
 
     def __init__(self, config: WriteConfig):
+        keep_freed_memory()
         self._config = config
         self._thread_pools: dict[int, ThreadPoolExecutor] = {}
         self._children: list[ShardProcess] = []
@@ -230,6 +232,7 @@ def _pickled_failure(error: Exception, child_traceback: str) -> bytes:
 
 
 if __name__ == "__main__":
+    keep_freed_memory()
     # Replies own the real stdout; anything a library prints goes to stderr instead.
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
