@@ -30,16 +30,20 @@ def convert_here(options: ConvertOptions, progress_dir: str | None = None) -> Da
     options.validate_values()
     prepare_output(options.output, options.overwrite)
     read_config = options.read_config()
-    rows, errors, skipped = read_rows(check_manifests(options.manifest, read_config), read_config)
-    plan = _plan(rows, options, progress_dir)
-    if options.dedup:  # after the plan, which counts every row, so rows = records + errors
-        rows, duplicates = drop_duplicate_content(rows)
-        errors += duplicates
-    by_shard, unlabelled = group_by_shard(rows, plan)
-    del rows  # the shards' lists hold them now
-    errors += unlabelled
-    writers = ShardWriters(options.write_config(progress_dir, local_processes(options.processes)))
+    manifests = check_manifests(options.manifest, read_config)
+    processes = local_processes(options.processes)
+    writers = ShardWriters(options.write_config(progress_dir, processes))
     try:
+        if not fileio.is_remote(options.output):  # children load while the manifests are read
+            writers.start_children(processes)
+        rows, errors, skipped = read_rows(manifests, read_config)
+        plan = _plan(rows, options, progress_dir)
+        if options.dedup:  # after the plan, which counts every row, so rows = records + errors
+            rows, duplicates = drop_duplicate_content(rows)
+            errors += duplicates
+        by_shard, unlabelled = group_by_shard(rows, plan)
+        del rows  # the shards' lists hold them now
+        errors += unlabelled
         tasks = [writers.task(shard, by_shard.pop(shard, []), plan) for shard in all_shards(plan)]
         results: list[ShardResult] = []
         for output in writers.write(tasks):
