@@ -25,15 +25,14 @@ def convert(options: ConvertOptions, beam_args=(), test_pipeline=None) -> Datase
     """Run one conversion to the end and return its metadata. `beam_args` are Beam pipeline
     flags; `test_pipeline` a Beam TestPipeline to build the conversion in."""
     beam_args = list(beam_args)
-    on_beam = bool(beam_args) or test_pipeline is not None
+    if not beam_args and test_pipeline is None:
+        return convert_here(options)
+    from pipeline.beam_pipeline import launch
+
     with contextlib.ExitStack() as stack:
         progress_dir = None
         if options.progress and test_pipeline is None and is_local(beam_args):
             progress_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="tfrp-"))
             stack.enter_context(ProgressBar(progress_dir))
-        if not on_beam:
-            return convert_here(options, progress_dir)
-        from pipeline.beam_pipeline import launch
-
         launch(options, beam_args, test_pipeline, progress_dir).wait_until_finish()
     return read_info(options.output)

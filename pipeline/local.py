@@ -10,12 +10,16 @@ the same order, and writes the same bytes; any Beam flag (`--runner DirectRunner
 Rows are held in memory, as the DirectRunner holds them: a few hundred bytes per image.
 """
 
+import contextlib
+import tempfile
+import threading
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
 from pipeline.commit import commit_dataset, prepare_output
 from pipeline.metadata import DatasetInfo
 from pipeline.options import ConvertOptions, local_processes
+from pipeline.progress import ProgressBar
 from transforms import fileio
 from transforms.dedup import content_digest, keep_first
 from transforms.errors import ErrorRow
@@ -25,17 +29,25 @@ from transforms.shard_processes import ShardWriters
 from transforms.shard_writer import REMOTE_THREADS_PER_CORE, ShardResult, available_cores
 
 
-def convert_here(options: ConvertOptions, progress_dir: str | None = None) -> DatasetInfo:
+def convert_here(options: ConvertOptions) -> DatasetInfo:
     """Run the whole conversion in this process and its shard-writer children."""
     options.validate_values()
     prepare_output(options.output, options.overwrite)
-    read_config = options.read_config()
-    manifests = check_manifests(options.manifest, read_config)
-    processes = local_processes(options.processes)
-    writers = ShardWriters(options.write_config(progress_dir, processes))
-    try:
-        if not fileio.is_remote(options.output):  # children load while the manifests are read
-            writers.start_children(processes)
+    with contextlib.ExitStack() as stack:
+        progress_dir = None
+        if options.progress:
+            progress_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="tfrp-"))
+        processes = local_processes(options.processes)
+        writers = ShardWriters(options.write_config(progress_dir, processes))
+        stack.callback(writers.close)
+        if not fileio.is_remote(options.output):
+            # First of all, while no other thread runs here (the bar's starts next), so the
+            # children can be forks: ready at once, with nothing to import.
+            writers.start_children(processes, fork=threading.active_count() == 1)
+        if progress_dir:
+            stack.enter_context(ProgressBar(progress_dir))
+        read_config = options.read_config()
+        manifests = check_manifests(options.manifest, read_config)
         rows, errors, skipped = read_rows(manifests, read_config)
         plan = _plan(rows, options, progress_dir)
         if options.dedup:  # after the plan, which counts every row, so rows = records + errors
@@ -48,9 +60,7 @@ def convert_here(options: ConvertOptions, progress_dir: str | None = None) -> Da
         results: list[ShardResult] = []
         for output in writers.write(tasks):
             (errors if isinstance(output, ErrorRow) else results).append(output)
-    finally:
-        writers.close()
-    return commit_dataset(options.commit(), plan, results, errors, len(skipped))
+        return commit_dataset(options.commit(), plan, results, errors, len(skipped))
 
 
 def read_rows(

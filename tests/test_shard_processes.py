@@ -23,9 +23,9 @@ def rows(tmp_path):
     return list(read_manifest(str(manifest), 0, ReadConfig()))
 
 
-@pytest.fixture
-def child():
-    process = ShardProcess()
+@pytest.fixture(params=[False, True], ids=["interpreter", "fork"])
+def child(request):
+    process = ShardProcess(fork=request.param)
     yield process
     process.close()
 
@@ -54,14 +54,17 @@ def test_a_child_writes_the_same_bytes_and_rows_as_this_process(rows, tmp_path, 
     assert [e.reason for e in errors] == [Reason.MISSING_FILE]
 
 
-def test_every_shard_is_written_once_between_this_process_and_children(rows, tmp_path):
-    children = [ShardProcess(), ShardProcess()]
+@pytest.mark.parametrize("fork", [False, True], ids=["interpreter", "fork"])
+def test_every_shard_is_written_once_between_this_process_and_children(rows, tmp_path, fork):
+    children = [ShardProcess(fork) for _ in range(3)]
     try:
         tasks = _tasks(rows, tmp_path / "out", shards=7)
         written = list(write_shards(tasks, children, run_task))
     finally:
-        for process in children:
-            process.close()
+        # Each ends when its input does: a fork holding a copy of a sibling's input would
+        # keep that sibling waiting until it was killed (-9).
+        codes = [process.close() for process in children]
+    assert codes == [0, 0, 0]
     results = sorted(o.index for o in written if isinstance(o, ShardResult))
     assert results == list(range(7))
     assert sum(o.records for o in written if isinstance(o, ShardResult)) == len(rows) - 1
@@ -81,6 +84,13 @@ def test_a_childs_exception_is_raised_here_with_its_traceback(rows, tmp_path, ch
 def test_a_child_that_dies_is_reported_with_its_exit_code(rows, tmp_path, child):
     child._child.kill()
     with pytest.raises(RuntimeError, match="shard writer process exited with code -9"):
+        child.write(_tasks(rows, tmp_path / "out", shards=1)[0])
+
+
+def test_a_child_that_cannot_read_its_input_exits_and_is_reported(rows, tmp_path, child):
+    child._child.stdin.write(b"not a pickle")
+    child._child.stdin.flush()
+    with pytest.raises(RuntimeError, match="shard writer process exited with code 1"):
         child.write(_tasks(rows, tmp_path / "out", shards=1)[0])
 
 

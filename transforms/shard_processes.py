@@ -2,21 +2,27 @@
 
 A pass-through shard writer is Python work under the GIL: threads cannot spread it over cores.
 Beam's multi-process DirectRunner can, but each of its workers imports Beam (1.8 s here) and
-every row crosses gRPC. Instead the write step hands whole shards to plain `python -m` children
-that import only the writer (about 0.15 s): a shard's rows go in, its error rows and ShardResult
-come back; image bytes never cross a process boundary. A fresh interpreter rather than fork,
-because the parent runs Beam's threads and fork would copy any lock they hold; rather than
+every row crosses gRPC. Instead the write step hands whole shards to child processes: a shard's
+rows go in, its error rows and ShardResult come back; image bytes never cross a process
+boundary.
+
+A child is a fork of this process when the caller knows no other thread runs here (the local
+runner, before its progress bar starts): it has every module loaded and takes a shard at once.
+Otherwise (Beam's threads, a notebook's) a fork could copy a lock another thread holds, so the
+child is a fresh `python -m` interpreter importing only the writer (about 0.15 s) — rather than
 multiprocessing's spawn or forkserver, which re-import the caller's `__main__` in every child.
 
-The protocol is one pickle per message over the child's stdin and stdout: a `ShardTask` in,
-then `("ok", [ErrorRow..., ShardResult])` or `("raised", exception, traceback text)` out.
+The protocol is one pickle per message over two pipes: a `ShardTask` in, then
+`("ok", [ErrorRow..., ShardResult])` or `("raised", exception, traceback text)` out.
 """
 
 import contextlib
 import os
 import pickle
+import signal
 import subprocess
 import sys
+import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -95,10 +101,11 @@ class ShardWriters:
             return 1
         return max(1, min(self._config.processes, sum(count for _, count in plan.shards)))
 
-    def start_children(self, writers: int) -> None:
-        """Children for `writers` writers at once, started ahead so they load meanwhile."""
+    def start_children(self, writers: int, fork: bool = False) -> None:
+        """Children for `writers` writers at once, started ahead so they load meanwhile; forks
+        of this process if `fork` (only when no other thread runs here)."""
         while len(self._children) < writers - 1:
-            self._children.append(ShardProcess())
+            self._children.append(ShardProcess(fork))
 
     def write(self, tasks: Iterable[ShardTask]) -> Iterator[ErrorRow | ShardResult]:
         """The outputs of every task: error rows, then its ShardResult, task by task."""
@@ -130,15 +137,21 @@ class ShardWriters:
 
 
 class ShardProcess:
-    """One child process that writes one shard at a time."""
+    """One child process that writes one shard at a time: a fork of this process, or a fresh
+    interpreter running this module."""
 
-    def __init__(self):
-        self._child = subprocess.Popen(
-            [sys.executable, "-m", __name__],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},  # the parent's imports
-        )
+    def __init__(self, fork: bool = False):
+        if fork:
+            self._child = _ForkedChild()
+        else:
+            self._child = subprocess.Popen(
+                [sys.executable, "-m", __name__],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},  # our imports
+            )
+        self._pipe_ends = {self._child.stdin.fileno(), self._child.stdout.fileno()}
+        _parent_ends.update(self._pipe_ends)
 
     def write(self, task: ShardTask) -> list[ErrorRow | ShardResult]:
         """Runs `task` in the child; its exception is raised here, with the child's traceback."""
@@ -157,14 +170,75 @@ class ShardProcess:
         error.add_note(f"in the shard writer process:\n{child_traceback}")
         raise error
 
-    def close(self) -> None:
+    def close(self) -> int:
+        """Ends the child's input and returns its exit code (-9 if it had to be killed)."""
+        _parent_ends.difference_update(self._pipe_ends)
         with contextlib.suppress(BrokenPipeError):  # the child died already
             self._child.stdin.close()  # the end of its input: it exits
+        self._child.stdout.close()
         try:
-            self._child.wait(timeout=10)
+            return self._child.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self._child.kill()
-            self._child.wait()
+            return self._child.wait()
+
+
+# This process's ends of every child's pipes. A forked child closes them all but its own: a
+# copy of a sibling's input kept open would keep that sibling from ever seeing its end.
+_parent_ends: set[int] = set()
+
+
+class _ForkedChild:
+    """A fork of this process serving tasks from one pipe and replying on another, with the
+    part of `subprocess.Popen`'s interface ShardProcess uses (stdin, stdout, wait, kill)."""
+
+    def __init__(self):
+        task_read, task_write = os.pipe()
+        reply_read, reply_write = os.pipe()
+        for stream in (sys.stdout, sys.stderr):  # else the child holds a copy of their buffers
+            stream.flush()
+        self.returncode: int | None = None
+        self.pid = os.fork()
+        if self.pid == 0:
+            _serve_forked(task_read, reply_write, (task_write, reply_read, *_parent_ends))
+        os.close(task_read)
+        os.close(reply_write)
+        self.stdin = open(task_write, "wb")  # noqa: SIM115 - closed by ShardProcess.close
+        self.stdout = open(reply_read, "rb")  # noqa: SIM115
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The child's exit code, once it has exited (as Popen's, asked again it is kept)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None:
+            pid, status = os.waitpid(self.pid, 0 if deadline is None else os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+            elif time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"shard writer {self.pid}", timeout)
+            else:
+                time.sleep(0.002)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, signal.SIGKILL)
+
+
+def _serve_forked(requests: int, replies: int, inherited: Iterable[int]) -> None:
+    """The forked child's whole life: it never returns into the code that forked it."""
+    code = 1
+    try:
+        for fd in inherited:
+            os.close(fd)
+        _serve(open(requests, "rb"), open(replies, "wb"))  # noqa: SIM115 - it exits below
+        code = 0
+    except KeyboardInterrupt:
+        pass  # the parent reports the interruption
+    except BaseException:  # noqa: BLE001 - reported, then the child exits
+        traceback.print_exc()
+    finally:
+        sys.stderr.flush()
+        os._exit(code)
 
 
 def write_shards(
