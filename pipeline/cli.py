@@ -27,6 +27,7 @@ run 'tfrecord-pipeline convert --help' for the options"""
 
 EXIT_FAILED_GATES = 1
 EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130  # as a shell reports a command stopped by Ctrl-C (128 + SIGINT)
 
 
 def _finish(info, output: str) -> int:
@@ -152,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as error:
         print(f"tfrecord-pipeline: error: {error}", file=sys.stderr)
         return EXIT_USER_ERROR
+    except KeyboardInterrupt:  # Ctrl-C: the output is left uncommitted, as after any failure
+        print("tfrecord-pipeline: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -61,6 +61,16 @@ def test_user_mistakes_are_one_line_and_exit_2(tmp_path, capsys, argv, message):
     assert message in err
 
 
+def test_ctrl_c_is_one_line_and_exit_130(tmp_path, capsys, monkeypatch):
+    def interrupted(*_):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("pipeline.cli.convert", interrupted)
+    manifest = write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
+    status, err = _fail(capsys, "convert", "--manifest", str(manifest), "--output", "o")
+    assert (status, err) == (130, "tfrecord-pipeline: interrupted")
+
+
 def test_successful_run_prints_summary_and_failing_gates_exit_1(tmp_path, capsys):
     rows = make_images(tmp_path, per_class=2)
     manifest = write_manifest(tmp_path / "m.csv", rows)
