@@ -1,4 +1,8 @@
-"""`tfrecord-pipeline` command line: user mistakes as one line and exit 2, bugs as tracebacks."""
+"""`tfrecord-pipeline` command line: user mistakes as one line and exit 2, bugs as tracebacks.
+
+The read-side commands import their modules when they run: a conversion, which often runs on
+little data, does not load protobuf's classes, Pillow's drawing or the HTML report.
+"""
 
 import argparse
 import logging
@@ -7,10 +11,7 @@ import sys
 from pipeline.commit import read_info
 from pipeline.convert import convert
 from pipeline.options import UserErrorParser, is_local, parse_args
-from pipeline.preview import preview
 from pipeline.progress import format_counters, format_summary
-from pipeline.stats import stats
-from pipeline.verify import DECODE_MODES, verify
 from transforms.errors import UserError
 
 USAGE = """usage: tfrecord-pipeline convert --manifest M [M ...] --output DIR [options] [Beam flags]
@@ -97,6 +98,8 @@ def _parser(command: str) -> argparse.ArgumentParser:
 
 
 def _verify(argv: list[str]) -> int:
+    from pipeline.verify import DECODE_MODES, verify
+
     parser = _parser("verify")
     parser.add_argument("--decode", choices=DECODE_MODES, default="sample")
     args = parser.parse_args(argv)
@@ -110,6 +113,8 @@ def _verify(argv: list[str]) -> int:
 
 
 def _preview(argv: list[str]) -> int:
+    from pipeline.preview import preview
+
     parser = _parser("preview")
     parser.add_argument("--split", default="train")
     parser.add_argument("-o", "--out", required=True, help="PNG file to write")
@@ -125,6 +130,8 @@ def _preview(argv: list[str]) -> int:
 
 
 def _stats(argv: list[str]) -> int:
+    from pipeline.stats import stats
+
     parser = _parser("stats")
     parser.add_argument("-o", "--out", required=True, help="HTML file to write")
     args = parser.parse_args(argv)

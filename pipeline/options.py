@@ -101,6 +101,8 @@ class ConvertOptions:
                 raise UserError(f"--feature: expected name:{'|'.join(FEATURE_TYPES)}, got {text!r}")
             if name in (*dict(IMAGE_FEATURES), RAW_KEY, "image_uri", "label", "split", "key"):
                 raise UserError(f"--feature: {name!r} is reserved")
+            if name in dict(pairs):
+                raise UserError(f"--feature: {name!r} is given twice")
             pairs.append((name, kind))
         return tuple(pairs)
 

@@ -31,6 +31,7 @@ def _fail(capsys, *argv):
         (["convert", "--manifest", "{m}", "--output", "o", "--num_shards", "x"], "--num_shards"),
         (["convert", "--manifest", "{m}", "--output", "o", "--split", "a=2"], "--split"),
         (["convert", "--manifest", "{m}", "--output", "o", "--feature", "w:int"], "--feature"),
+        (["convert", "--manifest", "{m}", "--output", "o", *["--feature", "w:int64"] * 2], "twice"),
         (["convert", "--manifest", "{m}", "--output", "o", "--label_map", "no"], "--label_map"),
         (["convert", "--manifest", "{bad}", "--output", "o"], "missing column"),
         (
@@ -89,13 +90,14 @@ def test_successful_run_prints_summary_and_failing_gates_exit_1(tmp_path, capsys
 
 def test_installed_command_has_no_traceback_and_never_imports_tensorflow(tmp_path):
     """Runs real conversions in a fresh interpreter: the local runner loads neither TensorFlow
-    nor Beam, the Beam pipeline no TensorFlow."""
+    nor Beam nor protobuf (start-up time), the Beam pipeline no TensorFlow."""
     manifest = write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
     convert = f"['convert', '--manifest', {str(manifest)!r}, '--no_progress', '--output', "
     script = (
         "import sys; from pipeline.cli import main; "
         f"assert main({convert}{str(tmp_path / 'local')!r}]) == 0; "
-        "assert not any(m.startswith(('tensorflow', 'apache_beam')) for m in sys.modules); "
+        "assert not any(m.startswith(('tensorflow', 'apache_beam', 'google.protobuf')) "
+        "for m in sys.modules); "
         f"assert main({convert}{str(tmp_path / 'beam')!r}, *{BEAM!r}]) == 0; "
         "assert 'apache_beam' in sys.modules; "
         "assert not any(m.startswith('tensorflow') for m in sys.modules), 'TF imported'"

@@ -8,7 +8,6 @@ image. The file is renamed to its final name only once complete.
 import functools
 import os
 import posixpath
-import uuid
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -155,7 +154,8 @@ def write_shard(
     written one at a time, in order.
     """
     name = shard.file_name(config.compress)
-    temp = fileio.join(config.output, TMP_DIR, f"{name}.{uuid.uuid4().hex}")
+    # A name of its own: a retried or speculative copy of this shard writes beside it.
+    temp = fileio.join(config.output, TMP_DIR, f"{name}.{os.urandom(16).hex()}")
     writer = ShardFileWriter(fileio.create(temp), compress=config.compress)
     progress = ProgressReporter(config.progress_dir, name)
     label_counts: dict[int, int] = {}

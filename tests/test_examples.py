@@ -1,0 +1,93 @@
+"""Our Example encoding against protobuf's own deterministic serialization of example.proto."""
+
+import hashlib
+import math
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from transforms.examples import build_example, encode_example
+from transforms.images import StoredImage
+from transforms.proto.example_pb2 import Example
+
+INT64 = st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1)
+values = st.one_of(
+    st.binary(max_size=300),
+    st.text(max_size=200),
+    INT64,
+    st.floats(allow_nan=False, width=64),
+)
+keys = st.text(min_size=1, max_size=40)
+
+
+def protobuf_bytes(features: dict) -> bytes:
+    example = Example()
+    for key, value in features.items():
+        feature = example.features.feature[key]
+        if isinstance(value, str):
+            feature.bytes_list.value.append(value.encode("utf-8"))
+        elif isinstance(value, bytes):
+            feature.bytes_list.value.append(value)
+        elif isinstance(value, float):
+            feature.float_list.value.append(value)
+        else:
+            feature.int64_list.value.append(value)
+    return example.SerializeToString(deterministic=True)
+
+
+def prefix_free(keys) -> bool:
+    return not any(a != b and b.startswith(a) for a in keys for b in keys)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(keys, values, min_size=1, max_size=12))
+def test_any_features_encode_as_protobuf_serializes_them(features):
+    encoded = encode_example(features)
+    assert Example.FromString(encoded) == Example.FromString(protobuf_bytes(features))
+    if prefix_free(features):  # upb puts "big" before "b"; we keep plain byte order
+        assert encoded == protobuf_bytes(features)
+
+
+def test_entries_are_in_the_byte_order_of_their_keys():
+    encoded = encode_example({"big": 1, "b": 2, "image": 3, "image/encoded": b"", "é": 4})
+    assert encoded.index(b"\x01b") < encoded.index(b"\x03big") < encoded.index(b"\x05image")
+    assert encoded.index(b"\x05image") < encoded.index(b"\x0dimage/encoded")
+    assert encoded.index(b"\x0dimage/encoded") < encoded.index("é".encode())
+    assert len(Example.FromString(encoded).features.feature) == 5
+
+
+def test_sizes_past_one_and_two_varint_bytes_and_float32_edges():
+    features = {
+        "image/encoded": bytes(range(256)) * 300,  # 76,800 bytes: a 3-byte length
+        "a": b"x" * 127,
+        "b": b"x" * 128,
+        "c": "ü" * 70,
+        "huge": 1e39,  # past float32: stored as infinity
+        "minus huge": -1e39,
+        "tiny": 1e-50,
+        "negative": -1,
+        "zero": 0,
+        "ünïcode/kéy": 7,
+    }
+    assert encode_example(features) == protobuf_bytes(features)
+    parsed = Example.FromString(encode_example(features)).features.feature
+    assert parsed["huge"].float_list.value == [math.inf]
+    assert parsed["negative"].int64_list.value == [-1]
+
+
+def test_a_records_features_are_the_reference_keys_and_the_extras():
+    image = StoredImage(b"\xff\xd8jpeg", "JPEG", 2, 3, 3)
+    record = build_example(image, 4, "cat", "a.jpg", "k1", (("weight", 0.5), ("id", b"7")))
+    parsed = Example.FromString(record).features.feature
+    assert sorted(parsed) == sorted(
+        [
+            "image/encoded", "image/format", "image/class/label", "image/class/text",
+            "image/height", "image/width", "image/channels", "image/filename",
+            "image/source_id", "image/key/sha256", "weight", "id",
+        ]
+    )  # fmt: skip
+    assert parsed["image/class/label"].int64_list.value == [4]
+    assert parsed["image/format"].bytes_list.value == [b"JPEG"]
+    assert parsed["image/key/sha256"].bytes_list.value == [
+        hashlib.sha256(image.data).hexdigest().encode()
+    ]
