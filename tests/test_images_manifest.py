@@ -2,6 +2,7 @@
 
 import io
 import json
+import tracemalloc
 
 import pytest
 from conftest import encode, photo, write_manifest
@@ -149,8 +150,10 @@ def test_csv_rows_resolve_relative_paths_and_keep_keys(tmp_path):
     config = ReadConfig(parse_split_spec("train=1"), (("w", "int64"),))
     rows = list(read_manifest(str(manifest), 0, config))
     assert rows[0] == ManifestRow(
-        "a/1.jpg", str(tmp_path / "a/1.jpg"), "cat", "train", (("w", 3),), str(manifest), 2
+        "a/1.jpg", "a/1.jpg", "cat", "train", (("w", 3),), str(manifest), 2, f"{tmp_path}/"
     )
+    assert rows[0].image_uri == str(tmp_path / "a/1.jpg")
+    assert rows[0].key is rows[0].image  # one string for both
     assert rows[0].source == f"{manifest}:2"
     assert isinstance(rows[1], ErrorRow) and rows[1].reason is Reason.BAD_FEATURE
     assert isinstance(rows[2], ErrorRow) and rows[2].reason is Reason.BAD_LABEL
@@ -205,6 +208,14 @@ def test_tree_reads_labels_splits_and_skips_other_files(tmp_path):
     assert sum(isinstance(item, SkippedFile) for item in items) == 2
 
 
+def test_a_tree_given_as_a_relative_path_has_absolute_image_paths(tmp_path, monkeypatch):
+    (tmp_path / "t/cat").mkdir(parents=True)
+    (tmp_path / "t/cat/1.jpg").write_bytes(b"x")
+    monkeypatch.chdir(tmp_path)
+    (row,) = read_tree("t", 0, ReadConfig())
+    assert (row.key, row.image_uri) == ("cat/1.jpg", str(tmp_path / "t/cat/1.jpg"))
+
+
 @pytest.mark.parametrize(
     "body, message",
     [
@@ -218,6 +229,25 @@ def test_unusable_manifests_are_user_errors(tmp_path, body, message):
     path.write_text(body)
     with pytest.raises(UserError, match=message):
         check_manifest(str(path), ReadConfig())
+
+
+def test_manifests_are_streamed_but_checked_to_the_last_byte(tmp_path):
+    """Read a line at a time, not whole; a byte that is not UTF-8 anywhere still fails the
+    check, and a BOM is dropped even though the header is read twice."""
+    rows = "".join(f"images/{i}.jpg,cat\r\n" for i in range(5000))
+    bad = tmp_path / "bad.csv"
+    bad.write_bytes(f"image_uri,label\r\n{rows}".encode() + b"x.jpg,\xff\xfe\n")
+    with pytest.raises(UserError, match="not UTF-8 text .bytes ff."):
+        check_manifest(str(bad), ReadConfig())
+    good = tmp_path / "bom.csv"
+    good.write_text(f"image_uri,label\r\n{rows}", encoding="utf-8-sig")
+    tracemalloc.start()
+    check_manifest(str(good), ReadConfig())
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < good.stat().st_size / 2  # read whole, bytes + str + StringIO: 6x the file
+    read = list(read_manifest(str(good), 0, ReadConfig()))
+    assert len(read) == 5000 and read[-1].key == "images/4999.jpg"
 
 
 def test_manifest_of_unknown_type_and_empty_tree(tmp_path):

@@ -11,6 +11,7 @@ keep the pages in the process. Other C libraries are left as they are.
 """
 
 import ctypes
+import functools
 
 _M_TRIM_THRESHOLD = -1  # mallopt parameter numbers, from glibc's malloc.h
 _M_MMAP_THRESHOLD = -3
@@ -18,8 +19,10 @@ MMAP_THRESHOLD = 32 << 20  # the most glibc's own adjustment would reach on 64-b
 TRIM_THRESHOLD = 64 << 20  # free memory kept at the top of the heap
 
 
+@functools.cache
 def keep_freed_memory() -> bool:
-    """Set this process's malloc thresholds; whether the C library took them (glibc does)."""
+    """Set this process's malloc thresholds, once; whether the C library took them (glibc
+    does)."""
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (AttributeError, OSError, TypeError):  # no mallopt, or no C library to open by None

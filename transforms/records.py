@@ -4,8 +4,10 @@ A TFRecord is `uint64 length | uint32 masked_crc32c(length) | data | uint32 mask
 all little-endian. The CRC is CRC-32C (Castagnoli) from the C implementation in `google-crc32c`.
 """
 
+import array
 import base64
 import gzip
+import itertools
 import struct
 import zlib
 from collections.abc import Iterator
@@ -117,22 +119,24 @@ class ShardFileWriter:
             if compress
             else self._sink
         )
-        self.records = 0
-        self.spans: list[tuple[int, int]] = []  # (offset, size) of each framed record
-        self._position = 0
+        self._sizes = array.array("Q")  # each framed record's size: 8 bytes a record
+
+    @property
+    def records(self) -> int:
+        return len(self._sizes)
 
     def write(self, record: bytes) -> None:
         size = 0
         for part in frame_parts(record):
             self._out.write(part)
             size += len(part)
-        self.spans.append((self._position, size))
-        self._position += size
-        self.records += 1
+        self._sizes.append(size)
 
     def index_text(self) -> str:
         """NVIDIA DALI's TFRecord index: `offset size` per record, offsets in the raw file."""
-        return "".join(f"{offset} {size}\n" for offset, size in self.spans)
+        offsets = itertools.accumulate(self._sizes, initial=0)  # one more: the file's end
+        spans = zip(offsets, self._sizes, strict=False)
+        return "".join(f"{offset} {size}\n" for offset, size in spans)
 
     def close(self) -> None:
         if self._out is not self._sink:

@@ -59,6 +59,9 @@ class ShardTask(NamedTuple):
 def run_task(task: ShardTask, pool: ThreadPoolExecutor | None = None) -> Iterator:
     """The shard writer's outputs for `task` (error rows, then the ShardResult), its images
     handled on `pool`, which must hold `task.threads` threads when there are several."""
+    # From the first shard on: set while the manifests are read, it would keep their freed
+    # buffers resident too.
+    keep_freed_memory()
     return write_shard(task.shard, task.rows, task.labels, task.config, pool, task.threads)
 
 
@@ -79,7 +82,6 @@ class ShardWriters:
     """
 
     def __init__(self, config: WriteConfig):
-        keep_freed_memory()
         self._config = config
         self._thread_pools: dict[int, ThreadPoolExecutor] = {}
         self._children: list[ShardProcess] = []
@@ -306,7 +308,6 @@ def _pickled_failure(error: Exception, child_traceback: str) -> bytes:
 
 
 if __name__ == "__main__":
-    keep_freed_memory()
     # Replies own the real stdout; anything a library prints goes to stderr instead.
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
