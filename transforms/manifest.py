@@ -39,7 +39,7 @@ class ManifestRow(NamedTuple):
     """One image to convert. Every row is held in memory until its shard is written, so rows
     share what they can: one label string per label, one manifest path and one folder per
     manifest, the image path as written (also the key, unless the manifest gives one), and
-    `image_uri` and `source` derived from them (about 230 bytes a row instead of 510)."""
+    `image_uri` and `source` derived from them (about 240 bytes a row instead of 510)."""
 
     key: str
     image: str  # as the manifest gives it: relative to its folder, absolute, or a scheme URI
