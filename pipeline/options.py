@@ -10,7 +10,7 @@ from transforms.errors import UserError
 from transforms.examples import IMAGE_FEATURES, RAW_KEY
 from transforms.images import (
     ENCODINGS,
-    RESAMPLING,
+    RESAMPLE_FILTERS,
     VALIDATE_MODES,
     ImageConfig,
 )
@@ -214,7 +214,7 @@ def _parser() -> argparse.ArgumentParser:
     add("--max_pixels", type=int)
     add("--max_side", type=int, help="downscale so the long side is at most N (never upscale)")
     add("--resize_short_side", type=int, help="downscale so the short side is N (never upscale)")
-    add("--resample", choices=sorted(RESAMPLING))
+    add("--resample", choices=sorted(RESAMPLE_FILTERS))
     add_switch("--exif_transpose", help="re-encode JPEGs with an EXIF rotation")
     add("--background", help="alpha background: white, black or R,G,B")
     add("--image_encoding", choices=ENCODINGS, help="raw: uint8 pixels")

@@ -90,13 +90,14 @@ def test_successful_run_prints_summary_and_failing_gates_exit_1(tmp_path, capsys
 
 def test_installed_command_has_no_traceback_and_never_imports_tensorflow(tmp_path):
     """Runs real conversions in a fresh interpreter: the local runner loads neither TensorFlow
-    nor Beam nor protobuf (start-up time), the Beam pipeline no TensorFlow."""
+    nor Beam, and for JPEGs it stores as they are, neither protobuf nor Pillow (start-up time);
+    the Beam pipeline no TensorFlow."""
     manifest = write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
     convert = f"['convert', '--manifest', {str(manifest)!r}, '--no_progress', '--output', "
     script = (
         "import sys; from pipeline.cli import main; "
         f"assert main({convert}{str(tmp_path / 'local')!r}]) == 0; "
-        "assert not any(m.startswith(('tensorflow', 'apache_beam', 'google.protobuf')) "
+        "assert not any(m.startswith(('tensorflow', 'apache_beam', 'google.protobuf', 'PIL')) "
         "for m in sys.modules); "
         f"assert main({convert}{str(tmp_path / 'beam')!r}, *{BEAM!r}]) == 0; "
         "assert 'apache_beam' in sys.modules; "

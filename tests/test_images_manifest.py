@@ -9,7 +9,7 @@ from conftest import encode, photo, write_manifest
 from PIL import Image
 
 from transforms.errors import ErrorRow, Reason, RowError, UserError
-from transforms.images import ImageConfig, check_jpeg_decodes, normalise, sniff
+from transforms.images import ImageConfig, normalise, sniff
 from transforms.jpeg import parse_jpeg
 from transforms.manifest import (
     ManifestRow,
@@ -20,6 +20,7 @@ from transforms.manifest import (
     read_tree,
     row_position,
 )
+from transforms.pixels import check_jpeg_decodes
 from transforms.splits import parse_split_spec
 
 SMALL = photo().resize((64, 48))

@@ -32,6 +32,7 @@ from typing import NamedTuple
 from transforms import fileio
 from transforms.errors import ErrorRow
 from transforms.heap import keep_freed_memory
+from transforms.images import decodes_every_image, pixels
 from transforms.labels import LabelMap
 from transforms.manifest import ManifestRow
 from transforms.plan import DatasetPlan
@@ -106,6 +107,8 @@ class ShardWriters:
     def start_children(self, writers: int, fork: bool = False) -> None:
         """Children for `writers` writers at once, started ahead so they load meanwhile; forks
         of this process if `fork` (only when no other thread runs here)."""
+        if fork and decodes_every_image(self._config.image):
+            pixels()  # loaded once here and shared, rather than by every fork
         while len(self._children) < writers - 1:
             self._children.append(ShardProcess(fork))
 

@@ -1,0 +1,113 @@
+"""Decoding, converting and encoding with Pillow: every image that is not stored as it is.
+
+Kept apart from `images.py` so that a pass-through conversion, whose JPEGs are checked by
+walking their markers and stored byte-identical, never loads Pillow (25 ms of start-up).
+"""
+
+import io
+import math
+import warnings
+
+from PIL import Image, ImageOps
+
+from transforms.errors import Reason, RowError
+from transforms.images import (
+    DECODER_ERRORS,
+    ImageConfig,
+    StoredImage,
+    check_pixels,
+    is_upright,
+    scale_for,
+)
+from transforms.jpeg import JpegInfo
+
+_TRANSPOSING = frozenset({5, 6, 7, 8})  # EXIF orientations that swap width and height
+
+
+def _open(data: bytes, config: ImageConfig) -> Image.Image:
+    """Open with our own pixel limit checked before any pixel is decoded."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        try:
+            image = Image.open(io.BytesIO(data))
+        except Image.DecompressionBombError as error:
+            raise RowError(Reason.IMAGE_TOO_LARGE, str(error)) from None
+        except DECODER_ERRORS as error:
+            raise RowError(Reason.CORRUPT_IMAGE, f"cannot open image: {error}") from None
+    check_pixels(image.width, image.height, config)
+    return image
+
+
+def _load(image: Image.Image) -> None:
+    try:
+        image.load()
+    except DECODER_ERRORS as error:
+        raise RowError(Reason.CORRUPT_IMAGE, f"cannot decode image: {error}") from None
+
+
+def check_jpeg_decodes(data: bytes, info: JpegInfo) -> None:
+    """A real libjpeg decode of every scan, producing only luma at 1/8 scale.
+
+    libjpeg entropy-decodes every coefficient of every component whatever it outputs, so
+    asking for grayscale at 1/8 skips only the chroma IDCT, upsampling and colour conversion.
+    The decoder is called directly with the whole buffer: `Image.open` would re-parse in Python
+    the headers `parse_jpeg` has already walked, and feed the data in 64 KiB pieces. Pillow's
+    decoder writes each output row into a buffer as wide as the image it is given, so that size
+    must be libjpeg's own: both come from the one frame header `parse_jpeg` accepted (libjpeg
+    rejects a second one; test_hostile checks the two agree on damaged headers).
+    """
+    size = ((info.width + 7) // 8, (info.height + 7) // 8)
+    try:
+        Image.frombytes("L", size, data, "jpeg", "L", "", 8, 0)  # rawmode, file mode, scale, draft
+    except DECODER_ERRORS as error:  # ValueError: "not enough image data", "cannot decode ..."
+        raise RowError(Reason.CORRUPT_IMAGE, f"JPEG does not decode: {error}") from None
+
+
+def _to_mode(image: Image.Image, config: ImageConfig) -> Image.Image:
+    """8-bit L or RGB; alpha composited onto the background, 16-bit scaled rather than clipped."""
+    if image.mode in ("I;16", "I;16B", "I;16L", "I"):
+        image = image.convert("I").point(lambda value: value * (1 / 256)).convert("L")
+    if image.mode == "P" or image.mode.endswith(("A", "a")) or "transparency" in image.info:
+        rgba = image.convert("RGBA")
+        image = Image.new("RGBA", rgba.size, (*config.background, 255))
+        image.alpha_composite(rgba)
+    mode = "L" if config.channels == 1 else "RGB"
+    return image if image.mode == mode else image.convert(mode)  # convert() copies when equal
+
+
+def _encode(image: Image.Image, config: ImageConfig) -> StoredImage:
+    if config.encoding == "raw":
+        data, fmt = image.tobytes(), "RAW"
+    else:
+        buffer = io.BytesIO()
+        image.save(buffer, "JPEG", quality=config.jpeg_quality)
+        data, fmt = buffer.getvalue(), "JPEG"
+    return StoredImage(data, fmt, image.height, image.width, config.channels)
+
+
+def target_size(width: int, height: int, scale: float, transposed: bool) -> tuple[int, int]:
+    """Pixel size after EXIF rotation and downscaling, at least 1x1."""
+    size = (max(1, round(width * scale)), max(1, round(height * scale)))
+    return size[::-1] if transposed else size
+
+
+def convert_pixels(data: bytes, config: ImageConfig) -> StoredImage:
+    """Decode (at reduced size where the resize allows), orient, convert, resize, encode."""
+    image = _open(data, config)
+    width, height = image.size
+    scale = scale_for(width, height, config)
+    if scale < 1:  # JPEG: libjpeg decodes at 1/2, 1/4 or 1/8 size, never below the request
+        image.draft(image.mode, (math.ceil(width * scale), math.ceil(height * scale)))
+    _load(image)
+    try:
+        # Read EXIF only after the guarded load: for PNG, getexif() itself decodes the image.
+        orientation = image.getexif().get(0x0112)
+        size = target_size(width, height, min(scale, 1.0), orientation in _TRANSPOSING)
+        if not is_upright(orientation):  # exif_transpose copies the image even when upright
+            image = ImageOps.exif_transpose(image)
+        image = _to_mode(image, config)
+        if image.size != size:
+            image = image.resize(size, Image.Resampling[config.resample.upper()])
+        return _encode(image, config)
+    except DECODER_ERRORS as error:
+        raise RowError(Reason.UNSUPPORTED_FORMAT, f"cannot convert image: {error}") from None
