@@ -6,13 +6,12 @@ is imported only then. Both write the same bytes.
 """
 
 import contextlib
-import tempfile
 
 from pipeline.commit import read_info
 from pipeline.local import convert_here
 from pipeline.metadata import DatasetInfo
 from pipeline.options import ConvertOptions, is_local, parse_args
-from pipeline.progress import ProgressBar
+from pipeline.progress import ProgressBar, progress_folder
 
 
 def run(argv: list[str] | None = None, test_pipeline=None) -> DatasetInfo:
@@ -32,7 +31,7 @@ def convert(options: ConvertOptions, beam_args=(), test_pipeline=None) -> Datase
     with contextlib.ExitStack() as stack:
         progress_dir = None
         if options.progress and test_pipeline is None and is_local(beam_args):
-            progress_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="tfrp-"))
+            progress_dir = progress_folder(stack)
             stack.enter_context(ProgressBar(progress_dir))
         launch(options, beam_args, test_pipeline, progress_dir).wait_until_finish()
     return read_info(options.output)

@@ -11,7 +11,6 @@ Rows are held in memory, as the DirectRunner holds them: a few hundred bytes per
 """
 
 import contextlib
-import tempfile
 import threading
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -19,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pipeline.commit import commit_dataset, prepare_output
 from pipeline.metadata import DatasetInfo
 from pipeline.options import ConvertOptions, local_processes
-from pipeline.progress import ProgressBar
+from pipeline.progress import ProgressBar, progress_folder
 from transforms import fileio
 from transforms.dedup import content_digest, keep_first
 from transforms.errors import ErrorRow
@@ -36,7 +35,7 @@ def convert_here(options: ConvertOptions) -> DatasetInfo:
     with contextlib.ExitStack() as stack:
         progress_dir = None
         if options.progress:
-            progress_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="tfrp-"))
+            progress_dir = progress_folder(stack)
         processes = local_processes(options.processes)
         writers = ShardWriters(options.write_config(progress_dir, processes))
         stack.callback(writers.close)

@@ -1,6 +1,8 @@
 """The live progress bar and the closing summary table of a local run."""
 
+import contextlib
 import sys
+import tempfile
 import threading
 import time
 
@@ -28,6 +30,11 @@ def render_bar(done: int, total: int | None, elapsed: float, width: int = 30) ->
         f"[{'#' * filled}{'.' * (width - filled)}] {done:,}/{total:,} images  "
         f"{rate:,.1f} img/s  ETA {eta}"
     )
+
+
+def progress_folder(stack: contextlib.ExitStack) -> str:
+    """A folder where the shard writers leave their counts for the bar; removed with `stack`."""
+    return stack.enter_context(tempfile.TemporaryDirectory(prefix="tfrp-"))
 
 
 class ProgressBar:

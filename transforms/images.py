@@ -6,7 +6,8 @@ A valid 8-bit Huffman-coded JPEG with the wanted channel count, small enough and
 coefficient of every component, so corrupt data is found at a fraction of the cost). Everything
 else Pillow reads (PNG 8/16-bit, palette, alpha; GIF's first frame; BMP; TIFF; WebP; CMYK, YCCK
 or grayscale JPEG) is decoded, EXIF-rotated, flattened onto the background if it has alpha,
-resized if asked, and stored as JPEG or raw pixels.
+resized if asked, and stored as JPEG or raw pixels, by `pixels.py` (Pillow), which is imported
+only when an image is decoded.
 """
 
 import struct
