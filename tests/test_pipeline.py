@@ -1,6 +1,7 @@
 """The Beam steps with TestPipeline, and whole conversions run on a temp folder."""
 
 import json
+import threading
 
 import apache_beam as beam
 import pytest
@@ -112,6 +113,35 @@ def test_same_input_gives_identical_bytes_whatever_the_runner_and_parallelism(da
         assert sorted(p.relative_to(other) for p in other.rglob("*") if p.is_file()) == files
         for name in files:
             assert _read(first, name) == _read(other, name), name
+
+
+def test_local_children_are_forks_only_while_no_other_thread_runs(dataset, tmp_path, monkeypatch):
+    """A fork copies whatever lock another thread holds: with a thread running (as in a
+    notebook), the local runner's children are fresh interpreters, and the bytes the same."""
+    from transforms import shard_processes
+
+    forks = []
+    real = shard_processes._ForkedChild
+    monkeypatch.setattr(shard_processes, "_ForkedChild", lambda: forks.append(1) or real())
+    flags = ("--num_shards", "4", "--processes", "2", "--no_progress")
+
+    def convert(name):
+        run(["--manifest", str(dataset), "--output", str(tmp_path / name), *flags])
+        return {p.name: p.read_bytes() for p in (tmp_path / name).glob("*.tfrecord")}
+
+    alone = convert("alone") if threading.active_count() == 1 else None
+    forked = len(forks)
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        beside_a_thread = convert("beside")
+    finally:
+        stop.set()
+        other.join()
+    assert len(forks) == forked  # no fork with the other thread running
+    if alone is not None:  # pytest itself started no thread: the first run forked
+        assert forked == 1 and alone == beside_a_thread
 
 
 def test_count_law_and_error_rows_with_hostile_rows(tmp_path, convert):
