@@ -105,8 +105,9 @@ class ShardWriters:
         return max(1, min(self._config.processes, sum(count for _, count in plan.shards)))
 
     def start_children(self, writers: int, fork: bool = False) -> None:
-        """Children for `writers` writers at once, started ahead so they load meanwhile; forks
-        of this process if `fork` (only when no other thread runs here)."""
+        """Children for `writers` writers at once: forks of this process if `fork` (only when
+        no other thread runs here), else fresh interpreters, started ahead so they import the
+        writer meanwhile."""
         if fork and decodes_every_image(self._config.image):
             pixels()  # loaded once here and shared, rather than by every fork
         while len(self._children) < writers - 1:
