@@ -101,13 +101,23 @@ def _entry(key: str, value: bytes | str | int | float) -> tuple[bytes, ...]:
     return _TAG_1, _varint(len(entry_head) + len(value)), entry_head, value
 
 
+# Features whose values recur from record to record (one format, a few labels and sizes): their
+# entries are encoded once and kept, a third of the encoding work of a record.
+_RECURRING = frozenset(
+    ("image/format", "image/class/label", "image/class/text")
+    + ("image/height", "image/width", "image/channels")
+)
+_recurring_entry = functools.lru_cache(maxsize=4096)(_entry)
+
+
 def encode_example(features: dict[str, bytes | str | int | float]) -> bytes:
     """The Example with one single-value feature per key, map entries in the byte order of
     their UTF-8 keys (as protobuf's C++ runtime sorts them; its upb runtime puts a longer key
     before its own prefix, which no two reference keys are)."""
     parts = [_TAG_1, b""]  # the Features field; its size goes in second
     for key in sorted(features):  # code point order is UTF-8 byte order
-        parts += _entry(key, features[key])
+        entry = _recurring_entry if key in _RECURRING else _entry
+        parts += entry(key, features[key])
     parts[1] = _varint(sum(map(len, parts)) - 1)
     return b"".join(parts)
 
