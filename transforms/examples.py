@@ -107,7 +107,7 @@ _RECURRING = frozenset(
     ("image/format", "image/class/label", "image/class/text")
     + ("image/height", "image/width", "image/channels")
 )
-_recurring_entry = functools.lru_cache(maxsize=4096)(_entry)
+_recurring_entry = functools.lru_cache(maxsize=4096, typed=True)(_entry)  # typed: 3 is not 3.0
 
 
 def encode_example(features: dict[str, bytes | str | int | float]) -> bytes:
