@@ -25,11 +25,14 @@ def is_committed(output: str) -> bool:
 
 
 def prepare_output(output: str, overwrite: bool) -> None:
-    """Refuse to replace a committed dataset unless asked; when asked, un-commit it first."""
+    """Stop on an output that cannot be written (a file, a folder under a file, no permission)
+    before any work; refuse to replace a committed dataset unless asked, and when asked,
+    un-commit it first."""
     try:
+        fileio.check_writable_folder(output)
         committed = is_committed(output)
     except fileio.READ_ERRORS as error:
-        raise UserError(f"--output {output}: cannot reach ({error})") from None
+        raise UserError(f"--output {output}: cannot write there ({error})") from None
     if not committed:
         return
     if not overwrite:

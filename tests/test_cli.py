@@ -48,6 +48,8 @@ def _fail(capsys, *argv):
             ],
             "--processes is for local runs",
         ),  # fmt: skip
+        (["convert", "--manifest", "{m}", "--output", "{m}"], "a file, not a folder"),
+        (["convert", "--manifest", "{m}", "--output", "{m}/under/it"], "a file, not a folder"),
         (["frobnicate"], "unknown command"),
     ],
 )

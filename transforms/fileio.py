@@ -6,6 +6,7 @@ Everything else goes through FileSystems with compression detection off, so an i
 ends in `.gz` is never silently decompressed.
 """
 
+import errno
 import functools
 import glob as local_glob
 import io
@@ -140,6 +141,21 @@ def create(path: str):
 def write_bytes(path: str, data: bytes) -> None:
     with create(path) as handle:
         handle.write(data)
+
+
+def check_writable_folder(path: str) -> None:
+    """Raise OSError unless local `path` is a folder this process may write in, or one it may
+    make (its nearest existing parent is such a folder). An object store has no folders: its
+    paths are checked by the first write."""
+    if is_remote(path):
+        return
+    existing = os.path.abspath(path)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise NotADirectoryError(errno.ENOTDIR, "a file, not a folder", existing)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, "no permission to write in it", existing)
 
 
 def exists(path: str) -> bool:
