@@ -27,5 +27,5 @@ setup(
             "gcp-storage-emulator",
         ],
     },
-    entry_points={"console_scripts": ["tfrecord-pipeline=pipeline.cli:main"]},
+    entry_points={"console_scripts": ["tfrecord-pipeline=pipeline.cli:entry_point"]},
 )

@@ -6,6 +6,7 @@ little data, does not load protobuf's classes, Pillow's drawing or the HTML repo
 
 import argparse
 import logging
+import os
 import sys
 
 from pipeline.commit import read_info
@@ -165,5 +166,23 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
+def entry_point() -> None:
+    """The `tfrecord-pipeline` command: `main`, then, when no Beam or TensorFlow was loaded,
+    an exit without the interpreter's teardown.
+
+    Freeing every module and object of a finished local conversion takes 15-30 ms, as long as
+    converting a few hundred images. By then every file is closed, every child process reaped
+    and the progress folder removed: the teardown would only free memory. Beam and TensorFlow
+    keep exit handlers of their own, so with either loaded the process ends the usual way.
+    """
+    code = main()
+    if any(library in sys.modules for library in ("apache_beam", "tensorflow")):
+        sys.exit(code)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry_point()

@@ -107,12 +107,19 @@ def test_installed_command_has_no_traceback_and_never_imports_tensorflow(tmp_pat
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+    command = [Path(sys.executable).parent / "tfrecord-pipeline", "convert", "--no_progress"]
     bad = subprocess.run(
-        [Path(sys.executable).parent / "tfrecord-pipeline", "convert", "--manifest", "nope.csv",
-         "--output", str(tmp_path / "x")],
+        [*command, "--manifest", "nope.csv", "--output", str(tmp_path / "x")],
         capture_output=True, text=True,
     )  # fmt: skip
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    # The command skips the interpreter's teardown: its piped output must still arrive whole.
+    good = subprocess.run(
+        [*command, "--manifest", str(manifest), "--output", str(tmp_path / "installed")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert good.returncode == 0, good.stderr
+    assert good.stdout.rstrip().endswith(f"output: {tmp_path / 'installed'}  (committed)")
 
 
 def test_generated_proto_code_matches_the_proto(tmp_path):
