@@ -74,14 +74,15 @@ def read_rows(
 
 
 def _plan(rows: list[ManifestRow], options: ConvertOptions, progress_dir: str | None):
-    accumulator = PlanAccumulator()
+    counts = options.shard_counts()
+    accumulator = PlanAccumulator(counts)
     for row in rows:
         accumulator.add(row)
     return decide_plan(
         accumulator.stats(),
         options.pinned_labels(),
         options.label_offset,
-        options.shard_counts(),
+        counts,
         options.target_shard_mb,
         progress_dir,
         fileio.size,

@@ -105,6 +105,17 @@ def test_plan_counts_shards_from_sampled_sizes():
     assert dict(fixed.shards) == {"test": 1, "train": 3}
 
 
+def test_plan_samples_only_the_splits_sized_by_bytes():
+    counts = parse_shard_counts("train=3")
+    accumulator = PlanAccumulator(counts)
+    for i in range(300):
+        accumulator.add(_row(f"a/{i}", "train" if i % 3 else "test", f"f{i}"))
+    stats = accumulator.stats()
+    assert dict(stats.samples).keys() == {"test"}
+    plan = make_plan(stats, None, 0, counts, 1.0, lambda uri: 100 * 1024)
+    assert dict(plan.shards) == {"test": 10, "train": 3}
+
+
 def test_plan_does_not_depend_on_bundle_boundaries():
     rows = [_row(f"a/{i}", uri=f"f{i}") for i in range(500)]
     one = PlanAccumulator()

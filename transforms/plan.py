@@ -67,18 +67,29 @@ class PlanStats(NamedTuple):
 
 
 class PlanAccumulator:
-    """Mergeable accumulation of `PlanStats` (the state of a Beam CombineFn)."""
+    """Mergeable accumulation of `PlanStats` (the state of a Beam CombineFn). Only the splits
+    whose shard count `counts` leaves to their size are sampled: a row's shard hash costs
+    more than the rest of its accounting."""
 
-    def __init__(self):
+    def __init__(self, counts: ShardCounts | None = None):  # None: every split by size
         self.labels: set[str] = set()
         self.rows: dict[str, int] = {}
         self.samples: dict[str, list] = {}  # split → heap of (-shard hash, image uri)
+        self._counts = counts or ShardCounts()
+        self._sized: dict[str, bool] = {}  # split → whether its size decides its shard count
 
     def add(self, row: ManifestRow) -> "PlanAccumulator":
         self.labels.add(row.label)
         self.rows[row.split] = self.rows.get(row.split, 0) + 1
-        self._offer(row.split, (-key_hash(row.key, SHARD_SALT), row.image_uri))
+        if self._is_sized(row.split):
+            self._offer(row.split, (-key_hash(row.key, SHARD_SALT), row.image_uri))
         return self
+
+    def _is_sized(self, split: str) -> bool:
+        sized = self._sized.get(split)
+        if sized is None:
+            sized = self._sized[split] = self._counts.for_split(split) is None
+        return sized
 
     def merge(self, other: "PlanAccumulator") -> "PlanAccumulator":
         self.labels |= other.labels
@@ -111,9 +122,6 @@ class DatasetPlan(NamedTuple):
     labels: LabelMap
     rows: tuple[tuple[str, int], ...]  # (split, manifest rows)
     shards: tuple[tuple[str, int], ...]  # (split, shard count)
-
-    def shard_count(self, split: str) -> int:
-        return dict(self.shards)[split]
 
 
 def make_plan(
@@ -165,13 +173,14 @@ def group_by_shard(
     """Rows by the shard they go to, and the rows whose label has no id as errors."""
     by_shard: dict[ShardId, list[ManifestRow]] = {}
     errors = []
+    shard_counts = dict(plan.shards)
     for row in rows:
         try:
             plan.labels.id_of(row.label)
         except RowError as error:
             errors.append(error_row(row, error.reason, error.message))
             continue
-        shard = shard_for(row.key, row.split, plan.shard_count(row.split))
+        shard = shard_for(row.key, row.split, shard_counts[row.split])
         by_shard.setdefault(shard, []).append(row)
     return by_shard, errors
 

@@ -98,8 +98,11 @@ class ReadManifests(beam.PTransform):
 
 
 class _PlanStatsFn(beam.CombineFn):
+    def __init__(self, counts: ShardCounts):
+        self._counts = counts
+
     def create_accumulator(self):
-        return PlanAccumulator()
+        return PlanAccumulator(self._counts)
 
     def add_input(self, accumulator, batch):
         for row in batch.rows:
@@ -128,7 +131,7 @@ def PlanDataset(
     """All rows → one DatasetPlan: label ids and each split's shard count."""
     return (
         rows
-        | "CollectStats" >> beam.CombineGlobally(_PlanStatsFn())
+        | "CollectStats" >> beam.CombineGlobally(_PlanStatsFn(counts))
         | "DecideShards"
         >> beam.Map(
             decide_plan,
