@@ -104,8 +104,14 @@ def _entry(key: str, value: bytes | str | int | float) -> tuple[bytes, ...]:
 # Features whose values recur from record to record (one format, a few labels and sizes): their
 # entries are encoded once and kept, a third of the encoding work of a record.
 _RECURRING = frozenset(
-    ("image/format", "image/class/label", "image/class/text")
-    + ("image/height", "image/width", "image/channels")
+    {
+        "image/format",
+        "image/class/label",
+        "image/class/text",
+        "image/height",
+        "image/width",
+        "image/channels",
+    }
 )
 _recurring_entry = functools.lru_cache(maxsize=4096, typed=True)(_entry)  # typed: 3 is not 3.0
 

@@ -59,7 +59,8 @@ def parse_shard_counts(text: str | None) -> ShardCounts:
 
 
 class PlanStats(NamedTuple):
-    """What the planner needs to know of the rows: labels, and per split a count and a sample."""
+    """What the planner needs to know of the rows: labels, per split a count, and a sample of
+    each split whose shard count comes from its size."""
 
     labels: frozenset
     rows: tuple[tuple[str, int], ...]  # (split, row count)
