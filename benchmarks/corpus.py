@@ -1,4 +1,4 @@
-"""An ImageNet-like corpus made from ../shared/photos: N JPEGs and a CSV manifest.
+"""An ImageNet-like corpus made from the photos in sample/photos: N JPEGs and a CSV manifest.
 
 Each image is a random crop of one source photo rescaled to 300-640 px on its long side and
 saved at quality 75-95; its label is the source photo. Seeded, so the same N gives the same
@@ -6,16 +6,13 @@ corpus. Run: python benchmarks/corpus.py OUT_DIR N [PHOTOS_DIR]
 """
 
 import csv
-import os
 import random
 import sys
 from pathlib import Path
 
 from PIL import Image
 
-PHOTOS = Path(
-    os.environ.get("TFRP_PHOTOS", Path(__file__).resolve().parents[2] / "shared" / "photos")
-)
+PHOTOS = Path(__file__).resolve().parents[1] / "sample" / "photos"
 
 
 def make_corpus(out: Path, count: int, photos: Path = PHOTOS, seed: int = 0) -> Path:

@@ -1,8 +1,8 @@
-"""Rebuild the sample dataset in this folder from ../shared/photos (seeded, so reproducible).
+"""Rebuild the sample dataset in this folder from sample/photos (seeded, so reproducible).
 
 Five classes, named after the source photo, of random crops rescaled to 128-320 px. Most are
 baseline RGB JPEGs (stored as they are); a few are progressive, grayscale or PNG (re-encoded),
-so the demo shows both paths. Run: python sample/make_sample.py [path/to/shared/photos]
+so the demo shows both paths. Run: python sample/make_sample.py [path/to/photos]
 """
 
 import csv
@@ -55,4 +55,4 @@ def main(photos: Path, here: Path) -> None:
 
 if __name__ == "__main__":
     here = Path(__file__).resolve().parent
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else here.parent.parent / "shared" / "photos"), here)
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else here / "photos", here)

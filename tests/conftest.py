@@ -1,4 +1,5 @@
-"""Fixtures: small datasets made from ../shared/photos, and a helper to run the converter."""
+"""Fixtures: small datasets made from the photos in sample/photos, and a helper to run the
+converter."""
 
 import csv
 import io
@@ -19,14 +20,14 @@ os.environ["GCE_METADATA_HOST"] = os.environ["GCE_METADATA_IP"] = "127.0.0.1:9"
 import pytest
 from PIL import Image
 
+import pipeline
 from pipeline.convert import run
 
-# The workplace's shared photos sit beside the repository; TFRP_PHOTOS may point elsewhere.
-PHOTOS = Path(
-    os.environ.get("TFRP_PHOTOS", Path(__file__).resolve().parents[2] / "shared" / "photos")
-)
-if not (PHOTOS / "astronaut.png").exists():
-    pytest.exit(f"test photos not found in {PHOTOS}; set TFRP_PHOTOS to shared/photos", 1)
+REPOSITORY = Path(__file__).resolve().parents[1]
+PHOTOS = REPOSITORY / "sample" / "photos"  # committed: the tests need nothing beside the clone
+if not Path(pipeline.__file__).resolve().is_relative_to(REPOSITORY):
+    # `make test` runs a copy of the checkout; the editable install points at the original.
+    pytest.exit(f"testing {pipeline.__file__}, not this checkout; put it on PYTHONPATH", 1)
 RGB_SOURCES = ("astronaut.png", "chelsea.png", "coffee.png", "rocket.jpg")
 # The Beam pipeline on the in-process DirectRunner: one worker keeps a test to about a second.
 BEAM = ["--runner", "DirectRunner", "--direct_num_workers=1"]

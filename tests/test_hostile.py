@@ -1,4 +1,4 @@
-"""A hostile corpus, built from ../shared/photos: every odd image converts correctly (checked by
+"""A hostile corpus, built from sample/photos: every odd image converts correctly (checked by
 decoding the records with TensorFlow against Pillow's view of the source), every bad row lands
 in errors/ with its reason code, and the run never dies."""
 

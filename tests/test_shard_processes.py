@@ -1,6 +1,7 @@
 """Shards written in child processes: same bytes as in-process, failures surface in the parent."""
 
 import platform
+import threading
 
 import pytest
 from conftest import make_images, write_manifest
@@ -95,12 +96,23 @@ def test_a_child_that_cannot_read_its_input_exits_and_is_reported(rows, tmp_path
 
 
 def test_a_failure_in_this_process_stops_the_queue(rows, tmp_path, child):
+    failed = threading.Event()
+
     def failing(task):
+        failed.set()
         raise OSError("disk full")
+
+    class AfterTheFailure:
+        """The child, held back until this process has failed: else a fast child may take
+        every task before this process takes one."""
+
+        def write(self, task):
+            failed.wait(30)
+            return child.write(task)
 
     tasks = _tasks(rows, tmp_path / "out", shards=5)
     with pytest.raises(OSError, match="disk full"):
-        list(write_shards(tasks, [child], failing))
+        list(write_shards(tasks, [AfterTheFailure()], failing))
     assert len(_shard_files(tmp_path / "out")) < 5
 
 
