@@ -5,31 +5,79 @@ import sys
 import tempfile
 import threading
 import time
+from collections import deque
 
 from pipeline.metadata import DatasetInfo
 from transforms.progress import read_progress
 
 _POLL_S = 0.5
 _QUIET_LOG_S = 15  # without a terminal, a plain line this often instead of a redrawn bar
+# The rate, and the ETA from it, follow the last RATE_WINDOW_S of work: the rate since the
+# start would carry the manifest reading and the writers' start-up for the whole run. The
+# writers' first WARM_UP_S (children starting, first files opened, a cold page cache) are left
+# out, and neither is shown before MIN_SPAN_S of work after them.
+RATE_WINDOW_S = 20.0
+WARM_UP_S = 5.0
+MIN_SPAN_S = 5.0
 
 
-def _duration(seconds: float) -> str:
-    seconds = int(seconds)
-    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+def clock(seconds: float) -> str:
+    """`M:SS`, or `H:MM:SS` from an hour on."""
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
-def render_bar(done: int, total: int | None, elapsed: float, width: int = 30) -> str:
-    """`[#####.....] 1,234/5,000 images  312.0 img/s  ETA 0:00:12`."""
-    rate = done / elapsed if elapsed > 0 else 0.0
+class RecentRate:
+    """Images a second over the last RATE_WINDOW_S, fed `(time, done)` samples as they come."""
+
+    def __init__(self):
+        self._samples: deque[tuple[float, int]] = deque()
+        self._work_began: float | None = None
+
+    def add(self, now: float, done: int) -> None:
+        if not done:  # manifests still read, writers still starting: no work to time yet
+            return
+        if self._work_began is None:
+            self._work_began = now
+        if now - self._work_began < WARM_UP_S:
+            return
+        self._samples.append((now, done))
+        while self._samples[0][0] < now - RATE_WINDOW_S:
+            self._samples.popleft()
+
+    def rate(self) -> float | None:
+        """None until the samples span MIN_SPAN_S."""
+        if not self._samples or self._samples[-1][0] - self._samples[0][0] < MIN_SPAN_S:
+            return None
+        (first, first_done), (last, last_done) = self._samples[0], self._samples[-1]
+        return (last_done - first_done) / (last - first)
+
+
+def _counts(done: int, total: int | None, width: int = 30) -> str:
     if total is None:
-        return f"reading manifests... {_duration(elapsed)}"
-    fraction = min(1.0, done / total) if total else 1.0
-    filled = int(fraction * width)
-    eta = _duration((total - done) / rate) if rate > 0 and done < total else "-"
-    return (
-        f"[{'#' * filled}{'.' * (width - filled)}] {done:,}/{total:,} images  "
-        f"{rate:,.1f} img/s  ETA {eta}"
-    )
+        return "reading manifests..."
+    filled = int((min(1.0, done / total) if total else 1.0) * width)
+    return f"[{'#' * filled}{'.' * (width - filled)}] {done:,}/{total:,} images"
+
+
+def render_bar(done: int, total: int | None, elapsed: float, rate: float | None) -> str:
+    """`[#####.....] 1,234/5,000 images  0:14  312.0 img/s  ETA 0:12` (no rate or ETA while
+    `rate` is None, no ETA while nothing moves)."""
+    line = f"{_counts(done, total)}  {clock(elapsed)}"
+    if rate is None or total is None:
+        return line
+    line += f"  {rate:,.1f} img/s"
+    return line + (f"  ETA {clock((total - done) / rate)}" if rate > 0 and done < total else "")
+
+
+def render_end(done: int, total: int | None, elapsed: float, finished: bool) -> str:
+    """The bar's last line: `... done in 0:26  (192.3 img/s)`, or where a failed or
+    interrupted run stopped."""
+    if not finished:
+        return f"{_counts(done, total)}  stopped after {clock(elapsed)}"
+    average = f"  ({done / elapsed:,.1f} img/s)" if elapsed > 0 else ""
+    return f"{_counts(done, total)}  done in {clock(elapsed)}{average}"
 
 
 def progress_folder(stack: contextlib.ExitStack) -> str:
@@ -38,7 +86,11 @@ def progress_folder(stack: contextlib.ExitStack) -> str:
 
 
 class ProgressBar:
-    """Context manager: redraws the bar on stderr from the counts the shard writers leave."""
+    """Context manager: redraws the bar on stderr from the counts the shard writers leave.
+
+    A run that ends in an error or Ctrl-C ends the bar's line (saying where it stopped) if it
+    showed one, so the message that follows starts a line of its own.
+    """
 
     def __init__(self, folder: str, stream=None):
         self._folder = folder
@@ -47,6 +99,8 @@ class ProgressBar:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._start = time.monotonic()
+        self._rate = RecentRate()
+        self._shown = False
 
     def __enter__(self):
         self._thread.start()
@@ -55,22 +109,26 @@ class ProgressBar:
     def __exit__(self, error_type, *_):
         self._stop.set()
         self._thread.join()
-        if error_type is None:  # on failure the error is the last word, not a stale bar
-            self._draw(final=True)
+        if error_type is None or self._shown:
+            done, total = read_progress(self._folder)
+            elapsed = time.monotonic() - self._start
+            self._write(render_end(done, total, elapsed, error_type is None), end="\n")
 
     def _loop(self):
         last_line = time.monotonic()
         while not self._stop.wait(_POLL_S):
-            if self._tty or time.monotonic() - last_line > _QUIET_LOG_S:
-                last_line = time.monotonic()
-                self._draw(final=False)
+            done, total = read_progress(self._folder)
+            now = time.monotonic()
+            self._rate.add(now, done)
+            if self._tty or now - last_line > _QUIET_LOG_S:
+                last_line = now
+                line = render_bar(done, total, now - self._start, self._rate.rate())
+                self._write(line, end="" if self._tty else "\n")
 
-    def _draw(self, final: bool):
-        done, total = read_progress(self._folder)
-        line = render_bar(done, total, time.monotonic() - self._start)
-        end = "\n" if final or not self._tty else ""
+    def _write(self, line: str, end: str):
         self._stream.write(("\r\033[K" if self._tty else "") + line + end)
         self._stream.flush()
+        self._shown = True
 
 
 def _mb(size: int) -> str:

@@ -1,0 +1,160 @@
+"""The progress bar as a person sees it: the lines it renders, and a real conversion drawing it
+on a terminal (a pseudo-terminal), finished or stopped with Ctrl-C."""
+
+import os
+import pty
+import re
+import select
+import shutil
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.progress import (
+    MIN_SPAN_S,
+    RATE_WINDOW_S,
+    WARM_UP_S,
+    RecentRate,
+    clock,
+    render_bar,
+    render_end,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+DONE_LINE = r"\[#{30}\] ([\d,]+)/\1 images  done in \d+:\d\d  \([\d,.]+ img/s\)"
+
+
+def test_clock_is_minutes_and_seconds_then_hours():
+    assert [clock(s) for s in (0, 9.9, 61, 3599, 3600, 36061)] == [
+        "0:00", "0:09", "1:01", "59:59", "1:00:00", "10:01:01"
+    ]  # fmt: skip
+
+
+def test_lines_while_reading_writing_and_at_the_end():
+    assert render_bar(0, None, 3.2, None) == "reading manifests...  0:03"
+    assert render_bar(120, 5000, 4, None) == f"[{'.' * 30}] 120/5,000 images  0:04"
+    assert render_bar(2500, 5000, 14, 312.5) == (
+        f"[{'#' * 15}{'.' * 15}] 2,500/5,000 images  0:14  312.5 img/s  ETA 0:08"
+    )
+    assert render_bar(2500, 5000, 40, 0.0).endswith("0:40  0.0 img/s")  # stalled: no ETA
+    assert re.fullmatch(DONE_LINE, render_end(5000, 5000, 26.4, finished=True))
+    assert render_end(5000, 5000, 26.4, True).endswith("done in 0:26  (189.4 img/s)")
+    stopped = render_end(1234, 5000, 75, finished=False)
+    assert stopped == f"[{'#' * 7}{'.' * 23}] 1,234/5,000 images  stopped after 1:15"
+
+
+def _first_eta(run: list[tuple[float, int]], total: int) -> tuple[float, float]:
+    """When the bar first shows an ETA over `run`'s (time, done) polls, and the ETA."""
+    rate = RecentRate()
+    for now, done in run:
+        rate.add(now, done)
+        eta = re.search(r"ETA (\d+):(\d\d)$", render_bar(done, total, now, rate.rate()))
+        if eta:
+            return now, int(eta[1]) * 60 + int(eta[2])
+    raise AssertionError("no ETA shown")
+
+
+def test_eta_waits_for_work_then_follows_the_recent_rate():
+    """A four-minute run: 20 s reading manifests and starting writers, 5 s of slow warm-up,
+    then a steady 200 images a second to the end."""
+    total, polls = 44_000, [n / 2 for n in range(2 * 245)]
+
+    def done(now: float) -> int:
+        if now < 20:
+            return 0
+        return int(20 * (now - 20)) if now < 25 else 100 + int(200 * (now - 25))
+
+    shown_at, eta = _first_eta([(now, done(now)) for now in polls], total)
+    assert shown_at - 20 >= WARM_UP_S + MIN_SPAN_S  # nothing while start-up dominates
+    true_remaining = (total - done(shown_at)) / 200
+    assert abs(eta - true_remaining) / true_remaining < 0.05, (eta, true_remaining)
+
+    # Halfway the writers slow to 50 a second: one window later the rate is the new one.
+    rate = RecentRate()
+    for now in polls:
+        rate.add(now, done(min(now, 120)) + int(50 * max(0, now - 120)))
+        if now >= 120 + RATE_WINDOW_S:
+            assert rate.rate() == pytest.approx(50, rel=0.05)
+
+
+def _fifo_manifest(tmp_path: Path) -> tuple[Path, Path]:
+    """The sample's 40 images and one more row whose image is a FIFO: the run waits on it until
+    the test writes a photo into it (or presses Ctrl-C)."""
+    shutil.copytree(ROOT / "sample" / "images", tmp_path / "images")
+    fifo = tmp_path / "slow.jpg"
+    os.mkfifo(fifo)
+    manifest = tmp_path / "manifest.csv"
+    rows = (ROOT / "sample" / "manifest.csv").read_text()
+    manifest.write_text(rows + "slow.jpg,astronaut\n")
+    return manifest, fifo
+
+
+def _in_terminal(argv: list[str], until: bytes, then) -> tuple[int, str]:
+    """Runs `tfrecord-pipeline` with a pseudo-terminal as its terminal; once `until` has been
+    printed, calls `then(terminal)`. Returns the exit status and everything printed."""
+    pid, terminal = pty.fork()
+    if pid == 0:
+        os.execv(sys.executable, [sys.executable, "-m", "pipeline.cli", *argv])
+    printed, acted = b"", False
+    try:
+        while True:
+            ready, _, _ = select.select([terminal], [], [], 60)
+            assert ready, f"the command printed nothing more: {printed!r}"
+            try:
+                chunk = os.read(terminal, 4096)
+            except OSError:  # EIO: the command exited and the terminal closed
+                break
+            if not chunk:
+                break
+            printed += chunk
+            if not acted and until in printed:
+                acted = True
+                then(terminal)
+    finally:
+        if not acted:
+            os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+        os.close(terminal)
+    return os.waitstatus_to_exitcode(status), printed.decode()
+
+
+def test_bar_redraws_then_ends_with_the_elapsed_time(tmp_path):
+    manifest, fifo = _fifo_manifest(tmp_path)
+    image = (ROOT / "sample" / "images" / "coffee" / "coffee_0.jpg").read_bytes()
+    status, printed = _in_terminal(
+        ["convert", "--manifest", str(manifest), "--output", str(tmp_path / "out")],
+        until=b"/41 images",
+        then=lambda _: fifo.write_bytes(image),
+    )
+    assert status == 0, printed
+    redraws = printed.split("\r\x1b[K")[1:]
+    assert len(redraws) >= 2 and all(re.match(r"\[[#.]{30}\] \d+/41 images", r) for r in redraws)
+    last, summary = redraws[-1].split("\r\n", 1)
+    assert re.fullmatch(DONE_LINE, last), last
+    assert summary.startswith("split  examples"), summary
+
+
+def test_ctrl_c_ends_the_bar_line_before_the_message(tmp_path):
+    manifest, _ = _fifo_manifest(tmp_path)
+    status, printed = _in_terminal(
+        ["convert", "--manifest", str(manifest), "--output", str(tmp_path / "out")],
+        until=b"/41 images",
+        then=lambda terminal: os.write(terminal, b"\x03"),  # the terminal's Ctrl-C
+    )
+    assert status == 130, printed
+    last_bar = printed.split("\r\x1b[K")[-1]
+    assert re.fullmatch(
+        r"\[[#.]{30}\] \d+/41 images  stopped after \d+:\d\d\r\ntfrecord-pipeline: interrupted\r\n",
+        last_bar,
+    ), printed
+
+
+def test_without_a_terminal_the_last_line_is_the_elapsed_time(tmp_path, capsys):
+    manifest = ROOT / "sample" / "manifest.csv"
+    assert main(["convert", "--manifest", str(manifest), "--output", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    assert "\r" not in err and "\x1b" not in err  # a log file gets plain lines
+    assert re.fullmatch(DONE_LINE, err.splitlines()[-1]), err
