@@ -4,16 +4,12 @@ import argparse
 import dataclasses
 
 from pipeline.commit import Commit
+from pipeline.flags import FLAGS, help_text
 from pipeline.version import __version__
 from transforms import fileio
 from transforms.errors import UserError
 from transforms.examples import IMAGE_FEATURES, RAW_KEY
-from transforms.images import (
-    ENCODINGS,
-    RESAMPLE_FILTERS,
-    VALIDATE_MODES,
-    ImageConfig,
-)
+from transforms.images import VALIDATE_MODES, ImageConfig
 from transforms.labels import LabelMap, parse_label_map
 from transforms.manifest import FEATURE_TYPES, ReadConfig
 from transforms.plan import ShardCounts, parse_shard_counts
@@ -157,14 +153,6 @@ class ConvertOptions:
         return fields
 
 
-def _switch(text: str) -> bool:
-    if text.lower() in ("true", "1", "yes"):
-        return True
-    if text.lower() in ("false", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
 _COLOURS = {"white": (255, 255, 255), "black": (0, 0, 0)}
 
 
@@ -189,46 +177,27 @@ class UserErrorParser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
+    """The parser of `convert`'s flags, made from FLAGS; absent flags take ConvertOptions'
+    defaults, which --help shows."""
     parser = UserErrorParser(
         prog="tfrecord-pipeline convert",
+        description="Turn image/label manifests into sharded TFRecord files.",
+        epilog="Any other flag is a Beam pipeline flag (--runner, --project, ...) and runs the "
+        "conversion as a Beam pipeline; a flag neither knows is refused. The README's Usage "
+        "and Runners sections say more.",
         allow_abbrev=False,
-        argument_default=argparse.SUPPRESS,  # absent flags take ConvertOptions' defaults
+        argument_default=argparse.SUPPRESS,
     )
-    add = parser.add_argument
-
-    def add_switch(flag: str, help: str):
-        """`--flag`, or `--flag=true|false` as Flex Template launchers pass every parameter."""
-        add(flag, nargs="?", const=True, type=_switch, help=help)
-
-    add("--manifest", nargs="+", required=True, help="CSV/JSONL manifests, globs or class folders")
-    add("--output", required=True, help="output folder (local or gs://)")
-    add("--num_shards", help="shards per split: N, or split=N,... (default: by --target_shard_mb)")
-    add("--target_shard_mb", type=float)
-    add("--split", help="hash split for rows without one, e.g. train=0.9,validation=0.1")
-    add("--label_map", help="labels.txt pinning label ids (one name per line)")
-    add("--label_offset", type=int, help="first label id (1 for TPU ImageNet readers)")
-    add("--feature", action="append", help="extra column as feature: name:type")
-    add("--validate", choices=VALIDATE_MODES)
-    add("--channels", type=int)
-    add("--jpeg_quality", type=int)
-    add("--max_pixels", type=int)
-    add("--max_side", type=int, help="downscale so the long side is at most N (never upscale)")
-    add("--resize_short_side", type=int, help="downscale so the short side is N (never upscale)")
-    add("--resample", choices=sorted(RESAMPLE_FILTERS))
-    add_switch("--exif_transpose", help="re-encode JPEGs with an EXIF rotation")
-    add("--background", help="alpha background: white, black or R,G,B")
-    add("--image_encoding", choices=ENCODINGS, help="raw: uint8 pixels")
-    add("--max_record_mb", type=float)
-    add_switch("--dedup", help="reject images whose bytes repeat an earlier row's")
-    add_switch("--write_index", help="write a DALI <shard>.idx (offset size per record)")
-    add("--compression", choices=("none", "gzip"))
-    add("--max_error_rate", type=float)
-    add("--threads", type=int, help="image threads per shard writer (0: automatic, see README)")
-    add("--processes", type=int, help="local runs: shards written at once (0: one per core)")
-    add_switch("--wait", help="on Dataflow: wait for the job, print its counters")
-    add_switch("--overwrite", help="replace a committed dataset in --output")
-    add("--no_progress", dest="progress", action="store_false")
+    defaults = option_defaults()
+    for flag in FLAGS:
+        value = {"metavar": flag.value} if flag.value else {}
+        parser.add_argument(flag.name, help=help_text(flag, defaults), **value, **flag.parse)
     return parser
+
+
+def option_defaults() -> dict[str, object]:
+    """Every ConvertOptions field's default, by name."""
+    return dataclasses.asdict(ConvertOptions(manifest=[], output=""))
 
 
 def _beam_options():

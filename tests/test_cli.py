@@ -1,5 +1,6 @@
 """The command line as a user meets it, and the promises about what workers import."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +10,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from conftest import BEAM, make_images, write_manifest
 
 from pipeline.cli import main
-from pipeline.options import local_processes, writer_processes
+from pipeline.flags import FLAGS, help_text, synopsis
+from pipeline.options import local_processes, option_defaults, writer_processes
 from transforms.shard_writer import available_cores
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,3 +144,18 @@ def test_shard_writers_fill_the_cores_only_where_beam_runs_in_this_process():
     multi = ("--direct_num_workers=2", "--direct_running_mode=multi_processing")
     assert processes(0, *multi) == 1 and processes(2, *multi) == 2
     assert processes(0, "--runner=DataflowRunner") == 1
+
+
+def test_convert_help_gives_every_flag_its_meaning_and_default(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["convert", "--help"])
+    assert exit_.value.code == 0
+    printed = " ".join(capsys.readouterr().out.split())  # unwrapped
+    defaults = option_defaults()
+    for flag in FLAGS:
+        meaning = " ".join(help_text(flag, defaults).split())
+        assert re.search(
+            f"{re.escape(synopsis(flag))}( \\[true\\|false\\])? {re.escape(meaning)}", printed
+        )
+        assert re.search(r"\((default: [^)]+|required)\)$", help_text(flag, defaults)), flag.name
+    assert "Beam pipeline flag" in printed

@@ -1,0 +1,150 @@
+"""The `convert` command's flags as one table: argparse, `--help` and the README's option table
+are all made from it (tests/test_readme.py checks the README against `markdown_table`).
+
+Adding a flag is one entry in FLAGS plus its field, with the default, in `ConvertOptions`; the
+README row to paste is `markdown_table`'s, which that test prints when the two differ.
+"""
+
+import argparse
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from transforms.images import ENCODINGS, RESAMPLE_FILTERS, VALIDATE_MODES
+from transforms.manifest import FEATURE_TYPES
+
+
+def _switch(text: str) -> bool:
+    if text.lower() in ("true", "1", "yes"):
+        return True
+    if text.lower() in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+# `--flag`, or `--flag=true|false` as Flex Template launchers pass every parameter.
+SWITCH = {"nargs": "?", "const": True, "type": _switch, "metavar": "true|false"}
+INT, FLOAT = {"type": int}, {"type": float}
+
+
+class Flag(NamedTuple):
+    """One flag: its name, the value it takes (argparse's metavar), how argparse reads it
+    (`add_argument`'s keywords), its meaning in Markdown, and its default in words where
+    `ConvertOptions`' value would not say it (`by size`); otherwise that value is shown."""
+
+    name: str
+    value: str
+    parse: Mapping[str, Any]
+    meaning: str
+    default: str = ""
+
+    @property
+    def dest(self) -> str:
+        """The `ConvertOptions` field the flag sets."""
+        return self.parse.get("dest", self.name.removeprefix("--"))
+
+
+def _choices(names) -> dict:
+    return {"choices": tuple(names)}
+
+
+FLAGS = (
+    Flag("--manifest", "M", {"nargs": "+", "required": True},
+         "CSV/JSONL files, globs, or class-folder roots (local or `gs://`)"),
+    Flag("--output", "DIR", {"required": True}, "output folder (local or `gs://`)"),
+    Flag("--num_shards", "N|split=N,...", {},
+         "shards per split: N for every split, or a count for each split named", "by size"),
+    Flag("--target_shard_mb", "M", FLOAT,
+         "shard size aimed at when `--num_shards` does not give a split's count (estimated "
+         "from a fixed sample of 64 file sizes per split)"),
+    Flag("--split", "train=0.9,validation=0.1", {},
+         "split for rows without a `split` value, from a hash of the key; with neither, rows "
+         "are `train`"),
+    Flag("--label_map", "FILE", {},
+         "pin label ids to a `labels.txt` (one name per line, id = line number + offset); a "
+         "label missing from it is an error row"),
+    Flag("--label_offset", "K", INT,
+         "first id for name labels (1 for the TPU ImageNet readers). Labels that are all "
+         "integers are used as ids unchanged"),
+    Flag("--feature", f"name:{'|'.join(FEATURE_TYPES)}", {"action": "append"},
+         "add a manifest column as a scalar feature (repeatable)"),
+    Flag("--validate", "|".join(VALIDATE_MODES), _choices(VALIDATE_MODES),
+         "structural: walk every JPEG marker up to EOI (catches truncation); full: also decode "
+         "every scan with libjpeg (luma at 1/8 scale: every coefficient read, few pixels made)"),
+    Flag("--channels", "1|3", INT, "channels of stored images"),
+    Flag("--jpeg_quality", "Q", INT, "quality when an image has to be re-encoded"),
+    Flag("--max_pixels", "N", INT,
+         "larger images are error rows (decompression bombs), checked from the header before "
+         "decoding"),
+    Flag("--max_side", "N", INT, "downscale so the long side is at most N; never upscales"),
+    Flag("--resize_short_side", "N", INT,
+         "downscale so the short side is N (the ImageNet recipe); never upscales"),
+    Flag("--resample", "FILTER", _choices(RESAMPLE_FILTERS),
+         f"resampling filter for resizing: {', '.join(RESAMPLE_FILTERS)}"),
+    Flag("--exif_transpose", "", SWITCH,
+         "also re-encode JPEGs that would pass through but carry an EXIF rotation"),
+    Flag("--background", "white|black|R,G,B", {}, "colour alpha is composited onto"),
+    Flag("--image_encoding", "|".join(ENCODINGS), _choices(ENCODINGS),
+         "raw stores decoded uint8 pixels in `image/raw` (read with `tf.io.decode_raw` and the "
+         "stored shape)"),
+    Flag("--max_record_mb", "M", FLOAT,
+         "larger records are error rows (TensorFlow's limit is 1 GiB per record here)"),
+    Flag("--dedup", "", SWITCH,
+         "a row whose image bytes repeat an earlier row's is a `duplicate_content` error (reads "
+         "every image once more)"),
+    Flag("--write_index", "", SWITCH,
+         "write `<shard>.idx` beside each shard: `offset size` per record, the index NVIDIA "
+         "DALI's TFRecord reader takes (uncompressed shards only)"),
+    Flag("--compression", "none|gzip", _choices(("none", "gzip")),
+         'gzip shards are `.tfrecord.gz` (read with `compression_type="GZIP"`)'),
+    Flag("--max_error_rate", "R", FLOAT,
+         "above this share of rejected rows the dataset is not committed and the exit status "
+         "is 1"),
+    Flag("--threads", "N", INT,
+         "image threads per shard writer (see Runners)", "automatic"),
+    Flag("--processes", "N", INT,
+         "local runs: shards written at once, by this process and N−1 child processes "
+         "(see Runners)", "one per core"),
+    Flag("--wait", "", SWITCH,
+         "on Dataflow: wait for the job, then print its counters and the summary"),
+    Flag("--overwrite", "", SWITCH, "replace a committed dataset in `--output`"),
+    Flag("--no_progress", "", {"dest": "progress", "action": "store_false"}, "no progress bar"),
+)  # fmt: skip
+
+
+def default_text(flag: Flag, defaults: Mapping[str, Any]) -> str:
+    """The default as a person reads it: `required`, `off` for a flag that is off unless given
+    (`--no_progress` too, though it clears a True field), `none`, or the value."""
+    if flag.default:
+        return flag.default
+    if flag.parse.get("required"):
+        return "required"
+    value = defaults[flag.dest]
+    if isinstance(value, bool):
+        return "off"
+    if value is None or value == []:
+        return "none"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def synopsis(flag: Flag) -> str:
+    """The flag with its value, as argparse writes it (`--manifest M [M ...]`)."""
+    if not flag.value:  # a switch
+        return flag.name
+    more = f" [{flag.value} ...]" if flag.parse.get("nargs") == "+" else ""
+    return f"{flag.name} {flag.value}{more}"
+
+
+def help_text(flag: Flag, defaults: Mapping[str, Any]) -> str:
+    """`--help`'s line: the meaning without Markdown, then the default."""
+    meaning = flag.meaning.replace("`", "").replace("%", "%%")
+    default = default_text(flag, defaults)
+    return f"{meaning} ({default if default == 'required' else 'default: ' + default})"
+
+
+def markdown_table(defaults: Mapping[str, Any]) -> str:
+    """The README's option table."""
+    lines = ["| flag | default | meaning |", "|---|---|---|"]
+    for flag in FLAGS:
+        cells = (f"`{synopsis(flag)}`", default_text(flag, defaults), flag.meaning)
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return "\n".join(lines)
