@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint format lock bench
+.PHONY: demo test lint format lock bench browser
 
 $(STAMP): requirements.lock setup.py
 	rm -rf $(VENV)
@@ -28,10 +28,20 @@ format: $(STAMP)
 	$(BIN)/ruff format pipeline transforms tests sample benchmarks deploy
 	$(BIN)/ruff check --fix pipeline transforms tests sample benchmarks deploy
 
+# The HTML report's test looks at the page in a real browser: Debian's chromium, installed here
+# when it is missing and apt-get can (as root). Without a browser that test is skipped, saying so.
+browser:
+	@if ! command -v chromium >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] \
+		&& command -v apt-get >/dev/null 2>&1; then \
+		echo "make test: installing Debian's chromium for the report's browser test"; \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \
+			>/dev/null; } || echo "make test: chromium could not be installed" >&2; \
+	fi
+
 # The suite runs from a copy of the checkout (tracked and untracked files, not ignored ones) in
 # an empty temporary folder, so a test or fixture that reaches outside the repository fails here
 # as it would on a user's clone. pytest exits 5 when it collected no tests: a failure, not a pass.
-test: lint
+test: lint browser
 	@copy=$$(mktemp -d)/tfrecord-pipeline; trap 'rm -rf "$$(dirname $$copy)"' EXIT; \
 	mkdir "$$copy"; \
 	git ls-files -z --cached --others --exclude-standard \

@@ -1,14 +1,14 @@
 """`tfrecord-pipeline stats OUTPUT -o report.html`: one self-contained page about a dataset.
 
 Examples and bytes per split, the label histogram, image sizes, the spread of shard sizes and
-the error reasons. Charts are PNGs inside the HTML (data: URLs), so it opens offline.
+the error reasons. The charts are HTML bars, not pictures: the page opens offline, its text is
+the browser's (full shard and label names, at the reader's font size), and the bars take the
+width of the window.
 """
 
-import base64
 import html
 from collections import Counter
 
-from pipeline.charts import bar_chart
 from pipeline.metadata import DatasetInfo
 from pipeline.reader import examples, open_dataset
 from transforms import fileio
@@ -16,8 +16,40 @@ from transforms import fileio
 SIZE_BUCKET = 64  # pixels per histogram bucket of the longer image side
 
 
-def _img(png: bytes) -> str:
-    return f'<img alt="chart" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+# Bar rows are table rows: the names' column is as wide as the longest name, never cut, and the
+# bars share the rest of the page.
+_STYLE = """
+body { font-family: sans-serif; margin: 2em; }
+h1 { overflow-wrap: anywhere; }
+td, th { padding: 2px 10px; text-align: right; }
+td:first-child, th:first-child { text-align: left; }
+table.bars { width: 100%; border-collapse: collapse; }
+table.bars th { font-weight: normal; white-space: nowrap; }
+table.bars td.bar { width: 100%; padding: 2px 0; }
+table.bars td.bar div { background: #4285f4; height: 1.1em; min-width: 1px;
+                        print-color-adjust: exact; -webkit-print-color-adjust: exact; }
+table.bars td:last-child { white-space: nowrap; font-variant-numeric: tabular-nums; }
+"""
+
+
+def _size(size: float) -> str:
+    """Bytes in the unit a person reads them in: `82 KB`, `148.3 MB`."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6)):
+        if size >= scale:
+            return f"{size / scale:,.1f} {unit}"
+    return f"{size / 1e3:,.0f} KB"
+
+
+def _bars(bars: list[tuple[str, float]], show=lambda value: f"{value:,}") -> str:
+    """A horizontal bar chart: one row per (name, value), the longest bar the full width."""
+    top = max((value for _, value in bars), default=0) or 1
+    rows = "".join(
+        f"<tr><th scope='row'>{html.escape(str(name))}</th>"
+        f"<td class='bar'><div style='width:{100 * value / top:.2f}%'></div></td>"
+        f"<td>{html.escape(show(value))}</td></tr>"
+        for name, value in bars
+    )
+    return f"<table class='bars'>{rows}</table>"
 
 
 def _table(header: tuple, rows: list[tuple]) -> str:
@@ -50,29 +82,30 @@ def report(output: str, info: DatasetInfo) -> str:
         text = names[index] if info.labels["kind"] == "names" and 0 <= index < len(names) else ""
         return f"{label_id} {text}".strip()
 
-    shards = [(s.file, s.bytes / 1e3) for split in info.splits.values() for s in split.shards]
+    shards = [(s.file, s.bytes) for split in info.splits.values() for s in split.shards]
     sizes = sorted(_sizes(output, info).items())
-    splits = [(n, f"{s.examples:,}", len(s.shards), f"{s.bytes / 1e6:,.1f} MB", f"{s.errors:,}")
+    splits = [(n, f"{s.examples:,}", len(s.shards), _size(s.bytes), f"{s.errors:,}")
               for n, s in sorted(info.splits.items())]  # fmt: skip
     sections = [
         f"<h1>{html.escape(output)}</h1>",
         f"<p>{info.records:,} records from {info.rows_in:,} rows; {info.errors:,} rejected; "
         f"{'committed' if not info.failures else 'NOT committed'}; tool {info.tool_version}</p>",
         _table(("split", "examples", "shards", "size", "errors"), splits),
-        "<h2>Labels</h2>",
-        _img(bar_chart([(label_name(k), v) for k, v in sorted(labels.items())], "examples")),
-        "<h2>Image sizes (longer side, pixels)</h2>",
-        _img(bar_chart([(f"{s}-{s + SIZE_BUCKET - 1}", n) for s, n in sizes], "images")),
-        "<h2>Shard sizes (KB)</h2>",
-        _img(bar_chart(shards, "KB per shard")),
+        "<h2>Examples per label</h2>",
+        _bars([(label_name(k), v) for k, v in sorted(labels.items())]),
+        "<h2>Images by longer side (pixels)</h2>",
+        _bars([(f"{s}–{s + SIZE_BUCKET - 1}", n) for s, n in sizes]),
+        "<h2>Shard sizes</h2>",
+        _bars(shards, _size),
         "<h2>Rejected rows</h2>",
         _table(("reason", "rows"), sorted(info.errors_by_reason.items()))
         if info.errors else "<p>none</p>",
     ]  # fmt: skip
-    style = "body{font-family:sans-serif;margin:2em}td,th{padding:2px 10px;text-align:right}"
     return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>dataset stats</title>"
-        f"<style>{style}</style></head><body>{''.join(sections)}</body></html>"
+        f"<!doctype html><html><head><meta charset='utf-8'>"
+        f"<meta name='viewport' content='width=device-width'>"
+        f"<title>{html.escape(output)}: dataset stats</title>"
+        f"<style>{_STYLE}</style></head><body>{''.join(sections)}</body></html>"
     )
 
 
