@@ -26,6 +26,8 @@ class Reason(enum.StrEnum):
     DUPLICATE_CONTENT = "duplicate_content"  # with --dedup: same file bytes as an earlier row
     MISSING_FILE = "missing_file"
     UNREADABLE_FILE = "unreadable_file"
+    NOT_A_FILE = "not_a_file"  # a FIFO, socket, device or folder: never opened for reading
+    FILE_TOO_LARGE = "file_too_large"  # over --max_file_mb: never read whole
     EMPTY_FILE = "empty_file"
     NOT_AN_IMAGE = "not_an_image"
     CORRUPT_IMAGE = "corrupt_image"  # truncated or malformed image data
