@@ -1,26 +1,31 @@
 """Rows that would stop, stall or exhaust a run: image paths naming FIFOs, sockets, devices and
 folders, files over the size limit, NUL and control characters, JSON nested to blow the
-parser's stack, integer labels int64 cannot hold. Each is made for real and must become an
-error row (or one usage error for a whole manifest) while the rest of the run converts."""
+parser's stack, integer labels int64 cannot hold, class-folder trees with linked, looping and
+unreadable folders. Each is made for real and must become an error row (or one usage error for
+a whole manifest) while the rest of the run converts."""
 
 import json
 import os
 import socket
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
 import pytest
-from conftest import PHOTOS, encode, make_images, photo
+from conftest import PHOTOS, RUNNERS, encode, make_images, photo
 
 from transforms import fileio
-from transforms.errors import Reason, RowError, UserError
+from transforms.errors import ErrorRow, Reason, RowError, UserError
 from transforms.labels import check_label, label_map_from_labels
 from transforms.manifest import (
     MAX_JSON_DEPTH,
     ManifestRow,
     ReadConfig,
+    SkippedFile,
     check_manifest,
     read_manifest,
+    read_tree,
 )
 
 INT64_MIN = -(1 << 63)
@@ -248,3 +253,83 @@ def test_files_that_must_not_be_read_are_error_rows(hostile_files, convert):
     assert info.labels["names"] == [str(INT64_MIN), "1", "2"]
     assert info.splits["train"].label_counts == {str(INT64_MIN): 1, "1": 2, "2": 2}
     assert len(info.splits["train"].shards) == 1  # the 1 TiB sparse file is not in the estimate
+
+
+# A child process that lacks root's power over permissions: CAP_DAC_OVERRIDE and
+# CAP_DAC_READ_SEARCH are dropped from its bounding set before it runs, so chmod 000 holds.
+WITHOUT_OVERRIDE = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
+
+
+def _without_override(*argv: str) -> subprocess.CompletedProcess:
+    command = [*WITHOUT_OVERRIDE, sys.executable, *argv]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300)
+
+
+def _tree(root: Path) -> Path:
+    """A class-folder tree with every kind of folder a walk must not lose or loop on."""
+    make_images(root, per_class=2)  # root/images/<label>/{0,1}.jpg
+    tree, elsewhere = root / "tree", root / "images"
+    (tree / "cat").mkdir(parents=True)
+    for name in ("0.jpg", "1.jpg"):
+        (tree / "cat" / name).write_bytes((elsewhere / "chelsea" / name).read_bytes())
+    (tree / "cat/notes.txt").write_text("not an image")
+    (tree / "cat/loop").symlink_to("..")  # a loop: the root again
+    (tree / "dog").symlink_to(elsewhere / "coffee")  # a linked class folder: followed
+    (tree / "hound").symlink_to(elsewhere / "coffee")  # a second link to it: listed once
+    os.mkfifo(tree / "cat/fifo.jpg")
+    (tree / "cat/secret.jpg").write_bytes((elsewhere / "rocket/0.jpg").read_bytes())
+    (tree / "cat/secret.jpg").chmod(0)
+    (tree / "locked").mkdir()
+    (tree / "locked/0.jpg").write_bytes((elsewhere / "rocket/1.jpg").read_bytes())
+    (tree / "locked").chmod(0)
+    (tree / "train/bird/deeper").mkdir(parents=True)  # below <split>/<label>/: never an image
+    (tree / "train/bird/deeper/0.jpg").write_bytes((elsewhere / "rocket/1.jpg").read_bytes())
+    return tree
+
+
+def test_tree_walk_follows_links_once_and_reports_every_folder_it_does_not_list(tmp_path):
+    tree = _tree(tmp_path)
+    items = list(read_tree(str(tree), 0, ReadConfig()))
+    rows = sorted(item.key for item in items if isinstance(item, ManifestRow))
+    assert rows == [
+        "cat/0.jpg", "cat/1.jpg", "cat/fifo.jpg", "cat/secret.jpg", "dog/0.jpg", "dog/1.jpg",
+        "locked/0.jpg",  # root reads what it likes: the child process below cannot
+    ]  # fmt: skip
+    errors = {item.key: item.reason for item in items if isinstance(item, ErrorRow)}
+    assert errors == {"cat/loop": Reason.DUPLICATE_FOLDER, "hound": Reason.DUPLICATE_FOLDER}
+    skipped = sorted(item.path for item in items if isinstance(item, SkippedFile))
+    assert skipped == [str(tree / "cat/notes.txt"), str(tree / "train/bird/deeper")]
+
+
+@pytest.mark.parametrize("runner", sorted(RUNNERS))
+def test_tree_rows_and_errors_add_up_without_root_privileges(tmp_path, runner):
+    tree = _tree(tmp_path)
+    listing = _without_override("-c", "import os, sys; os.listdir(sys.argv[1])", tree / "locked")
+    assert "PermissionError" in listing.stderr  # else this test would prove nothing
+    output = tmp_path / "out"
+    argv = ["--manifest", tree, "--output", output, "--no_progress", "--max_error_rate", "1"]
+    done = _without_override("-m", "pipeline.cli", "convert", *argv, *RUNNERS[runner])
+    assert done.returncode == 0, done.stderr[-3000:]
+    errors = [json.loads(line) for line in (output / "errors/errors.jsonl").open()]
+    again = "(a symlink loop, or a second link to it)"
+    assert {e["key"]: (e["reason"], e["message"]) for e in errors} == {
+        "cat/fifo.jpg": ("not_a_file", f"{tree}/cat/fifo.jpg is a FIFO, not a regular file"),
+        "cat/secret.jpg": (
+            "unreadable_file",
+            f"cannot read {tree}/cat/secret.jpg: [Errno 13] Permission denied: "
+            f"'{tree}/cat/secret.jpg'",
+        ),
+        "locked": ("unreadable_folder", "cannot list the folder: Permission denied"),
+        "cat/loop": ("duplicate_folder", f"already listed as . {again}"),
+        "hound": ("duplicate_folder", f"already listed as dog {again}"),
+    }
+    info = json.loads((output / "dataset_info.json").read_text())
+    assert (info["records"], info["errors"], info["rows_in"]) == (4, 5, 9)
+    assert info["skipped_files"] == 2 and info["labels"]["names"] == ["cat", "dog"]
+    assert "unreadable_folder: 1" in done.stdout and "unlisted folders): 3" in done.stdout
+    # A tree whose root cannot be listed is a mistake about the whole manifest: one line.
+    at_root = ["--manifest", tree / "locked", "--output", tmp_path / "out2"]
+    root = _without_override("-m", "pipeline.cli", "convert", *at_root, *RUNNERS[runner])
+    assert root.returncode == 2 and root.stderr == (
+        f"tfrecord-pipeline: error: {tree}/locked: cannot list the folder: Permission denied\n"
+    )

@@ -28,6 +28,8 @@ class Reason(enum.StrEnum):
     UNREADABLE_FILE = "unreadable_file"
     NOT_A_FILE = "not_a_file"  # a FIFO, socket, device or folder: never opened for reading
     FILE_TOO_LARGE = "file_too_large"  # over --max_file_mb: never read whole
+    UNREADABLE_FOLDER = "unreadable_folder"  # a class-folder tree's folder that cannot be listed
+    DUPLICATE_FOLDER = "duplicate_folder"  # a tree folder met again: a link loop, or two links
     EMPTY_FILE = "empty_file"
     NOT_AN_IMAGE = "not_an_image"
     CORRUPT_IMAGE = "corrupt_image"  # truncated or malformed image data

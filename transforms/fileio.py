@@ -16,6 +16,7 @@ import stat
 import sys
 import time
 from collections.abc import Iterator
+from typing import NamedTuple
 
 _RAW = "uncompressed"  # Beam's CompressionTypes.UNCOMPRESSED
 RETRIES = 4
@@ -269,15 +270,54 @@ def glob(pattern: str) -> list[str]:
     return sorted(m.path for m in _filesystems().match([pattern])[0].metadata_list)
 
 
-def walk(root: str) -> Iterator[str]:
-    """Every file under `root` as a '/'-separated path relative to it, in sorted order."""
-    if is_remote(root):
+class Unlisted(NamedTuple):
+    """A folder `walk` did not list: deeper than asked (no `error`, no `same_as`), one it could
+    not list (`error`), or one it had listed already under the path `same_as`."""
+
+    path: str  # '/'-separated, relative to the root; "." is the root
+    error: str = ""
+    same_as: str = ""
+
+
+def walk(root: str, depth: int) -> Iterator[str | Unlisted]:
+    """Every entry under `root` that is not a folder, as a '/'-separated path relative to it, in
+    sorted order, and an `Unlisted` for each folder not listed. Folders are listed down to
+    `depth` levels below the root; symlinked folders are followed, each folder once (by device
+    and inode), so a link loop ends and no file is listed twice."""
+    if is_remote(root):  # an object store has neither links nor folders that deny a listing
         prefix = root.rstrip("/") + "/"
         for path in glob(prefix + "**"):
             yield path[len(prefix) :]
         return
-    for folder, dirs, files in os.walk(root):
-        dirs.sort()
-        rel = os.path.relpath(folder, root)
-        for name in sorted(files):
-            yield name if rel == "." else posixpath.join(*rel.split(os.sep), name)
+    yield from _walk_local(root, ".", depth, {})
+
+
+def _walk_local(folder: str, relative: str, depth: int, seen: dict) -> Iterator[str | Unlisted]:
+    try:
+        status = os.stat(folder)
+        first = seen.setdefault((status.st_dev, status.st_ino), relative)
+        if first != relative:
+            yield Unlisted(relative, same_as=first)
+            return
+        with os.scandir(folder) as listing:
+            entries = sorted((entry.name, entry) for entry in listing)
+    except OSError as error:
+        yield Unlisted(relative, error=error.strerror or str(error))
+        return
+    for name, entry in entries:
+        path = name if relative == "." else f"{relative}/{name}"
+        if not _is_folder(entry):
+            yield path
+        elif depth:
+            yield from _walk_local(entry.path, path, depth - 1, seen)
+        else:
+            yield Unlisted(path)
+
+
+def _is_folder(entry: os.DirEntry) -> bool:
+    """Whether the entry is a folder or a link to one. A link whose target cannot be looked at
+    counts as a folder: listing it then reports why."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return True

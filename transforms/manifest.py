@@ -27,6 +27,7 @@ IMAGE_EXTENSIONS = frozenset(
     [".jpg", ".jpeg", ".jpe", ".png", ".gif", ".bmp", ".tif", ".tiff", ".webp"]
 )  # folder trees only; manifests are trusted to list images and checked by content
 FEATURE_TYPES = ("int64", "float", "bytes")
+TREE_DEPTH = 2  # folders listed below a tree's root: <split>/<label>/ holds the deepest images
 # A usable JSONL row is one object of scalars (depth 1); much deeper nesting is only ever an
 # attack on the parser, which recurses once per level.
 MAX_JSON_DEPTH = 16
@@ -89,7 +90,8 @@ class RowBatch(NamedTuple):
 
 
 class SkippedFile(NamedTuple):
-    """A non-image file met in a class-folder tree: counted, not converted."""
+    """A non-image file, or a folder deeper than any image can be, met in a class-folder tree:
+    counted, not converted."""
 
     path: str
 
@@ -248,10 +250,27 @@ def tree_row(root: str, relative: str, number: int, config: ReadConfig):
     return rows[0]
 
 
+def unlisted_folder(root: str, folder: fileio.Unlisted) -> ErrorRow | SkippedFile:
+    """A folder of a tree that was not listed: deeper than any image can be (skipped), or one
+    that cannot be listed or was listed already (an error row; with no split, it counts as one
+    row in, so the count law holds and the summary shows it)."""
+    path = root if folder.path == "." else fileio.join(root, *folder.path.split("/"))
+    if folder.error:
+        message = f"cannot list the folder: {folder.error}"
+        return ErrorRow(folder.path, path, Reason.UNREADABLE_FOLDER, message)
+    if folder.same_as:
+        message = f"already listed as {folder.same_as} (a symlink loop, or a second link to it)"
+        return ErrorRow(folder.path, path, Reason.DUPLICATE_FOLDER, message)
+    return SkippedFile(path)
+
+
 def read_tree(root: str, number: int, config: ReadConfig):
     root = fileio.absolute(root)  # the rows' image paths, wherever the workers run
-    for relative in fileio.walk(root):
-        yield tree_row(root, relative, number, config)
+    for entry in fileio.walk(root, TREE_DEPTH):
+        if isinstance(entry, fileio.Unlisted):
+            yield unlisted_folder(root, entry)
+        else:
+            yield tree_row(root, entry, number, config)
 
 
 def read_source(path: str, number: int, config: ReadConfig):
@@ -298,9 +317,12 @@ def check_manifest(path: str, config: ReadConfig) -> None:
     """Fail fast, before any worker starts, on a manifest that cannot work at all."""
     kind = manifest_kind(path)
     if kind == "tree":
-        if not any(isinstance(r, ManifestRow) for r in read_tree(path, 0, config)):
-            raise UserError(f"{path}: no images found in <label>/ or <split>/<label>/ folders")
-        return
+        for item in read_tree(path, 0, config):
+            if isinstance(item, ManifestRow):
+                return
+            if isinstance(item, ErrorRow) and item.key == ".":
+                raise UserError(f"{path}: {item.message}")
+        raise UserError(f"{path}: no images found in <label>/ or <split>/<label>/ folders")
     try:
         with fileio.open_text(path) as text:
             if kind == "csv":
