@@ -47,10 +47,11 @@ def build_pipeline(p: beam.Pipeline, options: ConvertOptions, progress_dir: str 
         options.shard_counts(),
         options.target_shard_mb,
         progress_dir,
+        options.max_file_bytes,
     )
     rows, errors = read.rows, [read.errors]
     if options.dedup:  # after the plan, which counts every row, so rows = records + errors
-        unique = rows | "DropDuplicateContent" >> DropDuplicateContent()
+        unique = rows | "DropDuplicateContent" >> DropDuplicateContent(options.max_file_bytes)
         rows, errors = unique["rows"], [*errors, unique["errors"]]
     keyed = rows | "AssignShards" >> AssignShards(plan)
     shards = keyed.keyed | "WriteShards" >> WriteShards(plan, write_config)

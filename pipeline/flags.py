@@ -88,6 +88,12 @@ FLAGS = (
          "stored shape)"),
     Flag("--max_record_mb", "M", FLOAT,
          "larger records are error rows (TensorFlow's limit is 1 GiB per record here)"),
+    Flag("--max_file_mb", "M", FLOAT,
+         "larger image files are `file_too_large` rows, read no further than the limit "
+         "(`gs://`: by the object's size, before reading) and left out of size estimates. 256 MB "
+         "is above any photograph a camera writes (a 100-megapixel JPEG is 30–60 MB, its PNG "
+         "150–200 MB) and far below a worker's memory, which holds a few images per thread; "
+         "raise it for uncompressed scans (an 8-bit RGB TIFF at `--max_pixels` is 537 MB)"),
     Flag("--dedup", "", SWITCH,
          "a row whose image bytes repeat an earlier row's is a `duplicate_content` error (reads "
          "every image once more)"),

@@ -11,6 +11,7 @@ Rows are held in memory, as the DirectRunner holds them: a few hundred bytes per
 """
 
 import contextlib
+import functools
 import threading
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -25,7 +26,12 @@ from transforms.errors import ErrorRow
 from transforms.manifest import ManifestRow, ReadConfig, SkippedFile, check_manifests, read_source
 from transforms.plan import PlanAccumulator, all_shards, decide_plan, group_by_shard
 from transforms.shard_processes import ShardWriters
-from transforms.shard_writer import REMOTE_THREADS_PER_CORE, ShardResult, available_cores
+from transforms.shard_writer import (
+    REMOTE_THREADS_PER_CORE,
+    ShardResult,
+    available_cores,
+    stored_size,
+)
 
 
 def convert_here(options: ConvertOptions) -> DatasetInfo:
@@ -50,7 +56,7 @@ def convert_here(options: ConvertOptions) -> DatasetInfo:
         rows, errors, skipped = read_rows(manifests, read_config)
         plan = _plan(rows, options, progress_dir)
         if options.dedup:  # after the plan, which counts every row, so rows = records + errors
-            rows, duplicates = drop_duplicate_content(rows)
+            rows, duplicates = drop_duplicate_content(rows, options.max_file_bytes)
             errors += duplicates
         by_shard, unlabelled = group_by_shard(rows, plan)
         del rows  # the shards' lists hold them now
@@ -85,18 +91,21 @@ def _plan(rows: list[ManifestRow], options: ConvertOptions, progress_dir: str | 
         counts,
         options.target_shard_mb,
         progress_dir,
-        fileio.size,
+        functools.partial(stored_size, max_file_bytes=options.max_file_bytes),
     )
 
 
-def drop_duplicate_content(rows: list[ManifestRow]) -> tuple[list[ManifestRow], list[ErrorRow]]:
+def drop_duplicate_content(
+    rows: list[ManifestRow], max_file_bytes: int
+) -> tuple[list[ManifestRow], list[ErrorRow]]:
     """Rows whose image bytes repeat an earlier row's become errors. The files are read and
     hashed on threads (file reads and SHA-256 release the GIL): many per core for `gs://`."""
     remote = any(fileio.is_remote(row.image_uri) for row in rows[:1])
     threads = available_cores() * (REMOTE_THREADS_PER_CORE if remote else 1)
     by_digest: dict[str, list[ManifestRow]] = defaultdict(list)
+    digest_of = functools.partial(content_digest, max_file_bytes=max_file_bytes)
     with ThreadPoolExecutor(threads, "digest") as pool:
-        for digest, row in zip(pool.map(content_digest, rows), rows, strict=True):
+        for digest, row in zip(pool.map(digest_of, rows), rows, strict=True):
             by_digest[digest].append(row)
     kept: list[ManifestRow] = []
     errors: list[ErrorRow] = []

@@ -14,7 +14,7 @@ from transforms.labels import LabelMap, parse_label_map
 from transforms.manifest import FEATURE_TYPES, ReadConfig
 from transforms.plan import ShardCounts, parse_shard_counts
 from transforms.records import MAX_RECORD_BYTES
-from transforms.shard_writer import WriteConfig, available_cores
+from transforms.shard_writer import DEFAULT_MAX_FILE_MB, WriteConfig, available_cores
 from transforms.sharding import DEFAULT_TARGET_SHARD_MB
 from transforms.splits import parse_split_spec
 
@@ -49,6 +49,7 @@ class ConvertOptions:
     background: str = "white"
     image_encoding: str = _IMAGE.encoding
     max_record_mb: float = MAX_RECORD_BYTES / 2**20
+    max_file_mb: float = DEFAULT_MAX_FILE_MB
     dedup: bool = False
     write_index: bool = False
     compression: str = "none"
@@ -76,6 +77,10 @@ class ConvertOptions:
             background=parse_colour(self.background),
             encoding=self.image_encoding,
         )
+
+    @property
+    def max_file_bytes(self) -> int:
+        return int(self.max_file_mb * 2**20)
 
     def shard_counts(self) -> ShardCounts:
         return parse_shard_counts(self.num_shards)
@@ -117,6 +122,7 @@ class ConvertOptions:
             (self.threads >= 0, "--threads must be 0 (automatic) or more"),
             (self.processes >= 0, "--processes must be 0 (automatic) or more"),
             (0 < self.max_record_mb <= 1024, "--max_record_mb must be in (0, 1024]"),
+            (self.max_file_bytes > 0, "--max_file_mb must be positive"),
             (
                 not (self.write_index and self.compression == "gzip"),
                 "--write_index needs uncompressed shards (DALI indexes raw file offsets)",
@@ -139,6 +145,7 @@ class ConvertOptions:
             processes,
             int(self.max_record_mb * 2**20),
             self.write_index,
+            self.max_file_bytes,
         )
 
     def commit(self) -> Commit:

@@ -165,12 +165,12 @@ def format_summary(info: DatasetInfo, output: str) -> str:
     lines.insert(1, "-" * len(lines[0]))
     lines.insert(len(lines) - 1, "-" * len(lines[0]))
     if unsplit:
-        lines.append(f"manifest rows that could not be parsed: {unsplit:,}")
+        lines.append(f"rows with no split (unparsed lines, unlisted folders): {unsplit:,}")
     if info.errors:
         reasons = ", ".join(f"{r}: {n:,}" for r, n in info.errors_by_reason.items())
         lines.append(f"rejected rows by reason: {reasons}  (errors/errors.jsonl)")
     if info.skipped_files:
-        lines.append(f"{info.skipped_files:,} non-image files skipped in class folders")
+        lines.append(f"{info.skipped_files:,} non-image files or deeper folders skipped in trees")
     state = "committed" if not info.failures else "NOT committed"
     lines.append(f"output: {output}  ({state})")
     return "\n".join(lines)

@@ -8,8 +8,14 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from transforms.errors import ErrorRow, UserError
-from transforms.manifest import ManifestRow, ReadConfig, check_manifest, read_manifest
+from transforms.errors import ErrorRow, Reason, UserError
+from transforms.manifest import (
+    MAX_JSON_DEPTH,
+    ManifestRow,
+    ReadConfig,
+    check_manifest,
+    read_manifest,
+)
 
 CONFIG = ReadConfig(features=(("weight", "float"),))
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -69,6 +75,37 @@ def test_jsonl_with_any_value_types(rows):
     body = "".join(json.dumps(row) + "\n" for row in rows).encode()
     items = _outcome(".jsonl", body)
     assert not items or len(items) == len(rows)
+
+
+def _depth(value) -> int:
+    if isinstance(value, dict | list):
+        children = value.values() if isinstance(value, dict) else value
+        return 1 + max(map(_depth, children), default=0)
+    return 0
+
+
+# Text with the characters a bracket count must not be fooled by: quotes, escapes, brackets.
+tricky = st.text(alphabet='[]{}"\\, ab', max_size=8)
+nested = st.recursive(
+    st.none() | st.integers() | tricky,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(tricky, inner, max_size=3),
+    max_leaves=60,
+)
+
+
+@FUZZ
+@given(st.lists(st.tuples(nested, st.integers(0, 2 * MAX_JSON_DEPTH)), min_size=1, max_size=5))
+def test_jsonl_nesting_is_bad_row_exactly_past_the_limit(values):
+    """Whatever the strings inside, the bracket scan agrees with the parsed depth: a line
+    deeper than the limit is a bad_row, any other line parses."""
+    rows = []
+    for value, wrap in values:
+        for _ in range(wrap):
+            value = [value]
+        rows.append({"image_uri": "a.jpg", "label": "cat", "x": value})
+    items = _outcome(".jsonl", "".join(json.dumps(row) + "\n" for row in rows).encode())
+    deep = [_depth(row) > MAX_JSON_DEPTH for row in rows]
+    assert [isinstance(item, ErrorRow) and item.reason is Reason.BAD_ROW for item in items] == deep
 
 
 def test_a_field_over_the_csv_size_limit_is_one_bad_row():

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import make_images, write_manifest
+from conftest import PHOTOS, make_images, write_manifest
 from tls_proxy import TlsProxy
 
 from pipeline.commit import MARKER, read_info
@@ -108,12 +108,29 @@ def test_local_manifest_with_gs_images_and_a_gs_class_tree(tmp_path, gcs, conver
     ]  # fmt: skip
 
 
+def test_an_object_over_the_size_limit_is_an_error_row(tmp_path, gcs, convert):
+    rows = make_images(tmp_path / "src", per_class=1)
+    (tmp_path / "src/images/big.jpg").write_bytes((PHOTOS / "retina.jpg").read_bytes())
+    rows.append({"image_uri": "images/big.jpg", "label": "coffee"})
+    write_manifest(tmp_path / "src/m.csv", rows)
+    source = gcs(tmp_path / "src", "limit")
+    flags = ("--max_file_mb", "0.1", "--dedup", "--max_error_rate", "1")
+    output, info = convert(f"{source}/m.csv", *flags, output=tmp_path / "out")
+    (error,) = map(json.loads, (output / "errors/errors.jsonl").open())
+    # The size is the object's metadata (a read to the limit could only say "larger")
+    assert (error["reason"], error["message"]) == (
+        "file_too_large",
+        f"{source}/images/big.jpg: 269,564 bytes, over the limit of 104,857 bytes (--max_file_mb)",
+    )
+    assert info.records == 4
+
+
 def test_transient_errors_are_retried_and_missing_objects_are_not(monkeypatch):
     from google.api_core import exceptions
 
     calls = []
 
-    def flaky(path):
+    def flaky(path, max_bytes):
         calls.append(path)
         if len(calls) < 3:
             raise exceptions.ServiceUnavailable("try again")
@@ -123,7 +140,7 @@ def test_transient_errors_are_retried_and_missing_objects_are_not(monkeypatch):
     monkeypatch.setattr(fileio, "RETRY_DELAY_S", 0)
     assert fileio.read_bytes("gs://b/x") == b"data" and len(calls) == 3
 
-    def missing(path):
+    def missing(path, max_bytes):
         calls.append(path)
         raise exceptions.NotFound("gone")
 

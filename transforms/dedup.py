@@ -11,11 +11,12 @@ from transforms.manifest import ManifestRow, error_row
 from transforms.shard_writer import read_image
 
 
-def content_digest(row: ManifestRow) -> str:
-    """SHA-256 of the row's image file. An unreadable file gets a digest of its own, so it
-    passes on to the shard writer, which reports why it cannot be read."""
+def content_digest(row: ManifestRow, max_file_bytes: int) -> str:
+    """SHA-256 of the row's image file, read as the shard writer reads it (regular files only,
+    none over the limit). A file that cannot be read gets a digest of its own, so it passes on
+    to the shard writer, which reports why."""
     try:
-        return hashlib.sha256(read_image(row.image_uri)).hexdigest()
+        return hashlib.sha256(read_image(row.image_uri, max_file_bytes)).hexdigest()
     except RowError:
         return f"unreadable:{row.key}"
 

@@ -17,8 +17,8 @@ class UserError(Exception):
 class Reason(enum.StrEnum):
     """Why a row was rejected. The values are written to `errors/` and must stay stable."""
 
-    BAD_ROW = "bad_row"  # a manifest line that does not parse (bad JSON, missing field)
-    BAD_LABEL = "bad_label"  # empty label
+    BAD_ROW = "bad_row"  # a line that does not parse (bad or deep JSON), a missing/NUL image_uri
+    BAD_LABEL = "bad_label"  # empty, a control character, or an integer id outside int64
     UNKNOWN_LABEL = "unknown_label"  # label absent from --label_map
     BAD_SPLIT = "bad_split"  # split name unusable in a file name
     BAD_FEATURE = "bad_feature"  # a --feature column value of the wrong type
@@ -26,12 +26,23 @@ class Reason(enum.StrEnum):
     DUPLICATE_CONTENT = "duplicate_content"  # with --dedup: same file bytes as an earlier row
     MISSING_FILE = "missing_file"
     UNREADABLE_FILE = "unreadable_file"
+    NOT_A_FILE = "not_a_file"  # a FIFO, socket, device or folder: never opened for reading
+    FILE_TOO_LARGE = "file_too_large"  # over --max_file_mb: never read whole
+    UNREADABLE_FOLDER = "unreadable_folder"  # a class-folder tree's folder that cannot be listed
+    DUPLICATE_FOLDER = "duplicate_folder"  # a tree folder met again: a link loop, or two links
     EMPTY_FILE = "empty_file"
     NOT_AN_IMAGE = "not_an_image"
     CORRUPT_IMAGE = "corrupt_image"  # truncated or malformed image data
     UNSUPPORTED_FORMAT = "unsupported_format"
     IMAGE_TOO_LARGE = "image_too_large"  # over the pixel limit (decompression bomb)
     RECORD_TOO_LARGE = "record_too_large"  # over TensorFlow's record size limit
+
+
+def shown(value: object, limit: int = 80) -> str:
+    """`repr(value)` for a message, cut to `limit` characters: a message names a value, the
+    error row's fields hold it whole."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 class RowError(Exception):

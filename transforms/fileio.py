@@ -12,8 +12,11 @@ import glob as local_glob
 import io
 import os
 import posixpath
+import stat
+import sys
 import time
 from collections.abc import Iterator
+from typing import NamedTuple
 
 _RAW = "uncompressed"  # Beam's CompressionTypes.UNCOMPRESSED
 RETRIES = 4
@@ -81,35 +84,103 @@ def absolute(path: str) -> str:
     return path if is_absolute(path) else os.path.abspath(path)
 
 
-def _read_remote(path: str) -> bytes:
-    with _filesystems().open(path, compression_type=_RAW) as handle:
-        return handle.read()
+class NotAFileError(OSError):
+    """The path names a FIFO, socket, device or folder. Such a path is never read: a FIFO
+    without a writer waits forever, and `/dev/zero` never ends."""
 
 
-def _read_local(path: str) -> bytes:
-    """A local file's bytes, in one read when it has the size it says: `open()` would build a
-    buffered file object and ask whether the file is a terminal, 12-24 us an image."""
-    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+class FileTooLargeError(OSError):
+    """The file is over the size limit; no more than the limit and one byte of it was read."""
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+# O_NONBLOCK: an open that meets a FIFO (put there after the stat) returns at once, not when a
+# writer comes; it changes nothing for a regular file. O_NOCTTY: a terminal never becomes ours.
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_NOCTTY", 0)
+    | getattr(os, "O_BINARY", 0)
+)
+_CHUNK = 1 << 20
+
+
+def _check_regular(path: str, mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        kind = next((name for is_kind, name in _KINDS if is_kind(mode)), "a special file")
+        raise NotAFileError(f"{path} is {kind}, not a regular file")
+
+
+def _check_size(path: str, size: int, max_bytes: int | None, known: bool = True) -> None:
+    if max_bytes is not None and size > max_bytes:
+        what = f"{size:,} bytes" if known else "larger than that"
+        raise FileTooLargeError(f"{path}: {what}, over the limit of {max_bytes:,} bytes")
+
+
+def _open_regular(path: str) -> tuple[int, int]:
+    """A descriptor for reading the regular file at `path`, and its size. Symlinks are followed
+    (linked images are common). The path is checked before the open, because opening a device
+    can act on it (a tape rewinds, a watchdog arms), and the descriptor after, in case the path
+    was replaced in between."""
+    _check_regular(path, os.stat(path).st_mode)
+    descriptor = os.open(path, _OPEN_FLAGS)
     try:
-        size = os.fstat(descriptor).st_size
+        status = os.fstat(descriptor)
+        _check_regular(path, status.st_mode)
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor, status.st_size
+
+
+def _read_remote(path: str, max_bytes: int | None) -> bytes:
+    with _filesystems().open(path, compression_type=_RAW) as handle:
+        if max_bytes is None:
+            return handle.read()
+        if handle.seekable():  # an object's size is in the metadata its open fetched
+            _check_size(path, handle.seek(0, io.SEEK_END), max_bytes)
+            handle.seek(0)
+        data = handle.read(max_bytes + 1)
+    _check_size(path, len(data), max_bytes, known=False)
+    return data
+
+
+def _read_local(path: str, max_bytes: int | None) -> bytes:
+    """A local regular file's bytes, in one read when it has the size it says: `open()` would
+    build a buffered file object and ask whether the file is a terminal, 12-24 us an image."""
+    descriptor, size = _open_regular(path)
+    try:
+        _check_size(path, size, max_bytes)
         data = os.read(descriptor, size) if size else b""
         if size and len(data) == size:
             return data
-        chunks = [data]  # a short read, or a file without a size: read on to the end
-        while chunk := os.read(descriptor, 1 << 20):
+        # A short read, or a file without a size (procfs): read on, never past the limit.
+        chunks, total = [data], len(data)
+        limit = sys.maxsize - 1 if max_bytes is None else max_bytes
+        while total <= limit and (chunk := os.read(descriptor, min(_CHUNK, limit + 1 - total))):
             chunks.append(chunk)
+            total += len(chunk)
+        _check_size(path, total, max_bytes, known=False)
         return b"".join(chunks)
     finally:
         os.close(descriptor)
 
 
-def read_bytes(path: str, retries: int = RETRIES) -> bytes:
-    """The file's bytes; transient object-store errors are retried with backoff."""
+def read_bytes(path: str, max_bytes: int | None = None, retries: int = RETRIES) -> bytes:
+    """The bytes of a regular file or an object: FileTooLargeError beyond `max_bytes`,
+    NotAFileError for anything else a local path names. Transient object-store errors are
+    retried."""
     if not is_remote(path):
-        return _read_local(path)
+        return _read_local(path, max_bytes)
     for attempt in range(retries):
         try:
-            return _read_remote(path)
+            return _read_remote(path, max_bytes)
         except _error_types()["TRANSIENT"]:
             if attempt == retries - 1:
                 raise
@@ -127,7 +198,8 @@ def open_text(path: str) -> io.TextIOBase:
     is 600 MB of text); a remote one is downloaded, with retries, and read from memory."""
     if is_remote(path):
         return io.StringIO(read_text(path), newline="")
-    return open(path, encoding="utf-8-sig", newline="")  # noqa: SIM115 - the caller's to close
+    descriptor, _ = _open_regular(path)
+    return open(descriptor, encoding="utf-8-sig", newline="")  # noqa: SIM115 - the caller's
 
 
 def create(path: str):
@@ -198,15 +270,54 @@ def glob(pattern: str) -> list[str]:
     return sorted(m.path for m in _filesystems().match([pattern])[0].metadata_list)
 
 
-def walk(root: str) -> Iterator[str]:
-    """Every file under `root` as a '/'-separated path relative to it, in sorted order."""
-    if is_remote(root):
+class Unlisted(NamedTuple):
+    """A folder `walk` did not list: deeper than asked (no `error`, no `same_as`), one it could
+    not list (`error`), or one it had listed already under the path `same_as`."""
+
+    path: str  # '/'-separated, relative to the root; "." is the root
+    error: str = ""
+    same_as: str = ""
+
+
+def walk(root: str, depth: int) -> Iterator[str | Unlisted]:
+    """Every entry under `root` that is not a folder, as a '/'-separated path relative to it, in
+    sorted order, and an `Unlisted` for each folder not listed. Folders are listed down to
+    `depth` levels below the root; symlinked folders are followed, each folder once (by device
+    and inode), so a link loop ends and no file is listed twice."""
+    if is_remote(root):  # an object store has neither links nor folders that deny a listing
         prefix = root.rstrip("/") + "/"
         for path in glob(prefix + "**"):
             yield path[len(prefix) :]
         return
-    for folder, dirs, files in os.walk(root):
-        dirs.sort()
-        rel = os.path.relpath(folder, root)
-        for name in sorted(files):
-            yield name if rel == "." else posixpath.join(*rel.split(os.sep), name)
+    yield from _walk_local(root, ".", depth, {})
+
+
+def _walk_local(folder: str, relative: str, depth: int, seen: dict) -> Iterator[str | Unlisted]:
+    try:
+        status = os.stat(folder)
+        first = seen.setdefault((status.st_dev, status.st_ino), relative)
+        if first != relative:
+            yield Unlisted(relative, same_as=first)
+            return
+        with os.scandir(folder) as listing:
+            entries = sorted((entry.name, entry) for entry in listing)
+    except OSError as error:
+        yield Unlisted(relative, error=error.strerror or str(error))
+        return
+    for name, entry in entries:
+        path = name if relative == "." else f"{relative}/{name}"
+        if not _is_folder(entry):
+            yield path
+        elif depth:
+            yield from _walk_local(entry.path, path, depth - 1, seen)
+        else:
+            yield Unlisted(path)
+
+
+def _is_folder(entry: os.DirEntry) -> bool:
+    """Whether the entry is a folder or a link to one. A link whose target cannot be looked at
+    counts as a folder: listing it then reports why."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return True

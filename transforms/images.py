@@ -138,7 +138,7 @@ def normalise(data: bytes, config: ImageConfig) -> StoredImage:
         raise RowError(Reason.EMPTY_FILE, "the file is empty")
     kind = sniff(data)
     if kind is None:
-        raise RowError(Reason.NOT_AN_IMAGE, f"not an image (starts with {data[:8]!r})")
+        raise RowError(Reason.NOT_AN_IMAGE, f"{len(data):,} bytes with no image signature")
     if kind not in SUPPORTED:
         raise RowError(Reason.UNSUPPORTED_FORMAT, f"{kind} images are not supported")
     if kind != "jpeg":

@@ -3,20 +3,33 @@
 String labels get ids in sorted-name order (plus `--label_offset`), so the same label set always
 gives the same ids whatever order rows arrive in. `--label_map labels.txt` pins the ids of an
 earlier run; a label it lacks is an error row, never a silently appended id. When every label in
-the dataset is an integer literal the integers are used as they are.
+the dataset is an integer literal the integers are used as they are; one that int64 (the
+record's label type) cannot hold is an error row, never wrapped.
 """
 
 import dataclasses
 import re
 from collections.abc import Iterable
 
-from transforms.errors import Reason, RowError, UserError
+from transforms.errors import Reason, RowError, UserError, shown
 
 _INTEGER = re.compile(r"^-?\d+$")
+_INT64 = range(-(1 << 63), 1 << 63)
+_INT64_DIGITS = 19
+# Characters a label cannot hold: C0 and C1 controls (NUL, tab, line ends, escapes) and the
+# Unicode line and paragraph separators. labels.txt holds one label a line, and is read back
+# with str.splitlines(), which breaks lines at several of them.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def is_integer_label(label: str) -> bool:
     return bool(_INTEGER.match(label))
+
+
+def fits_int64(label: str) -> bool:
+    """Whether an integer label is in int64's range. Digits are counted before converting:
+    Python refuses to convert a string of over 4,300 digits."""
+    return len(label.lstrip("-0")) <= _INT64_DIGITS and int(label) in _INT64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,10 +46,14 @@ class LabelMap:
 
     def id_of(self, label: str) -> int:
         if self.integers:
+            if not fits_int64(label):
+                message = f"integer label {shown(label, 40)} is outside the int64 range"
+                raise RowError(Reason.BAD_LABEL, message)
             return int(label)
         index = self._index.get(label)
         if index is None:
-            raise RowError(Reason.UNKNOWN_LABEL, f"label {label!r} is not in the label map")
+            message = f"label {shown(label)} is not in the label map"
+            raise RowError(Reason.UNKNOWN_LABEL, message)
         return index + self.offset
 
     def to_text(self) -> str:
@@ -48,14 +65,19 @@ def check_label(label: str) -> str:
     label = label.strip()
     if not label:
         raise RowError(Reason.BAD_LABEL, "empty label")
+    if control := _CONTROL.search(label):
+        raise RowError(Reason.BAD_LABEL, f"label holds control character U+{ord(control[0]):04X}")
     return label
 
 
 def label_map_from_labels(labels: Iterable[str], offset: int = 0) -> LabelMap:
-    """Ids for the labels seen in the data: integers as they are, or names in sorted order."""
+    """Ids for the labels seen in the data: integers as they are, or names in sorted order.
+    An integer label outside int64 keeps the labels integers (its rows become errors when
+    their id is asked for) but is not listed."""
     distinct = sorted(set(labels))
     if distinct and all(is_integer_label(label) for label in distinct):
-        return LabelMap(tuple(sorted(distinct, key=int)), 0, integers=True)
+        ids = sorted(filter(fits_int64, distinct), key=int)
+        return LabelMap(tuple(ids), 0, integers=True)
     return LabelMap(tuple(distinct), offset)
 
 

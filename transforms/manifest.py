@@ -12,12 +12,13 @@ import glob as local_glob
 import io
 import json
 import posixpath
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from transforms import fileio
-from transforms.errors import ErrorRow, Reason, RowError, UserError
+from transforms.errors import ErrorRow, Reason, RowError, UserError, shown
 from transforms.labels import check_label
 from transforms.splits import SplitSpec, assign_split
 
@@ -26,6 +27,12 @@ IMAGE_EXTENSIONS = frozenset(
     [".jpg", ".jpeg", ".jpe", ".png", ".gif", ".bmp", ".tif", ".tiff", ".webp"]
 )  # folder trees only; manifests are trusted to list images and checked by content
 FEATURE_TYPES = ("int64", "float", "bytes")
+TREE_DEPTH = 2  # folders listed below a tree's root: <split>/<label>/ holds the deepest images
+# A usable JSONL row is one object of scalars (depth 1); much deeper nesting is only ever an
+# attack on the parser, which recurses once per level.
+MAX_JSON_DEPTH = 16
+_JSON_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"')
+_JSON_BRACKET = re.compile(r"[\[\]{}]")
 
 
 class ReadConfig(NamedTuple):
@@ -83,7 +90,8 @@ class RowBatch(NamedTuple):
 
 
 class SkippedFile(NamedTuple):
-    """A non-image file met in a class-folder tree: counted, not converted."""
+    """A non-image file, or a folder deeper than any image can be, met in a class-folder tree:
+    counted, not converted."""
 
     path: str
 
@@ -118,7 +126,7 @@ def _typed(value: object, kind: str, column: str) -> object:
             return float(value)
         return value if isinstance(value, bytes) else str(value).encode("utf-8")
     except (TypeError, ValueError):
-        raise RowError(Reason.BAD_FEATURE, f"{column}={value!r} is not {kind}") from None
+        raise RowError(Reason.BAD_FEATURE, f"{column}={shown(value)} is not {kind}") from None
 
 
 def make_row(
@@ -130,11 +138,13 @@ def make_row(
     if image is None or label is None or not str(image).strip():
         raise RowError(Reason.BAD_ROW, "image_uri and label are required")
     if isinstance(label, bool) or not isinstance(label, str | int):
-        raise RowError(Reason.BAD_LABEL, f"label must be text or an integer, not {label!r}")
+        raise RowError(Reason.BAD_LABEL, f"label must be text or an integer, not {shown(label)}")
     split = fields.get("split") or ""
     if not isinstance(split, str):
-        raise RowError(Reason.BAD_SPLIT, f"split must be text, not {split!r}")
+        raise RowError(Reason.BAD_SPLIT, f"split must be text, not {shown(split)}")
     image = str(image).strip()
+    if "\x00" in image:  # no file system takes it; os calls would raise ValueError
+        raise RowError(Reason.BAD_ROW, "image_uri contains a NUL character")
     key = str(fields.get("key") or "").strip() or image
     features = []
     for column, kind in config.features:
@@ -185,9 +195,25 @@ def _csv_records(text: io.TextIOBase) -> Iterator[tuple[int, object]]:
             yield reader.line_num, fields
 
 
+def nests_too_deep(body: str) -> bool:
+    """Whether a JSON text nests deeper than MAX_JSON_DEPTH, found without parsing it (brackets
+    inside strings do not count). A plain row has too few brackets to need the scan."""
+    if body.count("[") + body.count("{") <= MAX_JSON_DEPTH:
+        return False
+    depth = 0
+    for bracket in _JSON_BRACKET.findall(_JSON_STRING.sub("", body)):
+        depth += 1 if bracket in "[{" else -1
+        if depth > MAX_JSON_DEPTH:
+            return True
+    return False
+
+
 def _jsonl_records(text: io.TextIOBase) -> Iterator[tuple[int, object]]:
     for line, body in enumerate(text, start=1):
         if not body.strip():
+            continue
+        if nests_too_deep(body):
+            yield line, RowError(Reason.BAD_ROW, f"JSON nested deeper than {MAX_JSON_DEPTH}")
             continue
         try:
             fields = json.loads(body)
@@ -224,10 +250,27 @@ def tree_row(root: str, relative: str, number: int, config: ReadConfig):
     return rows[0]
 
 
+def unlisted_folder(root: str, folder: fileio.Unlisted) -> ErrorRow | SkippedFile:
+    """A folder of a tree that was not listed: deeper than any image can be (skipped), or one
+    that cannot be listed or was listed already (an error row; with no split, it counts as one
+    row in, so the count law holds and the summary shows it)."""
+    path = root if folder.path == "." else fileio.join(root, *folder.path.split("/"))
+    if folder.error:
+        message = f"cannot list the folder: {folder.error}"
+        return ErrorRow(folder.path, path, Reason.UNREADABLE_FOLDER, message)
+    if folder.same_as:
+        message = f"already listed as {folder.same_as} (a symlink loop, or a second link to it)"
+        return ErrorRow(folder.path, path, Reason.DUPLICATE_FOLDER, message)
+    return SkippedFile(path)
+
+
 def read_tree(root: str, number: int, config: ReadConfig):
     root = fileio.absolute(root)  # the rows' image paths, wherever the workers run
-    for relative in fileio.walk(root):
-        yield tree_row(root, relative, number, config)
+    for entry in fileio.walk(root, TREE_DEPTH):
+        if isinstance(entry, fileio.Unlisted):
+            yield unlisted_folder(root, entry)
+        else:
+            yield tree_row(root, entry, number, config)
 
 
 def read_source(path: str, number: int, config: ReadConfig):
@@ -274,9 +317,12 @@ def check_manifest(path: str, config: ReadConfig) -> None:
     """Fail fast, before any worker starts, on a manifest that cannot work at all."""
     kind = manifest_kind(path)
     if kind == "tree":
-        if not any(isinstance(r, ManifestRow) for r in read_tree(path, 0, config)):
-            raise UserError(f"{path}: no images found in <label>/ or <split>/<label>/ folders")
-        return
+        for item in read_tree(path, 0, config):
+            if isinstance(item, ManifestRow):
+                return
+            if isinstance(item, ErrorRow) and item.key == ".":
+                raise UserError(f"{path}: {item.message}")
+        raise UserError(f"{path}: no images found in <label>/ or <split>/<label>/ folders")
     try:
         with fileio.open_text(path) as text:
             if kind == "csv":

@@ -26,6 +26,10 @@ from transforms.sharding import ShardId, record_order
 TMP_DIR = "_tmp"
 IN_FLIGHT_PER_THREAD = 8  # queued images per pool thread: bounds the writer's memory
 REMOTE_THREADS_PER_CORE = 8  # object-store reads mostly wait on the network
+# Larger image files are error rows, read no further than the limit. Above any photograph a
+# camera writes (a 100-megapixel JPEG is 30-60 MB, its PNG 150-200 MB), far below the memory
+# of a worker that holds a few images per thread (Dataflow's smallest has 3.75 GB a core).
+DEFAULT_MAX_FILE_MB = 256
 
 
 class WriteConfig(NamedTuple):
@@ -37,6 +41,7 @@ class WriteConfig(NamedTuple):
     processes: int = 1  # shards written at once on a local run (this process and children)
     max_record_bytes: int = MAX_RECORD_BYTES
     write_index: bool = False  # a DALI `<shard>.idx` beside each (uncompressed) shard
+    max_file_bytes: int = DEFAULT_MAX_FILE_MB << 20
 
 
 class ShardResult(NamedTuple):
@@ -74,27 +79,38 @@ def writer_threads(config: WriteConfig, remote: bool, cores: int) -> int:
     return cores if decodes_every_image(config.image) else 1
 
 
-def read_image(uri: str) -> bytes:
+def read_image(uri: str, max_bytes: int) -> bytes:
     """The image file's bytes; a file that cannot be had is a RowError, never a dead worker."""
     try:
-        return fileio.read_bytes(uri)
+        return fileio.read_bytes(uri, max_bytes)
     except fileio.MISSING:
         raise RowError(Reason.MISSING_FILE, f"no such file: {uri}") from None
+    except fileio.NotAFileError as error:
+        raise RowError(Reason.NOT_A_FILE, str(error)) from None
+    except fileio.FileTooLargeError as error:
+        raise RowError(Reason.FILE_TOO_LARGE, f"{error} (--max_file_mb)") from None
     except fileio.READ_ERRORS as error:
         raise RowError(Reason.UNREADABLE_FILE, f"cannot read {uri}: {error}") from None
 
 
-def make_record(
-    row: ManifestRow, labels: LabelMap, image: ImageConfig, max_bytes: int = MAX_RECORD_BYTES
-) -> tuple[bytes, int]:
+def stored_size(uri: str, max_file_bytes: int) -> int:
+    """What an image file weighs in a shard-size estimate: its size, or nothing when it is
+    over the limit (an error row, never stored), so one huge or sparse file cannot multiply
+    a split's shards."""
+    size = fileio.size(uri)
+    return size if size <= max_file_bytes else 0
+
+
+def make_record(row: ManifestRow, labels: LabelMap, config: WriteConfig) -> tuple[bytes, int]:
     """The serialized Example for a row and its label id; raises RowError."""
     label_id = labels.id_of(row.label)
-    stored = normalise(read_image(row.image_uri), image)
+    stored = normalise(read_image(row.image_uri, config.max_file_bytes), config.image)
     filename = posixpath.basename(row.image_uri.replace("\\", "/"))
     record = build_example(stored, label_id, row.label, filename, row.key, row.features)
-    if len(record) > max_bytes:
+    if len(record) > config.max_record_bytes:
         raise RowError(
-            Reason.RECORD_TOO_LARGE, f"record of {len(record):,} bytes is over {max_bytes:,}"
+            Reason.RECORD_TOO_LARGE,
+            f"record of {len(record):,} bytes is over {config.max_record_bytes:,}",
         )
     return record, label_id
 
@@ -115,7 +131,7 @@ def _record_or_error(item: ManifestRow | ErrorRow, labels: LabelMap, config: Wri
     if isinstance(item, ErrorRow):
         return item, None, None
     try:
-        record, label_id = make_record(item, labels, config.image, config.max_record_bytes)
+        record, label_id = make_record(item, labels, config)
     except RowError as error:
         return error_row(item, error.reason, error.message), None, None
     return item, record, label_id

@@ -9,6 +9,7 @@ Element shapes between steps (a RowBatch holds up to ROWS_PER_BATCH ManifestRows
 Only manifest rows cross the GroupByKey in WriteShards; image bytes are read after it.
 """
 
+import functools
 from collections.abc import Iterable
 
 import apache_beam as beam
@@ -16,7 +17,6 @@ from apache_beam.metrics import Metrics
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 from apache_beam.transforms.window import GlobalWindows
 
-from transforms import fileio
 from transforms.dedup import content_digest, keep_first
 from transforms.errors import ErrorRow
 from transforms.labels import LabelMap
@@ -29,7 +29,7 @@ from transforms.plan import (
     group_by_shard,
 )
 from transforms.shard_processes import ShardTask, ShardWriters
-from transforms.shard_writer import ShardResult, WriteConfig
+from transforms.shard_writer import ShardResult, WriteConfig, stored_size
 from transforms.sharding import ShardId
 
 NAMESPACE = "tfrecord_pipeline"
@@ -127,8 +127,10 @@ def PlanDataset(
     counts: ShardCounts,
     target_shard_mb: float,
     progress_dir: str | None,
+    max_file_bytes: int,
 ):
-    """All rows → one DatasetPlan: label ids and each split's shard count."""
+    """All rows → one DatasetPlan: label ids and each split's shard count (files over
+    `max_file_bytes` weigh nothing in a split's size: they become error rows)."""
     return (
         rows
         | "CollectStats" >> beam.CombineGlobally(_PlanStatsFn(counts))
@@ -140,14 +142,14 @@ def PlanDataset(
             counts,
             target_shard_mb,
             progress_dir,
-            fileio.size,
+            functools.partial(stored_size, max_file_bytes=max_file_bytes),
         )
     )
 
 
-def _digest_rows(batch: RowBatch):
+def _digest_rows(batch: RowBatch, max_file_bytes: int):
     for row in batch.rows:
-        yield content_digest(row), row
+        yield content_digest(row, max_file_bytes), row
 
 
 def _keep_first(digest_rows):
@@ -157,12 +159,13 @@ def _keep_first(digest_rows):
 
 
 @beam.ptransform_fn
-def DropDuplicateContent(batches):
+def DropDuplicateContent(batches, max_file_bytes: int):
     """Rows whose image bytes repeat an earlier row's become errors (reads every image once
-    more; only digests and rows cross the shuffle). Returns {"rows": RowBatch, "errors"}."""
+    more, none over `max_file_bytes`; only digests and rows cross the shuffle). Returns
+    {"rows": RowBatch, "errors"}."""
     kept = (
         batches
-        | "DigestContent" >> beam.FlatMap(_digest_rows)
+        | "DigestContent" >> beam.FlatMap(_digest_rows, max_file_bytes)
         | "GroupByContent" >> beam.GroupByKey()
         | "KeepFirst" >> beam.FlatMap(_keep_first).with_outputs("errors", main="rows")
     )
