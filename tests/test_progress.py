@@ -5,7 +5,6 @@ import os
 import pty
 import re
 import select
-import shutil
 import signal
 import sys
 from pathlib import Path
@@ -80,16 +79,20 @@ def test_eta_waits_for_work_then_follows_the_recent_rate():
             assert rate.rate() == pytest.approx(50, rel=0.05)
 
 
-def _fifo_manifest(tmp_path: Path) -> tuple[Path, Path]:
-    """The sample's 40 images and one more row whose image is a FIFO: the run waits on it until
-    the test writes a photo into it (or presses Ctrl-C)."""
-    shutil.copytree(ROOT / "sample" / "images", tmp_path / "images")
-    fifo = tmp_path / "slow.jpg"
-    os.mkfifo(fifo)
+SLOW_ROWS = 400
+
+
+def _slow_manifest(tmp_path: Path) -> Path:
+    """Rows that keep one writer busy for seconds, long past the bar's first redraw: the
+    512x512 astronaut PNG, decoded and re-encoded once a row, under 400 keys."""
+    photo = ROOT / "sample" / "photos" / "astronaut.png"
     manifest = tmp_path / "manifest.csv"
-    rows = (ROOT / "sample" / "manifest.csv").read_text()
-    manifest.write_text(rows + "slow.jpg,astronaut\n")
-    return manifest, fifo
+    rows = "".join(f"{photo},astronaut,row-{n}\n" for n in range(SLOW_ROWS))
+    manifest.write_text("image_uri,label,key\n" + rows)
+    return manifest
+
+
+ONE_WRITER = ["--processes", "1", "--threads", "1"]
 
 
 def _in_terminal(argv: list[str], until: bytes, then) -> tuple[int, str]:
@@ -122,32 +125,32 @@ def _in_terminal(argv: list[str], until: bytes, then) -> tuple[int, str]:
 
 
 def test_bar_redraws_then_ends_with_the_elapsed_time(tmp_path):
-    manifest, fifo = _fifo_manifest(tmp_path)
-    image = (ROOT / "sample" / "images" / "coffee" / "coffee_0.jpg").read_bytes()
+    manifest = _slow_manifest(tmp_path)
     status, printed = _in_terminal(
-        ["convert", "--manifest", str(manifest), "--output", str(tmp_path / "out")],
-        until=b"/41 images",
-        then=lambda _: fifo.write_bytes(image),
+        ["convert", "--manifest", str(manifest), "--output", str(tmp_path / "out"), *ONE_WRITER],
+        until=b"/400 images",
+        then=lambda _: None,
     )
     assert status == 0, printed
     redraws = printed.split("\r\x1b[K")[1:]
-    assert len(redraws) >= 2 and all(re.match(r"\[[#.]{30}\] \d+/41 images", r) for r in redraws)
+    assert len(redraws) >= 2 and all(re.match(r"\[[#.]{30}\] \d+/400 images", r) for r in redraws)
     last, summary = redraws[-1].split("\r\n", 1)
     assert re.fullmatch(DONE_LINE, last), last
     assert summary.startswith("split  examples"), summary
 
 
 def test_ctrl_c_ends_the_bar_line_before_the_message(tmp_path):
-    manifest, _ = _fifo_manifest(tmp_path)
+    manifest = _slow_manifest(tmp_path)
     status, printed = _in_terminal(
-        ["convert", "--manifest", str(manifest), "--output", str(tmp_path / "out")],
-        until=b"/41 images",
+        ["convert", "--manifest", str(manifest), "--output", str(tmp_path / "out"), *ONE_WRITER],
+        until=b"/400 images",
         then=lambda terminal: os.write(terminal, b"\x03"),  # the terminal's Ctrl-C
     )
     assert status == 130, printed
     last_bar = printed.split("\r\x1b[K")[-1]
     assert re.fullmatch(
-        r"\[[#.]{30}\] \d+/41 images  stopped after \d+:\d\d\r\ntfrecord-pipeline: interrupted\r\n",
+        r"\[[#.]{30}\] \d+/400 images  stopped after \d+:\d\d\r\n"
+        r"tfrecord-pipeline: interrupted\r\n",
         last_bar,
     ), printed
 
