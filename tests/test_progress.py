@@ -100,6 +100,9 @@ def _in_terminal(argv: list[str], until: bytes, then) -> tuple[int, str]:
     printed, calls `then(terminal)`. Returns the exit status and everything printed."""
     pid, terminal = pty.fork()
     if pid == 0:
+        # A shell starts background jobs with SIGINT ignored, and an ignored SIGINT survives
+        # exec: the command must get the terminal's Ctrl-C however this suite was started.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.execv(sys.executable, [sys.executable, "-m", "pipeline.cli", *argv])
     printed, acted = b"", False
     try:
