@@ -22,7 +22,6 @@ from pipeline.faults import as_fault
 from pipeline.verify import verify
 from transforms.errors import FaultError, UserError
 from transforms.shard_writer import TMP_DIR
-from transforms.sharding import shard_for
 
 COMMAND = Path(sys.executable).parent / "tfrecord-pipeline"
 WAIT_S = 120  # only a bound on a hung run, never a timing that is checked
@@ -89,47 +88,29 @@ def _large_images(root: Path, copies: int = 2) -> Path:
     return write_manifest(root / "large.csv", rows)
 
 
-def _fifo_rows(root: Path, shards: int = 1) -> list[dict]:
-    """One image per shard that is a FIFO: its shard writer waits there until the test writes
-    the image, so the test acts while the run is midway."""
-    rows, taken = [], set()
-    for number in range(1000):
-        key = f"fifo-{number}.jpg"
-        shard = shard_for(key, "train", shards).index
-        if shard not in taken:
-            taken.add(shard)
-            os.mkfifo(root / key)
-            rows.append({"image_uri": key, "label": "fifo"})
-        if len(taken) == shards:
-            return rows
-    raise AssertionError("no key for every shard")
+def _pause_after(output: Path, shard: str) -> Path:
+    """With --write_index, the writer of `shard` renames it into place, then opens `<shard>.idx`
+    to write the index: made a FIFO here, it waits there, with no file open on the disk, until
+    the test opens the FIFO's other end. So the test acts while the run is midway."""
+    output.mkdir(exist_ok=True)
+    fifo = output / f"{shard}.idx"
+    os.mkfifo(fifo)
+    return fifo
 
 
-def _when_read(fifo: Path, process: subprocess.Popen) -> int:
-    """The writing end of `fifo`, opened once `process` (or a child of it) opens it to read."""
+def _wait_for(path: Path, process: subprocess.Popen) -> None:
     deadline = time.monotonic() + WAIT_S
-    while True:
-        try:
-            end = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO while no one reads
-        except OSError as error:
-            if error.errno != errno.ENXIO or process.poll() is not None:
-                pytest.fail(f"{fifo} never read: {process.communicate()}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"{fifo} not read in {WAIT_S} s")
-            time.sleep(0.01)
-        else:
-            os.set_blocking(end, True)
-            return end
+    while not path.exists():
+        if process.poll() is not None:
+            pytest.fail(f"the run ended before {path} was written: {process.communicate()}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"{path} not written in {WAIT_S} s")
+        time.sleep(0.01)
 
 
-def _feed(end: int) -> None:
-    """Writes an image into a FIFO's writing end and closes it; a reader gone is no error."""
-    try:
-        os.write(end, encode(photo().resize((48, 48))))
-    except BrokenPipeError:
-        pass
-    finally:
-        os.close(end)
+def _release(fifo: Path) -> int:
+    """A reading end of `fifo`, which lets its writer on (an index fits the pipe's buffer)."""
+    return os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
 
 
 def _children(pid: int) -> list[int]:
@@ -173,35 +154,36 @@ def test_a_full_disk_under_the_beam_pipeline_is_the_same_fault(tmp_path, small_d
 
 
 def test_a_file_system_turned_read_only_during_the_run(tmp_path, small_disk):
-    rows = make_images(tmp_path, per_class=1) + _fifo_rows(tmp_path)
-    manifest = write_manifest(tmp_path / "m.csv", rows)
+    manifest = write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
     output = small_disk / "out"
-    # --dedup reads every image before any shard file is opened: while it waits on the FIFO,
-    # nothing is open for writing on the disk, so it can be remounted read-only.
-    run = _start(tmp_path, "--manifest", manifest, "--output", output, "--dedup")
-    fifo = _when_read(tmp_path / rows[-1]["image_uri"], run)
+    fifo = _pause_after(output, "train-00000-of-00001.tfrecord")
+    run = _start(tmp_path, "--manifest", manifest, "--output", output, "--write_index")
+    _wait_for(output / "train-00000-of-00001.tfrecord", run)
     subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
-    _feed(fifo)
+    reader = _release(fifo)
     status, err = _ended(run)
+    os.close(reader)
     assert status == EXIT_FAULT
-    line = _fault_line(err, f"the file system ({output}) is read-only")
-    assert "Read-only file system" in _logged_traceback(line)
-    assert not output.exists()
+    line = _fault_line(err, f"the file system ({output}")
+    assert "is read-only" in line and "Read-only file system" in _logged_traceback(line)
+    assert not (output / MARKER).exists() and not list((output / TMP_DIR).iterdir())
 
 
 def test_a_killed_shard_writer_is_one_line_exit_3(tmp_path):
-    rows = _fifo_rows(tmp_path, shards=2)
-    manifest = write_manifest(tmp_path / "m.csv", rows)
+    manifest = write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=2))
     output = tmp_path / "out"
+    shards = [f"train-0000{index}-of-00002.tfrecord" for index in range(2)]
+    fifos = [_pause_after(output, shard) for shard in shards]
     run = _start(tmp_path, "--manifest", manifest, "--output", output, "--num_shards", "2",
-                 "--processes", "2")  # fmt: skip
-    # This process writes one shard and its child the other: each waits on its FIFO.
-    fifos = [_when_read(tmp_path / row["image_uri"], run) for row in rows]
+                 "--processes", "2", "--write_index")  # fmt: skip
+    for shard in shards:  # then this process waits after one shard, its child after the other
+        _wait_for(output / shard, run)
     (child,) = _children(run.pid)
     os.kill(child, signal.SIGKILL)
-    for fifo in fifos:
-        _feed(fifo)
+    readers = [_release(fifo) for fifo in fifos]
     status, err = _ended(run)
+    for reader in readers:
+        os.close(reader)
     assert status == EXIT_FAULT
     line = _fault_line(err, "a shard writer process killed by SIGKILL while writing train-0000")
     assert "FaultError" in _logged_traceback(line)
@@ -209,15 +191,13 @@ def test_a_killed_shard_writer_is_one_line_exit_3(tmp_path):
 
 
 def test_ctrl_c_is_exit_130_and_leaves_no_temp_files(tmp_path):
-    rows = make_images(tmp_path, per_class=1) + _fifo_rows(tmp_path)
-    manifest = write_manifest(tmp_path / "m.csv", rows)
+    manifest = write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
     output = tmp_path / "out"
-    run = _start(tmp_path, "--manifest", manifest, "--output", output)
-    fifo = _when_read(tmp_path / rows[-1]["image_uri"], run)
-    assert (output / TMP_DIR).exists()  # midway: a shard is being written
+    _pause_after(output, "train-00000-of-00001.tfrecord")
+    run = _start(tmp_path, "--manifest", manifest, "--output", output, "--write_index")
+    _wait_for(output / "train-00000-of-00001.tfrecord", run)
     os.killpg(run.pid, signal.SIGINT)  # as Ctrl-C does: the whole process group
     status, err = _ended(run)
-    os.close(fifo)
     assert status == EXIT_INTERRUPTED
     assert err.strip() == "tfrecord-pipeline: interrupted"
     _uncommitted_and_clean(output)
@@ -226,14 +206,17 @@ def test_ctrl_c_is_exit_130_and_leaves_no_temp_files(tmp_path):
 def test_a_run_that_loses_the_race_to_another_says_so(tmp_path):
     rows = make_images(tmp_path, per_class=2)
     manifest = write_manifest(tmp_path / "m.csv", rows)
-    waiting = write_manifest(tmp_path / "waiting.csv", rows + _fifo_rows(tmp_path))
     output = tmp_path / "out"
-    loser = _start(tmp_path, "--manifest", waiting, "--output", output, "--num_shards", "1")
-    fifo = _when_read(tmp_path / "fifo-0.jpg", loser)
-    argv = ["convert", "--manifest", str(manifest), "--output", str(output), "--no_progress"]
-    assert main([*argv, "--num_shards", "1"]) == 0  # the winner, while the loser writes
-    _feed(fifo)
+    shard = "train-00000-of-00001.tfrecord"
+    fifo = _pause_after(output, shard)
+    os.link(fifo, tmp_path / "index-fifo")  # the winner's commit deletes the name in output
+    argv = ["--manifest", manifest, "--output", output, "--num_shards", "1"]
+    loser = _start(tmp_path, *argv, "--write_index")
+    _wait_for(output / shard, loser)
+    assert main(["convert", *map(str, argv), "--no_progress"]) == 0  # the winner
+    reader = _release(tmp_path / "index-fifo")
     status, err = _ended(loser)
+    os.close(reader)
     assert status == EXIT_FAULT
     _fault_line(err, f"another run committed {output} while this one ran")
     records, problems = verify(str(output))
