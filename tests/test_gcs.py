@@ -144,7 +144,7 @@ def test_a_service_that_keeps_failing_is_a_fault_not_a_mistake(tmp_path, gcs, mo
     write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
     source = gcs(tmp_path, "unavailable")
 
-    def unavailable(path):
+    def unavailable(path, *_):
         raise exceptions.ServiceUnavailable("backend error")
 
     monkeypatch.setattr(fileio, "_read_remote", unavailable)
