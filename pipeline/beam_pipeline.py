@@ -11,7 +11,8 @@ from apache_beam.pvalue import AsList, AsSingleton
 
 from pipeline.commit import Commit, commit_dataset, prepare_output
 from pipeline.metadata import DatasetInfo
-from pipeline.options import ConvertOptions, writer_processes
+from pipeline.options import ConvertOptions
+from pipeline.runners import describe, writer_processes
 from transforms.manifest import check_manifests
 from transforms.steps import (
     AssignShards,
@@ -37,7 +38,7 @@ def build_pipeline(p: beam.Pipeline, options: ConvertOptions, progress_dir: str 
     """Add the conversion to `p`; returns the PCollection holding the one DatasetInfo."""
     read_config = options.read_config()
     manifests = check_manifests(options.manifest, read_config)
-    processes = writer_processes(options.processes, p.options)
+    processes = writer_processes(options.processes, describe(p.runner, p.options))
     write_config = options.write_config(progress_dir, processes)
 
     read = p | "ReadManifests" >> ReadManifests(manifests, read_config)

@@ -1,4 +1,5 @@
-"""`tfrecord-pipeline` command line: user mistakes as one line and exit 2, bugs as tracebacks.
+"""`tfrecord-pipeline` command line: user mistakes and faults as one line each, with exit
+statuses a scheduler can act on; bugs as tracebacks.
 
 The read-side commands import their modules when they run: a conversion, which often runs on
 little data, does not load protobuf's classes, Pillow's drawing or the HTML report.
@@ -11,8 +12,10 @@ import sys
 
 from pipeline.commit import read_info
 from pipeline.convert import convert
-from pipeline.options import UserErrorParser, is_local, parse_args
+from pipeline.faults import as_fault, report_fault
+from pipeline.options import UserErrorParser, parse_args
 from pipeline.progress import format_counters, format_summary
+from pipeline.runners import resolve
 from transforms.errors import UserError
 
 USAGE = """usage: tfrecord-pipeline convert --manifest M [M ...] --output DIR [options] [Beam flags]
@@ -27,8 +30,11 @@ commands:
   stats     a one-page HTML report: splits, label histogram, image and shard sizes, errors
 run 'tfrecord-pipeline convert --help' for the options"""
 
-EXIT_FAILED_GATES = 1
-EXIT_USER_ERROR = 2
+# The exit statuses, as the README documents them.
+EXIT_OK = 0  # committed (convert), no problem found (verify), file written (preview, stats)
+EXIT_FAILED_GATES = 1  # converted but not committed (quality gates); verify found problems
+EXIT_USER_ERROR = 2  # a usage or input mistake: a bad flag, manifest or --output
+EXIT_FAULT = 3  # a fault the run could not survive (full disk, a writer killed, ...): rerun
 EXIT_INTERRUPTED = 130  # as a shell reports a command stopped by Ctrl-C (128 + SIGINT)
 
 
@@ -36,14 +42,22 @@ def _finish(info, output: str) -> int:
     print(format_summary(info, output))
     for failure in info.failures:
         print(f"tfrecord-pipeline: dataset not committed: {failure}", file=sys.stderr)
-    return EXIT_FAILED_GATES if info.failures else 0
+    return EXIT_FAILED_GATES if info.failures else EXIT_OK
 
 
 def _convert(argv: list[str]) -> int:
     options, beam_args = parse_args(argv)
-    if is_local(beam_args):
+    try:
+        if resolve(beam_args).dataflow:
+            return _on_dataflow(options, beam_args)
         return _finish(convert(options, beam_args), options.output)
-    return _on_dataflow(options, beam_args)
+    except Exception as error:  # noqa: BLE001 - re-raised unless it is a fault
+        fault = as_fault(error)
+        if fault is None:
+            raise
+        line = report_fault(fault, error, options.debug)
+        print(f"tfrecord-pipeline: failed: {line}", file=sys.stderr)
+        return EXIT_FAULT
 
 
 def _on_dataflow(options, beam_args: list[str]) -> int:
@@ -55,7 +69,7 @@ def _on_dataflow(options, beam_args: list[str]) -> int:
     result = launch(options, beam_args)
     print(_job_line(result, beam_args))
     if not options.wait or not hasattr(result, "job_id"):
-        return 0
+        return EXIT_OK
     try:
         state = result.wait_until_finish()
     except DataflowRuntimeException as error:
@@ -110,7 +124,7 @@ def _verify(argv: list[str]) -> int:
     if problems:
         return EXIT_FAILED_GATES
     print(f"{args.output}: ok, {records:,} records verified")
-    return 0
+    return EXIT_OK
 
 
 def _preview(argv: list[str]) -> int:
@@ -127,7 +141,7 @@ def _preview(argv: list[str]) -> int:
     per_class = args.per_class or (None if args.random else 4)
     shown = preview(args.output, args.split, args.out, per_class, args.random, args.seed)
     print(f"{args.out}: {shown} images from {args.output} ({args.split})")
-    return 0
+    return EXIT_OK
 
 
 def _stats(argv: list[str]) -> int:
@@ -138,7 +152,7 @@ def _stats(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     stats(args.output, args.out)
     print(f"{args.out}: report on {args.output}")
-    return 0
+    return EXIT_OK
 
 
 COMMANDS = {"convert": _convert, "verify": _verify, "preview": _preview, "stats": _stats}
@@ -152,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("apache_beam.runners.portability.local_job_service").setLevel(logging.ERROR)
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
-        return 0 if argv else EXIT_USER_ERROR
+        return EXIT_OK if argv else EXIT_USER_ERROR
     command, rest = argv[0], argv[1:]
     try:
         if command in COMMANDS:

@@ -5,6 +5,7 @@ rename being atomic (it is not on GCS): the marker is a new object written last,
 only written when the dataset passes its quality gates.
 """
 
+import contextlib
 import hashlib
 import json
 import os
@@ -12,7 +13,7 @@ from typing import NamedTuple
 
 from pipeline.metadata import ERRORS_FILE, INFO_FILE, LABELS_FILE, DatasetInfo, build_info
 from transforms import fileio
-from transforms.errors import ErrorRow, UserError
+from transforms.errors import ErrorRow, FaultError, UserError
 from transforms.plan import DatasetPlan
 from transforms.shard_writer import TMP_DIR, ShardResult
 from transforms.sharding import is_shard_file_name
@@ -31,6 +32,8 @@ def prepare_output(output: str, overwrite: bool) -> None:
     try:
         fileio.check_writable_folder(output)
         committed = is_committed(output)
+    except fileio.UNAVAILABLE:
+        raise  # the service's failure, not the output's: a fault
     except fileio.READ_ERRORS as error:
         raise UserError(f"--output {output}: cannot write there ({error})") from None
     if not committed:
@@ -46,23 +49,68 @@ def read_info(output: str) -> DatasetInfo:
     return DatasetInfo.from_json(fileio.read_text(fileio.join(output, INFO_FILE)))
 
 
-def _remove_leftovers(output: str, keep: set[str]) -> None:
-    """Delete temp files and shards of an earlier conversion that this one did not write."""
-    leftovers = fileio.glob(fileio.join(output, TMP_DIR, "*"))
-    leftovers += [
-        path
-        for path in fileio.glob(fileio.join(output, "*.tfrecord*"))
-        if is_shard_file_name(os.path.basename(path).removesuffix(".idx"))
-        and os.path.basename(path) not in keep
-    ]
-    fileio.delete(leftovers)
+def remove_temp_files(output: str) -> None:
+    """Delete the shard writers' temporary files (`_tmp/`), and on a local disk the folder."""
     temp_dir = fileio.join(output, TMP_DIR)
+    fileio.delete(fileio.glob(fileio.join(temp_dir, "*")))
     if not fileio.is_remote(output) and os.path.isdir(temp_dir):
         os.rmdir(temp_dir)
 
 
+def _remove_leftovers(output: str, keep: set[str]) -> None:
+    """Delete temp files and shards of an earlier conversion that this one did not write."""
+    remove_temp_files(output)
+    fileio.delete(
+        [
+            path
+            for path in fileio.glob(fileio.join(output, "*.tfrecord*"))
+            if is_shard_file_name(os.path.basename(path).removesuffix(".idx"))
+            and os.path.basename(path) not in keep
+        ]
+    )
+
+
+def _marker(output: str) -> bytes | None:
+    """The `_COMMITTED` marker's bytes; None when the output is not committed."""
+    path = fileio.join(output, MARKER)
+    return fileio.read_bytes(path) if fileio.exists(path) else None
+
+
+def _taken(output: str) -> FaultError:
+    return FaultError(
+        f"another run committed {output} while this one ran, and this run committed nothing; "
+        f"check that dataset (tfrecord-pipeline verify {output}) or rerun with --overwrite"
+    )
+
+
+@contextlib.contextmanager
+def cleaned_up_on_failure(output: str):
+    """Around a conversion into `output`: when it fails, its temporary files are removed where
+    the failure allows; if another run committed `output` meanwhile, that is the failure
+    raised (a FaultError), not what followed from it (this run's temporary files deleted by
+    the other run's commit). A UserError comes before any work: nothing to remove."""
+    before = _marker(output)
+    try:
+        yield
+    except UserError:
+        raise
+    except BaseException as error:
+        taken = False
+        with contextlib.suppress(Exception):  # the failure may well stop these too
+            remove_temp_files(output)
+            taken = isinstance(error, Exception) and _marker(output) not in (None, before)
+        if taken:
+            raise _taken(output) from error
+        raise
+
+
 def write_dataset_files(output: str, info: DatasetInfo, labels_text: str, errors) -> None:
-    """Errors, labels and metadata, then (if the dataset passed its gates) the marker."""
+    """Errors, labels and metadata, then (if the dataset passed its gates) the marker; nothing
+    at all when another run committed the output since this one started."""
+    info_bytes = info.to_json().encode("utf-8")
+    marker = json.dumps({INFO_FILE: hashlib.sha256(info_bytes).hexdigest()}).encode()
+    if _marker(output) not in (None, marker):  # the same marker: a retry of this very commit
+        raise _taken(output)
     shards = [shard for split in info.splits.values() for shard in split.shards]
     keep = {shard.file for shard in shards} | {shard.index for shard in shards}
     _remove_leftovers(output, keep)
@@ -71,11 +119,9 @@ def write_dataset_files(output: str, info: DatasetInfo, labels_text: str, errors
         fileio.join(output, ERRORS_FILE), "".join(e.to_json() + "\n" for e in lines).encode()
     )
     fileio.write_bytes(fileio.join(output, LABELS_FILE), labels_text.encode("utf-8"))
-    info_bytes = info.to_json().encode("utf-8")
     fileio.write_bytes(fileio.join(output, INFO_FILE), info_bytes)
     if not info.failures:
-        marker = {INFO_FILE: hashlib.sha256(info_bytes).hexdigest()}
-        fileio.write_bytes(fileio.join(output, MARKER), json.dumps(marker).encode())
+        fileio.write_bytes(fileio.join(output, MARKER), marker)
 
 
 class Commit(NamedTuple):

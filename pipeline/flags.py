@@ -114,6 +114,9 @@ FLAGS = (
          "on Dataflow: wait for the job, then print its counters and the summary"),
     Flag("--overwrite", "", SWITCH, "replace a committed dataset in `--output`"),
     Flag("--no_progress", "", {"dest": "progress", "action": "store_false"}, "no progress bar"),
+    Flag("--debug", "", SWITCH,
+         "when a run fails with a fault (exit status 3), print its traceback; without it the "
+         "traceback goes to a log file the error line names"),
 )  # fmt: skip
 
 

@@ -18,8 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from pipeline.commit import commit_dataset, prepare_output
 from pipeline.metadata import DatasetInfo
-from pipeline.options import ConvertOptions, local_processes
+from pipeline.options import ConvertOptions
 from pipeline.progress import ProgressBar, progress_folder
+from pipeline.runners import local_processes
 from transforms import fileio
 from transforms.dedup import content_digest, keep_first
 from transforms.errors import ErrorRow
@@ -35,8 +36,8 @@ from transforms.shard_writer import (
 
 
 def convert_here(options: ConvertOptions) -> DatasetInfo:
-    """Run the whole conversion in this process and its shard-writer children."""
-    options.validate_values()
+    """Run the whole conversion (its options checked) in this process and its shard-writer
+    children."""
     prepare_output(options.output, options.overwrite)
     with contextlib.ExitStack() as stack:
         progress_dir = None

@@ -5,6 +5,7 @@ import dataclasses
 
 from pipeline.commit import Commit
 from pipeline.flags import FLAGS, help_text
+from pipeline.runners import resolve
 from pipeline.version import __version__
 from transforms import fileio
 from transforms.errors import UserError
@@ -14,13 +15,21 @@ from transforms.labels import LabelMap, parse_label_map
 from transforms.manifest import FEATURE_TYPES, ReadConfig
 from transforms.plan import ShardCounts, parse_shard_counts
 from transforms.records import MAX_RECORD_BYTES
-from transforms.shard_writer import DEFAULT_MAX_FILE_MB, WriteConfig, available_cores
+from transforms.shard_writer import DEFAULT_MAX_FILE_MB, WriteConfig
 from transforms.sharding import DEFAULT_TARGET_SHARD_MB
 from transforms.splits import parse_split_spec
 
-LOCAL_RUNNERS = (None, "DirectRunner", "direct")
 # Flags that change how this machine runs the job, not the dataset: kept out of its metadata.
-_LOCAL_ONLY = ("overwrite", "progress", "manifest", "output", "threads", "processes", "wait")
+_LOCAL_ONLY = (
+    "overwrite",
+    "progress",
+    "manifest",
+    "output",
+    "threads",
+    "processes",
+    "wait",
+    "debug",
+)
 
 
 _IMAGE = ImageConfig()  # the image defaults live in one place: the workers' config
@@ -32,7 +41,7 @@ class ConvertOptions:
 
     manifest: list[str]
     output: str
-    num_shards: str | None = None
+    num_shards: int | str | None = None  # 8, "8" or "train=8,validation=2"
     target_shard_mb: float = DEFAULT_TARGET_SHARD_MB
     split: str | None = None
     label_map: str | None = None
@@ -59,6 +68,11 @@ class ConvertOptions:
     wait: bool = False
     overwrite: bool = False
     progress: bool = True
+    debug: bool = False
+
+    def __post_init__(self):
+        if isinstance(self.num_shards, int):  # recorded as the command line gives it
+            self.num_shards = str(self.num_shards)
 
     def read_config(self) -> ReadConfig:
         split_spec = parse_split_spec(self.split) if self.split else None
@@ -113,6 +127,7 @@ class ConvertOptions:
         if self.validate not in VALIDATE_MODES:
             raise UserError(f"--validate must be one of {', '.join(VALIDATE_MODES)}")
         checks = (
+            (bool(self.output.strip()), "--output is empty; name the folder to write into"),
             (self.channels in (1, 3), "--channels must be 1 or 3"),
             (1 <= self.jpeg_quality <= 100, "--jpeg_quality must be between 1 and 100"),
             (self.target_shard_mb > 0, "--target_shard_mb must be positive"),
@@ -231,36 +246,9 @@ def parse_args(argv: list[str]) -> tuple[ConvertOptions, list[str]]:
     known, beam_args = _parser().parse_known_args(argv)
     if beam_args:
         _check_beam_flags(beam_args)
+    runner = resolve(beam_args)
     options = ConvertOptions(**vars(known))
     options.validate_values()
-    if options.processes and not is_local(beam_args):
+    if options.processes and not runner.here:
         raise UserError("--processes is for local runs; other runners start their own workers")
     return options, beam_args
-
-
-def is_local(beam_args: list[str]) -> bool:
-    """Whether the conversion runs on this machine: without Beam flags (the local runner), or
-    on Beam's DirectRunner."""
-    if not beam_args:
-        return True
-    beam_options = _beam_options()
-    runner = beam_options.PipelineOptions(beam_args).view_as(beam_options.StandardOptions).runner
-    return runner in LOCAL_RUNNERS
-
-
-def local_processes(requested: int) -> int:
-    """Shards written at once on this machine: `--processes`, or when that is 0, one per core."""
-    return requested or available_cores()
-
-
-def writer_processes(requested: int, pipeline_options) -> int:
-    """Shards written at once by the Beam pipeline's write step (`pipeline_options`: Beam's
-    PipelineOptions): `local_processes` where Beam runs the whole pipeline in this process
-    (the DirectRunner's default), and 1 where the runner spreads the work itself (Dataflow, the
-    multi-process DirectRunner)."""
-    beam_options = _beam_options()
-    if pipeline_options.view_as(beam_options.StandardOptions).runner not in LOCAL_RUNNERS:
-        return 1
-    direct = pipeline_options.view_as(beam_options.DirectOptions)
-    in_one_process = direct.direct_running_mode == "in_memory" or direct.direct_num_workers == 1
-    return local_processes(requested) if in_one_process else requested or 1

@@ -32,6 +32,9 @@ RGB_SOURCES = ("astronaut.png", "chelsea.png", "coffee.png", "rocket.jpg")
 # The Beam pipeline on the in-process DirectRunner: one worker keeps a test to about a second.
 BEAM = ["--runner", "DirectRunner", "--direct_num_workers=1"]
 RUNNERS = {"local": [], "beam": BEAM}  # the Beam-free local runner takes no Beam flags
+# Complete Dataflow flags, for a job that is built and not submitted.
+DATAFLOW = ["--runner=DataflowRunner", "--dry_run=True", "--temp_location=gs://tfrp-test/tmp",
+            "--project=test-project", "--region=us-central1"]  # fmt: skip
 
 
 def photo(name: str = "astronaut.png") -> Image.Image:

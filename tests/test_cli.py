@@ -6,15 +6,19 @@ import sys
 from pathlib import Path
 
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions
-from conftest import BEAM, make_images, write_manifest
+from conftest import BEAM, DATAFLOW, make_images, write_manifest
 
 from pipeline.cli import main
 from pipeline.flags import FLAGS, help_text, synopsis
-from pipeline.options import local_processes, option_defaults, writer_processes
+from pipeline.options import option_defaults
+from pipeline.runners import local_processes, resolve, writer_processes
 from transforms.shard_writer import available_cores
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _dataflow_without(flag: str) -> list[str]:
+    return [given for given in DATAFLOW if not given.startswith(f"--{flag}=")]
 
 
 def _fail(capsys, *argv):
@@ -36,25 +40,29 @@ def _fail(capsys, *argv):
         (["convert", "--manifest", "{m}", "--output", "o", *["--feature", "w:int64"] * 2], "twice"),
         (["convert", "--manifest", "{m}", "--output", "o", "--label_map", "no"], "--label_map"),
         (["convert", "--manifest", "{bad}", "--output", "o"], "missing column"),
-        (
-            [
-                "convert",
-                "--manifest",
-                "{m}",
-                "--output",
-                "o",
-                "--processes",
-                "2",
-                "--runner",
-                "DataflowRunner",
-            ],
-            "--processes is for local runs",
-        ),  # fmt: skip
+        (["convert", "--manifest", "{m}", "--output", "o", "--processes", "2", *DATAFLOW],
+         "--processes is for local runs"),
         (["convert", "--manifest", "{m}", "--output", "{m}"], "a file, not a folder"),
         (["convert", "--manifest", "{m}", "--output", "{m}/under/it"], "a file, not a folder"),
+        (["convert", "--manifest", "{m}", "--output", ""], "--output is empty"),
+        (["convert", "--manifest", "{m}", "--output", " \t"], "--output is empty"),
+        (["convert", "--manifest", "{m}", "--output", "o", "--runner", "nosuch"],
+         "--runner nosuch: not a Beam runner"),
+        (["convert", "--manifest", "{m}", "--output", "o", "--runner", "no.such.Runner"],
+         "No module named 'no'"),
+        (["convert", "--manifest", "{m}", "--output", "o", "--runner", "BundleBasedDirectRunner"],
+         "use --runner DirectRunner"),
+        (["convert", "--manifest", "{m}", "--output", "o", *_dataflow_without("project")],
+         "--runner DataflowRunner: Missing required option: project"),
+        (["convert", "--manifest", "{m}", "--output", "o", *_dataflow_without("region")],
+         "--runner DataflowRunner: Missing required option: region"),
+        (["convert", "--manifest", "{m}", "--output", "o", *_dataflow_without("temp_location")],
+         "--runner DataflowRunner: Missing GCS path option: temp_location"),
+        (["convert", "--manifest", "{m}", "--output", "o", *_dataflow_without("temp_location"),
+          "--temp_location=/tmp"], "Invalid GCS path (/tmp), given for the option: temp_location"),
         (["frobnicate"], "unknown command"),
     ],
-)
+)  # fmt: skip
 def test_user_mistakes_are_one_line_and_exit_2(tmp_path, capsys, argv, message):
     good = write_manifest(tmp_path / "m.csv", [{"image_uri": "a.jpg", "label": "x"}])
     bad = tmp_path / "bad.csv"
@@ -136,14 +144,14 @@ def test_generated_proto_code_matches_the_proto(tmp_path):
 
 def test_shard_writers_fill_the_cores_only_where_beam_runs_in_this_process():
     def processes(requested, *beam_args):
-        return writer_processes(requested, PipelineOptions(list(beam_args)))
+        return writer_processes(requested, resolve(beam_args))
 
     assert local_processes(0) == processes(0) == available_cores()
     assert local_processes(3) == 3
-    assert processes(3) == 3
+    assert processes(3) == 3 and processes(0, "--runner=direct") == available_cores()
     multi = ("--direct_num_workers=2", "--direct_running_mode=multi_processing")
     assert processes(0, *multi) == 1 and processes(2, *multi) == 2
-    assert processes(0, "--runner=DataflowRunner") == 1
+    assert processes(0, *DATAFLOW) == 1
 
 
 def test_convert_help_gives_every_flag_its_meaning_and_default(capsys):

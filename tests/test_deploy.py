@@ -12,8 +12,9 @@ from pipeline.options import _parser, parse_args
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
-# a terminal's progress bar; waiting is the launcher's business; processes on this machine
-LOCAL_ONLY = {"progress", "wait", "processes"}
+# a terminal's progress bar and tracebacks; waiting is the launcher's business; processes on
+# this machine
+LOCAL_ONLY = {"progress", "wait", "processes", "debug"}
 
 
 def _load(name: str):

@@ -9,6 +9,7 @@ import pytest
 from conftest import PHOTOS, make_images, write_manifest
 from tls_proxy import TlsProxy
 
+from pipeline.cli import main
 from pipeline.commit import MARKER, read_info
 from pipeline.verify import verify
 from transforms import fileio
@@ -149,3 +150,24 @@ def test_transient_errors_are_retried_and_missing_objects_are_not(monkeypatch):
     with pytest.raises(exceptions.NotFound):
         fileio.read_bytes("gs://b/x")
     assert len(calls) == 1
+
+
+def test_a_service_that_keeps_failing_is_a_fault_not_a_mistake(tmp_path, gcs, monkeypatch,
+                                                                capsys):  # fmt: skip
+    """A manifest Cloud Storage will not serve (503 after every retry) is exit status 3, a
+    fault to rerun; a manifest it does not have is a mistake, status 2."""
+    from google.api_core import exceptions
+
+    write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
+    source = gcs(tmp_path, "unavailable")
+
+    def unavailable(path, *_):
+        raise exceptions.ServiceUnavailable("backend error")
+
+    monkeypatch.setattr(fileio, "_read_remote", unavailable)
+    monkeypatch.setattr(fileio, "RETRY_DELAY_S", 0)
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))  # where the log file goes
+    argv = ["convert", "--output", str(tmp_path / "out"), "--no_progress", "--manifest"]
+    assert main([*argv, f"{source}/m.csv"]) == 3
+    assert "Google Cloud kept failing a request" in capsys.readouterr().err
+    assert main([*argv, f"{source}/none.csv"]) == 2

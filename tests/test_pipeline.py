@@ -9,6 +9,7 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from conftest import BEAM, encode, make_images, photo, write_manifest
 
+import pipeline
 from pipeline.commit import MARKER
 from pipeline.convert import run
 from transforms.errors import UserError
@@ -113,6 +114,22 @@ def test_same_input_gives_identical_bytes_whatever_the_runner_and_parallelism(da
         assert sorted(p.relative_to(other) for p in other.rglob("*") if p.is_file()) == files
         for name in files:
             assert _read(first, name) == _read(other, name), name
+
+
+def test_the_python_api_takes_the_shard_count_as_a_number(dataset, tmp_path):
+    """`num_shards=2` is `--num_shards 2`: the same files, the recorded options included."""
+    flags = ["--manifest", str(dataset), "--split", "train=0.5,validation=0.5", "--no_progress"]
+    run([*flags, "--output", str(tmp_path / "flag"), "--num_shards", "2"])
+    options = pipeline.ConvertOptions(
+        manifest=[str(dataset)], output=str(tmp_path / "api"), num_shards=2,
+        split="train=0.5,validation=0.5", progress=False,
+    )  # fmt: skip
+    assert pipeline.convert(options).splits["validation"].shards[1].records
+
+    def files(root):
+        return {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+    assert files(tmp_path / "api") == files(tmp_path / "flag")
 
 
 def test_local_children_are_forks_only_while_no_other_thread_runs(dataset, tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""Reason codes, the per-row error type, and the one exception type for user mistakes.
+"""Reason codes, the per-row error type, and the exception types for user mistakes and faults.
 
 A row that cannot become a record is data, not a crash: it travels through the pipeline as an
 `ErrorRow` and lands in `errors/` with a stable reason code, so `rows in = records out + errors`
@@ -12,6 +12,12 @@ from typing import NamedTuple
 
 class UserError(Exception):
     """A mistake the user can fix (bad flag, unreadable manifest); printed as one line."""
+
+
+class FaultError(Exception):
+    """A failure the run cannot survive and a rerun usually can: not the input's or the code's
+    (a shard-writer process killed, another run committing the same output). Its message names
+    the cause and what to do; the command prints it as one line and exits with status 3."""
 
 
 class Reason(enum.StrEnum):

@@ -43,13 +43,20 @@ def _error_types() -> dict[str, tuple[type[BaseException], ...]]:
         "MISSING": (FileNotFoundError, gcs_errors.NotFound),
         "TRANSIENT": transient,
         "READ_ERRORS": (OSError, gcs_errors.GoogleAPICallError, *transient),
+        # The service failed, not the path: what is left of a request after its retries.
+        "UNAVAILABLE": (
+            gcs_errors.TooManyRequests,
+            gcs_errors.ResourceExhausted,
+            gcs_errors.ServerError,
+            gcs_errors.RetryError,
+        ),
     }
 
 
 def __getattr__(name: str):
-    """`fileio.MISSING`, `fileio.TRANSIENT`, `fileio.READ_ERRORS`: tuples for `except`, which
-    Python evaluates only when an exception is being matched."""
-    if name in ("MISSING", "TRANSIENT", "READ_ERRORS"):
+    """`fileio.MISSING`, `fileio.TRANSIENT`, `fileio.READ_ERRORS`, `fileio.UNAVAILABLE`: tuples
+    for `except`, which Python evaluates only when an exception is being matched."""
+    if name in ("MISSING", "TRANSIENT", "READ_ERRORS", "UNAVAILABLE"):
         return _error_types()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

@@ -292,6 +292,8 @@ def expand_manifests(patterns: list[str]) -> list[str]:
     """Manifest paths from paths, globs and folders; every one must exist and be reachable."""
     try:
         return _expand(patterns)
+    except fileio.UNAVAILABLE:
+        raise  # the service's failure, not the manifest's: a fault
     except fileio.READ_ERRORS as error:
         raise UserError(f"--manifest: cannot reach {' '.join(patterns)} ({error})") from None
 
@@ -333,6 +335,8 @@ def check_manifest(path: str, config: ReadConfig) -> None:
     except UnicodeDecodeError as error:
         bad = error.object[error.start : error.end].hex(" ")
         raise UserError(f"{path}: the manifest is not UTF-8 text (bytes {bad})") from None
+    except fileio.UNAVAILABLE:
+        raise  # the service's failure, not the manifest's: a fault
     except fileio.READ_ERRORS as error:
         raise UserError(f"{path}: cannot read manifest ({error})") from None
     if not has_rows:

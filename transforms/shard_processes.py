@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from transforms import fileio
-from transforms.errors import ErrorRow
+from transforms.errors import ErrorRow, FaultError
 from transforms.heap import keep_freed_memory
 from transforms.images import decodes_every_image, pixels
 from transforms.labels import LabelMap
@@ -160,16 +160,14 @@ class ShardProcess:
         _parent_ends.update(self._pipe_ends)
 
     def write(self, task: ShardTask) -> list[ErrorRow | ShardResult]:
-        """Runs `task` in the child; its exception is raised here, with the child's traceback."""
+        """Runs `task` in the child; its exception is raised here, with the child's traceback,
+        and its death as a FaultError."""
         try:
             pickle.dump(task, self._child.stdin, _PROTOCOL)
             self._child.stdin.flush()
             reply = pickle.load(self._child.stdout)
         except (BrokenPipeError, EOFError):
-            code = self._child.wait()
-            raise RuntimeError(
-                f"shard writer process exited with code {code} while writing {task.shard}"
-            ) from None
+            raise FaultError(_death(self._child.wait(), task)) from None
         if reply[0] == "ok":
             return reply[1]
         _, error, child_traceback = reply
@@ -187,6 +185,22 @@ class ShardProcess:
         except subprocess.TimeoutExpired:
             self._child.kill()
             return self._child.wait()
+
+
+def _death(code: int, task: ShardTask) -> str:
+    """The line that reports a child's death: how it ended, the shard, and what to do."""
+    how = f"killed by {_signal_name(-code)}" if code < 0 else f"exited with code {code}"
+    return (
+        f"a shard writer process {how} while writing {task.shard.file_name(task.config.compress)}"
+        "; rerun the same command (if the system killed it for memory, with fewer --processes)"
+    )
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:  # a real-time signal has no name of its own
+        return f"signal {number}"
 
 
 # This process's ends of every child's pipes. A forked child closes them all but its own: a

@@ -1,0 +1,131 @@
+"""Which runner a conversion's Beam flags choose, decided once, the way Beam decides it.
+
+Beam turns `--runner` into a runner class (`direct`, `directrunner` and `DirectRunner` are one
+class; a dotted path names any PipelineRunner subclass) and checks the flags against it
+(PipelineOptionsValidator). The conversion asks that class two questions. Does the pipeline run
+on this machine (Beam's own list of local runners, or a PortableRunner with an embedded job
+server)? Then the shard writers may take every core, a progress bar runs and `--processes`
+applies. Is it Dataflow? Then the command submits the job and prints its URL; every other
+runner runs the job to its end and prints the summary.
+"""
+
+import functools
+import sys
+from typing import NamedTuple
+
+from transforms.errors import UserError
+from transforms.shard_writer import available_cores
+
+
+class Runner(NamedTuple):
+    name: str  # the runner class's name; "" for the local runner
+    here: bool  # the pipeline runs on this machine
+    dataflow: bool  # a DataflowRunner (or a subclass): the job runs on Google Cloud
+    one_process: bool  # every step runs in this process (not in Beam's worker processes)
+
+
+LOCAL = Runner("", here=True, dataflow=False, one_process=True)  # no Beam flags: no Beam
+
+
+def resolve(beam_args=()) -> Runner:
+    """The runner `beam_args` choose, their values checked as Beam checks them; raises
+    UserError for an unknown runner or flags Beam would refuse. No Beam flags: the local
+    runner, and Beam stays unimported."""
+    return _resolve(tuple(beam_args)) if beam_args else LOCAL
+
+
+@functools.cache
+def _resolve(beam_args: tuple[str, ...]) -> Runner:
+    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+    options = PipelineOptions(list(beam_args))
+    runner = _create(options.view_as(StandardOptions).runner or StandardOptions.DEFAULT_RUNNER)
+    _validate(runner, options)
+    return describe(runner, options)
+
+
+def _create(name: str):
+    """The runner `--runner name` names, as Beam's Pipeline creates it."""
+    from apache_beam.options.pipeline_options import StandardOptions
+    from apache_beam.runners.runner import PipelineRunner, create_runner
+
+    try:
+        runner = create_runner(name)
+    except ImportError as error:  # a runner whose extra is not installed, or no such module
+        raise UserError(f"--runner {name}: {error}") from None
+    except (ValueError, AttributeError, TypeError):  # no such name, or not a class
+        runner = None
+    if not isinstance(runner, PipelineRunner):
+        known = ", ".join(StandardOptions.KNOWN_RUNNER_NAMES)
+        raise UserError(
+            f"--runner {name}: not a Beam runner; use one of {known}, "
+            "or the dotted path of a PipelineRunner subclass"
+        )
+    if _is_a(runner, "apache_beam.runners.direct.direct_runner", "BundleBasedDirectRunner"):
+        # Beam 2.77's BundleBasedDirectRunner sends a step's tagged outputs to its main output,
+        # or drops them, depending on the interpreter's hash seed.
+        raise UserError(
+            f"--runner {name}: the bundle-based DirectRunner mixes up the shard writer's "
+            "outputs; use --runner DirectRunner"
+        )
+    return runner
+
+
+def _validate(runner, options) -> None:
+    """Beam's own check of the flags for this runner, before any work rather than when the
+    pipeline is built. Without --temp_location or --staging_location Beam would look for a
+    default bucket on Google Cloud first; that stays a missing flag here."""
+    from apache_beam.options.pipeline_options import GoogleCloudOptions, TestOptions
+    from apache_beam.options.pipeline_options_validator import PipelineOptionsValidator
+
+    # On this copy only: the check of the buckets' soft-delete policy reaches Cloud Storage,
+    # and Beam repeats it when it builds the pipeline.
+    options.view_as(TestOptions).dry_run = True
+    validator = PipelineOptionsValidator(options, runner)
+    cloud = options.view_as(GoogleCloudOptions)
+    locations = [
+        validator.validate_gcs_path(cloud, flag) for flag in ("temp_location", "staging_location")
+    ]
+    if validator.is_service_runner() and all(locations):
+        errors = locations[0] + validator.validate_cloud_options(cloud)
+    else:
+        errors = validator.validate()
+    if errors:
+        found = "; ".join(" ".join(error.split()).rstrip(".") for error in errors)
+        raise UserError(f"--runner {type(runner).__name__}: {found}")
+
+
+def describe(runner, options) -> Runner:
+    """What `runner` (a PipelineRunner, with the PipelineOptions it runs) is to the conversion."""
+    from apache_beam.options.pipeline_options import DirectOptions, PortableOptions, StandardOptions
+
+    here = any(kind.__name__ in StandardOptions.LOCAL_RUNNERS for kind in type(runner).__mro__)
+    if _is_a(runner, "apache_beam.runners.portability.portable_runner", "PortableRunner"):
+        here = here or options.view_as(PortableOptions).job_endpoint == "embed"
+    direct = options.view_as(DirectOptions)
+    one_process = here and (
+        direct.direct_running_mode == "in_memory" or direct.direct_num_workers == 1
+    )
+    dataflow = _is_a(runner, "apache_beam.runners.dataflow.dataflow_runner", "DataflowRunner")
+    return Runner(type(runner).__name__, here, dataflow, one_process)
+
+
+def _is_a(runner, module: str, name: str) -> bool:
+    """isinstance without importing: a runner of that class has loaded its module already."""
+    loaded = sys.modules.get(module)
+    return loaded is not None and isinstance(runner, getattr(loaded, name))
+
+
+def local_processes(requested: int) -> int:
+    """Shards written at once on this machine: `--processes`, or when that is 0, one per core."""
+    return requested or available_cores()
+
+
+def writer_processes(requested: int, runner: Runner) -> int:
+    """Shards written at once by the Beam pipeline's write step: `local_processes` where Beam
+    runs the whole pipeline in this process (the DirectRunner's default), `--processes` or 1
+    where Beam's worker processes share the machine, and 1 where the runner spreads the work
+    over machines itself (Dataflow)."""
+    if not runner.here:
+        return 1
+    return local_processes(requested) if runner.one_process else requested or 1
