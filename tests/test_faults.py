@@ -45,11 +45,13 @@ def small_disk(tmp_path):
 
 def _start(tmp_path: Path, *argv) -> subprocess.Popen:
     """The installed command converting in a process (and session) of its own; log files go
-    to `tmp_path`."""
+    to `tmp_path`. Its SIGINT is the default one even when this suite runs as a background job
+    (a shell starts those with SIGINT ignored, and exec keeps that)."""
     return subprocess.Popen(
         [COMMAND, "convert", "--no_progress", *map(str, argv)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         env={**os.environ, "TMPDIR": str(tmp_path)},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
 
 
