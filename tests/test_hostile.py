@@ -1,6 +1,7 @@
 """A hostile corpus, built from sample/photos: every odd image converts correctly (checked by
 decoding the records with TensorFlow against Pillow's view of the source), every bad row lands
-in errors/ with its reason code, and the run never dies."""
+in errors/ with its reason code, and the run never dies. A JPEG frame its scan data
+cannot fill becomes an error row without a large decode."""
 
 import io
 import struct
@@ -13,9 +14,9 @@ import tensorflow as tf
 from conftest import PHOTOS, encode, photo, write_manifest
 from PIL import Image, ImageOps
 
-from transforms.errors import RowError
-from transforms.images import ImageConfig, normalise
-from transforms.jpeg import parse_jpeg
+from transforms.errors import Reason, RowError
+from transforms.images import VALIDATE_MODES, ImageConfig, normalise
+from transforms.jpeg import blocks, parse_jpeg
 
 pytestmark = pytest.mark.slow
 
@@ -37,6 +38,12 @@ def _png_claiming(width: int, height: int) -> bytes:
     png[12:29] = header
     png[29:33] = struct.pack(">I", zlib.crc32(header))
     return bytes(png)
+
+
+def _claiming(data: bytes, width: int, height: int) -> bytes:
+    """The JPEG with a frame header that claims another size over the same scan data."""
+    frame = data.index(b"\xff\xc2" if b"\xff\xc2" in data else b"\xff\xc0")
+    return data[: frame + 5] + struct.pack(">HH", height, width) + data[frame + 9 :]
 
 
 def _gif() -> bytes:
@@ -78,6 +85,7 @@ BAD = {
     "truncated.png": (encode(SMALL, "PNG")[:900], "corrupt_image"),
     "photo.heic": (b"\x00\x00\x00\x18ftypheic" + b"\x00" * 64, "unsupported_format"),
     "bomb.png": (_png_claiming(30000, 30000), "image_too_large"),
+    "frame_claim.jpg": (_claiming(encode(SMALL, quality=85), 13000, 13000), "corrupt_image"),
 }
 
 
@@ -232,3 +240,62 @@ def test_full_validation_survives_damaged_headers_and_sizes_match_libjpeg():
         except RowError:
             pass
     assert accepted > 100  # the damage spared enough files for the check to mean something
+
+
+REAL_JPEG_PARAMS = [
+    {},
+    {"progressive": True},
+    {"optimize": True},
+    {"progressive": True, "subsampling": 0},
+    {"subsampling": 1, "optimize": True},
+    {"restart_marker_blocks": 1},
+    {"restart_marker_rows": 1, "progressive": True},
+    {"quality": 5},
+]
+
+
+@pytest.mark.parametrize("params", REAL_JPEG_PARAMS)
+@pytest.mark.parametrize("mode", ["RGB", "L"])
+def test_real_jpegs_of_every_kind_pass_both_checks_unchanged(params, mode):
+    """The data bound never refuses a real file: photos, flat grey (the smallest data per
+    block), black, tiny and odd sizes, baseline and progressive, every subsampling, restart
+    markers."""
+    config = {"quality": 90, **params}
+    for size in ((1, 1), (9, 17), (64, 48), (640, 1)):
+        for source in (SMALL, Image.new("RGB", size, (128,) * 3), Image.new("RGB", size)):
+            data = encode(source.resize(size).convert(mode), **config)
+            for validate in VALIDATE_MODES:
+                stored = normalise(data, ImageConfig(validate=validate, channels=len(mode)))
+                assert stored.data == data, (size, validate)
+
+
+@pytest.mark.parametrize(
+    "mode, progressive", [("L", False), ("L", True), ("RGB", False), ("RGB", True)]
+)
+def test_the_smallest_jpegs_of_a_huge_flat_image_are_above_the_data_bound(mode, progressive):
+    """The hard case: a flat grey 10000x10000 image with optimised Huffman tables is as small as
+    a JPEG of that frame gets. Sequential, each block takes two bits (a one-bit DC code, a
+    one-bit end of block): 390,625 bytes of scan data in grayscale, 585,938 at 4:2:0, twice the
+    bound. Progressive, each DC scan takes one bit a block: the bound exactly, never less."""
+    flat = Image.new(mode, (10000, 10000), (128,) * len(mode))
+    data = encode(flat, quality=90, optimize=True, progressive=progressive)
+    info = parse_jpeg(data)
+    coded = sum(end - start for start, end in info.scans)
+    assert coded * 8 >= (1 if progressive else 2) * blocks(info)
+    for validate in VALIDATE_MODES:
+        assert normalise(data, ImageConfig(validate=validate, channels=len(mode))).data == data
+
+
+@pytest.mark.parametrize("params", REAL_JPEG_PARAMS)
+@pytest.mark.parametrize("mode", ["RGB", "L"])
+def test_a_frame_its_scan_data_cannot_fill_is_corrupt(params, mode):
+    """A 64x64 image's scans under a header claiming 13000x13000 (libjpeg would warn, fill the
+    rest with grey and hand training a 507 MB frame): under a bit a block, refused by the
+    marker walk, in both validation modes."""
+    body = encode(SMALL.resize((64, 64)).convert(mode), **{"quality": 90, **params})
+    config = {"channels": len(mode)}
+    for validate in VALIDATE_MODES:
+        with pytest.raises(RowError) as error:
+            normalise(_claiming(body, 13000, 13000), ImageConfig(validate=validate, **config))
+        assert error.value.reason is Reason.CORRUPT_IMAGE
+        assert "cannot hold a 13000x13000 frame" in error.value.message
