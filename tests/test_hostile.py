@@ -257,9 +257,9 @@ REAL_JPEG_PARAMS = [
 @pytest.mark.parametrize("params", REAL_JPEG_PARAMS)
 @pytest.mark.parametrize("mode", ["RGB", "L"])
 def test_real_jpegs_of_every_kind_pass_both_checks_unchanged(params, mode):
-    """The data bound never refuses a real file: photos, flat grey (the smallest data per
-    block), black, tiny and odd sizes, baseline and progressive, every subsampling, restart
-    markers."""
+    """The data bound and the decode's end-of-data check never refuse a real file: photos, flat
+    grey (the smallest data per block, and exactly 128 where the decode's check looks), black,
+    tiny and odd sizes, baseline and progressive, every subsampling, restart markers."""
     config = {"quality": 90, **params}
     for size in ((1, 1), (9, 17), (64, 48), (640, 1)):
         for source in (SMALL, Image.new("RGB", size, (128,) * 3), Image.new("RGB", size)):
@@ -291,7 +291,7 @@ def test_the_smallest_jpegs_of_a_huge_flat_image_are_above_the_data_bound(mode, 
 def test_a_frame_its_scan_data_cannot_fill_is_corrupt(params, mode):
     """A 64x64 image's scans under a header claiming 13000x13000 (libjpeg would warn, fill the
     rest with grey and hand training a 507 MB frame): under a bit a block, refused by the
-    marker walk, in both validation modes."""
+    structural check. Claiming half as much again passes that bound; the decode refuses it."""
     body = encode(SMALL.resize((64, 64)).convert(mode), **{"quality": 90, **params})
     config = {"channels": len(mode)}
     for validate in VALIDATE_MODES:
@@ -299,3 +299,9 @@ def test_a_frame_its_scan_data_cannot_fill_is_corrupt(params, mode):
             normalise(_claiming(body, 13000, 13000), ImageConfig(validate=validate, **config))
         assert error.value.reason is Reason.CORRUPT_IMAGE
         assert "cannot hold a 13000x13000 frame" in error.value.message
+    taller = _claiming(body, 64, 96)
+    assert normalise(taller, ImageConfig(**config)).data == taller
+    with pytest.raises(RowError) as error:
+        normalise(taller, ImageConfig(validate="full", **config))
+    assert error.value.reason is Reason.CORRUPT_IMAGE
+    assert "scan data ends before the image does" in error.value.message

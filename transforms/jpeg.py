@@ -22,6 +22,7 @@ from transforms.errors import Reason, RowError
 
 # Any marker other than a stuffed zero or a restart marker ends an entropy-coded segment.
 _NEXT_MARKER = re.compile(rb"\xff[^\x00\xd0-\xd7]")
+_RESTART = re.compile(rb"\xff[\xd0-\xd7]")
 _SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # minus DHT, JPG, DAC
 _STANDALONE = frozenset(range(0xD0, 0xD8)) | {0x01}
 HUFFMAN_8BIT = frozenset({0xC0, 0xC1, 0xC2})  # baseline, extended, progressive
@@ -155,3 +156,15 @@ def parse_jpeg(data: bytes) -> JpegInfo:
         raise _corrupt("no scan")
     _check_coded(frame, coded)
     return frame._replace(scans=tuple(scans), **extras)
+
+
+def padded(data: bytes, info: JpegInfo, padding: bytes) -> bytes:
+    """The JPEG with `padding` after each scan's data, on both sides of the restart marker that
+    would come next: bytes a complete scan never reads, and a scan that ran out of data decodes
+    (after a restart marker, if it ran out at the end of a restart interval)."""
+    pieces, done = [], 0
+    for start, end in info.scans:
+        restart = bytes((0xFF, 0xD0 + len(_RESTART.findall(data, start, end)) % 8))
+        pieces += (data[done:end], padding, restart, padding)
+        done = end
+    return b"".join(pieces) + data[done:]
