@@ -1,7 +1,7 @@
 """A hostile corpus, built from sample/photos: every odd image converts correctly (checked by
 decoding the records with TensorFlow against Pillow's view of the source), every bad row lands
-in errors/ with its reason code, and the run never dies. A JPEG frame its scan data
-cannot fill becomes an error row without a large decode."""
+in errors/ with its reason code, and the run never dies. Images crafted to stall a run (a
+frame its data cannot fill, thousands of scans) become error rows without a large decode."""
 
 import io
 import struct
@@ -46,6 +46,32 @@ def _claiming(data: bytes, width: int, height: int) -> bytes:
     return data[: frame + 5] + struct.pack(">HH", height, width) + data[frame + 9 :]
 
 
+def _bits(bits: str) -> bytes:
+    """Entropy-coded bytes: padded with ones, a zero stuffed after every 0xFF."""
+    bits += "1" * (-len(bits) % 8)
+    return bytes(int(bits[i : i + 8], 2) for i in range(0, len(bits), 8)).replace(
+        b"\xff", b"\xff\x00"
+    )
+
+
+def _many_scans(progressive: bytes, count: int) -> bytes:
+    """A progressive JPEG with `count` more AC scans of the luma that say nothing: each is a few
+    end-of-band runs over every block (the attack in libjpeg-turbo's "Two Issues with the JPEG
+    Standard"). The AC table defined first codes a run of 2^r to 2^(r+1)-1 blocks as r in four
+    bits, then r bits."""
+    info = parse_jpeg(progressive)
+    left, bits = -(-info.width // 8) * -(-info.height // 8), ""
+    while left:
+        r = min(left.bit_length() - 1, 14)
+        run = min(left, (2 << r) - 1)
+        bits += format(r, "04b") + (format(run - (1 << r), f"0{r}b") if r else "")
+        left -= run
+    table = b"\xff\xc4\x00\x22\x10" + bytes([0, 0, 0, 15] + [0] * 12) + bytes(range(0, 0xF0, 0x10))
+    scan = b"\xff\xda\x00\x08\x01\x01\x00\x01\x3f\x00" + _bits(bits)  # luma, AC 1-63
+    end = progressive.rindex(b"\xff\xd9")
+    return progressive[:end] + table + scan * count + progressive[end:]
+
+
 def _gif() -> bytes:
     frames = [SMALL.convert("P"), SMALL.rotate(180).convert("P")]
     buffer = io.BytesIO()
@@ -86,6 +112,7 @@ BAD = {
     "photo.heic": (b"\x00\x00\x00\x18ftypheic" + b"\x00" * 64, "unsupported_format"),
     "bomb.png": (_png_claiming(30000, 30000), "image_too_large"),
     "frame_claim.jpg": (_claiming(encode(SMALL, quality=85), 13000, 13000), "corrupt_image"),
+    "many_scans.jpg": (_many_scans(encode(SMALL, progressive=True), 2000), "too_many_scans"),
 }
 
 
@@ -305,3 +332,19 @@ def test_a_frame_its_scan_data_cannot_fill_is_corrupt(params, mode):
         normalise(taller, ImageConfig(validate="full", **config))
     assert error.value.reason is Reason.CORRUPT_IMAGE
     assert "scan data ends before the image does" in error.value.message
+
+
+def test_a_jpeg_of_thousands_of_scans_is_refused_by_its_scan_count():
+    """Real encoders write 10 scans (libjpeg's progression; 6 for grayscale); crafted files
+    thousands, each a pass over every block. The limit is a flag, not a format rule."""
+    progressive = encode(SMALL, quality=85, progressive=True)
+    assert len(parse_jpeg(progressive).scans) == 10
+    assert len(parse_jpeg(encode(SMALL.convert("L"), progressive=True)).scans) == 6
+    crafted = _many_scans(progressive, 150)
+    for validate in VALIDATE_MODES:
+        with pytest.raises(RowError) as error:
+            normalise(crafted, ImageConfig(validate=validate))
+        assert error.value.reason is Reason.TOO_MANY_SCANS
+        assert str(error.value) == "160 scans, over the limit of 100"
+        raised = ImageConfig(validate=validate, max_scans=160)
+        assert normalise(crafted, raised).data == crafted
