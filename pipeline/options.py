@@ -46,6 +46,7 @@ class ConvertOptions:
     channels: int = _IMAGE.channels
     jpeg_quality: int = _IMAGE.jpeg_quality
     max_pixels: int = _IMAGE.max_pixels
+    max_decode_mb: float = _IMAGE.max_decode_bytes / 2**20
     max_scans: int = _IMAGE.max_scans
     max_side: int | None = _IMAGE.max_side
     resize_short_side: int | None = _IMAGE.resize_short_side
@@ -75,6 +76,7 @@ class ConvertOptions:
             jpeg_quality=self.jpeg_quality,
             max_pixels=self.max_pixels,
             max_scans=self.max_scans,
+            max_decode_bytes=int(self.max_decode_mb * 2**20),
             max_side=self.max_side,
             resize_short_side=self.resize_short_side,
             resample=self.resample,
@@ -120,6 +122,7 @@ class ConvertOptions:
             (0 <= self.max_error_rate <= 1, "--max_error_rate must be between 0 and 1"),
             (self.label_offset >= 0, "--label_offset must be 0 or more"),
             (self.max_pixels > 0, "--max_pixels must be positive"),
+            (self.max_decode_mb > 0, "--max_decode_mb must be positive"),
             (self.max_scans > 0, "--max_scans must be positive"),
             (self.threads >= 0, "--threads must be 0 (automatic) or more"),
             (self.processes >= 0, "--processes must be 0 (automatic) or more"),
@@ -215,6 +218,7 @@ def _parser() -> argparse.ArgumentParser:
     add("--channels", type=int)
     add("--jpeg_quality", type=int)
     add("--max_pixels", type=int)
+    add("--max_decode_mb", type=float, help="memory one image may take to decode and convert")
     add("--max_scans", type=int, help="JPEGs of more scans are error rows")
     add("--max_side", type=int, help="downscale so the long side is at most N (never upscale)")
     add("--resize_short_side", type=int, help="downscale so the short side is N (never upscale)")

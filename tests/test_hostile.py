@@ -1,22 +1,26 @@
 """A hostile corpus, built from sample/photos: every odd image converts correctly (checked by
 decoding the records with TensorFlow against Pillow's view of the source), every bad row lands
-in errors/ with its reason code, and the run never dies. Images crafted to stall a run (a
-frame its data cannot fill, thousands of scans) become error rows without a large decode."""
+in errors/ with its reason code, and the run never dies. Images crafted to stall or exhaust a
+run (a frame its data cannot fill, thousands of scans, pixels that need gigabytes) become error
+rows without a large decode."""
 
 import io
 import struct
+import subprocess
+import sys
 import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import PHOTOS, encode, photo, write_manifest
+from conftest import PHOTOS, REPOSITORY, encode, photo, write_manifest
 from PIL import Image, ImageOps
 
 from transforms.errors import Reason, RowError
 from transforms.images import VALIDATE_MODES, ImageConfig, normalise
 from transforms.jpeg import blocks, parse_jpeg
+from transforms.pixels import peak_bytes
 
 pytestmark = pytest.mark.slow
 
@@ -31,13 +35,32 @@ def _exif_rotated(fmt: str = "JPEG") -> bytes:
     return encode(SMALL, fmt, exif=exif.tobytes())
 
 
-def _png_claiming(width: int, height: int) -> bytes:
+def _png_claiming(width: int, height: int, mode: str = "L") -> bytes:
     """A tiny PNG whose header claims a huge size: a decompression bomb."""
-    png = bytearray(encode(Image.new("L", (1, 1)), "PNG"))
+    png = bytearray(encode(Image.new(mode, (1, 1)), "PNG"))
     header = b"IHDR" + struct.pack(">II", width, height) + bytes(png[24:29])
     png[12:29] = header
     png[29:33] = struct.pack(">I", zlib.crc32(header))
     return bytes(png)
+
+
+def _chunk(kind: bytes, body: bytes) -> bytes:
+    return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+
+def _tall_png(side: int) -> bytes:
+    """A real side x side RGBA PNG, small on disk: the logo's middle row across the first row,
+    then every row "same as the row above" (filter type 2), compressed as it is made."""
+    logo = Image.open(PHOTOS / "logo.png").convert("RGBA")
+    row = logo.crop((0, logo.height // 2, logo.width, logo.height // 2 + 1)).tobytes()
+    stream = zlib.compressobj(1)
+    data = [stream.compress(b"\x00" + (row * (side // logo.width + 1))[: 4 * side])]
+    same = b"\x02" + bytes(4 * side)
+    data += [stream.compress(same) for _ in range(side - 1)] + [stream.flush()]
+    header = struct.pack(">IIBBBBB", side, side, 8, 6, 0, 0, 0)  # 8-bit RGBA
+    return b"\x89PNG\r\n\x1a\n" + b"".join(
+        [_chunk(b"IHDR", header), _chunk(b"IDAT", b"".join(data)), _chunk(b"IEND", b"")]
+    )
 
 
 def _claiming(data: bytes, width: int, height: int) -> bytes:
@@ -102,7 +125,7 @@ GOOD = {
     ODD_NAME: lambda: encode(SMALL, quality=80),
     "big.jpg": lambda: (PHOTOS / "retina.jpg").read_bytes(),
 }
-# file name → (bytes or None for a missing file, expected reason)
+# file name → (bytes, a function making them, or None for a missing file; expected reason)
 BAD = {
     "missing.jpg": (None, "missing_file"),
     "empty.jpg": (b"", "empty_file"),
@@ -113,6 +136,7 @@ BAD = {
     "bomb.png": (_png_claiming(30000, 30000), "image_too_large"),
     "frame_claim.jpg": (_claiming(encode(SMALL, quality=85), 13000, 13000), "corrupt_image"),
     "many_scans.jpg": (_many_scans(encode(SMALL, progressive=True), 2000), "too_many_scans"),
+    "rgba_13000.png": (lambda: _tall_png(13000), "image_too_large"),  # 3 MB: made when used
 }
 
 
@@ -137,7 +161,7 @@ def hostile(tmp_path_factory):
         rows.append({"image_uri": f"img/{name}", "label": ODD_LABEL if name == ODD_NAME else "ok"})
     for name, (data, _) in BAD.items():
         if data is not None:
-            (root / "img" / name).write_bytes(data)
+            (root / "img" / name).write_bytes(data() if callable(data) else data)
         rows.append({"image_uri": f"img/{name}", "label": "bad"})
     (root / "img" / "copy.jpg").write_bytes((root / "img" / "progressive.jpg").read_bytes())
     rows += [
@@ -348,3 +372,44 @@ def test_a_jpeg_of_thousands_of_scans_is_refused_by_its_scan_count():
         assert str(error.value) == "160 scans, over the limit of 100"
         raised = ImageConfig(validate=validate, max_scans=160)
         assert normalise(crafted, raised).data == crafted
+
+
+@pytest.mark.filterwarnings("ignore::PIL.Image.DecompressionBombWarning")
+def test_decode_memory_counts_channels_and_bit_depth():
+    """The limit is in bytes, from the header: a 50-megapixel RGB photo fits, resized or not, and
+    so does a 13000x13000 RGB image, but not the same size in RGBA."""
+    limit = ImageConfig().max_decode_bytes
+
+    def peak(width: int, height: int, mode: str, **config) -> int:
+        opened = Image.open(io.BytesIO(_png_claiming(width, height, mode)))
+        return peak_bytes(opened, ImageConfig(**config))
+
+    assert peak(8660, 5774, "RGB") <= limit and peak(8660, 5774, "RGB", max_side=1024) <= limit
+    assert peak(13000, 13000, "RGB") <= limit < peak(13000, 13000, "RGBA")
+    assert peak(5000, 5000, "I;16") > peak(5000, 5000, "L")
+
+
+def test_a_huge_rgba_png_under_the_pixel_limit_is_refused_before_it_is_decoded(tmp_path):
+    """13000x13000 is under --max_pixels, but decoding and flattening it in RGBA would take
+    2 GB (2.6 GB of peak RSS before this limit): refused from its header, the process stays
+    small."""
+    path = tmp_path / "tall.png"
+    path.write_bytes(_tall_png(13000))
+    child = (  # VmHWM: this process's own peak (ru_maxrss would count the parent's at the fork)
+        "import sys\n"
+        "from transforms.errors import RowError\n"
+        "from transforms.images import ImageConfig, normalise\n"
+        "try:\n"
+        "    normalise(open(sys.argv[1], 'rb').read(), ImageConfig())\n"
+        "except RowError as error:\n"
+        "    print(error.reason.value, error.message)\n"
+        "print(open('/proc/self/status').read().split('VmHWM:')[1].split()[0])\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", child, str(path)],
+        capture_output=True, text=True, check=True, cwd=REPOSITORY,
+        env={"PYTHONPATH": str(REPOSITORY)},
+    )  # fmt: skip
+    refusal, peak_kb = result.stdout.splitlines()
+    assert refusal.startswith("image_too_large 13000x13000 needs")
+    assert int(peak_kb) < 300_000

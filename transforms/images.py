@@ -14,13 +14,16 @@ import struct
 from typing import NamedTuple
 
 from transforms.errors import Reason, RowError
-from transforms.jpeg import DECODABLE, HUFFMAN_8BIT, JpegInfo, parse_jpeg
+from transforms.jpeg import DECODABLE, HUFFMAN_8BIT, JpegInfo, coefficient_bytes, parse_jpeg
 
 DEFAULT_MAX_PIXELS = 178_956_970  # Pillow's own decompression-bomb error threshold
 # Every scan is a pass over its blocks, and a crafted JPEG can hold thousands of near-empty
 # ones. Real encoders write 1-4 scans sequential, 10 progressive (libjpeg; 6 for grayscale);
 # mozjpeg picks its scans from a script of 64.
 DEFAULT_MAX_SCANS = 100
+# Memory one image may hold while it is decoded and converted (see pixels.peak_bytes): a
+# 50-megapixel RGB photo needs a quarter of it, a 13000x13000 RGBA PNG nearly twice as much.
+DEFAULT_MAX_DECODE_BYTES = 1 << 30
 DEFAULT_JPEG_QUALITY = 95
 VALIDATE_MODES = ("structural", "full")
 ENCODINGS = ("jpeg", "raw")
@@ -53,6 +56,7 @@ class ImageConfig(NamedTuple):
     jpeg_quality: int = DEFAULT_JPEG_QUALITY
     max_pixels: int = DEFAULT_MAX_PIXELS
     max_scans: int = DEFAULT_MAX_SCANS
+    max_decode_bytes: int = DEFAULT_MAX_DECODE_BYTES
     max_side: int | None = None
     resize_short_side: int | None = None
     resample: str = "bicubic"
@@ -103,6 +107,16 @@ def check_pixels(width: int, height: int, config: ImageConfig) -> None:
         raise RowError(
             Reason.IMAGE_TOO_LARGE,
             f"{width}x{height} is over the limit of {config.max_pixels:,} pixels",
+        )
+
+
+def check_decode_bytes(width: int, height: int, needed: int, config: ImageConfig) -> None:
+    """Refuse, before decoding, an image whose decode would hold more memory than allowed."""
+    if needed > config.max_decode_bytes:
+        raise RowError(
+            Reason.IMAGE_TOO_LARGE,
+            f"{width}x{height} needs {needed / 2**20:,.0f} MB to decode, over the limit of "
+            f"{config.max_decode_bytes / 2**20:,.0f} MB",
         )
 
 
@@ -167,7 +181,9 @@ def normalise(data: bytes, config: ImageConfig) -> StoredImage:
             f"JPEG frame type 0x{info.sof:02X} with {info.precision}-bit samples",
         )
     if not _keeps_bytes(info, config):
-        return pixels().convert_pixels(data, config)
+        return pixels().convert_pixels(data, config, coefficient_bytes(info))
     if config.validate == "full":
+        luma = -(-info.width // 8) * -(-info.height // 8)
+        check_decode_bytes(info.width, info.height, coefficient_bytes(info) + luma, config)
         pixels().check_jpeg_decodes(data, info)
     return StoredImage(data, "JPEG", info.height, info.width, info.components)

@@ -27,6 +27,7 @@ _SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # minus DHT, J
 _STANDALONE = frozenset(range(0xD0, 0xD8)) | {0x01}
 HUFFMAN_8BIT = frozenset({0xC0, 0xC1, 0xC2})  # baseline, extended, progressive
 DECODABLE = HUFFMAN_8BIT | {0xC9, 0xCA}  # plus arithmetic coding (libjpeg-turbo reads it)
+_PROGRESSIVE = frozenset({0xC2, 0xC6, 0xCA, 0xCE})
 _ORIENTATION_TAG = 0x0112
 # A component's sampling factors: one byte, horizontal:vertical nibbles, each 1-4 for libjpeg.
 _SAMPLING = bytes(h << 4 | v for h in range(1, 5) for v in range(1, 5))
@@ -93,6 +94,12 @@ def blocks(info: JpegInfo) -> int:
         -(-info.width * (f >> 4) // wide) * -(-info.height * (f & 15) // high)
         for f in info.sampling
     )
+
+
+def coefficient_bytes(info: JpegInfo) -> int:
+    """What libjpeg holds while decoding: a progressive or multi-scan JPEG keeps every DCT
+    coefficient of the image (64 a block, 2 bytes each); one scan is decoded a row at a time."""
+    return 128 * blocks(info) if info.sof in _PROGRESSIVE or len(info.scans) > 1 else 0
 
 
 def _check_coded(frame: JpegInfo, coded: int) -> None:

@@ -15,6 +15,7 @@ from transforms.images import (
     DECODER_ERRORS,
     ImageConfig,
     StoredImage,
+    check_decode_bytes,
     check_pixels,
     is_upright,
     scale_for,
@@ -22,6 +23,7 @@ from transforms.images import (
 from transforms.jpeg import JpegInfo, padded
 
 _TRANSPOSING = frozenset({5, 6, 7, 8})  # EXIF orientations that swap width and height
+_WIDE_INTEGER = ("I;16", "I;16B", "I;16L", "I")  # scaled to 8 bits through a 32-bit copy
 
 
 def _open(data: bytes, config: ImageConfig) -> Image.Image:
@@ -86,14 +88,48 @@ def _paddings(data: bytes, info: JpegInfo) -> tuple[bytes, ...]:
     return data[start:end].split(b"\xff", 1)[0][:256], b"\xf0" * 256, bytes(256)
 
 
+def _bytes_per_pixel(mode: str) -> int:
+    """How Pillow stores a pixel: a byte for 1, L and P, two for 16-bit, else four (RGB too)."""
+    return 1 if mode in ("1", "L", "P") else 2 if mode.startswith("I;16") else 4
+
+
+def _has_alpha(image: Image.Image) -> bool:
+    return image.mode == "P" or image.mode.endswith(("A", "a")) or "transparency" in image.info
+
+
+def peak_bytes(image: Image.Image, config: ImageConfig, rotated: bool = False) -> int:
+    """The most pixel memory `convert_pixels` holds at once for an opened image, from its mode
+    and size alone.
+
+    Counted: the decoded image, with its rotated copy or the copies `_to_mode` makes (16-bit:
+    a 32-bit copy and its scaled copy; alpha: an RGBA copy unless it is one, the background and
+    the composite; else the converted image); then the converted image with what a resize
+    makes (its horizontal pass, then the result) or with the encoded bytes (raw: the channels,
+    twice as `tobytes` joins its pieces; JPEG: a byte a pixel, more than photos take).
+    """
+    pixels = image.width * image.height
+    decoded = pixels * _bytes_per_pixel(image.mode)
+    converted = pixels * (1 if config.channels == 1 else 4)
+    copies = 8 * pixels if image.mode in _WIDE_INTEGER else 0
+    if _has_alpha(image):
+        copies += (8 if image.mode == "RGBA" else 12) * pixels
+    elif image.mode != ("L" if config.channels == 1 else "RGB"):
+        copies = max(copies, converted)
+    scale = scale_for(image.width, image.height, config)
+    if scale < 1:
+        after = int(converted * (scale + scale * scale))
+    else:
+        after = pixels * (2 * config.channels if config.encoding == "raw" else 1)
+    return max(decoded + max(decoded if rotated else 0, copies), converted + after)
+
+
 def _to_mode(image: Image.Image, config: ImageConfig) -> Image.Image:
     """8-bit L or RGB; alpha composited onto the background, 16-bit scaled rather than clipped."""
-    if image.mode in ("I;16", "I;16B", "I;16L", "I"):
+    if image.mode in _WIDE_INTEGER:
         image = image.convert("I").point(lambda value: value * (1 / 256)).convert("L")
-    if image.mode == "P" or image.mode.endswith(("A", "a")) or "transparency" in image.info:
-        rgba = image.convert("RGBA")
-        image = Image.new("RGBA", rgba.size, (*config.background, 255))
-        image.alpha_composite(rgba)
+    if _has_alpha(image):
+        rgba = image if image.mode == "RGBA" else image.convert("RGBA")
+        image = Image.alpha_composite(Image.new("RGBA", rgba.size, (*config.background, 255)), rgba)
     mode = "L" if config.channels == 1 else "RGB"
     return image if image.mode == mode else image.convert(mode)  # convert() copies when equal
 
@@ -114,19 +150,25 @@ def target_size(width: int, height: int, scale: float, transposed: bool) -> tupl
     return size[::-1] if transposed else size
 
 
-def convert_pixels(data: bytes, config: ImageConfig) -> StoredImage:
-    """Decode (at reduced size where the resize allows), orient, convert, resize, encode."""
+def convert_pixels(data: bytes, config: ImageConfig, held: int = 0) -> StoredImage:
+    """Decode (at reduced size where the resize allows), orient, convert, resize, encode.
+
+    `held`: what the decoder itself keeps while decoding (a progressive JPEG's coefficients).
+    Memory is checked before decoding, and again before rotating (EXIF is read after decoding).
+    """
     image = _open(data, config)
     width, height = image.size
     scale = scale_for(width, height, config)
     if scale < 1:  # JPEG: libjpeg decodes at 1/2, 1/4 or 1/8 size, never below the request
         image.draft(image.mode, (math.ceil(width * scale), math.ceil(height * scale)))
+    check_decode_bytes(width, height, held + peak_bytes(image, config), config)
     _load(image)
     try:
         # Read EXIF only after the guarded load: for PNG, getexif() itself decodes the image.
         orientation = image.getexif().get(0x0112)
         size = target_size(width, height, min(scale, 1.0), orientation in _TRANSPOSING)
         if not is_upright(orientation):  # exif_transpose copies the image even when upright
+            check_decode_bytes(width, height, peak_bytes(image, config, rotated=True), config)
             image = ImageOps.exif_transpose(image)
         image = _to_mode(image, config)
         if image.size != size:
