@@ -5,6 +5,7 @@ run (a frame its data cannot fill, thousands of scans, pixels that need gigabyte
 rows without a large decode."""
 
 import io
+import json
 import struct
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import tensorflow as tf
 from conftest import PHOTOS, REPOSITORY, encode, photo, write_manifest
 from PIL import Image, ImageOps
 
+from pipeline.verify import verify
 from transforms.errors import Reason, RowError
 from transforms.images import VALIDATE_MODES, ImageConfig, normalise
 from transforms.jpeg import blocks, parse_jpeg
@@ -413,3 +415,17 @@ def test_a_huge_rgba_png_under_the_pixel_limit_is_refused_before_it_is_decoded(t
     refusal, peak_kb = result.stdout.splitlines()
     assert refusal.startswith("image_too_large 13000x13000 needs")
     assert int(peak_kb) < 300_000
+
+
+def test_verify_applies_the_converters_jpeg_checks_with_the_recorded_limits(tmp_path, convert):
+    """A record the conversion's own limits let through verifies; the same record is reported
+    once the recorded limit is lower than its scans."""
+    (tmp_path / "scans.jpg").write_bytes(_many_scans(encode(SMALL, progressive=True), 150))
+    manifest = write_manifest(tmp_path / "m.csv", [{"image_uri": "scans.jpg", "label": "a"}])
+    output, info = convert(manifest, "--max_scans", "200")
+    assert info.records == 1 and verify(str(output), "all") == (1, [])
+    recorded = json.loads((output / "dataset_info.json").read_text())
+    recorded["options"]["max_scans"] = 100
+    (output / "dataset_info.json").write_text(json.dumps(recorded))
+    problems = verify(str(output), "all")[1]
+    assert any("too_many_scans: 160 scans, over the limit of 100" in p for p in problems)
