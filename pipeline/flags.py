@@ -68,13 +68,19 @@ FLAGS = (
     Flag("--feature", f"name:{'|'.join(FEATURE_TYPES)}", {"action": "append"},
          "add a manifest column as a scalar feature (repeatable)"),
     Flag("--validate", "|".join(VALIDATE_MODES), _choices(VALIDATE_MODES),
-         "structural: walk every JPEG marker up to EOI (catches truncation); full: also decode "
-         "every scan with libjpeg (luma at 1/8 scale: every coefficient read, few pixels made)"),
+         "structural: walk every JPEG marker up to EOI (catches truncation, and a frame its scan "
+         "data cannot fill); full: also decode every scan with libjpeg (luma at 1/8 scale: every "
+         "coefficient read, few pixels made), and refuse a scan whose data ends early (see "
+         "Limits)"),
     Flag("--channels", "1|3", INT, "channels of stored images"),
     Flag("--jpeg_quality", "Q", INT, "quality when an image has to be re-encoded"),
     Flag("--max_pixels", "N", INT,
          "larger images are error rows (decompression bombs), checked from the header before "
          "decoding"),
+    Flag("--max_decode_mb", "M", FLOAT,
+         "an image whose decoding and conversion would hold more memory is an `image_too_large` "
+         "row, estimated from its header before decoding (see Limits)"),
+    Flag("--max_scans", "N", INT, "a JPEG of more scans is a `too_many_scans` row (see Limits)"),
     Flag("--max_side", "N", INT, "downscale so the long side is at most N; never upscales"),
     Flag("--resize_short_side", "N", INT,
          "downscale so the short side is N (the ImageNet recipe); never upscales"),

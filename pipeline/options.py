@@ -51,6 +51,8 @@ class ConvertOptions:
     channels: int = _IMAGE.channels
     jpeg_quality: int = _IMAGE.jpeg_quality
     max_pixels: int = _IMAGE.max_pixels
+    max_decode_mb: float = _IMAGE.max_decode_bytes / 2**20
+    max_scans: int = _IMAGE.max_scans
     max_side: int | None = _IMAGE.max_side
     resize_short_side: int | None = _IMAGE.resize_short_side
     resample: str = _IMAGE.resample
@@ -84,6 +86,8 @@ class ConvertOptions:
             channels=self.channels,
             jpeg_quality=self.jpeg_quality,
             max_pixels=self.max_pixels,
+            max_scans=self.max_scans,
+            max_decode_bytes=int(self.max_decode_mb * 2**20),
             max_side=self.max_side,
             resize_short_side=self.resize_short_side,
             resample=self.resample,
@@ -134,6 +138,8 @@ class ConvertOptions:
             (0 <= self.max_error_rate <= 1, "--max_error_rate must be between 0 and 1"),
             (self.label_offset >= 0, "--label_offset must be 0 or more"),
             (self.max_pixels > 0, "--max_pixels must be positive"),
+            (self.max_decode_mb > 0, "--max_decode_mb must be positive"),
+            (self.max_scans > 0, "--max_scans must be positive"),
             (self.threads >= 0, "--threads must be 0 (automatic) or more"),
             (self.processes >= 0, "--processes must be 0 (automatic) or more"),
             (0 < self.max_record_mb <= 1024, "--max_record_mb must be in (0, 1024]"),

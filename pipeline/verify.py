@@ -3,8 +3,9 @@
 Checks the commit marker, every listed shard's size and CRC-32C, the framing and both CRCs of
 every record, record counts, DALI index files, that every Example carries the recorded
 features with their types, and that images decode to the stored height, width and channels
-(a sample per shard, or all with `decode="all"`). Uses the project's own proto classes and
-Pillow: no TensorFlow.
+(a sample per shard, or all with `decode="all"`), a JPEG only after the converter's own checks
+of its structure, pixels and scans, with the limits it was converted with. Uses the project's
+own proto classes and Pillow: no TensorFlow.
 """
 
 import hashlib
@@ -17,8 +18,9 @@ from PIL import Image
 from pipeline.commit import MARKER
 from pipeline.metadata import INFO_FILE, DatasetInfo, ShardInfo
 from transforms import fileio
+from transforms.errors import RowError
 from transforms.examples import RAW_KEY
-from transforms.images import DECODER_ERRORS
+from transforms.images import DECODER_ERRORS, ImageConfig, check_jpeg, sniff
 from transforms.proto.example_pb2 import Example
 from transforms.records import RecordError, crc32c_of, read_records, shard_payload
 
@@ -46,19 +48,33 @@ def _check_example(record: bytes, features: dict[str, str]) -> tuple[str | None,
     return None, values
 
 
-def _check_pixels(values: dict) -> str | None:
+def _limits(options: dict) -> ImageConfig:
+    """The JPEG limits the dataset was converted with (the defaults where it predates one)."""
+    default = ImageConfig()
+    return ImageConfig(
+        max_pixels=options.get("max_pixels", default.max_pixels),
+        max_scans=options.get("max_scans", default.max_scans),
+    )
+
+
+def _check_pixels(values: dict, limits: ImageConfig) -> str | None:
     height, width = values["image/height"], values["image/width"]
     channels = values["image/channels"]
     if RAW_KEY in values:
         size = len(values[RAW_KEY])
         return None if size == height * width * channels else f"raw size {size} != shape"
+    encoded = values["image/encoded"]
     try:
-        image = Image.open(io.BytesIO(values["image/encoded"]))
+        if sniff(encoded) == "jpeg":
+            check_jpeg(encoded, limits)
+        image = Image.open(io.BytesIO(encoded))
+        if (image.height, image.width, _CHANNELS.get(image.mode)) != (height, width, channels):
+            return f"image is {image.width}x{image.height} {image.mode}, record says otherwise"
         image.load()
+    except RowError as error:
+        return f"image is rejected: {error.reason.value}: {error.message}"
     except (*DECODER_ERRORS, Image.DecompressionBombError) as error:
         return f"image does not decode ({error})"
-    if (image.height, image.width, _CHANNELS.get(image.mode)) != (height, width, channels):
-        return f"image is {image.width}x{image.height} {image.mode}, record says otherwise"
     return None
 
 
@@ -68,7 +84,7 @@ def verify_shard(output: str, info: DatasetInfo, shard: ShardInfo, decode: str) 
         data = fileio.read_bytes(fileio.join(output, shard.file))
     except fileio.READ_ERRORS as error:
         return [f"{shard.file}: cannot be read ({error})"]
-    problems = []
+    problems, limits = [], _limits(info.options)
     if len(data) != shard.bytes or crc32c_of(data) != shard.crc32c:
         problems.append(f"{shard.file}: size or CRC-32C differs from {INFO_FILE}")
     count, spans = 0, []
@@ -79,7 +95,7 @@ def verify_shard(output: str, info: DatasetInfo, shard: ShardInfo, decode: str) 
             problem, values = _check_example(record, info.features)
             wanted = decode == "all" or (decode == "sample" and count <= SAMPLE_PER_SHARD)
             if problem is None and wanted:
-                problem = _check_pixels(values)
+                problem = _check_pixels(values, limits)
             if problem:
                 problems.append(f"{shard.file}: record {count - 1}: {problem}")
     except RecordError as error:

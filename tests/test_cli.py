@@ -39,6 +39,8 @@ def _fail(capsys, *argv):
         (["convert", "--manifest", "{m}", "--output", "o", "--feature", "w:int"], "--feature"),
         (["convert", "--manifest", "{m}", "--output", "o", *["--feature", "w:int64"] * 2], "twice"),
         (["convert", "--manifest", "{m}", "--output", "o", "--label_map", "no"], "--label_map"),
+        (["convert", "--manifest", "{m}", "--output", "o", "--max_scans", "0"], "--max_scans"),
+        (["convert", "--manifest", "{m}", "--output", "o", "--max_decode_mb", "0"], "--max_decode"),
         (["convert", "--manifest", "{bad}", "--output", "o"], "missing column"),
         (["convert", "--manifest", "{m}", "--output", "o", "--processes", "2", *DATAFLOW],
          "--processes is for local runs"),

@@ -40,7 +40,8 @@ class Reason(enum.StrEnum):
     NOT_AN_IMAGE = "not_an_image"
     CORRUPT_IMAGE = "corrupt_image"  # truncated or malformed image data
     UNSUPPORTED_FORMAT = "unsupported_format"
-    IMAGE_TOO_LARGE = "image_too_large"  # over the pixel limit (decompression bomb)
+    IMAGE_TOO_LARGE = "image_too_large"  # over the pixel or decode-memory limit (a bomb)
+    TOO_MANY_SCANS = "too_many_scans"  # a JPEG of more scans than --max_scans (slow to decode)
     RECORD_TOO_LARGE = "record_too_large"  # over TensorFlow's record size limit
 
 

@@ -14,9 +14,16 @@ import struct
 from typing import NamedTuple
 
 from transforms.errors import Reason, RowError
-from transforms.jpeg import DECODABLE, HUFFMAN_8BIT, JpegInfo, parse_jpeg
+from transforms.jpeg import DECODABLE, HUFFMAN_8BIT, JpegInfo, coefficient_bytes, parse_jpeg
 
 DEFAULT_MAX_PIXELS = 178_956_970  # Pillow's own decompression-bomb error threshold
+# Every scan is a pass over its blocks, and a crafted JPEG can hold thousands of near-empty
+# ones. Real encoders write 1-4 scans sequential, 10 progressive (libjpeg; 6 for grayscale);
+# mozjpeg picks its scans from a script of 64.
+DEFAULT_MAX_SCANS = 100
+# Memory one image may hold while it is decoded and converted (see pixels.peak_bytes): a
+# 50-megapixel RGB photo needs a quarter of it, a 13000x13000 RGBA PNG nearly twice as much.
+DEFAULT_MAX_DECODE_BYTES = 1 << 30
 DEFAULT_JPEG_QUALITY = 95
 VALIDATE_MODES = ("structural", "full")
 ENCODINGS = ("jpeg", "raw")
@@ -48,6 +55,8 @@ class ImageConfig(NamedTuple):
     channels: int = 3
     jpeg_quality: int = DEFAULT_JPEG_QUALITY
     max_pixels: int = DEFAULT_MAX_PIXELS
+    max_scans: int = DEFAULT_MAX_SCANS
+    max_decode_bytes: int = DEFAULT_MAX_DECODE_BYTES
     max_side: int | None = None
     resize_short_side: int | None = None
     resample: str = "bicubic"
@@ -101,6 +110,28 @@ def check_pixels(width: int, height: int, config: ImageConfig) -> None:
         )
 
 
+def check_decode_bytes(width: int, height: int, needed: int, config: ImageConfig) -> None:
+    """Refuse, before decoding, an image whose decode would hold more memory than allowed."""
+    if needed > config.max_decode_bytes:
+        raise RowError(
+            Reason.IMAGE_TOO_LARGE,
+            f"{width}x{height} needs {needed / 2**20:,.0f} MB to decode, over the limit of "
+            f"{config.max_decode_bytes / 2**20:,.0f} MB",
+        )
+
+
+def check_jpeg(data: bytes, config: ImageConfig) -> JpegInfo:
+    """The checks every JPEG gets, stored as it is or not: its structure, pixels and scans."""
+    info = parse_jpeg(data)
+    check_pixels(info.width, info.height, config)
+    if len(info.scans) > config.max_scans:
+        raise RowError(
+            Reason.TOO_MANY_SCANS,
+            f"{len(info.scans):,} scans, over the limit of {config.max_scans:,}",
+        )
+    return info
+
+
 def _keeps_bytes(info: JpegInfo, config: ImageConfig) -> bool:
     """Whether a structurally valid JPEG can be stored exactly as it is."""
     return (
@@ -143,15 +174,16 @@ def normalise(data: bytes, config: ImageConfig) -> StoredImage:
         raise RowError(Reason.UNSUPPORTED_FORMAT, f"{kind} images are not supported")
     if kind != "jpeg":
         return pixels().convert_pixels(data, config)
-    info = parse_jpeg(data)
-    check_pixels(info.width, info.height, config)
+    info = check_jpeg(data, config)
     if info.sof not in DECODABLE or info.precision != 8:
         raise RowError(
             Reason.UNSUPPORTED_FORMAT,
             f"JPEG frame type 0x{info.sof:02X} with {info.precision}-bit samples",
         )
     if not _keeps_bytes(info, config):
-        return pixels().convert_pixels(data, config)
+        return pixels().convert_pixels(data, config, coefficient_bytes(info))
     if config.validate == "full":
+        luma = -(-info.width // 8) * -(-info.height // 8)
+        check_decode_bytes(info.width, info.height, coefficient_bytes(info) + luma, config)
         pixels().check_jpeg_decodes(data, info)
     return StoredImage(data, "JPEG", info.height, info.width, info.components)

@@ -3,6 +3,15 @@
 Walking the marker segments up to EOI catches the truncated and malformed files that make
 `tf.io.decode_jpeg` fail in the middle of a training run. Entropy-coded data is skipped with a
 C-speed regex, so the walk costs microseconds, not a decode.
+
+The walk also weighs the entropy-coded data against the frame it claims to fill. In Huffman
+coding every 8x8 block of every component has its DC coefficient coded in at least one bit (a
+sequential scan spends at least two: the DC code and an end-of-block code; a progressive DC scan
+one), so a file with fewer bits of scan data than blocks cannot hold its frame: libjpeg would warn,
+fill the rest with grey and decode a 13000x13000 frame from a 64x64 image's bytes. The smallest
+real files stay above the bound: a flat grey image spends exactly one bit a block in each
+progressive DC scan and two in a sequential scan. Arithmetic coding can spend less than a bit a
+block and is not bounded.
 """
 
 import re
@@ -13,11 +22,16 @@ from transforms.errors import Reason, RowError
 
 # Any marker other than a stuffed zero or a restart marker ends an entropy-coded segment.
 _NEXT_MARKER = re.compile(rb"\xff[^\x00\xd0-\xd7]")
+_RESTART = re.compile(rb"\xff[\xd0-\xd7]")
 _SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # minus DHT, JPG, DAC
 _STANDALONE = frozenset(range(0xD0, 0xD8)) | {0x01}
 HUFFMAN_8BIT = frozenset({0xC0, 0xC1, 0xC2})  # baseline, extended, progressive
 DECODABLE = HUFFMAN_8BIT | {0xC9, 0xCA}  # plus arithmetic coding (libjpeg-turbo reads it)
+_PROGRESSIVE = frozenset({0xC2, 0xC6, 0xCA, 0xCE})
 _ORIENTATION_TAG = 0x0112
+# A component's sampling factors: one byte, horizontal:vertical nibbles, each 1-4 for libjpeg.
+_SAMPLING = bytes(h << 4 | v for h in range(1, 5) for v in range(1, 5))
+_ACROSS, _DOWN = bytes(f >> 4 for f in range(256)), bytes(f & 15 for f in range(256))
 
 
 class JpegInfo(NamedTuple):
@@ -26,6 +40,8 @@ class JpegInfo(NamedTuple):
     height: int
     width: int
     components: int
+    sampling: bytes = b""  # each component's sampling factors (horizontal:vertical nibbles)
+    scans: tuple[tuple[int, int], ...] = ()  # each scan's entropy-coded data: (start, end)
     adobe_transform: int | None = None  # APP14 colour transform: 0 RGB/CMYK, 1 YCbCr, 2 YCCK
     orientation: int | None = None  # EXIF orientation 1-8, when present
 
@@ -64,12 +80,44 @@ def _frame(marker: int, segment: bytes) -> JpegInfo:
     precision, height, width, components = struct.unpack_from(">BHHB", segment)
     if height == 0 or width == 0 or components not in (1, 3, 4):
         raise _corrupt(f"frame {width}x{height}x{components}")
-    return JpegInfo(marker, precision, height, width, components)
+    sampling = segment[7 : 7 + 3 * components : 3]
+    if len(sampling) < components or sampling.translate(None, _SAMPLING):
+        raise _corrupt("bad component sampling factors")
+    return JpegInfo(marker, precision, height, width, components, sampling)
+
+
+def blocks(info: JpegInfo) -> int:
+    """8x8 blocks of all components: each is its share of the frame by sampling factor, in whole
+    blocks, as libjpeg sizes it."""
+    wide, high = 8 * max(info.sampling.translate(_ACROSS)), 8 * max(info.sampling.translate(_DOWN))
+    return sum(
+        -(-info.width * (f >> 4) // wide) * -(-info.height * (f & 15) // high)
+        for f in info.sampling
+    )
+
+
+def coefficient_bytes(info: JpegInfo) -> int:
+    """What libjpeg holds while decoding: a progressive or multi-scan JPEG keeps every DCT
+    coefficient of the image (64 a block, 2 bytes each); one scan is decoded a row at a time."""
+    return 128 * blocks(info) if info.sof in _PROGRESSIVE or len(info.scans) > 1 else 0
+
+
+def _check_coded(frame: JpegInfo, coded: int) -> None:
+    """At least a bit of Huffman-coded scan data for each block of the frame."""
+    most = frame.components * -(-frame.width // 8) * -(-frame.height // 8)  # no component has more
+    if frame.sof not in HUFFMAN_8BIT or coded * 8 >= most:
+        return
+    needed = blocks(frame)
+    if coded * 8 < needed:
+        raise _corrupt(
+            f"{coded:,} bytes of scan data cannot hold a {frame.width}x{frame.height} frame "
+            f"(at least {-(-needed // 8):,})"
+        )
 
 
 def parse_jpeg(data: bytes) -> JpegInfo:
     """Walk every marker segment up to EOI; raises RowError if the structure is broken."""
-    pos, end, frame, extras = 2, len(data), None, {}
+    pos, end, frame, extras, scans, coded = 2, len(data), None, {}, [], 0
     while True:
         if pos >= end:
             raise _truncated()
@@ -106,7 +154,24 @@ def parse_jpeg(data: bytes) -> JpegInfo:
             found = _NEXT_MARKER.search(data, pos)
             if found is None:
                 raise _truncated()
+            scans.append((pos, found.start()))
+            coded += found.start() - pos
             pos = found.start()
     if frame is None:
         raise _corrupt("no frame header")
-    return frame._replace(**extras)
+    if not scans:
+        raise _corrupt("no scan")
+    _check_coded(frame, coded)
+    return frame._replace(scans=tuple(scans), **extras)
+
+
+def padded(data: bytes, info: JpegInfo, padding: bytes) -> bytes:
+    """The JPEG with `padding` after each scan's data, on both sides of the restart marker that
+    would come next: bytes a complete scan never reads, and a scan that ran out of data decodes
+    (after a restart marker, if it ran out at the end of a restart interval)."""
+    pieces, done = [], 0
+    for start, end in info.scans:
+        restart = bytes((0xFF, 0xD0 + len(_RESTART.findall(data, start, end)) % 8))
+        pieces += (data[done:end], padding, restart, padding)
+        done = end
+    return b"".join(pieces) + data[done:]

@@ -15,13 +15,15 @@ from transforms.images import (
     DECODER_ERRORS,
     ImageConfig,
     StoredImage,
+    check_decode_bytes,
     check_pixels,
     is_upright,
     scale_for,
 )
-from transforms.jpeg import JpegInfo
+from transforms.jpeg import JpegInfo, padded
 
 _TRANSPOSING = frozenset({5, 6, 7, 8})  # EXIF orientations that swap width and height
+_WIDE_INTEGER = ("I;16", "I;16B", "I;16L", "I")  # scaled to 8 bits through a 32-bit copy
 
 
 def _open(data: bytes, config: ImageConfig) -> Image.Image:
@@ -45,6 +47,14 @@ def _load(image: Image.Image) -> None:
         raise RowError(Reason.CORRUPT_IMAGE, f"cannot decode image: {error}") from None
 
 
+def _luma_eighth(data: bytes, info: JpegInfo) -> Image.Image:
+    size = ((info.width + 7) // 8, (info.height + 7) // 8)
+    try:  # decoder arguments: raw mode, file mode, scale, draft
+        return Image.frombytes("L", size, data, "jpeg", "L", "", 8, 0)
+    except DECODER_ERRORS as error:  # ValueError: "not enough image data", "cannot decode ..."
+        raise RowError(Reason.CORRUPT_IMAGE, f"JPEG does not decode: {error}") from None
+
+
 def check_jpeg_decodes(data: bytes, info: JpegInfo) -> None:
     """A real libjpeg decode of every scan, producing only luma at 1/8 scale.
 
@@ -55,22 +65,71 @@ def check_jpeg_decodes(data: bytes, info: JpegInfo) -> None:
     decoder writes each output row into a buffer as wide as the image it is given, so that size
     must be libjpeg's own: both come from the one frame header `parse_jpeg` accepted (libjpeg
     rejects a second one; test_hostile checks the two agree on damaged headers).
+
+    A scan whose data ends before its last block is only a warning to libjpeg, which Pillow
+    ignores: the missing blocks decode as flat grey, so the last one is exactly 128 at 1/8
+    scale. Only then is the file decoded again with padding after each scan (`padded`): a
+    complete scan never reads it, so the decodes agree; a scan that ran short decodes it into
+    its missing blocks, which then differ, unless all three paddings decode to grey as well (a
+    flat mid-grey image with optimised tables, which decodes to the same grey either way).
     """
-    size = ((info.width + 7) // 8, (info.height + 7) // 8)
-    try:
-        Image.frombytes("L", size, data, "jpeg", "L", "", 8, 0)  # rawmode, file mode, scale, draft
-    except DECODER_ERRORS as error:  # ValueError: "not enough image data", "cannot decode ..."
-        raise RowError(Reason.CORRUPT_IMAGE, f"JPEG does not decode: {error}") from None
+    luma = _luma_eighth(data, info)
+    if luma.getpixel((luma.width - 1, luma.height - 1)) == 128 and any(
+        _luma_eighth(padded(data, info, padding), info).tobytes() != luma.tobytes()
+        for padding in _paddings(data, info)
+    ):
+        raise RowError(Reason.CORRUPT_IMAGE, "JPEG scan data ends before the image does")
+
+
+def _paddings(data: bytes, info: JpegInfo) -> tuple[bytes, ...]:
+    """Bytes that decode to something other than grey under most Huffman tables: the file's own
+    first scan bytes (before any 0xFF), long codes (0xF0), the shortest code (zeros)."""
+    start, end = info.scans[0]
+    return data[start:end].split(b"\xff", 1)[0][:256], b"\xf0" * 256, bytes(256)
+
+
+def _bytes_per_pixel(mode: str) -> int:
+    """How Pillow stores a pixel: a byte for 1, L and P, two for 16-bit, else four (RGB too)."""
+    return 1 if mode in ("1", "L", "P") else 2 if mode.startswith("I;16") else 4
+
+
+def _has_alpha(image: Image.Image) -> bool:
+    return image.mode == "P" or image.mode.endswith(("A", "a")) or "transparency" in image.info
+
+
+def peak_bytes(image: Image.Image, config: ImageConfig, rotated: bool = False) -> int:
+    """The most pixel memory `convert_pixels` holds at once for an opened image, from its mode
+    and size alone.
+
+    Counted: the decoded image, with its rotated copy or the copies `_to_mode` makes (16-bit:
+    a 32-bit copy and its scaled copy; alpha: an RGBA copy unless it is one, the background and
+    the composite; else the converted image); then the converted image with what a resize
+    makes (its horizontal pass, then the result) or with the encoded bytes (raw: the channels,
+    twice as `tobytes` joins its pieces; JPEG: a byte a pixel, more than photos take).
+    """
+    pixels = image.width * image.height
+    decoded = pixels * _bytes_per_pixel(image.mode)
+    converted = pixels * (1 if config.channels == 1 else 4)
+    copies = 8 * pixels if image.mode in _WIDE_INTEGER else 0
+    if _has_alpha(image):
+        copies += (8 if image.mode == "RGBA" else 12) * pixels
+    elif image.mode != ("L" if config.channels == 1 else "RGB"):
+        copies = max(copies, converted)
+    scale = scale_for(image.width, image.height, config)
+    if scale < 1:
+        after = int(converted * (scale + scale * scale))
+    else:
+        after = pixels * (2 * config.channels if config.encoding == "raw" else 1)
+    return max(decoded + max(decoded if rotated else 0, copies), converted + after)
 
 
 def _to_mode(image: Image.Image, config: ImageConfig) -> Image.Image:
     """8-bit L or RGB; alpha composited onto the background, 16-bit scaled rather than clipped."""
-    if image.mode in ("I;16", "I;16B", "I;16L", "I"):
+    if image.mode in _WIDE_INTEGER:
         image = image.convert("I").point(lambda value: value * (1 / 256)).convert("L")
-    if image.mode == "P" or image.mode.endswith(("A", "a")) or "transparency" in image.info:
-        rgba = image.convert("RGBA")
-        image = Image.new("RGBA", rgba.size, (*config.background, 255))
-        image.alpha_composite(rgba)
+    if _has_alpha(image):
+        rgba = image if image.mode == "RGBA" else image.convert("RGBA")
+        image = Image.alpha_composite(Image.new("RGBA", rgba.size, (*config.background, 255)), rgba)
     mode = "L" if config.channels == 1 else "RGB"
     return image if image.mode == mode else image.convert(mode)  # convert() copies when equal
 
@@ -91,19 +150,25 @@ def target_size(width: int, height: int, scale: float, transposed: bool) -> tupl
     return size[::-1] if transposed else size
 
 
-def convert_pixels(data: bytes, config: ImageConfig) -> StoredImage:
-    """Decode (at reduced size where the resize allows), orient, convert, resize, encode."""
+def convert_pixels(data: bytes, config: ImageConfig, held: int = 0) -> StoredImage:
+    """Decode (at reduced size where the resize allows), orient, convert, resize, encode.
+
+    `held`: what the decoder itself keeps while decoding (a progressive JPEG's coefficients).
+    Memory is checked before decoding, and again before rotating (EXIF is read after decoding).
+    """
     image = _open(data, config)
     width, height = image.size
     scale = scale_for(width, height, config)
     if scale < 1:  # JPEG: libjpeg decodes at 1/2, 1/4 or 1/8 size, never below the request
         image.draft(image.mode, (math.ceil(width * scale), math.ceil(height * scale)))
+    check_decode_bytes(width, height, held + peak_bytes(image, config), config)
     _load(image)
     try:
         # Read EXIF only after the guarded load: for PNG, getexif() itself decodes the image.
         orientation = image.getexif().get(0x0112)
         size = target_size(width, height, min(scale, 1.0), orientation in _TRANSPOSING)
         if not is_upright(orientation):  # exif_transpose copies the image even when upright
+            check_decode_bytes(width, height, peak_bytes(image, config, rotated=True), config)
             image = ImageOps.exif_transpose(image)
         image = _to_mode(image, config)
         if image.size != size:
