@@ -34,6 +34,8 @@ def _open(data: bytes, config: ImageConfig) -> Image.Image:
             image = Image.open(io.BytesIO(data))
         except Image.DecompressionBombError as error:
             raise RowError(Reason.IMAGE_TOO_LARGE, str(error)) from None
+        except Image.UnidentifiedImageError:  # its text holds the buffer's memory address
+            raise RowError(Reason.CORRUPT_IMAGE, "no image decoder accepts the data") from None
         except DECODER_ERRORS as error:
             raise RowError(Reason.CORRUPT_IMAGE, f"cannot open image: {error}") from None
     check_pixels(image.width, image.height, config)
