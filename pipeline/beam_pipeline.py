@@ -9,9 +9,10 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.pvalue import AsList, AsSingleton
 
-from pipeline.commit import Commit, commit_dataset, prepare_output
+from pipeline.commit import Commit, commit_dataset
 from pipeline.metadata import DatasetInfo
 from pipeline.options import ConvertOptions
+from pipeline.publish import Target
 from pipeline.runners import describe, writer_processes
 from transforms.manifest import check_manifests
 from transforms.steps import (
@@ -34,12 +35,15 @@ class _CommitFn(beam.DoFn):
         yield commit_dataset(self._commit, plan, list(results), list(errors), skipped)
 
 
-def build_pipeline(p: beam.Pipeline, options: ConvertOptions, progress_dir: str | None = None):
-    """Add the conversion to `p`; returns the PCollection holding the one DatasetInfo."""
+def build_pipeline(
+    p: beam.Pipeline, options: ConvertOptions, target: Target, progress_dir: str | None = None
+):
+    """Add the conversion into `target` to `p`; returns the PCollection holding the one
+    DatasetInfo."""
     read_config = options.read_config()
     manifests = check_manifests(options.manifest, read_config)
     processes = writer_processes(options.processes, describe(p.runner, p.options))
-    write_config = options.write_config(progress_dir, processes)
+    write_config = options.write_config(target.staging, progress_dir, processes)
 
     read = p | "ReadManifests" >> ReadManifests(manifests, read_config)
     plan = read.rows | "PlanDataset" >> PlanDataset(
@@ -59,20 +63,23 @@ def build_pipeline(p: beam.Pipeline, options: ConvertOptions, progress_dir: str 
     errors = (*errors, keyed.errors, shards.errors) | "CollectErrors" >> beam.Flatten()
     skipped = read.skipped | "CountSkippedFiles" >> beam.combiners.Count.Globally()
     return plan | "CommitDataset" >> beam.ParDo(
-        _CommitFn(options.commit()), AsList(shards.shards), AsList(errors), AsSingleton(skipped)
+        _CommitFn(options.commit(target)),
+        AsList(shards.shards),
+        AsList(errors),
+        AsSingleton(skipped),
     )
 
 
 def launch(
     options: ConvertOptions,
+    target: Target,
     beam_args=(),
     test_pipeline: beam.Pipeline | None = None,
     progress_dir: str | None = None,
 ):
-    """Check the output folder, build the pipeline and start it; returns Beam's result at once
-    on Dataflow (the job runs remotely), after the run on the DirectRunner."""
+    """Build the pipeline that writes and publishes `target`, and start it; returns Beam's
+    result at once on Dataflow (the job runs remotely), after the run on the DirectRunner."""
     options.validate_values()
-    prepare_output(options.output, options.overwrite)
     p = test_pipeline or beam.Pipeline(options=PipelineOptions(list(beam_args)))
-    build_pipeline(p, options, progress_dir)
+    build_pipeline(p, options, target, progress_dir)
     return p.run()

@@ -10,11 +10,13 @@ import logging
 import os
 import sys
 
+from pipeline import publish
 from pipeline.commit import read_info
 from pipeline.convert import convert
 from pipeline.faults import as_fault, report_fault
 from pipeline.options import UserErrorParser, parse_args
 from pipeline.progress import format_counters, format_summary
+from pipeline.publish import SupersededError
 from pipeline.runners import resolve
 from transforms.errors import UserError
 
@@ -31,17 +33,18 @@ commands:
 run 'tfrecord-pipeline convert --help' for the options"""
 
 # The exit statuses, as the README documents them.
-EXIT_OK = 0  # committed (convert), no problem found (verify), file written (preview, stats)
-EXIT_FAILED_GATES = 1  # converted but not committed (quality gates); verify found problems
+EXIT_OK = 0  # published (convert), no problem found (verify), file written (preview, stats)
+EXIT_FAILED_GATES = 1  # converted but not published (quality gates); verify found problems
 EXIT_USER_ERROR = 2  # a usage or input mistake: a bad flag, manifest or --output
 EXIT_FAULT = 3  # a fault the run could not survive (full disk, a writer killed, ...): rerun
+EXIT_SUPERSEDED = 4  # another run published a version of the same dataset first
 EXIT_INTERRUPTED = 130  # as a shell reports a command stopped by Ctrl-C (128 + SIGINT)
 
 
-def _finish(info, output: str) -> int:
-    print(format_summary(info, output))
+def _finish(info, folder: str) -> int:
+    print(format_summary(info, folder))
     for failure in info.failures:
-        print(f"tfrecord-pipeline: dataset not committed: {failure}", file=sys.stderr)
+        print(f"tfrecord-pipeline: version not published: {failure}", file=sys.stderr)
     return EXIT_FAILED_GATES if info.failures else EXIT_OK
 
 
@@ -50,25 +53,28 @@ def _convert(argv: list[str]) -> int:
     try:
         if resolve(beam_args).dataflow:
             return _on_dataflow(options, beam_args)
-        return _finish(convert(options, beam_args), options.output)
+        return _finish(*convert(options, beam_args))
     except Exception as error:  # noqa: BLE001 - re-raised unless it is a fault
         fault = as_fault(error)
         if fault is None:
             raise
         line = report_fault(fault, error, options.debug)
         print(f"tfrecord-pipeline: failed: {line}", file=sys.stderr)
-        return EXIT_FAULT
+        return EXIT_SUPERSEDED if isinstance(fault, SupersededError) else EXIT_FAULT
 
 
 def _on_dataflow(options, beam_args: list[str]) -> int:
-    """Submit the job and print its console URL; with --wait, wait for it and report."""
+    """Submit the job and print its console URL and the version it publishes; with --wait,
+    wait for it and report."""
     from apache_beam.runners.dataflow.dataflow_runner import DataflowRuntimeException
 
     from pipeline.beam_pipeline import launch
 
-    result = launch(options, beam_args)
+    target = publish.start(options.output)
+    result = launch(options, target, beam_args)
     print(_job_line(result, beam_args))
     if not options.wait or not hasattr(result, "job_id"):
+        print(f"the job publishes {target.folder}")
         return EXIT_OK
     try:
         state = result.wait_until_finish()
@@ -76,7 +82,7 @@ def _on_dataflow(options, beam_args: list[str]) -> int:
         print(f"tfrecord-pipeline: the Dataflow job failed: {error}", file=sys.stderr)
         return EXIT_FAILED_GATES
     print(f"job {state}: {format_counters(_counters(result))}")
-    return _finish(read_info(options.output), options.output)
+    return _finish(read_info(target.folder), target.folder)
 
 
 def _counters(result) -> dict[str, int]:

@@ -1,136 +1,80 @@
-"""Committing a dataset: metadata after every shard, the `_COMMITTED` marker after everything.
+"""Committing a run: its shards moved into its version, the metadata written, then (if the
+dataset passed its quality gates) the `_COMMITTED` marker, the version published, and what no
+run can publish any more cleaned up.
 
-A reader that finds no marker must treat the folder as incomplete. Nothing here relies on a
-rename being atomic (it is not on GCS): the marker is a new object written last, and it is
-only written when the dataset passes its quality gates.
+The single commit step runs once, after every shard exists, from the results it received; the
+same for every runner (pipeline/publish.py says why this makes published bytes immutable).
 """
 
 import contextlib
-import hashlib
-import json
-import os
 from typing import NamedTuple
 
+from pipeline import publish
 from pipeline.metadata import ERRORS_FILE, INFO_FILE, LABELS_FILE, DatasetInfo, build_info
 from transforms import fileio
-from transforms.errors import ErrorRow, FaultError, UserError
+from transforms.errors import ErrorRow, UserError
 from transforms.plan import DatasetPlan
-from transforms.shard_writer import TMP_DIR, ShardResult
-from transforms.sharding import is_shard_file_name
-
-MARKER = "_COMMITTED"
+from transforms.shard_writer import ShardResult
 
 
-def is_committed(output: str) -> bool:
-    return fileio.exists(fileio.join(output, MARKER))
+def read_info(folder: str) -> DatasetInfo:
+    """A version's metadata, committed or not (a run stopped by its gates writes it too)."""
+    return DatasetInfo.from_json(fileio.read_text(fileio.join(folder, INFO_FILE)))
 
 
-def prepare_output(output: str, overwrite: bool) -> None:
-    """Stop on an output that cannot be written (a file, a folder under a file, no permission)
-    before any work; refuse to replace a committed dataset unless asked, and when asked,
-    un-commit it first."""
-    try:
-        fileio.check_writable_folder(output)
-        committed = is_committed(output)
-    except fileio.UNAVAILABLE:
-        raise  # the service's failure, not the output's: a fault
-    except fileio.READ_ERRORS as error:
-        raise UserError(f"--output {output}: cannot write there ({error})") from None
-    if not committed:
-        return
-    if not overwrite:
-        raise UserError(
-            f"{output} already holds a committed dataset; pass --overwrite to replace it"
-        )
-    fileio.delete([fileio.join(output, MARKER)])
-
-
-def read_info(output: str) -> DatasetInfo:
-    return DatasetInfo.from_json(fileio.read_text(fileio.join(output, INFO_FILE)))
-
-
-def remove_temp_files(output: str) -> None:
-    """Delete the shard writers' temporary files (`_tmp/`), and on a local disk the folder."""
-    temp_dir = fileio.join(output, TMP_DIR)
-    fileio.delete(fileio.glob(fileio.join(temp_dir, "*")))
-    if not fileio.is_remote(output) and os.path.isdir(temp_dir):
-        os.rmdir(temp_dir)
-
-
-def _remove_leftovers(output: str, keep: set[str]) -> None:
-    """Delete temp files and shards of an earlier conversion that this one did not write."""
-    remove_temp_files(output)
-    fileio.delete(
-        [
-            path
-            for path in fileio.glob(fileio.join(output, "*.tfrecord*"))
-            if is_shard_file_name(os.path.basename(path).removesuffix(".idx"))
-            and os.path.basename(path) not in keep
-        ]
-    )
-
-
-def _marker(output: str) -> bytes | None:
-    """The `_COMMITTED` marker's bytes; None when the output is not committed."""
-    path = fileio.join(output, MARKER)
-    return fileio.read_bytes(path) if fileio.exists(path) else None
-
-
-def _taken(output: str) -> FaultError:
-    return FaultError(
-        f"another run committed {output} while this one ran, and this run committed nothing; "
-        f"check that dataset (tfrecord-pipeline verify {output}) or rerun with --overwrite"
-    )
+def staged_files(results: list[ShardResult]) -> list[tuple[str, str]]:
+    """(name in staging, name in the version) of every file the shard results describe."""
+    moves = []
+    for result in results:
+        moves.append((result.staged, result.file))
+        if result.index_file:
+            moves.append((f"{result.staged}.idx", result.index_file))
+    return moves
 
 
 @contextlib.contextmanager
-def cleaned_up_on_failure(output: str):
-    """Around a conversion into `output`: when it fails, its temporary files are removed where
-    the failure allows; if another run committed `output` meanwhile, that is the failure
-    raised (a FaultError), not what followed from it (this run's temporary files deleted by
-    the other run's commit). A UserError comes before any work: nothing to remove."""
-    before = _marker(output)
+def cleaned_up_on_failure(target: publish.Target):
+    """Around a run: when it fails, its own staging and version folders are deleted where the
+    failure allows. If another run published meanwhile, that is the failure raised (not what
+    followed from it, such as this run's staging deleted by that run's clean-up). A UserError
+    comes before any work: nothing to delete."""
     try:
         yield
     except UserError:
         raise
     except BaseException as error:
-        taken = False
+        other = None
         with contextlib.suppress(Exception):  # the failure may well stop these too
-            remove_temp_files(output)
-            taken = isinstance(error, Exception) and _marker(output) not in (None, before)
-        if taken:
-            raise _taken(output) from error
+            publish.discard(target)
+            if isinstance(error, Exception):
+                other = publish.published_since(target)
+        if other and not isinstance(error, publish.SupersededError):
+            raise publish.superseded(target, other) from error
         raise
 
 
-def write_dataset_files(output: str, info: DatasetInfo, labels_text: str, errors) -> None:
-    """Errors, labels and metadata, then (if the dataset passed its gates) the marker; nothing
-    at all when another run committed the output since this one started."""
+def write_version_files(folder: str, info: DatasetInfo, labels_text: str, errors) -> bytes:
+    """Errors, labels and metadata, each whole and on disk; returns the metadata's bytes."""
     info_bytes = info.to_json().encode("utf-8")
-    marker = json.dumps({INFO_FILE: hashlib.sha256(info_bytes).hexdigest()}).encode()
-    if _marker(output) not in (None, marker):  # the same marker: a retry of this very commit
-        raise _taken(output)
-    shards = [shard for split in info.splits.values() for shard in split.shards]
-    keep = {shard.file for shard in shards} | {shard.index for shard in shards}
-    _remove_leftovers(output, keep)
     lines = sorted(errors, key=lambda error: error.sort_key())
-    fileio.write_bytes(
-        fileio.join(output, ERRORS_FILE), "".join(e.to_json() + "\n" for e in lines).encode()
-    )
-    fileio.write_bytes(fileio.join(output, LABELS_FILE), labels_text.encode("utf-8"))
-    fileio.write_bytes(fileio.join(output, INFO_FILE), info_bytes)
-    if not info.failures:
-        fileio.write_bytes(fileio.join(output, MARKER), marker)
+    files = {
+        ERRORS_FILE: "".join(error.to_json() + "\n" for error in lines).encode(),
+        LABELS_FILE: labels_text.encode("utf-8"),
+        INFO_FILE: info_bytes,
+    }
+    for name, data in files.items():
+        fileio.write_durably(fileio.join(folder, name), data)
+    return info_bytes
 
 
 class Commit(NamedTuple):
     """What committing needs besides the shards and errors: the same for every runner."""
 
-    output: str
+    target: publish.Target
     options: dict  # ConvertOptions.recorded()
     tool_version: str
     max_error_rate: float
+    keep_versions: int = 0  # complete versions kept after publishing; 0 keeps every one
 
 
 def commit_dataset(
@@ -140,10 +84,22 @@ def commit_dataset(
     errors: list[ErrorRow],
     skipped: int,
 ) -> DatasetInfo:
-    """Describe the dataset and write its files; runs once, after every shard exists."""
+    """Describe the run's version, move its shards in, and publish it if it passed its gates;
+    runs once, after every shard exists. A retry of this step repeats it harmlessly."""
     info = build_info(
         plan, results, errors, skipped, commit.options, commit.tool_version, commit.max_error_rate
     )
+    target = commit.target
+    publish.finalise(target, staged_files(results))
     labels_text = "" if plan.labels.integers else plan.labels.to_text()
-    write_dataset_files(commit.output, info, labels_text, errors)
+    info_bytes = write_version_files(target.folder, info, labels_text, errors)
+    fileio.delete_tree(target.staging)
+    if info.failures:
+        return info
+    fileio.write_durably(
+        fileio.join(target.folder, publish.MARKER), publish.marker_bytes(info_bytes)
+    )
+    pointer = publish.Pointer(target.version, publish.metadata_digest(info_bytes))
+    publish.publish(target, pointer)
+    publish.clean_up(target.root, pointer, commit.keep_versions)
     return info

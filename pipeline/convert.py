@@ -6,7 +6,9 @@ is imported only then. Both write the same bytes.
 """
 
 import contextlib
+from typing import NamedTuple
 
+from pipeline import publish
 from pipeline.commit import cleaned_up_on_failure, read_info
 from pipeline.local import convert_here
 from pipeline.metadata import DatasetInfo
@@ -15,22 +17,32 @@ from pipeline.progress import ProgressBar, progress_folder
 from pipeline.runners import resolve
 
 
-def run(argv: list[str] | None = None, test_pipeline=None) -> DatasetInfo:
-    """Parse flags, convert, and return the dataset's metadata (committed or not)."""
+class Converted(NamedTuple):
+    """A finished run: its version's metadata and folder. The version is published unless
+    `info.failures` says why not (its files stay for a look until a later run publishes)."""
+
+    info: DatasetInfo
+    folder: str
+
+
+def run(argv: list[str] | None = None, test_pipeline=None) -> Converted:
+    """Parse flags, convert, and return the new version's metadata and folder."""
     options, beam_args = parse_args(list(argv or []))
     return convert(options, beam_args, test_pipeline)
 
 
-def convert(options: ConvertOptions, beam_args=(), test_pipeline=None) -> DatasetInfo:
-    """Run one conversion to the end and return its metadata. `beam_args` are Beam pipeline
-    flags; `test_pipeline` a Beam TestPipeline to build the conversion in. A failed run leaves
-    the output uncommitted and its temporary files removed where the failure allows."""
+def convert(options: ConvertOptions, beam_args=(), test_pipeline=None) -> Converted:
+    """Run one conversion into a new version of the dataset at `options.output`, publish it
+    if it passes its gates, and return it. `beam_args` are Beam pipeline flags;
+    `test_pipeline` a Beam TestPipeline to build the conversion in. A failed run leaves the
+    published version as it was and deletes its own files where the failure allows."""
     beam_args = list(beam_args)
     runner = resolve(beam_args)
     options.validate_values()
-    with cleaned_up_on_failure(options.output):
+    target = publish.start(options.output)
+    with cleaned_up_on_failure(target):
         if not beam_args and test_pipeline is None:
-            return convert_here(options)
+            return Converted(convert_here(options, target), target.folder)
         from pipeline.beam_pipeline import launch
 
         with contextlib.ExitStack() as stack:
@@ -38,5 +50,5 @@ def convert(options: ConvertOptions, beam_args=(), test_pipeline=None) -> Datase
             if options.progress and test_pipeline is None and runner.here:
                 progress_dir = progress_folder(stack)
                 stack.enter_context(ProgressBar(progress_dir))
-            launch(options, beam_args, test_pipeline, progress_dir).wait_until_finish()
-        return read_info(options.output)
+            launch(options, target, beam_args, test_pipeline, progress_dir).wait_until_finish()
+        return Converted(read_info(target.folder), target.folder)

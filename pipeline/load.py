@@ -7,6 +7,8 @@ read side; the conversion path never imports this module.
 
 import json
 
+from pipeline.publish import resolve
+
 
 def _tf():
     import tensorflow as tf
@@ -14,9 +16,16 @@ def _tf():
     return tf
 
 
-def _read_json(tf, path: str) -> dict:
-    with tf.io.gfile.GFile(path) as handle:
-        return json.loads(handle.read())
+def _gfile_reader(tf):
+    """A file's bytes through TensorFlow's file systems, or None when there is none."""
+
+    def read(path: str) -> bytes | None:
+        if not tf.io.gfile.exists(path):
+            return None
+        with tf.io.gfile.GFile(path, "rb") as handle:
+            return handle.read()
+
+    return read
 
 
 def _parse_and_decode(tf, info: dict, image_size, channels: int | None, with_features: bool):
@@ -57,7 +66,8 @@ def load(
     """A tf.data.Dataset of `(image, label)` (or the full feature dict plus "image").
 
     Args:
-      output: the converted dataset's folder (local or gs://); it must be committed.
+      output: the dataset root (its published version is read) or a version folder, local
+        or gs://; raises ValueError when it holds no complete, published version.
       split: which split to read.
       batch_size: per-host batch size; None for unbatched examples.
       image_size: (height, width) every image is resized to; None keeps decoded uint8 images
@@ -71,9 +81,8 @@ def load(
       seed: shuffle seed, for reproducible order.
     """
     tf = _tf()
-    if not tf.io.gfile.exists(f"{output}/_COMMITTED"):
-        raise ValueError(f"{output} has no _COMMITTED marker: the dataset is incomplete")
-    info = _read_json(tf, f"{output}/dataset_info.json")
+    published = resolve(output, _gfile_reader(tf))  # once: a later publication changes nothing
+    info, output = json.loads(published.info_text), published.folder
     if split not in info["splits"]:
         raise ValueError(f"no split {split!r} in {output}; it has {sorted(info['splits'])}")
     if image_size is None and batch_size is not None:

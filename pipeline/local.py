@@ -16,10 +16,11 @@ import threading
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
-from pipeline.commit import commit_dataset, prepare_output
+from pipeline.commit import commit_dataset
 from pipeline.metadata import DatasetInfo
 from pipeline.options import ConvertOptions
 from pipeline.progress import ProgressBar, progress_folder
+from pipeline.publish import Target
 from pipeline.runners import local_processes
 from transforms import fileio
 from transforms.dedup import content_digest, keep_first
@@ -35,16 +36,15 @@ from transforms.shard_writer import (
 )
 
 
-def convert_here(options: ConvertOptions) -> DatasetInfo:
-    """Run the whole conversion (its options checked) in this process and its shard-writer
-    children."""
-    prepare_output(options.output, options.overwrite)
+def convert_here(options: ConvertOptions, target: Target) -> DatasetInfo:
+    """Run the whole conversion (its options checked) into `target`, in this process and its
+    shard-writer children."""
     with contextlib.ExitStack() as stack:
         progress_dir = None
         if options.progress:
             progress_dir = progress_folder(stack)
         processes = local_processes(options.processes)
-        writers = ShardWriters(options.write_config(progress_dir, processes))
+        writers = ShardWriters(options.write_config(target.staging, progress_dir, processes))
         stack.callback(writers.close)
         if not fileio.is_remote(options.output):
             # First of all, while no other thread runs here (the bar's starts next), so the
@@ -66,7 +66,7 @@ def convert_here(options: ConvertOptions) -> DatasetInfo:
         results: list[ShardResult] = []
         for output in writers.write(tasks):
             (errors if isinstance(output, ErrorRow) else results).append(output)
-        return commit_dataset(options.commit(), plan, results, errors, len(skipped))
+        return commit_dataset(options.commit(target), plan, results, errors, len(skipped))
 
 
 def read_rows(

@@ -5,6 +5,7 @@ import dataclasses
 
 from pipeline.commit import Commit
 from pipeline.flags import FLAGS, help_text
+from pipeline.publish import Target
 from pipeline.runners import resolve
 from pipeline.version import __version__
 from transforms import fileio
@@ -21,7 +22,7 @@ from transforms.splits import parse_split_spec
 
 # Flags that change how this machine runs the job, not the dataset: kept out of its metadata.
 _LOCAL_ONLY = (
-    "overwrite",
+    "keep_versions",
     "progress",
     "manifest",
     "output",
@@ -68,7 +69,7 @@ class ConvertOptions:
     threads: int = 0
     processes: int = 0
     wait: bool = False
-    overwrite: bool = False
+    keep_versions: int = 0
     progress: bool = True
     debug: bool = False
 
@@ -142,6 +143,7 @@ class ConvertOptions:
             (self.max_scans > 0, "--max_scans must be positive"),
             (self.threads >= 0, "--threads must be 0 (automatic) or more"),
             (self.processes >= 0, "--processes must be 0 (automatic) or more"),
+            (self.keep_versions >= 0, "--keep_versions must be 0 (keep all) or more"),
             (0 < self.max_record_mb <= 1024, "--max_record_mb must be in (0, 1024]"),
             (self.max_file_bytes > 0, "--max_file_mb must be positive"),
             (
@@ -155,10 +157,11 @@ class ConvertOptions:
             if not ok:
                 raise UserError(message)
 
-    def write_config(self, progress_dir: str | None, processes: int) -> WriteConfig:
-        """What every shard writer needs: where, how, and how many write at once."""
+    def write_config(self, staging: str, progress_dir: str | None, processes: int) -> WriteConfig:
+        """What every shard writer needs: where (the run's staging folder), how, and how many
+        write at once."""
         return WriteConfig(
-            self.output,
+            staging,
             self.image_config(),
             self.compression == "gzip",
             progress_dir,
@@ -169,11 +172,11 @@ class ConvertOptions:
             self.max_file_bytes,
         )
 
-    def commit(self) -> Commit:
-        return Commit(self.output, self.recorded(), __version__, self.max_error_rate)
+    def commit(self, target: Target) -> Commit:
+        return Commit(target, self.recorded(), __version__, self.max_error_rate, self.keep_versions)
 
     def recorded(self) -> dict:
-        """The options that shape the output, as stored in dataset_info.json."""
+        """The options that shape the output, as stored in the version's metadata."""
         fields = dataclasses.asdict(self)
         for local_only in _LOCAL_ONLY:
             fields.pop(local_only)

@@ -65,8 +65,8 @@ def contact_sheet(rows: list[list[dict]]) -> Image.Image:
 def preview(output: str, split: str, target: str, per_class: int | None, sample: int | None,
             seed: int = 0) -> int:  # fmt: skip
     """Write the contact sheet PNG to `target`; returns how many images it shows."""
-    info = open_dataset(output)
-    rows = pick(examples(output, info, split), per_class, sample, seed)
+    folder, info = open_dataset(output)
+    rows = pick(examples(folder, info, split), per_class, sample, seed)
     buffer = io.BytesIO()
     contact_sheet(rows).save(buffer, "PNG")
     fileio.write_bytes(target, buffer.getvalue())

@@ -135,7 +135,7 @@ def _mb(size: int) -> str:
     return f"{size / 1e6:,.1f} MB"
 
 
-def format_summary(info: DatasetInfo, output: str) -> str:
+def format_summary(info: DatasetInfo, folder: str) -> str:
     """The table printed at the end of a run: per split examples, shards, bytes and errors."""
     rows = [("split", "examples", "shards", "size", "errors")]
     for name, split in sorted(info.splits.items()):
@@ -171,8 +171,8 @@ def format_summary(info: DatasetInfo, output: str) -> str:
         lines.append(f"rejected rows by reason: {reasons}  (errors/errors.jsonl)")
     if info.skipped_files:
         lines.append(f"{info.skipped_files:,} non-image files or deeper folders skipped in trees")
-    state = "committed" if not info.failures else "NOT committed"
-    lines.append(f"output: {output}  ({state})")
+    state = "published" if not info.failures else "NOT published"
+    lines.append(f"version: {folder}  ({state})")
     return "\n".join(lines)
 
 

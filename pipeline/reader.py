@@ -2,19 +2,22 @@
 
 from collections.abc import Iterator
 
-from pipeline.commit import read_info
 from pipeline.metadata import DatasetInfo
+from pipeline.publish import resolve
 from transforms import fileio
 from transforms.errors import UserError
 from transforms.proto.example_pb2 import Example
 from transforms.records import read_records, shard_payload
 
 
-def open_dataset(output: str) -> DatasetInfo:
+def open_dataset(path: str) -> tuple[str, DatasetInfo]:
+    """The published version of the dataset root `path` (or the version folder `path`): its
+    folder and metadata, resolved once; raises DatasetError (one line) for anything else."""
+    published = resolve(path)
     try:
-        return read_info(output)
-    except (*fileio.READ_ERRORS, ValueError, KeyError) as error:
-        raise UserError(f"{output}: not a converted dataset ({error})") from None
+        return published.folder, DatasetInfo.from_json(published.info_text)
+    except (ValueError, KeyError, TypeError) as error:
+        raise UserError(f"{published.folder}: unreadable metadata ({error})") from None
 
 
 def examples(output: str, info: DatasetInfo, split: str) -> Iterator[dict]:

@@ -110,4 +110,4 @@ def report(output: str, info: DatasetInfo) -> str:
 
 
 def stats(output: str, target: str) -> None:
-    fileio.write_bytes(target, report(output, open_dataset(output)).encode("utf-8"))
+    fileio.write_bytes(target, report(*open_dataset(output)).encode("utf-8"))

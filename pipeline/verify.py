@@ -1,6 +1,7 @@
 """`tfrecord-pipeline verify OUTPUT`: is a converted dataset exactly what its metadata says?
 
-Checks the commit marker, every listed shard's size and CRC-32C, the framing and both CRCs of
+Resolves the published version once (pointer, marker and the metadata's hash must agree), then
+checks every listed shard's size and CRC-32C, the framing and both CRCs of
 every record, record counts, DALI index files, that every Example carries the recorded
 features with their types, and that images decode to the stored height, width and channels
 (a sample per shard, or all with `decode="all"`), a JPEG only after the converter's own checks
@@ -8,15 +9,13 @@ of its structure, pixels and scans, with the limits it was converted with. Uses 
 own proto classes and Pillow: no TensorFlow.
 """
 
-import hashlib
 import io
-import json
 
 from google.protobuf.message import DecodeError
 from PIL import Image
 
-from pipeline.commit import MARKER
 from pipeline.metadata import INFO_FILE, DatasetInfo, ShardInfo
+from pipeline.publish import DatasetError, resolve
 from transforms import fileio
 from transforms.errors import RowError
 from transforms.examples import RAW_KEY
@@ -115,24 +114,19 @@ def _check_index(output: str, name: str, expected: str) -> list[str]:
     return [] if text == expected else [f"{name}: offsets differ from the shard's records"]
 
 
-def verify(output: str, decode: str = "sample") -> tuple[int, list[str]]:
-    """(records checked, problems); no problems means the dataset is sound."""
-    problems = []
+def verify(path: str, decode: str = "sample") -> tuple[int, list[str]]:
+    """(records checked, problems) of the published version of the dataset root `path`, or of
+    the version folder `path`; no problems means it is sound."""
     try:
-        marker = json.loads(fileio.read_text(fileio.join(output, MARKER)))
-    except (*fileio.READ_ERRORS, ValueError):
-        marker = None
-        problems.append(f"no readable {MARKER} marker: the dataset is incomplete")
-    try:
-        info_bytes = fileio.read_bytes(fileio.join(output, INFO_FILE))
-        info = DatasetInfo.from_json(info_bytes.decode("utf-8"))
-    except (*fileio.READ_ERRORS, ValueError, KeyError, TypeError) as error:
-        return 0, [*problems, f"{INFO_FILE} cannot be read ({error})"]
-    if marker and marker.get(INFO_FILE) != hashlib.sha256(info_bytes).hexdigest():
-        problems.append(f"{INFO_FILE} changed after the dataset was committed")
-    records = 0
+        published = resolve(path)
+        info = DatasetInfo.from_json(published.info_text)
+    except DatasetError as error:
+        return 0, [str(error)]
+    except (ValueError, KeyError, TypeError) as error:
+        return 0, [f"{INFO_FILE} cannot be read ({error})"]
+    records, problems = 0, []
     for split in info.splits.values():
         for shard in split.shards:
-            problems += verify_shard(output, info, shard, decode)
+            problems += verify_shard(published.folder, info, shard, decode)
             records += shard.records
     return records, problems

@@ -91,13 +91,14 @@ def dataset(tmp_path) -> Path:
 
 @pytest.fixture(params=sorted(RUNNERS))
 def convert(request, tmp_path):
-    """Run a conversion, once on each runner (the test runs twice); returns the output folder
-    and its DatasetInfo."""
+    """Run a conversion, once on each runner (the test runs twice); returns the new version's
+    folder and its DatasetInfo."""
 
     def _convert(manifest, *flags, output=None):
         output = str(output or tmp_path / "out")
         argv = ["--manifest", str(manifest), "--output", output, "--no_progress", *flags]
-        return Path(output), run([*argv, *RUNNERS[request.param]])
+        converted = run([*argv, *RUNNERS[request.param]])
+        return Path(converted.folder), converted.info
 
     return _convert
 

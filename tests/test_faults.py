@@ -17,8 +17,9 @@ import pytest
 from conftest import BEAM, encode, make_images, photo, write_manifest
 
 from pipeline.cli import EXIT_FAULT, EXIT_INTERRUPTED, main
-from pipeline.commit import MARKER, read_info, write_dataset_files
+from pipeline.commit import read_info
 from pipeline.faults import as_fault
+from pipeline.publish import MARKER, write_dataset_files
 from pipeline.verify import verify
 from transforms.errors import FaultError, UserError
 from transforms.shard_writer import TMP_DIR

@@ -10,7 +10,8 @@ from conftest import PHOTOS, make_images, write_manifest
 from tls_proxy import TlsProxy
 
 from pipeline.cli import main
-from pipeline.commit import MARKER, read_info
+from pipeline.commit import read_info
+from pipeline.publish import MARKER
 from pipeline.verify import verify
 from transforms import fileio
 

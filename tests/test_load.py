@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from pipeline import load
-from pipeline.commit import MARKER
+from pipeline.publish import MARKER
 
 pytestmark = pytest.mark.slow
 SAMPLE = Path(__file__).resolve().parents[1] / "sample" / "manifest.csv"

@@ -10,8 +10,8 @@ from apache_beam.testing.util import assert_that, equal_to
 from conftest import BEAM, encode, make_images, photo, write_manifest
 
 import pipeline
-from pipeline.commit import MARKER
 from pipeline.convert import run
+from pipeline.publish import MARKER
 from transforms.errors import UserError
 from transforms.labels import LabelMap
 from transforms.manifest import ManifestRow, ReadConfig

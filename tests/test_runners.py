@@ -5,7 +5,7 @@ import pytest
 from conftest import DATAFLOW, make_images, write_manifest
 
 from pipeline.cli import main
-from pipeline.commit import MARKER
+from pipeline.publish import MARKER
 from pipeline.runners import LOCAL, Runner, resolve
 
 DIRECT = Runner("SwitchingDirectRunner", here=True, dataflow=False, one_process=True)

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli import main
-from pipeline.commit import MARKER, read_info
+from pipeline.commit import read_info
+from pipeline.publish import MARKER
 from pipeline.verify import verify, verify_shard
 from transforms.records import crc32c_of
 

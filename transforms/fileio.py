@@ -6,12 +6,14 @@ Everything else goes through FileSystems with compression detection off, so an i
 ends in `.gz` is never silently decompressed.
 """
 
+import contextlib
 import errno
 import functools
 import glob as local_glob
 import io
 import os
 import posixpath
+import shutil
 import stat
 import sys
 import time
@@ -220,6 +222,74 @@ def create(path: str):
 def write_bytes(path: str, data: bytes) -> None:
     with create(path) as handle:
         handle.write(data)
+
+
+def write_durably(path: str, data: bytes) -> None:
+    """Write a file that readers see whole or not at all, and that survives a crash once this
+    returns: an object write is both; a local file is written beside, flushed to the disk, and
+    renamed over (a kill or a full disk mid-write leaves no empty or short file behind)."""
+    if is_remote(path):
+        write_bytes(path, data)
+        return
+    temp = f"{path}.tmp-{os.urandom(8).hex()}"
+    try:
+        with create(temp) as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(temp)
+        raise
+    sync_folder(os.path.dirname(os.path.abspath(path)))
+
+
+def sync_file(path: str) -> None:
+    """Flush a local file's data to its disk (object stores persist a write before it returns)."""
+    if is_remote(path):
+        return
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def sync_folder(path: str) -> None:
+    """Flush a local folder's entries (names created or renamed in it) to its disk."""
+    if not is_remote(path):
+        sync_file(path)
+
+
+def names_in(folder: str) -> list[str]:
+    """The names directly in `folder`, sorted: files, and subfolders (object-store prefixes)
+    once each; none when it does not exist."""
+    if not is_remote(folder):
+        return sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+    bucket, _, prefix = folder.removeprefix("gs://").partition("/")
+    prefix = prefix.rstrip("/") + "/" if prefix.strip("/") else ""
+    listing = gcs_client().list_blobs(bucket, prefix=prefix, delimiter="/")
+    names = {blob.name[len(prefix) :] for blob in listing}
+    names |= {sub[len(prefix) :].rstrip("/") for sub in listing.prefixes}
+    return sorted(name for name in names if name)
+
+
+def delete_tree(folder: str) -> None:
+    """Delete `folder` and everything in it (every object under the prefix)."""
+    if not is_remote(folder):
+        if os.path.lexists(folder):
+            shutil.rmtree(folder)
+        return
+    delete(glob(folder.rstrip("/") + "/**"))
+
+
+@functools.cache
+def gcs_client():
+    """One Cloud Storage client per process (STORAGE_EMULATOR_HOST points it at an emulator)."""
+    from google.cloud import storage
+
+    return storage.Client()
 
 
 def check_writable_folder(path: str) -> None:

@@ -22,6 +22,7 @@ import pickle
 import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from collections import deque
@@ -303,8 +304,27 @@ def _take(todo: deque) -> ShardTask | None:
         return None
 
 
+PARENT_CHECK_S = 0.2
+
+
+def _exit_with_parent() -> None:
+    """End this child soon after its parent dies, however the parent died (SIGKILL, the OOM
+    killer): an orphan would go on writing a shard nobody will commit. The kernel's parent-death
+    signal would fire when the parent's starting thread ends, not the parent, so a thread of the
+    child watches for its adoption instead."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def _serve(requests, replies) -> None:
     """The child's loop: a task in, its outputs (or the exception it raised) out, until EOF."""
+    _exit_with_parent()
     while True:
         try:
             task = pickle.load(requests)

@@ -1,8 +1,10 @@
 """Writing one shard: rows in, one TFRecord file and its description out.
 
 This is where image bytes live, and the only place: each image is read, checked, encoded and
-appended to the shard's temporary file, then dropped, so memory holds one shard's rows plus one
-image. The file is renamed to its final name only once complete.
+appended to the shard's file, then dropped, so memory holds one shard's rows plus one image.
+Each attempt at a shard writes a file of its own in the run's staging folder; the commit step
+moves the files of the attempts whose results it received into the version (pipeline/publish.py),
+so a late or duplicate attempt's file is never published.
 """
 
 import functools
@@ -23,7 +25,7 @@ from transforms.progress import ProgressReporter
 from transforms.records import MAX_RECORD_BYTES, ShardFileWriter
 from transforms.sharding import ShardId, record_order
 
-TMP_DIR = "_tmp"
+INDEX_DIR = "index"  # DALI index files: beside the shards they would match `<split>-*`
 IN_FLIGHT_PER_THREAD = 8  # queued images per pool thread: bounds the writer's memory
 REMOTE_THREADS_PER_CORE = 8  # object-store reads mostly wait on the network
 # Larger image files are error rows, read no further than the limit. Above any photograph a
@@ -33,7 +35,7 @@ DEFAULT_MAX_FILE_MB = 256
 
 
 class WriteConfig(NamedTuple):
-    output: str
+    output: str  # the run's staging folder
     image: ImageConfig = ImageConfig()
     compress: bool = False
     progress_dir: str | None = None  # local runs: where workers leave counts for the progress bar
@@ -53,7 +55,8 @@ class ShardResult(NamedTuple):
     bytes: int
     crc32c: str  # of the file as stored, in Cloud Storage's form
     label_counts: tuple[tuple[int, int], ...]  # (label id, records)
-    index_file: str = ""  # name of the shard's DALI .idx file, when written
+    index_file: str = ""  # name of the shard's DALI .idx file in the version, when written
+    staged: str = ""  # name of this attempt's file in the staging folder (the .idx: + ".idx")
 
 
 def available_cores() -> int:
@@ -170,8 +173,9 @@ def write_shard(
     written one at a time, in order.
     """
     name = shard.file_name(config.compress)
-    # A name of its own: a retried or speculative copy of this shard writes beside it.
-    temp = fileio.join(config.output, TMP_DIR, f"{name}.{os.urandom(16).hex()}")
+    # A name of its own: a retried or speculative attempt at this shard writes beside it.
+    staged = f"{name}.{os.urandom(16).hex()}"
+    temp = fileio.join(config.output, staged)
     writer = ShardFileWriter(fileio.create(temp), compress=config.compress)
     progress = ProgressReporter(config.progress_dir, name)
     label_counts: dict[int, int] = {}
@@ -188,10 +192,11 @@ def write_shard(
     finally:
         writer.close()
         progress.flush()
-    fileio.rename(temp, fileio.join(config.output, name))
-    index_file = f"{name}.idx" if config.write_index else ""
+    fileio.sync_file(temp)  # on disk before any marker can promise it
+    index_file = f"{INDEX_DIR}/{name}.idx" if config.write_index else ""
     if index_file:
-        fileio.write_bytes(fileio.join(config.output, index_file), writer.index_text().encode())
+        fileio.write_bytes(f"{temp}.idx", writer.index_text().encode())
+        fileio.sync_file(f"{temp}.idx")
     yield ShardResult(
         *shard,
         name,
@@ -200,4 +205,5 @@ def write_shard(
         writer.crc32c,
         tuple(sorted(label_counts.items())),
         index_file,
+        staged,
     )
