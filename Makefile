@@ -17,8 +17,8 @@ $(STAMP): requirements.lock setup.py
 
 demo: $(STAMP)
 	$(BIN)/tfrecord-pipeline convert --manifest sample/manifest.csv --output out/sample \
-		--num_shards 2 --split train=0.8,validation=0.2 --overwrite
-	@echo "shards are in out/sample/ (dataset_info.json describes them)"
+		--num_shards 2 --split train=0.8,validation=0.2
+	@echo "out/sample/LATEST names the published version; its folder is printed above"
 
 lint: $(STAMP)
 	$(BIN)/ruff check pipeline transforms tests sample benchmarks deploy

@@ -109,7 +109,7 @@ FLAGS = (
     Flag("--compression", "none|gzip", _choices(("none", "gzip")),
          'gzip shards are `.tfrecord.gz` (read with `compression_type="GZIP"`)'),
     Flag("--max_error_rate", "R", FLOAT,
-         "above this share of rejected rows the dataset is not committed and the exit status "
+         "above this share of rejected rows the version is not published and the exit status "
          "is 1"),
     Flag("--threads", "N", INT,
          "image threads per shard writer (see Runners)", "automatic"),
@@ -120,7 +120,7 @@ FLAGS = (
          "on Dataflow: wait for the job, then print its counters and the summary"),
     Flag("--keep_versions", "K", INT,
          "after publishing, delete the complete versions beyond the newest K (the published one "
-         "counts); 0 keeps every version", ),
+         "counts); 0 keeps every version"),
     Flag("--no_progress", "", {"dest": "progress", "action": "store_false"}, "no progress bar"),
     Flag("--debug", "", SWITCH,
          "when a run fails with a fault (exit status 3), print its traceback; without it the "
