@@ -9,6 +9,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.pvalue import AsList, AsSingleton
 
+from pipeline import refresh
 from pipeline.commit import Commit, commit_dataset
 from pipeline.metadata import DatasetInfo
 from pipeline.options import ConvertOptions
@@ -45,10 +46,12 @@ def build_pipeline(
     processes = writer_processes(options.processes, describe(p.runner, p.options))
     write_config = options.write_config(target.staging, progress_dir, processes)
 
+    previous = refresh.published(target)
+    refresh.check_label_offset(previous, options.label_offset)
+    inherited = previous.labels() if previous else None
     read = p | "ReadManifests" >> ReadManifests(manifests, read_config)
     plan = read.rows | "PlanDataset" >> PlanDataset(
-        options.pinned_labels(),
-        options.label_offset,
+        options.label_source(inherited),
         options.shard_counts(),
         options.target_shard_mb,
         progress_dir,

@@ -29,6 +29,8 @@ def staged_files(results: list[ShardResult]) -> list[tuple[str, str]]:
         moves.append((result.staged, result.file))
         if result.index_file:
             moves.append((f"{result.staged}.idx", result.index_file))
+        if result.rows_file:
+            moves.append((f"{result.staged}.rows", result.rows_file))
     return moves
 
 
@@ -90,6 +92,10 @@ def commit_dataset(
         plan, results, errors, skipped, commit.options, commit.tool_version, commit.max_error_rate
     )
     target = commit.target
+    current, _ = publish.read_pointer(target.root)
+    if current and current.version == target.version:  # a retry after this step published
+        publish.clean_up(target.root, current, commit.keep_versions)
+        return info
     publish.finalise(target, staged_files(results))
     labels_text = "" if plan.labels.integers else plan.labels.to_text()
     info_bytes = write_version_files(target.folder, info, labels_text, errors)

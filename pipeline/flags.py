@@ -103,6 +103,11 @@ FLAGS = (
     Flag("--dedup", "", SWITCH,
          "a row whose image bytes repeat an earlier row's is a `duplicate_content` error (reads "
          "every image once more)"),
+    Flag("--incremental", "", SWITCH,
+         "refresh: keep the published version's records whose rows did not change (by "
+         "fingerprint: see Refresh) and convert only new and changed rows"),
+    Flag("--freeze_labels", "", SWITCH,
+         "a label the published version does not have is an `unknown_label` error, not a new id"),
     Flag("--write_index", "", SWITCH,
          "write `<shard>.idx` beside each shard: `offset size` per record, the index NVIDIA "
          "DALI's TFRecord reader takes (uncompressed shards only)"),

@@ -12,10 +12,12 @@ Rows are held in memory, as the DirectRunner holds them: a few hundred bytes per
 
 import contextlib
 import functools
+import sys
 import threading
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
+from pipeline import refresh
 from pipeline.commit import commit_dataset
 from pipeline.metadata import DatasetInfo
 from pipeline.options import ConvertOptions
@@ -25,8 +27,10 @@ from pipeline.runners import local_processes
 from transforms import fileio
 from transforms.dedup import content_digest, keep_first
 from transforms.errors import ErrorRow
+from transforms.labels import LabelMap
 from transforms.manifest import ManifestRow, ReadConfig, SkippedFile, check_manifests, read_source
 from transforms.plan import PlanAccumulator, all_shards, decide_plan, group_by_shard
+from transforms.refresh import classify
 from transforms.shard_processes import ShardWriters
 from transforms.shard_writer import (
     REMOTE_THREADS_PER_CORE,
@@ -52,21 +56,50 @@ def convert_here(options: ConvertOptions, target: Target) -> DatasetInfo:
             writers.start_children(processes, fork=threading.active_count() == 1)
         if progress_dir:
             stack.enter_context(ProgressBar(progress_dir))
+        previous = refresh.published(target)
+        refresh.check_label_offset(previous, options.label_offset)
         read_config = options.read_config()
         manifests = check_manifests(options.manifest, read_config)
         rows, errors, skipped = read_rows(manifests, read_config)
-        plan = _plan(rows, options, progress_dir)
+        inherited = previous.labels() if previous else None
+        plan = _plan(rows, options, progress_dir, inherited)
         if options.dedup:  # after the plan, which counts every row, so rows = records + errors
             rows, duplicates = drop_duplicate_content(rows, options.max_file_bytes)
             errors += duplicates
-        by_shard, unlabelled = group_by_shard(rows, plan)
+        results: list[ShardResult] = []
+        write_plan = plan
+        if options.incremental and _refreshable(previous, options):
+            update = classify(
+                rows, refresh.fingerprints(rows, processes), refresh.past_records(previous)
+            )
+            results += refresh.reuse_shards(update, previous, target.staging, progress_dir)
+            rows = update.to_convert
+            write_plan = plan._replace(shards=refresh.delta_counts(rows, previous, plan))
+        by_shard, unlabelled = group_by_shard(rows, write_plan)
         del rows  # the shards' lists hold them now
         errors += unlabelled
-        tasks = [writers.task(shard, by_shard.pop(shard, []), plan) for shard in all_shards(plan)]
-        results: list[ShardResult] = []
+        shards = all_shards(write_plan)
+        tasks = [writers.task(shard, by_shard.pop(shard, []), write_plan) for shard in shards]
         for output in writers.write(tasks):
             (errors if isinstance(output, ErrorRow) else results).append(output)
+        if write_plan is not plan:
+            results, counts = refresh.assemble(
+                results, target.staging, options.compression == "gzip"
+            )
+            plan = plan._replace(shards=counts)
         return commit_dataset(options.commit(target), plan, results, errors, len(skipped))
+
+
+def _refreshable(previous: refresh.Previous | None, options: ConvertOptions) -> bool:
+    """Whether --incremental can reuse the published version; says why not when it cannot."""
+    why = (
+        "there is no published version yet"
+        if previous is None
+        else (refresh.why_not_refreshable(previous, options.recorded()))
+    )
+    if why:
+        print(f"tfrecord-pipeline: --incremental: converting every row: {why}", file=sys.stderr)
+    return not why
 
 
 def read_rows(
@@ -80,15 +113,19 @@ def read_rows(
     return found[ManifestRow], found[ErrorRow], found[SkippedFile]
 
 
-def _plan(rows: list[ManifestRow], options: ConvertOptions, progress_dir: str | None):
+def _plan(
+    rows: list[ManifestRow],
+    options: ConvertOptions,
+    progress_dir: str | None,
+    inherited: LabelMap | None,
+):
     counts = options.shard_counts()
     accumulator = PlanAccumulator(counts)
     for row in rows:
         accumulator.add(row)
     return decide_plan(
         accumulator.stats(),
-        options.pinned_labels(),
-        options.label_offset,
+        options.label_source(inherited),
         counts,
         options.target_shard_mb,
         progress_dir,

@@ -26,6 +26,7 @@ class ShardInfo:
     bytes: int
     crc32c: str  # of the file, base64 big-endian: what `gcloud storage objects describe` shows
     index: str = ""  # the DALI index file beside the shard, with --write_index
+    rows: str = ""  # the rows file a refresh reads: key, fingerprint, label id per record
 
 
 @dataclasses.dataclass
@@ -76,7 +77,10 @@ def _split_info(name: str, results: list[ShardResult], errors: int) -> SplitInfo
         bytes=sum(s.bytes for s in shards),
         errors=errors,
         label_counts={str(k): v for k, v in sorted(labels.items())},
-        shards=[ShardInfo(s.file, s.records, s.bytes, s.crc32c, s.index_file) for s in shards],
+        shards=[
+            ShardInfo(s.file, s.records, s.bytes, s.crc32c, s.index_file, s.rows_file)
+            for s in shards
+        ],
     )
 
 

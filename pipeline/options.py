@@ -14,7 +14,7 @@ from transforms.examples import IMAGE_FEATURES, RAW_KEY
 from transforms.images import VALIDATE_MODES, ImageConfig
 from transforms.labels import LabelMap, parse_label_map
 from transforms.manifest import FEATURE_TYPES, ReadConfig
-from transforms.plan import ShardCounts, parse_shard_counts
+from transforms.plan import LabelSource, ShardCounts, parse_shard_counts
 from transforms.records import MAX_RECORD_BYTES
 from transforms.shard_writer import DEFAULT_MAX_FILE_MB, WriteConfig
 from transforms.sharding import DEFAULT_TARGET_SHARD_MB
@@ -23,6 +23,7 @@ from transforms.splits import parse_split_spec
 # Flags that change how this machine runs the job, not the dataset: kept out of its metadata.
 _LOCAL_ONLY = (
     "keep_versions",
+    "incremental",
     "progress",
     "manifest",
     "output",
@@ -63,6 +64,8 @@ class ConvertOptions:
     max_record_mb: float = MAX_RECORD_BYTES / 2**20
     max_file_mb: float = DEFAULT_MAX_FILE_MB
     dedup: bool = False
+    incremental: bool = False
+    freeze_labels: bool = False
     write_index: bool = False
     compression: str = "none"
     max_error_rate: float = 0.01
@@ -103,6 +106,10 @@ class ConvertOptions:
 
     def shard_counts(self) -> ShardCounts:
         return parse_shard_counts(self.num_shards)
+
+    def label_source(self, inherited: LabelMap | None) -> LabelSource:
+        """Label ids: `--label_map`, else `inherited` (the published version's), else new."""
+        return LabelSource(self.pinned_labels(), self.label_offset, inherited, self.freeze_labels)
 
     def pinned_labels(self) -> LabelMap | None:
         if not self.label_map:

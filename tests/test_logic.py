@@ -13,6 +13,7 @@ from transforms.labels import LabelMap, label_map_from_labels, parse_label_map
 from transforms.manifest import ManifestRow, row_position
 from transforms.plan import (
     DatasetPlan,
+    LabelSource,
     PlanAccumulator,
     ShardCounts,
     all_shards,
@@ -97,11 +98,11 @@ def test_plan_counts_shards_from_sampled_sizes():
     for i in range(300):
         accumulators[i % 2].add(_row(f"a/{i}", "train" if i % 3 else "test", f"f{i}"))
     stats = accumulators[0].merge(accumulators[1]).stats()
-    plan = make_plan(stats, None, 0, ShardCounts(), 1.0, lambda uri: 100 * 1024)
+    plan = make_plan(stats, LabelSource(), ShardCounts(), 1.0, lambda uri: 100 * 1024)
     assert dict(plan.rows) == {"test": 100, "train": 200}
     # 200 rows × 100 KiB ≈ 19.5 MiB at 1 MiB per shard → 20 shards.
     assert dict(plan.shards) == {"test": 10, "train": 20}
-    fixed = make_plan(stats, None, 0, parse_shard_counts("train=3"), 1.0, lambda uri: 0)
+    fixed = make_plan(stats, LabelSource(), parse_shard_counts("train=3"), 1.0, lambda uri: 0)
     assert dict(fixed.shards) == {"test": 1, "train": 3}
 
 
@@ -112,7 +113,7 @@ def test_plan_samples_only_the_splits_sized_by_bytes():
         accumulator.add(_row(f"a/{i}", "train" if i % 3 else "test", f"f{i}"))
     stats = accumulator.stats()
     assert dict(stats.samples).keys() == {"test"}
-    plan = make_plan(stats, None, 0, counts, 1.0, lambda uri: 100 * 1024)
+    plan = make_plan(stats, LabelSource(), counts, 1.0, lambda uri: 100 * 1024)
     assert dict(plan.shards) == {"test": 10, "train": 3}
 
 

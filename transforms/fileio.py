@@ -322,6 +322,32 @@ def size(path: str) -> int:
     return os.path.getsize(path)
 
 
+def identity(path: str) -> str:
+    """What tells a file's versions apart without reading it: its size and modification time
+    (an object's last update on a store). Equal identities mean the same bytes unless a writer
+    kept both the size and the time, which tools that rewrite images do not."""
+    if is_remote(path):
+        metadata = _filesystems().match([path])[0].metadata_list[0]
+        return f"{metadata.size_in_bytes}:{metadata.last_updated_in_seconds!r}"
+    status = os.stat(path)
+    return f"{status.st_size}:{status.st_mtime_ns}"
+
+
+def copy(source: str, destination: str) -> None:
+    """A new name for a file's bytes without passing them through this process: a hard link
+    on a local disk (a copy where links cannot be made), a server-side copy on a store."""
+    if is_remote(source):
+        _filesystems().copy([source], [destination])
+        return
+    os.makedirs(os.path.dirname(os.path.abspath(destination)), exist_ok=True)
+    try:
+        os.link(source, destination)
+    except OSError as error:
+        if error.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
+            raise
+        shutil.copyfile(source, destination)
+
+
 def rename(source: str, destination: str) -> None:
     if is_remote(source):
         _filesystems().rename([source], [destination])

@@ -46,6 +46,9 @@ class LabelMap:
 
     def id_of(self, label: str) -> int:
         if self.integers:
+            if not is_integer_label(label):
+                message = f"label {shown(label)} is not an integer, as the dataset's labels are"
+                raise RowError(Reason.BAD_LABEL, message)
             if not fits_int64(label):
                 message = f"integer label {shown(label, 40)} is outside the int64 range"
                 raise RowError(Reason.BAD_LABEL, message)
@@ -79,6 +82,22 @@ def label_map_from_labels(labels: Iterable[str], offset: int = 0) -> LabelMap:
         ids = sorted(filter(fits_int64, distinct), key=int)
         return LabelMap(tuple(ids), 0, integers=True)
     return LabelMap(tuple(distinct), offset)
+
+
+def inherited_label_map(past: LabelMap, labels: Iterable[str], frozen: bool) -> LabelMap:
+    """A new version's label ids: the published version's, unchanged (a label no row has any
+    more keeps its id, so no id is ever reused), then new labels in sorted order after the
+    largest id, unless `frozen` (their rows then become `unknown_label` errors). Integer
+    labels are their own ids; a name among them is a `bad_label` row."""
+    if past.integers:
+        return LabelMap(tuple(sorted(set(past.names) | _integers(labels), key=int)), 0, True)
+    known = set(past.names)
+    new = () if frozen else tuple(sorted(set(labels) - known))
+    return LabelMap(past.names + new, past.offset)
+
+
+def _integers(labels: Iterable[str]) -> set[str]:
+    return {label for label in labels if is_integer_label(label) and fits_int64(label)}
 
 
 def parse_label_map(text: str, offset: int = 0) -> LabelMap:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
 from transforms.errors import ErrorRow, RowError, UserError
-from transforms.labels import LabelMap, label_map_from_labels
+from transforms.labels import LabelMap, inherited_label_map, label_map_from_labels
 from transforms.manifest import ManifestRow, error_row
 from transforms.progress import write_total
 from transforms.sharding import (
@@ -125,16 +125,32 @@ class DatasetPlan(NamedTuple):
     shards: tuple[tuple[str, int], ...]  # (split, shard count)
 
 
+class LabelSource(NamedTuple):
+    """Where label ids come from: `--label_map` (pinned), else the published version's ids
+    (inherited, extended with new labels unless frozen), else the labels seen (first version)."""
+
+    pinned: LabelMap | None = None
+    offset: int = 0
+    inherited: LabelMap | None = None
+    frozen: bool = False
+
+    def label_map(self, labels: frozenset) -> LabelMap:
+        if self.pinned:
+            return self.pinned
+        if self.inherited:
+            return inherited_label_map(self.inherited, labels, self.frozen)
+        return label_map_from_labels(labels, self.offset)
+
+
 def make_plan(
     stats: PlanStats,
-    pinned_labels: LabelMap | None,
-    label_offset: int,
+    label_source: LabelSource,
     counts: ShardCounts,
     target_shard_mb: float,
     size_of: Callable[[str], int],
 ) -> DatasetPlan:
     """Label ids and shard counts; `size_of` is only called for sampled rows of unsized splits."""
-    labels = pinned_labels or label_map_from_labels(stats.labels, label_offset)
+    labels = label_source.label_map(stats.labels)
     samples = dict(stats.samples)
     shards = []
     for split, rows in stats.rows:
@@ -156,8 +172,7 @@ def _size_or_zero(size_of: Callable[[str], int], uri: str) -> int:
 
 def decide_plan(
     stats: PlanStats,
-    pinned_labels: LabelMap | None,
-    label_offset: int,
+    label_source: LabelSource,
     counts: ShardCounts,
     target_shard_mb: float,
     progress_dir: str | None,
@@ -165,7 +180,7 @@ def decide_plan(
 ) -> DatasetPlan:
     """`make_plan`, once every row is counted: the progress bar learns its total here."""
     write_total(progress_dir, sum(rows for _, rows in stats.rows))
-    return make_plan(stats, pinned_labels, label_offset, counts, target_shard_mb, size_of)
+    return make_plan(stats, label_source, counts, target_shard_mb, size_of)
 
 
 def group_by_shard(

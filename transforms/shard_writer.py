@@ -23,9 +23,11 @@ from transforms.labels import LabelMap
 from transforms.manifest import ManifestRow, error_row
 from transforms.progress import ProgressReporter
 from transforms.records import MAX_RECORD_BYTES, ShardFileWriter
+from transforms.refresh import PastRecord, row_fingerprint, rows_line
 from transforms.sharding import ShardId, record_order
 
 INDEX_DIR = "index"  # DALI index files: beside the shards they would match `<split>-*`
+ROWS_DIR = "rows"  # per shard, what a refresh needs of each record (transforms/refresh.py)
 IN_FLIGHT_PER_THREAD = 8  # queued images per pool thread: bounds the writer's memory
 REMOTE_THREADS_PER_CORE = 8  # object-store reads mostly wait on the network
 # Larger image files are error rows, read no further than the limit. Above any photograph a
@@ -56,7 +58,9 @@ class ShardResult(NamedTuple):
     crc32c: str  # of the file as stored, in Cloud Storage's form
     label_counts: tuple[tuple[int, int], ...]  # (label id, records)
     index_file: str = ""  # name of the shard's DALI .idx file in the version, when written
-    staged: str = ""  # name of this attempt's file in the staging folder (the .idx: + ".idx")
+    staged: str = ""  # this attempt's file in the staging folder; its index and rows files
+    # are that name + ".idx" / ".rows"
+    rows_file: str = ""  # name of the shard's rows file in the version (refresh.py)
 
 
 def available_cores() -> int:
@@ -130,14 +134,16 @@ def ordered_unique(rows: Iterable[ManifestRow]) -> Iterator[ManifestRow | ErrorR
 
 
 def _record_or_error(item: ManifestRow | ErrorRow, labels: LabelMap, config: WriteConfig):
-    """Runs on a pool thread: (row or error, record or None, label id)."""
+    """Runs on a pool thread: (row or error, record or None, label id, row fingerprint). The
+    fingerprint is taken before the image is read: a change made meanwhile shows next time."""
     if isinstance(item, ErrorRow):
-        return item, None, None
+        return item, None, None, None
+    fingerprint = row_fingerprint(item)
     try:
         record, label_id = make_record(item, labels, config)
     except RowError as error:
-        return error_row(item, error.reason, error.message), None, None
-    return item, record, label_id
+        return error_row(item, error.reason, error.message), None, None, None
+    return item, record, label_id, fingerprint
 
 
 def ordered_map(pool: Executor | None, function, items: Iterable, window: int) -> Iterator:
@@ -179,15 +185,18 @@ def write_shard(
     writer = ShardFileWriter(fileio.create(temp), compress=config.compress)
     progress = ProgressReporter(config.progress_dir, name)
     label_counts: dict[int, int] = {}
+    row_lines: list[str] = []
     convert = functools.partial(_record_or_error, labels=labels, config=config)
     try:
         in_flight = IN_FLIGHT_PER_THREAD * threads
-        for item, record, label_id in ordered_map(pool, convert, ordered_unique(rows), in_flight):
+        converted = ordered_map(pool, convert, ordered_unique(rows), in_flight)
+        for item, record, label_id, fingerprint in converted:
             progress.add(1)
             if record is None:
                 yield item
                 continue
             writer.write(record)
+            row_lines.append(rows_line(PastRecord(item.key, fingerprint, label_id)))
             label_counts[label_id] = label_counts.get(label_id, 0) + 1
     finally:
         writer.close()
@@ -195,8 +204,8 @@ def write_shard(
     fileio.sync_file(temp)  # on disk before any marker can promise it
     index_file = f"{INDEX_DIR}/{name}.idx" if config.write_index else ""
     if index_file:
-        fileio.write_bytes(f"{temp}.idx", writer.index_text().encode())
-        fileio.sync_file(f"{temp}.idx")
+        write_synced(f"{temp}.idx", writer.index_text().encode())
+    write_synced(f"{temp}.rows", "".join(row_lines).encode())
     yield ShardResult(
         *shard,
         name,
@@ -206,4 +215,10 @@ def write_shard(
         tuple(sorted(label_counts.items())),
         index_file,
         staged,
+        f"{ROWS_DIR}/{name}.rows",
     )
+
+
+def write_synced(path: str, data: bytes) -> None:
+    fileio.write_bytes(path, data)
+    fileio.sync_file(path)

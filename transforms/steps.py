@@ -19,9 +19,9 @@ from apache_beam.transforms.window import GlobalWindows
 
 from transforms.dedup import content_digest, keep_first
 from transforms.errors import ErrorRow
-from transforms.labels import LabelMap
 from transforms.manifest import ManifestRow, ReadConfig, RowBatch, read_source
 from transforms.plan import (
+    LabelSource,
     PlanAccumulator,
     ShardCounts,
     all_shards,
@@ -122,8 +122,7 @@ class _PlanStatsFn(beam.CombineFn):
 @beam.ptransform_fn
 def PlanDataset(
     rows,
-    pinned_labels: LabelMap | None,
-    label_offset: int,
+    label_source: LabelSource,
     counts: ShardCounts,
     target_shard_mb: float,
     progress_dir: str | None,
@@ -137,8 +136,7 @@ def PlanDataset(
         | "DecideShards"
         >> beam.Map(
             decide_plan,
-            pinned_labels,
-            label_offset,
+            label_source,
             counts,
             target_shard_mb,
             progress_dir,

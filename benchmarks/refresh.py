@@ -1,0 +1,90 @@
+"""A nightly refresh against a full conversion, in one sitting: `python benchmarks/refresh.py
+20000` (`make bench-refresh`).
+
+The refresh is `convert --incremental` over the whole corpus into a dataset whose published
+version holds all but the last 1% of its rows (made before the clock starts, every round); the
+full conversion is the same command without `--incremental` into an empty folder. Each run is a
+whole process measured by measure.py, rounds alternate the two, and each figure is a median.
+Writes benchmarks/results/refresh-N.json.
+"""
+
+import csv
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from corpus import make_corpus
+from measure import run_measured
+
+HERE = Path(__file__).resolve().parent
+CLI = str(Path(sys.executable).parent / "tfrecord-pipeline")
+CONVERT = ["--num_shards", "8", "--no_progress"]
+ADDED = 0.01  # the share of rows the refresh finds new
+TARGET = 0.10  # the refresh's time as a share of the full conversion's, at most
+
+
+def older_manifest(manifest: Path, out: Path) -> Path:
+    """The manifest of the night before: every row but the last ADDED share."""
+    with open(manifest, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    kept = rows[: len(rows) - max(1, round(len(rows) * ADDED))]
+    with open(out, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(kept)
+    return out
+
+
+def convert(manifest: Path, root: Path, *flags: str) -> list[str]:
+    return [CLI, "convert", "--manifest", str(manifest), "--output", str(root), *CONVERT, *flags]
+
+
+def one_round(manifest: Path, older: Path) -> tuple[dict, dict]:
+    """(full conversion, refresh), each measured as a whole process."""
+    with tempfile.TemporaryDirectory() as out:
+        full = run_measured(convert(manifest, Path(out) / "full"))
+        root = Path(out) / "nightly"
+        subprocess.run(convert(older, root), check=True, stdout=subprocess.DEVNULL)
+        refresh = run_measured(convert(manifest, root, "--incremental"))
+    return full, refresh
+
+
+def main(count: int, repeats: int) -> dict:
+    corpus_root = Path(os.environ.get("CORPUS_DIR", tempfile.gettempdir()))
+    manifest = make_corpus(corpus_root / f"tfrp-corpus-{count}", count)
+    older = older_manifest(manifest, manifest.with_name("manifest-older.csv"))
+    fulls, refreshes = [], []
+    for number in range(1, repeats + 1):
+        full, refresh = one_round(manifest, older)
+        fulls.append(full["seconds"])
+        refreshes.append(refresh["seconds"])
+        print(f"round {number}: full {full['seconds']:.2f} s, refresh {refresh['seconds']:.2f} s")
+    ratio = statistics.median(refreshes) / statistics.median(fulls)
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    return {
+        "images": count,
+        "added_rows": ADDED,
+        "machine": machine,
+        "full_s": statistics.median(fulls),
+        "refresh_s": statistics.median(refreshes),
+        "refresh_over_full": round(ratio, 3),
+        "target": TARGET,
+        "samples": {"full_s": fulls, "refresh_s": refreshes},
+    }
+
+
+if __name__ == "__main__":
+    images = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
+    report = main(images, int(os.environ.get("BENCH_REPEATS", "3")))
+    mark = "ok" if report["refresh_over_full"] <= TARGET else "MISS"
+    print(
+        f"{mark} refresh / full conversion: {report['refresh_over_full']:.3f} (target ≤ {TARGET})"
+    )
+    results = HERE / "results"
+    results.mkdir(exist_ok=True)
+    (results / f"refresh-{images}.json").write_text(json.dumps(report, indent=2) + "\n")

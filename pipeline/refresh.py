@@ -1,0 +1,250 @@
+"""`--incremental`: a new version that keeps the published version's unchanged records and
+converts only the new and changed rows.
+
+Each version stays self-contained, so a reader never needs another version's files:
+- a past shard whose records all stay is carried over whole, as a hard link (a server-side
+  copy on Cloud Storage): no byte passes through this process;
+- a past shard that lost records (a row removed or changed) is rewritten record by record from
+  the old file, without decoding a single image;
+- the converted rows go to new shards, about as full as the split's others;
+- once small shards pile up (transforms/refresh.py `compaction_groups`) they are concatenated:
+  a TFRecord file is a concatenation of records, and gzip files of gzip members;
+- a split's shards are then renumbered `<split>-NNNNN-of-NNNNN`, one name pattern per split
+  (what TFDS and the shard glob expect).
+"""
+
+import contextlib
+import os
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
+
+import google_crc32c
+
+from pipeline.metadata import DatasetInfo, ShardInfo
+from pipeline.publish import Target, resolve
+from transforms import fileio
+from transforms.errors import UserError
+from transforms.labels import LabelMap
+from transforms.manifest import ManifestRow
+from transforms.plan import DatasetPlan
+from transforms.progress import ProgressReporter
+from transforms.records import ShardFileWriter, file_crc32c, read_records, shard_payload
+from transforms.refresh import (
+    PastRecord,
+    RefreshPlan,
+    Reuse,
+    compaction_groups,
+    delta_shards,
+    read_rows,
+    row_fingerprint,
+    rows_line,
+    shifted_index,
+)
+from transforms.shard_writer import INDEX_DIR, REMOTE_THREADS_PER_CORE, ROWS_DIR, ShardResult
+from transforms.sharding import ShardId
+
+# Recorded options a refresh may differ in: they change no record's bytes.
+FREE_OPTIONS = frozenset(
+    ("num_shards", "target_shard_mb", "max_error_rate", "freeze_labels", "label_map")
+)
+
+
+class Previous(NamedTuple):
+    """The published version a run starts from."""
+
+    folder: str
+    info: DatasetInfo
+
+    def labels(self) -> LabelMap:
+        labels = self.info.labels
+        kind = labels["kind"] == "integers"
+        return LabelMap(tuple(labels["names"]), labels["offset"], kind)
+
+
+def published(target: Target) -> Previous | None:
+    """The version published when the run started, if any (read once: the run's base)."""
+    if target.base is None:
+        return None
+    version = resolve(target.root)
+    return Previous(version.folder, DatasetInfo.from_json(version.info_text))
+
+
+def check_label_offset(previous: Previous | None, label_offset: int) -> None:
+    """Label ids never change across versions: a different --label_offset would shift them."""
+    if previous and previous.info.labels["kind"] == "names":
+        offset = previous.info.labels["offset"]
+        if label_offset not in (0, offset):
+            raise UserError(
+                f"--label_offset {label_offset}: the published version's ids start at "
+                f"{offset}, and label ids never change across versions"
+            )
+
+
+def why_not_refreshable(previous: Previous, recorded: dict) -> str | None:
+    """Why the published version's records cannot be reused by a run with these options."""
+    differ = sorted(
+        name
+        for name in set(recorded) | set(previous.info.options)
+        if name not in FREE_OPTIONS
+        and recorded.get(name) != previous.info.options.get(name)
+        and name != "label_offset"
+    )
+    if differ:
+        return f"options that change records differ from the published version's: {differ}"
+    if any(not shard.rows for split in previous.info.splits.values() for shard in split.shards):
+        return "the published version has no rows files (it was written before refreshes)"
+    return None
+
+
+def fingerprints(rows: list[ManifestRow], threads: int) -> list[str]:
+    """Every row's fingerprint: one stat each, on threads (many for an object store)."""
+    remote = bool(rows) and fileio.is_remote(rows[0].image_uri)
+    with ThreadPoolExecutor(threads * (REMOTE_THREADS_PER_CORE if remote else 1)) as pool:
+        return list(pool.map(row_fingerprint, rows, chunksize=256))
+
+
+def past_records(previous: Previous) -> Iterator[tuple[str, str, list[PastRecord]]]:
+    for name, split in sorted(previous.info.splits.items()):
+        for shard in split.shards:
+            text = fileio.read_text(fileio.join(previous.folder, shard.rows))
+            yield name, shard.file, read_rows(text)
+
+
+def delta_counts(
+    to_convert: Iterable[ManifestRow], previous: Previous, plan: DatasetPlan
+) -> tuple[tuple[str, int], ...]:
+    """Shards per split for the converted rows: as full as the split's past shards; a split
+    new in this version gets the shard count a full conversion would give it."""
+    rows = Counter(row.split for row in to_convert)
+    planned = dict(plan.shards)
+    counts = []
+    for split, _ in plan.rows:
+        past = previous.info.splits.get(split)
+        if past is None:
+            counts.append((split, planned[split]))
+        elif rows[split]:
+            counts.append((split, delta_shards(rows[split], past.examples, len(past.shards))))
+    return tuple(counts)
+
+
+def reuse_shards(
+    plan: RefreshPlan, previous: Previous, staging: str, progress_dir: str | None
+) -> list[ShardResult]:
+    """The kept records of past shards as staged files (names are given later by `assemble`)."""
+    shards = {
+        shard.file: shard for split in previous.info.splits.values() for shard in split.shards
+    }
+    compress = previous.info.compression == "gzip"
+    results = []
+    for reuse in plan.reused:
+        staged = f"{reuse.file}.{os.urandom(16).hex()}"
+        result = _carry(reuse, shards[reuse.file], previous.folder, staging, staged, compress)
+        ProgressReporter(progress_dir, staged).add(result.records)
+        results.append(result)
+    return results
+
+
+def _carry(
+    reuse: Reuse, shard: ShardInfo, folder: str, staging: str, staged: str, compress: bool
+) -> ShardResult:
+    kept = reuse.kept()
+    target = fileio.join(staging, staged)
+    if reuse.keep is None:
+        fileio.copy(fileio.join(folder, shard.file), target)
+        size, crc = shard.bytes, shard.crc32c
+        if shard.index:
+            fileio.copy(fileio.join(folder, shard.index), f"{target}.idx")
+    else:
+        data = fileio.read_bytes(fileio.join(folder, shard.file))
+        writer = ShardFileWriter(fileio.create(target), compress)
+        records = read_records(shard_payload(data, "gzip" if compress else "none"))
+        for (_, record), keep in zip(records, reuse.keep, strict=True):
+            if keep:
+                writer.write(record)
+        writer.close()
+        fileio.sync_file(target)
+        size, crc = writer.bytes, writer.crc32c
+        if shard.index:
+            fileio.write_bytes(f"{target}.idx", writer.index_text().encode())
+    fileio.write_bytes(f"{target}.rows", "".join(map(rows_line, kept)).encode())
+    labels = tuple(sorted(Counter(record.label_id for record in kept).items()))
+    index = "index" if shard.index else ""
+    return ShardResult(reuse.split, 0, 0, "", len(kept), size, crc, labels, index, staged, "rows")
+
+
+def assemble(
+    results: list[ShardResult], staging: str, compress: bool
+) -> tuple[list[ShardResult], tuple[tuple[str, int], ...]]:
+    """Every split's shards (carried ones first, in their old order, then the new ones), small
+    ones concatenated, renumbered; and the shard count of each split."""
+    by_split: dict[str, list[ShardResult]] = {}
+    for result in results:
+        by_split.setdefault(result.split, []).append(result)
+    final, counts = [], []
+    for split, parts in sorted(by_split.items()):
+        # A new shard whose rows all failed adds nothing but an empty file.
+        parts = [part for part in parts if part.records] or parts[:1]
+        parts = _compacted(parts, staging, compress)
+        counts.append((split, len(parts)))
+        for index, part in enumerate(parts):
+            name = ShardId(split, index, len(parts)).file_name(compress)
+            final.append(
+                part._replace(
+                    index=index,
+                    count=len(parts),
+                    file=name,
+                    index_file=f"{INDEX_DIR}/{name}.idx" if part.index_file else "",
+                    rows_file=f"{ROWS_DIR}/{name}.rows",
+                )
+            )
+    return final, tuple(counts)
+
+
+def _compacted(parts: list[ShardResult], staging: str, compress: bool) -> list[ShardResult]:
+    groups = compaction_groups([part.records for part in parts])
+    merged = {
+        group[0]: _concatenate([parts[i] for i in group], staging, compress) for group in groups
+    }
+    dropped = {index for group in groups for index in group[1:]}
+    return [merged.get(index, part) for index, part in enumerate(parts) if index not in dropped]
+
+
+def _concatenate(parts: list[ShardResult], staging: str, compress: bool) -> ShardResult:
+    """One shard holding `parts`' records in order: their files, byte for byte, one after
+    another (with their rows and index files alike). Gzip shards are written again record by
+    record, as one gzip stream: not every reader reads on past a gzip member's end."""
+    staged = f"{parts[0].split}.merged.{os.urandom(16).hex()}"
+    target = fileio.join(staging, staged)
+    crc, sizes = 0, []
+    writer = ShardFileWriter(fileio.create(target), compress=True) if compress else None
+    with fileio.create(target) if not compress else contextlib.nullcontext() as out:
+        for part in parts:
+            data = fileio.read_bytes(fileio.join(staging, part.staged))
+            sizes.append(len(data))
+            if writer:
+                for _, record in read_records(shard_payload(data, "gzip")):
+                    writer.write(record)
+            else:
+                crc = google_crc32c.extend(crc, data)
+                out.write(data)
+    if writer:
+        writer.close()
+    fileio.sync_file(target)
+    rows = [fileio.read_text(fileio.join(staging, f"{part.staged}.rows")) for part in parts]
+    fileio.write_bytes(f"{target}.rows", "".join(rows).encode())
+    if parts[0].index_file:
+        texts = [fileio.read_text(fileio.join(staging, f"{part.staged}.idx")) for part in parts]
+        fileio.write_bytes(f"{target}.idx", shifted_index(texts, sizes).encode())
+    labels: Counter = Counter()
+    for part in parts:
+        labels.update(dict(part.label_counts))
+    fileio.delete([fileio.join(staging, part.staged) for part in parts])
+    return parts[0]._replace(
+        records=sum(part.records for part in parts),
+        bytes=writer.bytes if writer else sum(sizes),
+        crc32c=writer.crc32c if writer else file_crc32c(crc),
+        label_counts=tuple(sorted(labels.items())),
+        staged=staged,
+    )

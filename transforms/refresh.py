@@ -1,0 +1,131 @@
+"""Refreshing a dataset: which records of the published version a new version keeps, which rows
+it converts, and how its shards are named and compacted. Pure functions; pipeline/refresh.py
+moves the files.
+
+A row is known again by its fingerprint: a digest of everything its record is made from (split,
+label, extra features, image path) and of the image file's identity, its size and modification
+time (an object's last update), taken with one stat and no read. The alternative, a hash of the
+image's bytes, would read every image every night, which is most of what a conversion costs;
+the price of the stat is that a rewrite keeping both size and time goes unseen (`touch` the
+file, or run without `--incremental`, to convert it again).
+"""
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from transforms import fileio
+from transforms.manifest import ManifestRow
+
+
+class PastRecord(NamedTuple):
+    """A record of a version, as its shard's rows file lists it (in record order)."""
+
+    key: str
+    fingerprint: str
+    label_id: int
+
+
+def row_fingerprint(row: ManifestRow) -> str:
+    """The row's fingerprint; "" (matching nothing) when its image cannot be looked at."""
+    try:
+        identity = fileio.identity(row.image_uri)
+    except (OSError, IndexError, ValueError):
+        return ""
+    made_of = [row.split, row.label, [list(pair) for pair in row.features], row.image_uri, identity]
+    return hashlib.sha256(json.dumps(made_of, ensure_ascii=False).encode()).hexdigest()[:16]
+
+
+def rows_line(record: PastRecord) -> str:
+    """One line of a rows file: JSON, so any key (commas, tabs, line ends) stays one line."""
+    return json.dumps(list(record), ensure_ascii=False) + "\n"
+
+
+def read_rows(text: str) -> list[PastRecord]:
+    return [PastRecord(*json.loads(line)) for line in text.splitlines()]
+
+
+class Reuse(NamedTuple):
+    """A shard of the published version that the new version keeps records of."""
+
+    split: str
+    file: str  # its name in the published version
+    keep: tuple[bool, ...] | None  # per record; None: every record (the file is carried whole)
+    records: tuple[PastRecord, ...]
+
+    def kept(self) -> list[PastRecord]:
+        if self.keep is None:
+            return list(self.records)
+        return [record for record, keep in zip(self.records, self.keep, strict=True) if keep]
+
+
+class RefreshPlan(NamedTuple):
+    reused: list[Reuse]
+    to_convert: list[ManifestRow]  # new keys, changed rows, and every row of a repeated key
+
+
+def classify(
+    rows: list[ManifestRow],
+    fingerprints: list[str],
+    past: Iterable[tuple[str, str, list[PastRecord]]],
+) -> RefreshPlan:
+    """Which past records stay and which rows are converted. `past`: (split, file, records) of
+    every shard of the published version. A past record stays when exactly one row has its key
+    and that row's fingerprint is the record's; every other row is converted, and a past record
+    whose key is gone from the manifest is dropped."""
+    uses = Counter(row.key for row in rows)
+    unchanged = {
+        row.key: fingerprint
+        for row, fingerprint in zip(rows, fingerprints, strict=True)
+        if uses[row.key] == 1 and fingerprint
+    }
+    reused, kept_keys = [], set()
+    for split, file, records in past:
+        keep = tuple(unchanged.get(record.key) == record.fingerprint for record in records)
+        if any(keep):
+            kept_keys.update(record.key for record, kept in zip(records, keep, strict=True) if kept)
+            reused.append(Reuse(split, file, None if all(keep) else keep, tuple(records)))
+    return RefreshPlan(reused, [row for row in rows if row.key not in kept_keys])
+
+
+def delta_shards(rows: int, past_records: int, past_shards: int) -> int:
+    """Shards for a split's converted rows: about as full as its past shards, at least one."""
+    if not rows:
+        return 0
+    per_shard = past_records / past_shards if past_shards and past_records else rows
+    return max(1, round(rows / per_shard))
+
+
+def compaction_groups(records: list[int]) -> list[list[int]]:
+    """Which of a split's shards (by their record counts, in order) to concatenate: once the
+    small ones (under half the largest) hold half a full shard together, they are packed, in
+    order, into shards no fuller than the largest. Returns groups of two or more indexes."""
+    if not records:
+        return []
+    full = max(records)
+    small = [index for index, count in enumerate(records) if count < full / 2]
+    if len(small) < 2 or sum(records[index] for index in small) < full / 2:
+        return []
+    groups, current, filled = [], [], 0
+    for index in small:
+        if current and filled + records[index] > full:
+            groups.append(current)
+            current, filled = [], 0
+        current.append(index)
+        filled += records[index]
+    groups.append(current)
+    return [group for group in groups if len(group) > 1]
+
+
+def shifted_index(index_texts: list[str], sizes: list[int]) -> str:
+    """The DALI index of files concatenated in order: each file's "offset size" lines moved by
+    the bytes before it."""
+    lines, base = [], 0
+    for text, size in zip(index_texts, sizes, strict=True):
+        for line in text.splitlines():
+            offset, length = line.split()
+            lines.append(f"{int(offset) + base} {length}\n")
+        base += size
+    return "".join(lines)
