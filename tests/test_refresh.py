@@ -1,0 +1,169 @@
+"""Incremental refresh: pure decisions, then real refreshes read back with TensorFlow's reader."""
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import make_images, write_manifest
+
+from pipeline.convert import run
+from pipeline.publish import resolve
+from pipeline.verify import verify
+from transforms.manifest import ManifestRow
+from transforms.refresh import (
+    PastRecord,
+    classify,
+    compaction_groups,
+    delta_shards,
+    read_rows,
+    row_fingerprint,
+    rows_line,
+    shifted_index,
+)
+
+
+def _row(key: str, image: str = "", label: str = "cat", split: str = "train") -> ManifestRow:
+    return ManifestRow(key, image or key, label, split, (), "m.csv", 0)
+
+
+def test_a_past_record_stays_only_when_one_row_has_its_key_and_fingerprint():
+    past = [("train", "s0", [PastRecord("a", "fa", 0), PastRecord("b", "fb", 0)]),
+            ("train", "s1", [PastRecord("c", "fc", 1), PastRecord("d", "fd", 1)]),
+            ("train", "s2", [PastRecord("e", "fe", 1)])]  # fmt: skip
+    rows = [_row("a"), _row("b"), _row("c"), _row("d"), _row("d"), _row("n")]
+    plan = classify(rows, ["fa", "fb", "CHANGED", "fd", "fd", "fn"], past)
+    assert [(reuse.file, reuse.keep) for reuse in plan.reused] == [("s0", None)]
+    assert [row.key for row in plan.to_convert] == ["c", "d", "d", "n"]  # e is gone
+    unreadable = classify([_row("a")], [""], past)
+    assert not unreadable.reused and [row.key for row in unreadable.to_convert] == ["a"]
+
+
+def test_rows_files_hold_any_key_on_one_line():
+    records = [PastRecord('a,"b"\tc\nd', "0123456789abcdef", 3), PastRecord("é", "f", -1)]
+    assert read_rows("".join(map(rows_line, records))) == records
+
+
+def test_delta_shards_match_the_past_fill_and_compaction_packs_small_shards():
+    assert delta_shards(0, 1000, 4) == 0
+    assert delta_shards(10, 1000, 4) == 1 and delta_shards(750, 1000, 4) == 3
+    assert compaction_groups([100, 100, 10]) == []  # one small shard: nothing to gain
+    assert compaction_groups([100, 100, 10, 30, 20]) == [[2, 3, 4]]
+    assert compaction_groups([100, 40, 40, 40, 10]) == [[1, 2], [3, 4]]
+    assert shifted_index(["0 10\n10 5\n", "0 7\n"], [15, 7]) == "0 10\n10 5\n15 7\n"
+
+
+def test_the_fingerprint_changes_with_what_makes_the_record(tmp_path):
+    image = tmp_path / "a.jpg"
+    image.write_bytes(b"x" * 10)
+    os.utime(image, ns=(1, 1))
+    row = _row("a", str(image))
+    first = row_fingerprint(row)
+    assert first == row_fingerprint(row) and len(first) == 16
+    assert row_fingerprint(row._replace(label="dog")) != first
+    assert row_fingerprint(row._replace(split="validation")) != first
+    assert row_fingerprint(row._replace(features=(("w", 1),))) != first
+    os.utime(image, ns=(2, 2))
+    assert row_fingerprint(row) != first
+    assert row_fingerprint(_row("a", str(tmp_path / "missing.jpg"))) == ""
+
+
+def _records(folder: str) -> set[tuple[str, int, str]]:
+    """(key, label id, sha256 of the stored image) of every record, read with TensorFlow."""
+    import tensorflow as tf
+
+    spec = {
+        "image/source_id": tf.io.FixedLenFeature([], tf.string),
+        "image/class/label": tf.io.FixedLenFeature([], tf.int64),
+        "image/encoded": tf.io.FixedLenFeature([], tf.string),
+    }
+    found = set()
+    files = sorted(tf.io.gfile.glob(f"{folder}/train-*"))
+    compression = "GZIP" if files[0].endswith(".gz") else ""
+    for record in tf.data.TFRecordDataset(files, compression_type=compression):
+        example = tf.io.parse_single_example(record, spec)
+        image = hashlib.sha256(example["image/encoded"].numpy()).hexdigest()
+        found.add((example["image/source_id"].numpy().decode(), int(example["image/class/label"]),
+                   image))  # fmt: skip
+    return found
+
+
+def _convert(manifest: Path, output: Path, *flags: str):
+    argv = ["--manifest", str(manifest), "--output", str(output), "--no_progress"]
+    return run([*argv, "--num_shards", "4", *flags])
+
+
+@pytest.fixture
+def rows(tmp_path) -> list[dict]:
+    return make_images(tmp_path, per_class=10)
+
+
+@pytest.mark.parametrize("compression", ["none", "gzip"])
+def test_a_refresh_equals_a_full_conversion_and_rereads_only_what_changed(
+    tmp_path, rows, compression
+):
+    flags = ("--compression", compression, "--num_shards", "8")
+    older = [row for index, row in enumerate(rows) if index % 10 != 3]  # some rows are new
+    root = tmp_path / "nightly"
+    first = _convert(write_manifest(tmp_path / "older.csv", older), root, *flags)
+    # Since then: two rows removed, one image replaced (new bytes and time), and one image's
+    # bytes overwritten keeping its size and time, which a refresh cannot see and keeps.
+    current = [row for row in rows if row not in older[:2]]
+    changed, unseen = tmp_path / current[5]["image_uri"], tmp_path / current[6]["image_uri"]
+    shutil.copy(tmp_path / current[7]["image_uri"], changed)
+    status = unseen.stat()
+    unseen.write_bytes(bytes(status.st_size))
+    os.utime(unseen, ns=(status.st_atime_ns, status.st_mtime_ns))
+    manifest = write_manifest(tmp_path / "current.csv", current)
+
+    refreshed = _convert(manifest, root, *flags, "--incremental")
+    assert not refreshed.info.failures and resolve(str(root)).folder == refreshed.folder
+    assert verify(str(root), "all") == (len(current), [])
+    full = _convert(manifest, tmp_path / "full", *flags)
+    kept_stale = {r for r in _records(first.folder) if r[0] == current[6]["image_uri"]}
+    expected = {r for r in _records(full.folder) if r[0] != current[6]["image_uri"]} | kept_stale
+    assert _records(refreshed.folder) == expected
+    # Untouched shards are the published files under a second name, not copies.
+    inodes = {os.stat(path).st_ino for path in Path(first.folder).glob("train-*")}
+    carried = [
+        path for path in Path(refreshed.folder).glob("train-*") if path.stat().st_ino in inodes
+    ]
+    assert carried and all(path.stat().st_nlink == 2 for path in carried)
+    assert verify(first.folder, "all") == (len(older), [])  # the old version is untouched
+
+
+def test_label_ids_never_change_and_new_labels_are_appended_or_refused(tmp_path, rows):
+    root = tmp_path / "nightly"
+    without_astronaut = [row for row in rows if row["label"] != "astronaut"]
+    first = _convert(write_manifest(tmp_path / "a.csv", without_astronaut), root)
+    names = first.info.labels["names"]
+    manifest = write_manifest(tmp_path / "b.csv", rows)  # "astronaut" sorts first
+    frozen = run(["--manifest", str(manifest), "--output", str(root), "--no_progress",
+                  "--incremental", "--freeze_labels", "--max_error_rate", "1"])  # fmt: skip
+    assert frozen.info.errors_by_reason == {"unknown_label": 10}
+    grown = _convert(manifest, root, "--incremental")
+    assert grown.info.labels["names"] == [*names, "astronaut"]
+    by_key = {key: label for key, label, _ in _records(grown.folder)}
+    assert all(by_key[key] == label for key, label, _ in _records(first.folder))
+    full = _convert(manifest, root)  # a full conversion into the root inherits them too
+    assert full.info.labels["names"] == grown.info.labels["names"]
+
+
+def test_small_shards_are_compacted_after_refreshes(tmp_path, rows):
+    root = tmp_path / "nightly"
+    _convert(write_manifest(tmp_path / "m0.csv", rows[:24]), root)
+    for step in range(1, 5):  # four nights, a few new rows each
+        manifest = write_manifest(tmp_path / f"m{step}.csv", rows[: 24 + 4 * step])
+        refreshed = _convert(manifest, root, "--incremental")
+        assert verify(str(root), "none") == (24 + 4 * step, [])
+    shards = [shard.records for shard in refreshed.info.splits["train"].shards]
+    assert len(shards) < 4 + 4 and sum(shards) == 40
+
+
+def test_incompatible_options_convert_everything_and_say_why(tmp_path, rows, capfd):
+    root = tmp_path / "nightly"
+    manifest = write_manifest(tmp_path / "m.csv", rows)
+    _convert(manifest, root)
+    refreshed = _convert(manifest, root, "--incremental", "--jpeg_quality", "80")
+    assert "converting every row" in capfd.readouterr().err and refreshed.info.records == 40
