@@ -7,13 +7,14 @@ functions the Beam-free local runner (pipeline/local.py) calls.
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.pvalue import AsList, AsSingleton
+from apache_beam.pvalue import AsDict, AsList, AsSingleton
 
 from pipeline import refresh
 from pipeline.commit import Commit, commit_dataset
 from pipeline.metadata import DatasetInfo
 from pipeline.options import ConvertOptions
 from pipeline.publish import Target
+from pipeline.refresh import assemble
 from pipeline.runners import describe, writer_processes
 from transforms.manifest import check_manifests
 from transforms.steps import (
@@ -27,13 +28,30 @@ from transforms.steps import (
 
 @beam.typehints.with_output_types(DatasetInfo)
 class _CommitFn(beam.DoFn):
-    """Runs once, on the plan, after all shards exist (their results are side inputs)."""
+    """Runs once, on the plan, after all shards exist (their results are side inputs); after
+    a refresh, names the new version's shards first (pipeline/refresh.py `assemble`)."""
 
-    def __init__(self, commit: Commit):
+    def __init__(self, commit: Commit, refreshed: bool, compress: bool):
         self._commit = commit
+        self._refreshed = refreshed
+        self._compress = compress
 
     def process(self, plan, results, errors, skipped):
-        yield commit_dataset(self._commit, plan, list(results), list(errors), skipped)
+        results = list(results)
+        if self._refreshed:
+            results, counts = assemble(results, self._commit.target.staging, self._compress)
+            plan = plan._replace(shards=counts)
+        yield commit_dataset(self._commit, plan, results, list(errors), skipped)
+
+
+@beam.ptransform_fn
+def _CountBySplit(batches):
+    """Rows per split: (split, count)."""
+    return (
+        batches
+        | "SplitOfEachRow" >> beam.FlatMap(lambda batch: [(row.split, 1) for row in batch.rows])
+        | "Sum" >> beam.CombinePerKey(sum)
+    )
 
 
 def build_pipeline(
@@ -61,13 +79,25 @@ def build_pipeline(
     if options.dedup:  # after the plan, which counts every row, so rows = records + errors
         unique = rows | "DropDuplicateContent" >> DropDuplicateContent(options.max_file_bytes)
         rows, errors = unique["rows"], [*errors, unique["errors"]]
-    keyed = rows | "AssignShards" >> AssignShards(plan)
-    shards = keyed.keyed | "WriteShards" >> WriteShards(plan, write_config)
+    write_plan, carried = plan, []
+    refreshed = options.incremental and refresh.refreshable(previous, options.recorded())
+    if refreshed:
+        from pipeline.beam_refresh import RefreshRows
+
+        update = rows | "RefreshRows" >> RefreshRows(previous, target.staging)
+        rows, carried = update["rows"], [update["carried"]]
+        write_plan = plan | "PlanNewShards" >> beam.Map(
+            refresh.delta_plan, AsDict(rows | "CountBySplit" >> _CountBySplit()), previous
+        )
+    keyed = rows | "AssignShards" >> AssignShards(write_plan)
+    shards = keyed.keyed | "WriteShards" >> WriteShards(write_plan, write_config)
+    results = (shards.shards, *carried) | "CollectShards" >> beam.Flatten()
     errors = (*errors, keyed.errors, shards.errors) | "CollectErrors" >> beam.Flatten()
     skipped = read.skipped | "CountSkippedFiles" >> beam.combiners.Count.Globally()
+    commit = _CommitFn(options.commit(target), refreshed, options.compression == "gzip")
     return plan | "CommitDataset" >> beam.ParDo(
-        _CommitFn(options.commit(target)),
-        AsList(shards.shards),
+        commit,
+        AsList(results),
         AsList(errors),
         AsSingleton(skipped),
     )

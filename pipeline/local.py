@@ -12,9 +12,8 @@ Rows are held in memory, as the DirectRunner holds them: a few hundred bytes per
 
 import contextlib
 import functools
-import sys
 import threading
-from collections import defaultdict
+from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
 from pipeline import refresh
@@ -68,13 +67,12 @@ def convert_here(options: ConvertOptions, target: Target) -> DatasetInfo:
             errors += duplicates
         results: list[ShardResult] = []
         write_plan = plan
-        if options.incremental and _refreshable(previous, options):
-            update = classify(
-                rows, refresh.fingerprints(rows, processes), refresh.past_records(previous)
-            )
+        if options.incremental and refresh.refreshable(previous, options.recorded()):
+            past = refresh.past_records(previous)
+            update = classify(rows, refresh.fingerprints(rows, processes), past)
             results += refresh.reuse_shards(update, previous, target.staging, progress_dir)
             rows = update.to_convert
-            write_plan = plan._replace(shards=refresh.delta_counts(rows, previous, plan))
+            write_plan = refresh.delta_plan(plan, Counter(row.split for row in rows), previous)
         by_shard, unlabelled = group_by_shard(rows, write_plan)
         del rows  # the shards' lists hold them now
         errors += unlabelled
@@ -88,18 +86,6 @@ def convert_here(options: ConvertOptions, target: Target) -> DatasetInfo:
             )
             plan = plan._replace(shards=counts)
         return commit_dataset(options.commit(target), plan, results, errors, len(skipped))
-
-
-def _refreshable(previous: refresh.Previous | None, options: ConvertOptions) -> bool:
-    """Whether --incremental can reuse the published version; says why not when it cannot."""
-    why = (
-        "there is no published version yet"
-        if previous is None
-        else (refresh.why_not_refreshable(previous, options.recorded()))
-    )
-    if why:
-        print(f"tfrecord-pipeline: --incremental: converting every row: {why}", file=sys.stderr)
-    return not why
 
 
 def read_rows(

@@ -15,8 +15,9 @@ Each version stays self-contained, so a reader never needs another version's fil
 
 import contextlib
 import os
+import sys
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
@@ -82,6 +83,18 @@ def check_label_offset(previous: Previous | None, label_offset: int) -> None:
             )
 
 
+def refreshable(previous: Previous | None, recorded: dict) -> bool:
+    """Whether --incremental can reuse the published version; says why not when it cannot."""
+    why = (
+        "there is no published version yet"
+        if previous is None
+        else (why_not_refreshable(previous, recorded))
+    )
+    if why:
+        print(f"tfrecord-pipeline: --incremental: converting every row: {why}", file=sys.stderr)
+    return not why
+
+
 def why_not_refreshable(previous: Previous, recorded: dict) -> str | None:
     """Why the published version's records cannot be reused by a run with these options."""
     differ = sorted(
@@ -112,21 +125,18 @@ def past_records(previous: Previous) -> Iterator[tuple[str, str, list[PastRecord
             yield name, shard.file, read_rows(text)
 
 
-def delta_counts(
-    to_convert: Iterable[ManifestRow], previous: Previous, plan: DatasetPlan
-) -> tuple[tuple[str, int], ...]:
-    """Shards per split for the converted rows: as full as the split's past shards; a split
-    new in this version gets the shard count a full conversion would give it."""
-    rows = Counter(row.split for row in to_convert)
+def delta_plan(plan: DatasetPlan, rows: dict[str, int], previous: Previous) -> DatasetPlan:
+    """The plan of the shards that hold the converted rows (`rows`: per split): as full as the
+    split's past shards; a split new in this version gets the shards a full conversion would."""
     planned = dict(plan.shards)
     counts = []
     for split, _ in plan.rows:
         past = previous.info.splits.get(split)
         if past is None:
             counts.append((split, planned[split]))
-        elif rows[split]:
+        elif rows.get(split):
             counts.append((split, delta_shards(rows[split], past.examples, len(past.shards))))
-    return tuple(counts)
+    return plan._replace(shards=tuple(counts))
 
 
 def reuse_shards(
@@ -139,16 +149,18 @@ def reuse_shards(
     compress = previous.info.compression == "gzip"
     results = []
     for reuse in plan.reused:
-        staged = f"{reuse.file}.{os.urandom(16).hex()}"
-        result = _carry(reuse, shards[reuse.file], previous.folder, staging, staged, compress)
-        ProgressReporter(progress_dir, staged).add(result.records)
+        result = carry_shard(reuse, shards[reuse.file], previous.folder, staging, compress)
+        ProgressReporter(progress_dir, result.staged).add(result.records)
         results.append(result)
     return results
 
 
-def _carry(
-    reuse: Reuse, shard: ShardInfo, folder: str, staging: str, staged: str, compress: bool
+def carry_shard(
+    reuse: Reuse, shard: ShardInfo, folder: str, staging: str, compress: bool
 ) -> ShardResult:
+    """A past shard's kept records as a staged file of this run: the file itself (linked or
+    copied) when every record stays, else its kept records written again."""
+    staged = f"{reuse.file}.{os.urandom(16).hex()}"
     kept = reuse.kept()
     target = fileio.join(staging, staged)
     if reuse.keep is None:

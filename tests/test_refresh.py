@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import make_images, write_manifest
+from conftest import RUNNERS, make_images, write_manifest
 
 from pipeline.convert import run
 from pipeline.publish import resolve
@@ -99,11 +99,13 @@ def rows(tmp_path) -> list[dict]:
     return make_images(tmp_path, per_class=10)
 
 
-@pytest.mark.parametrize("compression", ["none", "gzip"])
+@pytest.mark.parametrize(
+    ("compression", "runner"), [("none", "local"), ("gzip", "local"), ("none", "beam")]
+)
 def test_a_refresh_equals_a_full_conversion_and_rereads_only_what_changed(
-    tmp_path, rows, compression
+    tmp_path, rows, compression, runner
 ):
-    flags = ("--compression", compression, "--num_shards", "8")
+    flags = ("--compression", compression, "--num_shards", "8", *RUNNERS[runner])
     older = [row for index, row in enumerate(rows) if index % 10 != 3]  # some rows are new
     root = tmp_path / "nightly"
     first = _convert(write_manifest(tmp_path / "older.csv", older), root, *flags)

@@ -12,7 +12,6 @@ file, or run without `--incremental`, to convert it again).
 
 import hashlib
 import json
-from collections import Counter
 from collections.abc import Iterable
 from typing import NamedTuple
 
@@ -47,6 +46,12 @@ def read_rows(text: str) -> list[PastRecord]:
     return [PastRecord(*json.loads(line)) for line in text.splitlines()]
 
 
+def stays(row_fingerprints: list[str], past: str) -> bool:
+    """Whether a past record stays: exactly one row has its key, with the record's fingerprint
+    (a repeated key converts every row of it again, as a full conversion would judge them)."""
+    return len(row_fingerprints) == 1 and bool(past) and row_fingerprints[0] == past
+
+
 class Reuse(NamedTuple):
     """A shard of the published version that the new version keeps records of."""
 
@@ -75,15 +80,12 @@ def classify(
     every shard of the published version. A past record stays when exactly one row has its key
     and that row's fingerprint is the record's; every other row is converted, and a past record
     whose key is gone from the manifest is dropped."""
-    uses = Counter(row.key for row in rows)
-    unchanged = {
-        row.key: fingerprint
-        for row, fingerprint in zip(rows, fingerprints, strict=True)
-        if uses[row.key] == 1 and fingerprint
-    }
+    by_key: dict[str, list[str]] = {}
+    for row, fingerprint in zip(rows, fingerprints, strict=True):
+        by_key.setdefault(row.key, []).append(fingerprint)
     reused, kept_keys = [], set()
     for split, file, records in past:
-        keep = tuple(unchanged.get(record.key) == record.fingerprint for record in records)
+        keep = tuple(stays(by_key.get(record.key, []), record.fingerprint) for record in records)
         if any(keep):
             kept_keys.update(record.key for record, kept in zip(records, keep, strict=True) if kept)
             reused.append(Reuse(split, file, None if all(keep) else keep, tuple(records)))
