@@ -24,7 +24,7 @@ from typing import NamedTuple
 import google_crc32c
 
 from pipeline.metadata import DatasetInfo, ShardInfo
-from pipeline.publish import Target, resolve
+from pipeline.publish import DatasetError, Target, resolve
 from transforms import fileio
 from transforms.errors import UserError
 from transforms.labels import LabelMap
@@ -111,18 +111,29 @@ def why_not_refreshable(previous: Previous, recorded: dict) -> str | None:
     return None
 
 
-def fingerprints(rows: list[ManifestRow], threads: int) -> list[str]:
-    """Every row's fingerprint: one stat each, on threads (many for an object store)."""
-    remote = bool(rows) and fileio.is_remote(rows[0].image_uri)
-    with ThreadPoolExecutor(threads * (REMOTE_THREADS_PER_CORE if remote else 1)) as pool:
-        return list(pool.map(row_fingerprint, rows, chunksize=256))
+def fingerprints(rows: list[ManifestRow], cores: int) -> list[str]:
+    """Every row's fingerprint: one stat each; on an object store, where a stat is a request,
+    many at once."""
+    if not rows or not fileio.is_remote(rows[0].image_uri):
+        return list(map(row_fingerprint, rows))
+    with ThreadPoolExecutor(cores * REMOTE_THREADS_PER_CORE, "stat") as pool:
+        return list(pool.map(row_fingerprint, rows))
 
 
 def past_records(previous: Previous) -> Iterator[tuple[str, str, list[PastRecord]]]:
+    """(split, shard file, records) of every shard of the published version."""
     for name, split in sorted(previous.info.splits.items()):
         for shard in split.shards:
-            text = fileio.read_text(fileio.join(previous.folder, shard.rows))
-            yield name, shard.file, read_rows(text)
+            path = fileio.join(previous.folder, shard.rows)
+            try:
+                records = read_rows(fileio.read_text(path))
+            except ValueError:
+                raise DatasetError(
+                    f"{path} is damaged; run without --incremental to convert every row"
+                ) from None
+            if len(records) != shard.records:
+                raise DatasetError(f"{path} does not list the {shard.records} records of its shard")
+            yield name, shard.file, records
 
 
 def delta_plan(plan: DatasetPlan, rows: dict[str, int], previous: Previous) -> DatasetPlan:

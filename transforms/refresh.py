@@ -12,6 +12,7 @@ file, or run without `--incremental`, to convert it again).
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable
 from typing import NamedTuple
 
@@ -33,17 +34,29 @@ def row_fingerprint(row: ManifestRow) -> str:
         identity = fileio.identity(row.image_uri)
     except (OSError, IndexError, ValueError):
         return ""
-    made_of = [row.split, row.label, [list(pair) for pair in row.features], row.image_uri, identity]
-    return hashlib.sha256(json.dumps(made_of, ensure_ascii=False).encode()).hexdigest()[:16]
+    made_of = repr((row.split, row.label, row.features, row.image_uri, identity))
+    return hashlib.blake2b(made_of.encode(), digest_size=8).hexdigest()
+
+
+# Keys that would not stay one field of one line as they are, written as JSON strings instead.
+_QUOTED = re.compile(r'^"|[\x00-\x1f\x7f-\x9f\u2028\u2029\\]')
 
 
 def rows_line(record: PastRecord) -> str:
-    """One line of a rows file: JSON, so any key (commas, tabs, line ends) stays one line."""
-    return json.dumps(list(record), ensure_ascii=False) + "\n"
+    """One line of a rows file: fingerprint, label id and key, tab-separated; a key holding a
+    line end, tab or other control character (or starting with a quote) as a JSON string."""
+    key = json.dumps(record.key) if _QUOTED.search(record.key) else record.key
+    return f"{record.fingerprint}\t{record.label_id}\t{key}\n"
 
 
 def read_rows(text: str) -> list[PastRecord]:
-    return [PastRecord(*json.loads(line)) for line in text.splitlines()]
+    records = []
+    for line in text.split("\n")[:-1]:
+        fingerprint, label_id, key = line.split("\t", 2)
+        if key.startswith('"'):
+            key = json.loads(key)
+        records.append(PastRecord(key, fingerprint, int(label_id)))
+    return records
 
 
 def stays(row_fingerprints: list[str], past: str) -> bool:
