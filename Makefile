@@ -18,7 +18,7 @@ $(STAMP): requirements.lock setup.py
 demo: $(STAMP)
 	$(BIN)/tfrecord-pipeline convert --manifest sample/manifest.csv --output out/sample \
 		--num_shards 2 --split train=0.8,validation=0.2 --overwrite
-	@echo "shards are in out/sample/ (dataset_info.json describes them)"
+	@echo "shards are in out/sample/ (tfrecord_pipeline.json describes them)"
 
 lint: $(STAMP)
 	$(BIN)/ruff check pipeline transforms tests sample benchmarks deploy

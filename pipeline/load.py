@@ -1,11 +1,13 @@
 """`load(...)`: a converted dataset as a tf.data pipeline for TPU training.
 
-Everything comes from dataset_info.json: the shard files (so gs:// works and nothing is
+Everything comes from tfrecord_pipeline.json: the shard files (so gs:// works and nothing is
 globbed), the compression, and the parsing spec. TensorFlow is imported here only, on the
 read side; the conversion path never imports this module.
 """
 
 import json
+
+from pipeline.metadata import INFO_FILE
 
 
 def _tf():
@@ -73,7 +75,7 @@ def load(
     tf = _tf()
     if not tf.io.gfile.exists(f"{output}/_COMMITTED"):
         raise ValueError(f"{output} has no _COMMITTED marker: the dataset is incomplete")
-    info = _read_json(tf, f"{output}/dataset_info.json")
+    info = _read_json(tf, f"{output}/{INFO_FILE}")
     if split not in info["splits"]:
         raise ValueError(f"no split {split!r} in {output}; it has {sorted(info['splits'])}")
     if image_size is None and batch_size is not None:

@@ -173,7 +173,7 @@ class ConvertOptions:
         return Commit(self.output, self.recorded(), __version__, self.max_error_rate)
 
     def recorded(self) -> dict:
-        """The options that shape the output, as stored in dataset_info.json."""
+        """The options that shape the output, as stored in tfrecord_pipeline.json."""
         fields = dataclasses.asdict(self)
         for local_only in _LOCAL_ONLY:
             fields.pop(local_only)

@@ -12,6 +12,7 @@ from conftest import BEAM, encode, make_images, photo, write_manifest
 import pipeline
 from pipeline.commit import MARKER
 from pipeline.convert import run
+from pipeline.metadata import INFO_FILE
 from transforms.errors import UserError
 from transforms.labels import LabelMap
 from transforms.manifest import ManifestRow, ReadConfig
@@ -198,7 +199,7 @@ def test_error_rate_over_the_limit_leaves_the_dataset_uncommitted(tmp_path, conv
     rows.append({"image_uri": "images/nowhere.jpg", "label": "coffee"})
     output, info = convert(write_manifest(tmp_path / "m.csv", rows))
     assert info.failures and "missing_file 1" in info.failures[0]
-    assert not (output / MARKER).exists() and (output / "dataset_info.json").exists()
+    assert not (output / MARKER).exists() and (output / INFO_FILE).exists()
 
 
 def test_committed_output_is_refused_then_overwritten(dataset, tmp_path, convert):
