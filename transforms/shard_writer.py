@@ -24,6 +24,9 @@ from transforms.records import MAX_RECORD_BYTES, ShardFileWriter
 from transforms.sharding import ShardId, record_order
 
 TMP_DIR = "_tmp"
+# DALI index files go in a folder of their own: beside the shards, `<split>-*` (the glob TPU
+# reference readers list a split's shards with) would match them too.
+INDEX_DIR = "index"
 IN_FLIGHT_PER_THREAD = 8  # queued images per pool thread: bounds the writer's memory
 REMOTE_THREADS_PER_CORE = 8  # object-store reads mostly wait on the network
 # Larger image files are error rows, read no further than the limit. Above any photograph a
@@ -40,7 +43,7 @@ class WriteConfig(NamedTuple):
     threads: int = 0  # image threads per shard writer; 0: chosen by writer_threads()
     processes: int = 1  # shards written at once on a local run (this process and children)
     max_record_bytes: int = MAX_RECORD_BYTES
-    write_index: bool = False  # a DALI `<shard>.idx` beside each (uncompressed) shard
+    write_index: bool = False  # a DALI `index/<shard>.idx` for each (uncompressed) shard
     max_file_bytes: int = DEFAULT_MAX_FILE_MB << 20
 
 
@@ -53,7 +56,7 @@ class ShardResult(NamedTuple):
     bytes: int
     crc32c: str  # of the file as stored, in Cloud Storage's form
     label_counts: tuple[tuple[int, int], ...]  # (label id, records)
-    index_file: str = ""  # name of the shard's DALI .idx file, when written
+    index_file: str = ""  # path of the shard's DALI .idx file in the output, when written
 
 
 def available_cores() -> int:
@@ -189,7 +192,7 @@ def write_shard(
         writer.close()
         progress.flush()
     fileio.rename(temp, fileio.join(config.output, name))
-    index_file = f"{name}.idx" if config.write_index else ""
+    index_file = f"{INDEX_DIR}/{name}.idx" if config.write_index else ""
     if index_file:
         fileio.write_bytes(fileio.join(config.output, index_file), writer.index_text().encode())
     yield ShardResult(
