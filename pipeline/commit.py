@@ -12,6 +12,7 @@ import os
 from typing import NamedTuple
 
 from pipeline.metadata import ERRORS_FILE, INFO_FILE, LABELS_FILE, DatasetInfo, build_info
+from pipeline.tfds_metadata import tfds_files
 from transforms import fileio
 from transforms.errors import ErrorRow, FaultError, UserError
 from transforms.plan import DatasetPlan
@@ -119,6 +120,8 @@ def write_dataset_files(output: str, info: DatasetInfo, labels_text: str, errors
         fileio.join(output, ERRORS_FILE), "".join(e.to_json() + "\n" for e in lines).encode()
     )
     fileio.write_bytes(fileio.join(output, LABELS_FILE), labels_text.encode("utf-8"))
+    for name, data in tfds_files(info).items():
+        fileio.write_bytes(fileio.join(output, name), data)
     fileio.write_bytes(fileio.join(output, INFO_FILE), info_bytes)
     if not info.failures:
         fileio.write_bytes(fileio.join(output, MARKER), marker)

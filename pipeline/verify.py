@@ -1,11 +1,12 @@
 """`tfrecord-pipeline verify OUTPUT`: is a converted dataset exactly what its metadata says?
 
 Checks the commit marker, every listed shard's size and CRC-32C, the framing and both CRCs of
-every record, record counts, DALI index files, that every Example carries the recorded
-features with their types, and that images decode to the stored height, width and channels
-(a sample per shard, or all with `decode="all"`), a JPEG only after the converter's own checks
-of its structure, pixels and scans, with the limits it was converted with. Uses the project's
-own proto classes and Pillow: no TensorFlow.
+every record, record counts, DALI index files, TFDS's files (against what our metadata makes of
+them), that every Example carries the recorded features with their types, and that images
+decode to the stored height, width and channels (a sample per shard, or all with
+`decode="all"`), a JPEG only after the converter's own checks of its structure, pixels and
+scans, with the limits it was converted with. Uses the project's own proto classes and Pillow:
+no TensorFlow.
 """
 
 import hashlib
@@ -17,6 +18,7 @@ from PIL import Image
 
 from pipeline.commit import MARKER
 from pipeline.metadata import INFO_FILE, DatasetInfo, ShardInfo
+from pipeline.tfds_metadata import tfds_files
 from transforms import fileio
 from transforms.errors import RowError
 from transforms.examples import RAW_KEY
@@ -103,16 +105,20 @@ def verify_shard(output: str, info: DatasetInfo, shard: ShardInfo, decode: str) 
     if count != shard.records:
         problems.append(f"{shard.file}: {count} records, {INFO_FILE} says {shard.records}")
     if shard.index:
-        problems += _check_index(output, shard.index, "".join(spans))
+        expected = "".join(spans).encode()
+        problems += _check_file(
+            output, shard.index, expected, "offsets differ from the shard's records"
+        )
     return problems
 
 
-def _check_index(output: str, name: str, expected: str) -> list[str]:
+def _check_file(output: str, name: str, expected: bytes, difference: str) -> list[str]:
+    """A file that must hold exactly `expected`: a problem when it cannot be read or differs."""
     try:
-        text = fileio.read_text(fileio.join(output, name))
+        data = fileio.read_bytes(fileio.join(output, name))
     except fileio.READ_ERRORS as error:
         return [f"{name}: cannot be read ({error})"]
-    return [] if text == expected else [f"{name}: offsets differ from the shard's records"]
+    return [] if data == expected else [f"{name}: {difference}"]
 
 
 def verify(output: str, decode: str = "sample") -> tuple[int, list[str]]:
@@ -130,6 +136,9 @@ def verify(output: str, decode: str = "sample") -> tuple[int, list[str]]:
         return 0, [*problems, f"{INFO_FILE} cannot be read ({error})"]
     if marker and marker.get(INFO_FILE) != hashlib.sha256(info_bytes).hexdigest():
         problems.append(f"{INFO_FILE} changed after the dataset was committed")
+    # TFDS's files are made from our metadata; TFDS trusts their shard lengths, so check them.
+    for name, data in tfds_files(info).items():
+        problems += _check_file(output, name, data, f"differs from what {INFO_FILE} describes")
     records = 0
     for split in info.splits.values():
         for shard in split.shards:

@@ -80,9 +80,12 @@ def test_conversion_writes_the_documented_layout(dataset, convert):
     names = sorted(p.name for p in output.iterdir())
     assert names == [
         MARKER,
-        "dataset_info.json",
+        "dataset_info.json",  # TFDS's files: tests/test_tfds.py reads them with TFDS
         "errors",
+        "features.json",
+        "image.class.label.labels.txt",
         "labels.txt",
+        INFO_FILE,
         *[f"train-0000{i}-of-00003.tfrecord" for i in range(3)],
         *[f"validation-0000{i}-of-00003.tfrecord" for i in range(3)],
     ]
