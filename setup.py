@@ -20,6 +20,7 @@ setup(
     extras_require={
         "test": [
             "tensorflow-cpu>=2.16",
+            "tensorflow-datasets>=4.9.10",
             "pytest",
             "ruff",
             "hypothesis",

@@ -22,7 +22,7 @@ def measure(manifest: Path, flags: list[str]) -> dict:
         command = [str(BIN), "convert", "--manifest", str(manifest), "--output", out,
                    "--no_progress", *flags]  # fmt: skip
         result = run_measured(command)
-        records = json.loads((Path(out) / "dataset_info.json").read_text())["records"]
+        records = json.loads((Path(out) / "tfrecord_pipeline.json").read_text())["records"]
     return {"images": records, "images_per_s": round(records / result["seconds"], 1), **result}
 
 

@@ -27,7 +27,7 @@ USAGE = """usage: tfrecord-pipeline convert --manifest M [M ...] --output DIR [o
 
 commands:
   convert   turn image/label manifests into sharded TFRecord files
-  verify    check a converted dataset against its dataset_info.json (exit 1 on any problem)
+  verify    check a converted dataset against its tfrecord_pipeline.json (exit 1 on any problem)
   preview   a PNG contact sheet of decoded records, labelled with class text and id
   stats     a one-page HTML report: splits, label histogram, image and shard sizes, errors
 run 'tfrecord-pipeline convert --help' for the options"""

@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 from pipeline import publish
 from pipeline.metadata import ERRORS_FILE, INFO_FILE, LABELS_FILE, DatasetInfo, build_info
+from pipeline.tfds_metadata import tfds_files
 from transforms import fileio
 from transforms.errors import ErrorRow, UserError
 from transforms.plan import DatasetPlan
@@ -64,7 +65,7 @@ def write_version_files(folder: str, info: DatasetInfo, labels_text: str, errors
         LABELS_FILE: labels_text.encode("utf-8"),
         INFO_FILE: info_bytes,
     }
-    for name, data in files.items():
+    for name, data in {**files, **tfds_files(info)}.items():
         fileio.write_durably(fileio.join(folder, name), data)
     return info_bytes
 

@@ -109,10 +109,12 @@ FLAGS = (
     Flag("--freeze_labels", "", SWITCH,
          "a label the published version does not have is an `unknown_label` error, not a new id"),
     Flag("--write_index", "", SWITCH,
-         "write `<shard>.idx` beside each shard: `offset size` per record, the index NVIDIA "
-         "DALI's TFRecord reader takes (uncompressed shards only)"),
+         "write `index/<shard>.idx` for each shard: `offset size` per record, the index NVIDIA "
+         "DALI's TFRecord reader takes (uncompressed shards only). In a folder of their own, so "
+         "`<split>-*` matches the shards alone"),
     Flag("--compression", "none|gzip", _choices(("none", "gzip")),
-         'gzip shards are `.tfrecord.gz` (read with `compression_type="GZIP"`)'),
+         'gzip shards are `.tfrecord.gz` (read with `compression_type="GZIP"`); TensorFlow '
+         "Datasets cannot read them, so such a dataset has no TFDS files"),
     Flag("--max_error_rate", "R", FLOAT,
          "above this share of rejected rows the version is not published and the exit status "
          "is 1"),

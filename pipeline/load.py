@@ -1,6 +1,6 @@
 """`load(...)`: a converted dataset as a tf.data pipeline for TPU training.
 
-Everything comes from dataset_info.json: the shard files (so gs:// works and nothing is
+Everything comes from tfrecord_pipeline.json: the shard files (so gs:// works and nothing is
 globbed), the compression, and the parsing spec. TensorFlow is imported here only, on the
 read side; the conversion path never imports this module.
 """

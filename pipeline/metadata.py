@@ -1,4 +1,7 @@
-"""`dataset_info.json`: what a converted dataset holds, as typed objects.
+"""`tfrecord_pipeline.json`: what a converted dataset holds, as typed objects.
+
+Our own name, not TFDS's `dataset_info.json`: that file holds TFDS's own description of the
+same dataset (pipeline/tfds_metadata.py).
 
 Everything in it is a function of the input and the options (no timestamps, no host names), so
 two runs of the same conversion write the same bytes here too.
@@ -14,7 +17,7 @@ from transforms.plan import DatasetPlan
 from transforms.shard_writer import ShardResult
 
 FORMAT_VERSION = 1
-INFO_FILE = "dataset_info.json"
+INFO_FILE = "tfrecord_pipeline.json"
 LABELS_FILE = "labels.txt"
 ERRORS_FILE = "errors/errors.jsonl"
 

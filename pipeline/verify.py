@@ -1,12 +1,12 @@
 """`tfrecord-pipeline verify OUTPUT`: is a converted dataset exactly what its metadata says?
 
 Resolves the published version once (pointer, marker and the metadata's hash must agree), then
-checks every listed shard's size and CRC-32C, the framing and both CRCs of
-every record, record counts, DALI index files, that every Example carries the recorded
-features with their types, and that images decode to the stored height, width and channels
-(a sample per shard, or all with `decode="all"`), a JPEG only after the converter's own checks
-of its structure, pixels and scans, with the limits it was converted with. Uses the project's
-own proto classes and Pillow: no TensorFlow.
+checks every listed shard's size and CRC-32C, the framing and both CRCs of every record, record
+counts, DALI index files, TFDS's files (against what our metadata makes of them), that every
+Example carries the recorded features with their types, and that images decode to the stored
+height, width and channels (a sample per shard, or all with `decode="all"`), a JPEG only after
+the converter's own checks of its structure, pixels and scans, with the limits it was converted
+with. Uses the project's own proto classes and Pillow: no TensorFlow.
 """
 
 import io
@@ -16,6 +16,7 @@ from PIL import Image
 
 from pipeline.metadata import INFO_FILE, DatasetInfo, ShardInfo
 from pipeline.publish import DatasetError, resolve
+from pipeline.tfds_metadata import tfds_files
 from transforms import fileio
 from transforms.errors import RowError
 from transforms.examples import RAW_KEY
@@ -102,16 +103,20 @@ def verify_shard(output: str, info: DatasetInfo, shard: ShardInfo, decode: str) 
     if count != shard.records:
         problems.append(f"{shard.file}: {count} records, {INFO_FILE} says {shard.records}")
     if shard.index:
-        problems += _check_index(output, shard.index, "".join(spans))
+        expected = "".join(spans).encode()
+        problems += _check_file(
+            output, shard.index, expected, "offsets differ from the shard's records"
+        )
     return problems
 
 
-def _check_index(output: str, name: str, expected: str) -> list[str]:
+def _check_file(output: str, name: str, expected: bytes, difference: str) -> list[str]:
+    """A file that must hold exactly `expected`: a problem when it cannot be read or differs."""
     try:
-        text = fileio.read_text(fileio.join(output, name))
+        data = fileio.read_bytes(fileio.join(output, name))
     except fileio.READ_ERRORS as error:
         return [f"{name}: cannot be read ({error})"]
-    return [] if text == expected else [f"{name}: offsets differ from the shard's records"]
+    return [] if data == expected else [f"{name}: {difference}"]
 
 
 def verify(path: str, decode: str = "sample") -> tuple[int, list[str]]:
@@ -125,6 +130,11 @@ def verify(path: str, decode: str = "sample") -> tuple[int, list[str]]:
     except (ValueError, KeyError, TypeError) as error:
         return 0, [f"{INFO_FILE} cannot be read ({error})"]
     records, problems = 0, []
+    # TFDS's files are made from our metadata; TFDS trusts their shard lengths, so check them.
+    for name, data in tfds_files(info).items():
+        problems += _check_file(
+            published.folder, name, data, f"differs from what {INFO_FILE} describes"
+        )
     for split in info.splits.values():
         for shard in split.shards:
             problems += verify_shard(published.folder, info, shard, decode)

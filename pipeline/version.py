@@ -1,3 +1,3 @@
-"""The tool's version, recorded in every dataset_info.json."""
+"""The tool's version, recorded in every tfrecord_pipeline.json."""
 
 __version__ = "0.1.0"

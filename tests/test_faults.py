@@ -22,7 +22,7 @@ from pipeline.faults import as_fault
 from pipeline.publish import MARKER, write_dataset_files
 from pipeline.verify import verify
 from transforms.errors import FaultError, UserError
-from transforms.shard_writer import TMP_DIR
+from transforms.shard_writer import INDEX_DIR, TMP_DIR
 
 COMMAND = Path(sys.executable).parent / "tfrecord-pipeline"
 WAIT_S = 120  # only a bound on a hung run, never a timing that is checked
@@ -92,11 +92,12 @@ def _large_images(root: Path, copies: int = 2) -> Path:
 
 
 def _pause_after(output: Path, shard: str) -> Path:
-    """With --write_index, the writer of `shard` renames it into place, then opens `<shard>.idx`
-    to write the index: made a FIFO here, it waits there, with no file open on the disk, until
-    the test opens the FIFO's other end. So the test acts while the run is midway."""
-    output.mkdir(exist_ok=True)
-    fifo = output / f"{shard}.idx"
+    """With --write_index, the writer of `shard` renames it into place, then opens
+    `index/<shard>.idx` to write the index: made a FIFO here, it waits there, with no file open
+    on the disk, until the test opens the FIFO's other end. So the test acts while the run is
+    midway."""
+    (output / INDEX_DIR).mkdir(parents=True, exist_ok=True)
+    fifo = output / INDEX_DIR / f"{shard}.idx"
     os.mkfifo(fifo)
     return fifo
 
@@ -212,12 +213,11 @@ def test_a_run_that_loses_the_race_to_another_says_so(tmp_path):
     output = tmp_path / "out"
     shard = "train-00000-of-00001.tfrecord"
     fifo = _pause_after(output, shard)
-    os.link(fifo, tmp_path / "index-fifo")  # the winner's commit deletes the name in output
     argv = ["--manifest", manifest, "--output", output, "--num_shards", "1"]
     loser = _start(tmp_path, *argv, "--write_index")
     _wait_for(output / shard, loser)
     assert main(["convert", *map(str, argv), "--no_progress"]) == 0  # the winner
-    reader = _release(tmp_path / "index-fifo")
+    reader = _release(fifo)
     status, err = _ended(loser)
     os.close(reader)
     assert status == EXIT_FAULT

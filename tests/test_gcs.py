@@ -23,14 +23,14 @@ def _files(root: str) -> dict[str, bytes]:
     return {p[len(prefix) :]: fileio.read_bytes(p) for p in fileio.glob(prefix + "**")}
 
 
-# Reads a converted dataset with tf.data (from its dataset_info.json) and prints, per record,
+# Reads a converted dataset with tf.data (from its tfrecord_pipeline.json) and prints, per record,
 # what a training input pipeline would see. Run in a subprocess: TensorFlow's GCS client reads
 # its proxy and CA settings from the environment.
 READ_WITH_TF = """
 import hashlib, json, sys
 import tensorflow as tf
 root = sys.argv[1]
-info = json.loads(tf.io.gfile.GFile(root + "/dataset_info.json").read())
+info = json.loads(tf.io.gfile.GFile(root + "/tfrecord_pipeline.json").read())
 assert tf.io.gfile.exists(root + "/_COMMITTED")
 dtypes = {"int64": tf.int64, "string": tf.string, "float32": tf.float32}
 spec = {k: tf.io.FixedLenFeature([], dtypes[t]) for k, t in info["features"].items()}

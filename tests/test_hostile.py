@@ -18,6 +18,7 @@ import tensorflow as tf
 from conftest import PHOTOS, REPOSITORY, encode, photo, write_manifest
 from PIL import Image, ImageOps
 
+from pipeline.metadata import INFO_FILE
 from pipeline.verify import verify
 from transforms.errors import Reason, RowError
 from transforms.images import VALIDATE_MODES, ImageConfig, normalise
@@ -424,8 +425,8 @@ def test_verify_applies_the_converters_jpeg_checks_with_the_recorded_limits(tmp_
     manifest = write_manifest(tmp_path / "m.csv", [{"image_uri": "scans.jpg", "label": "a"}])
     output, info = convert(manifest, "--max_scans", "200")
     assert info.records == 1 and verify(str(output), "all") == (1, [])
-    recorded = json.loads((output / "dataset_info.json").read_text())
+    recorded = json.loads((output / INFO_FILE).read_text())
     recorded["options"]["max_scans"] = 100
-    (output / "dataset_info.json").write_text(json.dumps(recorded))
+    (output / INFO_FILE).write_text(json.dumps(recorded))
     problems = verify(str(output), "all")[1]
     assert any("too_many_scans: 160 scans, over the limit of 100" in p for p in problems)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import PHOTOS, RUNNERS, encode, make_images, photo
 
+from pipeline.metadata import INFO_FILE
 from transforms import fileio
 from transforms.errors import ErrorRow, Reason, RowError, UserError
 from transforms.labels import check_label, label_map_from_labels
@@ -323,7 +324,7 @@ def test_tree_rows_and_errors_add_up_without_root_privileges(tmp_path, runner):
         "cat/loop": ("duplicate_folder", f"already listed as . {again}"),
         "hound": ("duplicate_folder", f"already listed as dog {again}"),
     }
-    info = json.loads((output / "dataset_info.json").read_text())
+    info = json.loads((output / INFO_FILE).read_text())
     assert (info["records"], info["errors"], info["rows_in"]) == (4, 5, 9)
     assert info["skipped_files"] == 2 and info["labels"]["names"] == ["cat", "dog"]
     assert "unreadable_folder: 1" in done.stdout and "unlisted folders): 3" in done.stdout

@@ -11,6 +11,7 @@ from conftest import BEAM, encode, make_images, photo, write_manifest
 
 import pipeline
 from pipeline.convert import run
+from pipeline.metadata import INFO_FILE
 from pipeline.publish import MARKER
 from transforms.errors import UserError
 from transforms.labels import LabelMap
@@ -79,9 +80,12 @@ def test_conversion_writes_the_documented_layout(dataset, convert):
     names = sorted(p.name for p in output.iterdir())
     assert names == [
         MARKER,
-        "dataset_info.json",
+        "dataset_info.json",  # TFDS's files: tests/test_tfds.py reads them with TFDS
         "errors",
+        "features.json",
+        "image.class.label.labels.txt",
         "labels.txt",
+        INFO_FILE,
         *[f"train-0000{i}-of-00003.tfrecord" for i in range(3)],
         *[f"validation-0000{i}-of-00003.tfrecord" for i in range(3)],
     ]
@@ -198,7 +202,7 @@ def test_error_rate_over_the_limit_leaves_the_dataset_uncommitted(tmp_path, conv
     rows.append({"image_uri": "images/nowhere.jpg", "label": "coffee"})
     output, info = convert(write_manifest(tmp_path / "m.csv", rows))
     assert info.failures and "missing_file 1" in info.failures[0]
-    assert not (output / MARKER).exists() and (output / "dataset_info.json").exists()
+    assert not (output / MARKER).exists() and (output / INFO_FILE).exists()
 
 
 def test_committed_output_is_refused_then_overwritten(dataset, tmp_path, convert):

@@ -20,7 +20,7 @@ _DTYPES = {"int64": tf.int64, "float32": tf.float32, "string": tf.string}
 
 
 def parse_spec(info):
-    """The parsing spec a user builds from dataset_info.json."""
+    """The parsing spec a user builds from tfrecord_pipeline.json."""
     return {key: tf.io.FixedLenFeature([], _DTYPES[dtype]) for key, dtype in info.features.items()}
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from pipeline.cli import main
 from pipeline.commit import read_info
+from pipeline.metadata import INFO_FILE
 from pipeline.publish import MARKER
 from pipeline.verify import verify, verify_shard
 from transforms.records import crc32c_of
@@ -67,9 +68,9 @@ def test_missing_and_changed_files_are_reported(converted, tmp_path, damage, cap
     elif damage == "truncate":
         shard.write_bytes(shard.read_bytes()[:-7])
     else:
-        info = json.loads((output / "dataset_info.json").read_text())
+        info = json.loads((output / INFO_FILE).read_text())
         info["records"] += 1
-        (output / "dataset_info.json").write_text(json.dumps(info))
+        (output / INFO_FILE).write_text(json.dumps(info))
     assert main(["verify", str(output)]) == 1
     assert capsys.readouterr().err.strip()
 

@@ -12,7 +12,7 @@ import functools
 import hashlib
 import struct
 
-# (key, dtype) of every record; what dataset_info.json publishes as the parsing spec.
+# (key, dtype) of every record; what tfrecord_pipeline.json publishes as the parsing spec.
 IMAGE_FEATURES = (
     ("image/encoded", "string"),
     ("image/format", "string"),

@@ -26,7 +26,9 @@ from transforms.records import MAX_RECORD_BYTES, ShardFileWriter
 from transforms.refresh import PastRecord, row_fingerprint, rows_line
 from transforms.sharding import ShardId, record_order
 
-INDEX_DIR = "index"  # DALI index files: beside the shards they would match `<split>-*`
+# DALI index files go in a folder of their own: beside the shards, `<split>-*` (the glob TPU
+# reference readers list a split's shards with) would match them too.
+INDEX_DIR = "index"
 ROWS_DIR = "rows"  # per shard, what a refresh needs of each record (transforms/refresh.py)
 IN_FLIGHT_PER_THREAD = 8  # queued images per pool thread: bounds the writer's memory
 REMOTE_THREADS_PER_CORE = 8  # object-store reads mostly wait on the network
@@ -44,7 +46,7 @@ class WriteConfig(NamedTuple):
     threads: int = 0  # image threads per shard writer; 0: chosen by writer_threads()
     processes: int = 1  # shards written at once on a local run (this process and children)
     max_record_bytes: int = MAX_RECORD_BYTES
-    write_index: bool = False  # a DALI `<shard>.idx` beside each (uncompressed) shard
+    write_index: bool = False  # a DALI `index/<shard>.idx` for each (uncompressed) shard
     max_file_bytes: int = DEFAULT_MAX_FILE_MB << 20
 
 

@@ -1,0 +1,156 @@
+"""TensorFlow Datasets and the TPU reference reader on converted folders, as they are."""
+
+import dataclasses
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_datasets as tfds
+from conftest import make_images, write_manifest
+
+from pipeline import load
+from pipeline.convert import run
+from pipeline.metadata import INFO_FILE
+from pipeline.tfds_metadata import LABELS_FILE, class_names, tfds_files
+from pipeline.verify import verify
+from transforms.examples import RAW_KEY
+
+pytestmark = pytest.mark.slow
+IMAGE_KEYS = ("image/encoded", RAW_KEY)
+EXTRAS = ("--feature", "weight:float", "--feature", "box:int64", "--feature", "note:bytes")
+
+
+def _convert(tmp_path: Path, rows: list[dict], *flags: str, name="out") -> tuple[Path, object]:
+    manifest = write_manifest(tmp_path / "m.jsonl", rows)
+    output = tmp_path / name
+    splits = ("--split", "train=0.75,validation=0.25", "--num_shards", "2")
+    converted = run(["--manifest", str(manifest), "--output", str(output), "--no_progress",
+                     *splits, *flags])  # fmt: skip
+    return Path(converted.folder), converted.info
+
+
+def _pixels(example: dict) -> np.ndarray:
+    """A TFDS example's image: decoded by TFDS, or raw bytes given their stored shape."""
+    if RAW_KEY in example:
+        shape = (example["image/height"], example["image/width"], example["image/channels"])
+        return np.frombuffer(example[RAW_KEY], np.uint8).reshape(shape)
+    return example["image/encoded"]
+
+
+def _by_key(examples, pixels) -> dict[str, tuple[dict, np.ndarray]]:
+    """source_id → (every scalar feature, decoded pixels)."""
+    return {
+        example["image/source_id"].decode(): (
+            {k: v for k, v in example.items() if k not in (*IMAGE_KEYS, "image")},
+            pixels(example),
+        )
+        for example in examples
+    }
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    "kind, flags",
+    [
+        ("names", ()),
+        ("names", ("--label_offset", "1", "--channels", "1")),
+        ("names", ("--image_encoding", "raw")),
+        ("integers", EXTRAS),
+    ],
+)
+def test_tfds_reads_every_split_as_our_reader_does(tmp_path, kind, flags):
+    rows = make_images(tmp_path, per_class=4)
+    if kind == "integers":
+        for index, row in enumerate(rows):
+            row.update(label=index % 3 + 5, weight=index / 2, box=index, note=f"n{index}")
+    output, info = _convert(tmp_path, rows, *flags)
+    before = _files(output)
+    builder = tfds.builder_from_directory(str(output))
+    assert sorted(builder.info.splits) == sorted(info.splits) == ["train", "validation"]
+    for name, split in info.splits.items():
+        assert builder.info.splits[name].num_examples == split.examples
+        assert builder.info.splits[name].shard_lengths == [s.records for s in split.shards]
+        ours = load(str(output), name, batch_size=None, image_size=None, shuffle_buffer=0,
+                    with_features=True)  # fmt: skip
+        expected = _by_key(tfds.as_numpy(ours), lambda example: example["image"])
+        theirs = _by_key(tfds.as_numpy(builder.as_dataset(split=name)), _pixels)
+        assert {(k, v[0]["image/class/label"]) for k, v in theirs.items()} == {
+            (k, v[0]["image/class/label"]) for k, v in expected.items()
+        }
+        for key, (features, pixels) in theirs.items():
+            assert features == expected[key][0]  # every scalar, extra --features too
+            shape = (features["image/height"], features["image/width"], features["image/channels"])
+            assert pixels.shape == shape and np.array_equal(pixels, expected[key][1])
+    label = builder.info.features["image/class/label"]
+    if kind == "names":
+        offset = ["(no label 0)"] if "--label_offset" in flags else []
+        assert label.names == offset + (output / "labels.txt").read_text().split()
+    else:
+        assert not isinstance(label, tfds.features.ClassLabel) and label.dtype == np.int64
+    image, label = next(iter(builder.as_dataset(split="train", as_supervised=True)))
+    assert label.dtype == tf.int64 and image.dtype == (tf.string if "raw" in flags else tf.uint8)
+    assert _files(output) == before  # TFDS wrote nothing into the dataset
+    assert verify(str(output)) == (info.records, [])
+
+
+def test_index_files_stay_out_of_the_shard_glob_the_tpu_reference_reader_uses(tmp_path):
+    output, info = _convert(tmp_path, make_images(tmp_path, per_class=4), "--write_index")
+    keys_to_features = {  # as tensorflow/tpu's resnet imagenet_input.py parses a record
+        "image/encoded": tf.io.FixedLenFeature((), tf.string, ""),
+        "image/format": tf.io.FixedLenFeature((), tf.string, "jpeg"),
+        "image/class/label": tf.io.FixedLenFeature([], tf.int64, -1),
+        "image/class/text": tf.io.FixedLenFeature([], tf.string, ""),
+        "image/object/bbox/xmin": tf.io.VarLenFeature(dtype=tf.float32),
+        "image/object/class/label": tf.io.VarLenFeature(dtype=tf.int64),
+    }
+    for name, split in info.splits.items():
+        shards = [str(output / shard.file) for shard in split.shards]
+        assert sorted(tf.io.gfile.glob(f"{output}/{name}-*")) == shards
+        for shard in split.shards:
+            assert shard.index == f"index/{shard.file}.idx" and (output / shard.index).is_file()
+        files = tf.data.Dataset.list_files(f"{output}/{name}-*", shuffle=False)
+        records = files.interleave(
+            lambda path: tf.data.TFRecordDataset(path, buffer_size=8 << 20), cycle_length=2
+        )
+        labels: Counter = Counter()
+        for record in records:
+            parsed = tf.io.parse_single_example(record, keys_to_features)
+            image = tf.image.decode_image(tf.reshape(parsed["image/encoded"], shape=[]), 3)
+            assert image.shape[-1] == 3
+            labels[str(int(parsed["image/class/label"]))] += 1
+        assert labels == split.label_counts  # every record, each once
+    assert tfds.builder_from_directory(str(output)).info.splits["train"].num_examples > 0
+    assert verify(str(output)) == (info.records, [])
+
+
+def test_tfds_files_are_checked_by_verify_and_left_out_for_gzip(tmp_path):
+    rows = make_images(tmp_path, per_class=2)
+    output, info = _convert(tmp_path, rows)
+    tfds_info = json.loads((output / "dataset_info.json").read_text())
+    tfds_info["splits"][0]["shardLengths"][0] = "1000"
+    (output / "dataset_info.json").write_text(json.dumps(tfds_info))
+    problems = verify(str(output))[1]
+    assert problems == [f"dataset_info.json: differs from what {INFO_FILE} describes"]
+    gzip, info = _convert(tmp_path, rows, "--compression", "gzip", name="gzip")
+    assert not {"dataset_info.json", "features.json", LABELS_FILE} & set(_files(gzip))
+    assert verify(str(gzip)) == (info.records, [])
+
+
+def test_what_tfds_cannot_name_or_read(tmp_path):
+    """ClassLabel names every id from 0, each once; TFDS refuses a split name with no letter or
+    digit, and takes `all` for every split."""
+    rows = make_images(tmp_path, per_class=1)
+    rows[0]["label"] = "(no label 0)"
+    output, info = _convert(tmp_path, rows, "--label_offset", "2")
+    names = class_names(info)
+    assert names[:2] == ["(no label 0)_", "(no label 1)"] and len(set(names)) == len(names)
+    builder = tfds.builder_from_directory(str(output))
+    assert builder.info.features["image/class/label"].names == names
+    for odd in ("_", "all"):
+        assert tfds_files(dataclasses.replace(info, splits={odd: info.splits["train"]})) == {}
