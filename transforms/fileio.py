@@ -132,7 +132,7 @@ def _check_size(path: str, size: int, max_bytes: int | None, known: bool = True)
         raise FileTooLargeError(f"{path}: {what}, over the limit of {max_bytes:,} bytes")
 
 
-def _open_regular(path: str) -> tuple[int, int]:
+def _open_regular(path: str) -> tuple[int, os.stat_result]:
     """A descriptor for reading the regular file at `path`, and its size. Symlinks are followed
     (linked images are common). The path is checked before the open, because opening a device
     can act on it (a tape rewinds, a watchdog arms), and the descriptor after, in case the path
@@ -145,7 +145,7 @@ def _open_regular(path: str) -> tuple[int, int]:
     except BaseException:
         os.close(descriptor)
         raise
-    return descriptor, status.st_size
+    return descriptor, status
 
 
 def _read_remote(path: str, max_bytes: int | None) -> bytes:
@@ -163,12 +163,18 @@ def _read_remote(path: str, max_bytes: int | None) -> bytes:
 def _read_local(path: str, max_bytes: int | None) -> bytes:
     """A local regular file's bytes, in one read when it has the size it says: `open()` would
     build a buffered file object and ask whether the file is a terminal, 12-24 us an image."""
-    descriptor, size = _open_regular(path)
+    return _read_local_identified(path, max_bytes)[0]
+
+
+def _read_local_identified(path: str, max_bytes: int | None) -> tuple[bytes, str]:
+    descriptor, status = _open_regular(path)
+    size = status.st_size
+    identity = f"{size}:{status.st_mtime_ns}"
     try:
         _check_size(path, size, max_bytes)
         data = os.read(descriptor, size) if size else b""
         if size and len(data) == size:
-            return data
+            return data, identity
         # A short read, or a file without a size (procfs): read on, never past the limit.
         chunks, total = [data], len(data)
         limit = sys.maxsize - 1 if max_bytes is None else max_bytes
@@ -176,7 +182,7 @@ def _read_local(path: str, max_bytes: int | None) -> bytes:
             chunks.append(chunk)
             total += len(chunk)
         _check_size(path, total, max_bytes, known=False)
-        return b"".join(chunks)
+        return b"".join(chunks), identity
     finally:
         os.close(descriptor)
 
@@ -195,6 +201,14 @@ def read_bytes(path: str, max_bytes: int | None = None, retries: int = RETRIES) 
                 raise
             time.sleep(RETRY_DELAY_S * 2**attempt)
     raise AssertionError("unreachable")
+
+
+def read_identified(path: str, max_bytes: int | None = None) -> tuple[bytes, str]:
+    """`read_bytes`, and the file's `identity` as it was when the read began."""
+    if is_remote(path):
+        identity_before = identity(path)
+        return read_bytes(path, max_bytes), identity_before
+    return _read_local_identified(path, max_bytes)
 
 
 def read_text(path: str) -> str:
@@ -327,8 +341,10 @@ def identity(path: str) -> str:
     (an object's last update on a store). Equal identities mean the same bytes unless a writer
     kept both the size and the time, which tools that rewrite images do not."""
     if is_remote(path):
-        metadata = _filesystems().match([path])[0].metadata_list[0]
-        return f"{metadata.size_in_bytes}:{metadata.last_updated_in_seconds!r}"
+        found = _filesystems().match([path])[0].metadata_list
+        if not found:
+            raise FileNotFoundError(errno.ENOENT, "no such object", path)
+        return f"{found[0].size_in_bytes}:{found[0].last_updated_in_seconds!r}"
     status = os.stat(path)
     return f"{status.st_size}:{status.st_mtime_ns}"
 

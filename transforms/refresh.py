@@ -28,14 +28,18 @@ class PastRecord(NamedTuple):
     label_id: int
 
 
+def fingerprint(row: ManifestRow, identity: str) -> str:
+    """The fingerprint of `row` with its image file's `identity` (fileio.identity)."""
+    made_of = repr((row.split, row.label, row.features, row.image_uri, identity))
+    return hashlib.blake2b(made_of.encode(), digest_size=8).hexdigest()
+
+
 def row_fingerprint(row: ManifestRow) -> str:
     """The row's fingerprint; "" (matching nothing) when its image cannot be looked at."""
     try:
-        identity = fileio.identity(row.image_uri)
-    except (OSError, IndexError, ValueError):
+        return fingerprint(row, fileio.identity(row.image_uri))
+    except fileio.READ_ERRORS:
         return ""
-    made_of = repr((row.split, row.label, row.features, row.image_uri, identity))
-    return hashlib.blake2b(made_of.encode(), digest_size=8).hexdigest()
 
 
 # Keys that would not stay one field of one line as they are, written as JSON strings instead.

@@ -23,7 +23,7 @@ from transforms.labels import LabelMap
 from transforms.manifest import ManifestRow, error_row
 from transforms.progress import ProgressReporter
 from transforms.records import MAX_RECORD_BYTES, ShardFileWriter
-from transforms.refresh import PastRecord, row_fingerprint, rows_line
+from transforms.refresh import PastRecord, fingerprint, rows_line
 from transforms.sharding import ShardId, record_order
 
 # DALI index files go in a folder of their own: beside the shards, `<split>-*` (the glob TPU
@@ -88,10 +88,11 @@ def writer_threads(config: WriteConfig, remote: bool, cores: int) -> int:
     return cores if decodes_every_image(config.image) else 1
 
 
-def read_image(uri: str, max_bytes: int) -> bytes:
-    """The image file's bytes; a file that cannot be had is a RowError, never a dead worker."""
+def read_image(uri: str, max_bytes: int) -> tuple[bytes, str]:
+    """The image file's bytes and identity (fileio.identity, as the read began); a file that
+    cannot be had is a RowError, never a dead worker."""
     try:
-        return fileio.read_bytes(uri, max_bytes)
+        return fileio.read_identified(uri, max_bytes)
     except fileio.MISSING:
         raise RowError(Reason.MISSING_FILE, f"no such file: {uri}") from None
     except fileio.NotAFileError as error:
@@ -110,10 +111,11 @@ def stored_size(uri: str, max_file_bytes: int) -> int:
     return size if size <= max_file_bytes else 0
 
 
-def make_record(row: ManifestRow, labels: LabelMap, config: WriteConfig) -> tuple[bytes, int]:
-    """The serialized Example for a row and its label id; raises RowError."""
+def make_record(row: ManifestRow, labels: LabelMap, config: WriteConfig) -> tuple[bytes, int, str]:
+    """The serialized Example for a row, its label id and its fingerprint; raises RowError."""
     label_id = labels.id_of(row.label)
-    stored = normalise(read_image(row.image_uri, config.max_file_bytes), config.image)
+    data, identity = read_image(row.image_uri, config.max_file_bytes)
+    stored = normalise(data, config.image)
     filename = posixpath.basename(row.image_uri.replace("\\", "/"))
     record = build_example(stored, label_id, row.label, filename, row.key, row.features)
     if len(record) > config.max_record_bytes:
@@ -121,7 +123,7 @@ def make_record(row: ManifestRow, labels: LabelMap, config: WriteConfig) -> tupl
             Reason.RECORD_TOO_LARGE,
             f"record of {len(record):,} bytes is over {config.max_record_bytes:,}",
         )
-    return record, label_id
+    return record, label_id, fingerprint(row, identity)
 
 
 def ordered_unique(rows: Iterable[ManifestRow]) -> Iterator[ManifestRow | ErrorRow]:
@@ -136,16 +138,13 @@ def ordered_unique(rows: Iterable[ManifestRow]) -> Iterator[ManifestRow | ErrorR
 
 
 def _record_or_error(item: ManifestRow | ErrorRow, labels: LabelMap, config: WriteConfig):
-    """Runs on a pool thread: (row or error, record or None, label id, row fingerprint). The
-    fingerprint is taken before the image is read: a change made meanwhile shows next time."""
+    """Runs on a pool thread: (row or error, record or None, label id, row fingerprint)."""
     if isinstance(item, ErrorRow):
         return item, None, None, None
-    fingerprint = row_fingerprint(item)
     try:
-        record, label_id = make_record(item, labels, config)
+        return item, *make_record(item, labels, config)
     except RowError as error:
         return error_row(item, error.reason, error.message), None, None, None
-    return item, record, label_id, fingerprint
 
 
 def ordered_map(pool: Executor | None, function, items: Iterable, window: int) -> Iterator:
@@ -192,13 +191,13 @@ def write_shard(
     try:
         in_flight = IN_FLIGHT_PER_THREAD * threads
         converted = ordered_map(pool, convert, ordered_unique(rows), in_flight)
-        for item, record, label_id, fingerprint in converted:
+        for item, record, label_id, digest in converted:
             progress.add(1)
             if record is None:
                 yield item
                 continue
             writer.write(record)
-            row_lines.append(rows_line(PastRecord(item.key, fingerprint, label_id)))
+            row_lines.append(rows_line(PastRecord(item.key, digest, label_id)))
             label_counts[label_id] = label_counts.get(label_id, 0) + 1
     finally:
         writer.close()
