@@ -1,11 +1,11 @@
 """A nightly refresh against a full conversion, in one sitting: `python benchmarks/refresh.py
-20000` (`make bench-refresh`).
+20000 [converter flags]`, e.g. `... 20000 --resize_short_side 256` for re-encoding runs.
 
 The refresh is `convert --incremental` over the whole corpus into a dataset whose published
 version holds all but the last 1% of its rows (made before the clock starts, every round); the
 full conversion is the same command without `--incremental` into an empty folder. Each run is a
 whole process measured by measure.py, rounds alternate the two, and each figure is a median.
-Writes benchmarks/results/refresh-N.json.
+Writes benchmarks/results/refresh-N[-flags].json.
 """
 
 import csv
@@ -44,23 +44,23 @@ def convert(manifest: Path, root: Path, *flags: str) -> list[str]:
     return [CLI, "convert", "--manifest", str(manifest), "--output", str(root), *CONVERT, *flags]
 
 
-def one_round(manifest: Path, older: Path) -> tuple[dict, dict]:
+def one_round(manifest: Path, older: Path, flags: list[str]) -> tuple[dict, dict]:
     """(full conversion, refresh), each measured as a whole process."""
     with tempfile.TemporaryDirectory() as out:
-        full = run_measured(convert(manifest, Path(out) / "full"))
+        full = run_measured(convert(manifest, Path(out) / "full", *flags))
         root = Path(out) / "nightly"
-        subprocess.run(convert(older, root), check=True, stdout=subprocess.DEVNULL)
-        refresh = run_measured(convert(manifest, root, "--incremental"))
+        subprocess.run(convert(older, root, *flags), check=True, stdout=subprocess.DEVNULL)
+        refresh = run_measured(convert(manifest, root, *flags, "--incremental"))
     return full, refresh
 
 
-def main(count: int, repeats: int) -> dict:
+def main(count: int, repeats: int, flags: list[str]) -> dict:
     corpus_root = Path(os.environ.get("CORPUS_DIR", tempfile.gettempdir()))
     manifest = make_corpus(corpus_root / f"tfrp-corpus-{count}", count)
     older = older_manifest(manifest, manifest.with_name("manifest-older.csv"))
     fulls, refreshes = [], []
     for number in range(1, repeats + 1):
-        full, refresh = one_round(manifest, older)
+        full, refresh = one_round(manifest, older, flags)
         fulls.append(full["seconds"])
         refreshes.append(refresh["seconds"])
         print(f"round {number}: full {full['seconds']:.2f} s, refresh {refresh['seconds']:.2f} s")
@@ -69,6 +69,7 @@ def main(count: int, repeats: int) -> dict:
     return {
         "images": count,
         "added_rows": ADDED,
+        "flags": [*CONVERT, *flags],
         "machine": machine,
         "full_s": statistics.median(fulls),
         "refresh_s": statistics.median(refreshes),
@@ -80,11 +81,13 @@ def main(count: int, repeats: int) -> dict:
 
 if __name__ == "__main__":
     images = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
-    report = main(images, int(os.environ.get("BENCH_REPEATS", "3")))
+    extra = sys.argv[2:]
+    report = main(images, int(os.environ.get("BENCH_REPEATS", "3")), extra)
     mark = "ok" if report["refresh_over_full"] <= TARGET else "MISS"
     print(
         f"{mark} refresh / full conversion: {report['refresh_over_full']:.3f} (target ≤ {TARGET})"
     )
     results = HERE / "results"
     results.mkdir(exist_ok=True)
-    (results / f"refresh-{images}.json").write_text(json.dumps(report, indent=2) + "\n")
+    name = "-".join([f"refresh-{images}", *(flag.strip("-") for flag in extra)])
+    (results / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
