@@ -22,6 +22,7 @@ from PIL import Image
 
 import pipeline
 from pipeline.convert import run
+from pipeline.publish import resolve
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 PHOTOS = REPOSITORY / "sample" / "photos"  # committed: the tests need nothing beside the clone
@@ -101,6 +102,11 @@ def convert(request, tmp_path):
         return Path(converted.folder), converted.info
 
     return _convert
+
+
+def published(root) -> Path:
+    """The folder of the version the dataset at `root` publishes (checked as readers check it)."""
+    return Path(resolve(str(root)).folder)
 
 
 def _free_port() -> int:

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import BEAM, DATAFLOW, make_images, write_manifest
+from conftest import BEAM, DATAFLOW, make_images, published, write_manifest
 
 from pipeline.cli import main
 from pipeline.flags import FLAGS, help_text, synopsis
@@ -92,13 +92,13 @@ def test_successful_run_prints_summary_and_failing_gates_exit_1(tmp_path, capsys
     out = str(tmp_path / "out")
     assert main(["convert", "--manifest", str(manifest), "--output", out, "--no_progress"]) == 0
     printed = capsys.readouterr().out
-    assert "train" in printed and "committed" in printed and out in printed
+    assert "train" in printed and f"version: {published(out)}  (published)" in printed
     rows.append({"image_uri": "gone.jpg", "label": "coffee"})
     write_manifest(tmp_path / "m.csv", rows)
-    status = main(["convert", "--manifest", str(manifest), "--output", out, "--overwrite",
-                   "--no_progress"])  # fmt: skip
+    status = main(["convert", "--manifest", str(manifest), "--output", out, "--no_progress"])
     captured = capsys.readouterr()
-    assert status == 1 and "NOT committed" in captured.out
+    assert status == 1 and "(NOT published)" in captured.out
+    assert f"version: {published(out)}  (published)" in printed  # the first one still
     assert "missing_file" in captured.err
 
 
@@ -131,7 +131,8 @@ def test_installed_command_has_no_traceback_and_never_imports_tensorflow(tmp_pat
         capture_output=True, text=True,
     )  # fmt: skip
     assert good.returncode == 0, good.stderr
-    assert good.stdout.rstrip().endswith(f"output: {tmp_path / 'installed'}  (committed)")
+    version = published(tmp_path / "installed")
+    assert good.stdout.rstrip().endswith(f"version: {version}  (published)")
 
 
 def test_generated_proto_code_matches_the_proto(tmp_path):

@@ -10,6 +10,7 @@ from pipeline.beam_pipeline import launch
 from pipeline.cli import _counters, main
 from pipeline.options import parse_args
 from pipeline.progress import format_counters
+from pipeline.publish import start
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,7 +40,8 @@ def job_graph(tmp_path, gcs):
     def build(*extra):
         argv = ["--manifest", f"{source}/manifest.csv", "--output", "gs://tfrp-test/df-out"]
         options, beam_args = parse_args([*argv, *_dataflow_flags("gs://tfrp-test", *extra)])
-        return launch(options, beam_args).job.proto_pipeline.components
+        target = start(options.output)
+        return launch(options, target, beam_args).job.proto_pipeline.components
 
     return build
 
@@ -98,7 +100,7 @@ def test_counters_after_a_run(tmp_path):
     manifest = write_manifest(tmp_path / "m.csv", rows)
     argv = ["--manifest", str(manifest), "--output", str(tmp_path / "o"), "--max_error_rate", "1"]
     options, beam_args = parse_args([*argv, *BEAM])
-    result = launch(options, beam_args)
+    result = launch(options, start(options.output), beam_args)
     result.wait_until_finish()
     counters = _counters(result)
     assert counters["rows"] == 5 and counters["records"] == 4

@@ -11,7 +11,7 @@ from tls_proxy import TlsProxy
 
 from pipeline.cli import main
 from pipeline.commit import read_info
-from pipeline.publish import MARKER
+from pipeline.publish import MARKER, POINTER, STAGING, VERSIONS, resolve
 from pipeline.verify import verify
 from transforms import fileio
 
@@ -23,19 +23,23 @@ def _files(root: str) -> dict[str, bytes]:
     return {p[len(prefix) :]: fileio.read_bytes(p) for p in fileio.glob(prefix + "**")}
 
 
-# Reads a converted dataset with tf.data (from its tfrecord_pipeline.json) and prints, per record,
-# what a training input pipeline would see. Run in a subprocess: TensorFlow's GCS client reads
-# its proxy and CA settings from the environment.
+# Reads a dataset root's published version with tf.data (LATEST names it, and the hash of its
+# tfrecord_pipeline.json) and prints, per record, what a training input pipeline would see. Run in a
+# subprocess: TensorFlow's GCS client reads its proxy and CA settings from the environment.
 READ_WITH_TF = """
 import hashlib, json, sys
 import tensorflow as tf
 root = sys.argv[1]
-info = json.loads(tf.io.gfile.GFile(root + "/tfrecord_pipeline.json").read())
-assert tf.io.gfile.exists(root + "/_COMMITTED")
+pointer = json.loads(tf.io.gfile.GFile(root + "/LATEST").read())
+version = root + "/versions/" + pointer["version"]
+info_bytes = tf.io.gfile.GFile(version + "/tfrecord_pipeline.json", "rb").read()
+assert hashlib.sha256(info_bytes).hexdigest() == pointer["sha256"]
+assert tf.io.gfile.exists(version + "/_COMMITTED")
+info = json.loads(info_bytes)
 dtypes = {"int64": tf.int64, "string": tf.string, "float32": tf.float32}
 spec = {k: tf.io.FixedLenFeature([], dtypes[t]) for k, t in info["features"].items()}
 for name, split in sorted(info["splits"].items()):
-    files = [root + "/" + shard["file"] for shard in split["shards"]]
+    files = [version + "/" + shard["file"] for shard in split["shards"]]
     for record in tf.data.TFRecordDataset(files):
         example = tf.io.parse_single_example(record, spec)
         pixels = tf.io.decode_jpeg(example["image/encoded"]).numpy()
@@ -70,19 +74,25 @@ def test_bucket_to_bucket_gives_the_bytes_of_a_local_run(tmp_path, gcs, convert)
 
     assert remote_info.records == local_info.records == 12
     assert remote_info.errors_by_reason == {"missing_file": 1}  # NotFound, not a dead worker
-    remote_files = _files(remote)
+    version = resolve(remote).folder
+    version_name = version.rsplit("/", 1)[1]
+    remote_files = _files(version)
     local_files = {p.relative_to(local).as_posix(): p.read_bytes() for p in local.rglob("*")
                    if p.is_file()}  # fmt: skip
     assert sorted(remote_files) == sorted(local_files)
     for name, data in local_files.items():
         if name != "errors/errors.jsonl":  # the error rows name the manifest they came from
             assert remote_files[name] == data, name
-    assert MARKER in remote_files and not fileio.glob(remote + "/_tmp/*")
-    assert verify(remote, "all") == (12, [])
+    # The root holds the pointer and the one version; the run's staging objects are gone.
+    assert {name.split("/")[0] for name in _files(remote)} == {POINTER, VERSIONS}
+    assert MARKER in remote_files and not fileio.glob(f"{remote}/{STAGING}/**")
+    assert json.loads(_files(remote)[POINTER])["version"] == version_name
+    assert verify(remote, "all") == verify(version, "all") == (12, [])
     # The recorded checksums are the bucket's own: a shard can be checked from its metadata.
-    shards = [shard for split in read_info(remote).splits.values() for shard in split.shards]
+    shards = [shard for split in read_info(version).splits.values() for shard in split.shards]
     assert shards and all(
-        gcs.bucket.get_blob(f"{tmp_path.name}/{shard.file}").crc32c == shard.crc32c
+        gcs.bucket.get_blob(f"{tmp_path.name}/{VERSIONS}/{version_name}/{shard.file}").crc32c
+        == shard.crc32c
         for shard in shards
     )
 
@@ -95,7 +105,7 @@ def test_bucket_to_bucket_gives_the_bytes_of_a_local_run(tmp_path, gcs, convert)
         }
         from_bucket = _read_with_tensorflow(remote, via_proxy)
     assert len(from_bucket) == 12
-    assert from_bucket == _read_with_tensorflow(str(local))
+    assert from_bucket == _read_with_tensorflow(str(tmp_path / "local"))
 
 
 def test_local_manifest_with_gs_images_and_a_gs_class_tree(tmp_path, gcs, convert):

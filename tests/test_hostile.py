@@ -19,6 +19,7 @@ from conftest import PHOTOS, REPOSITORY, encode, photo, write_manifest
 from PIL import Image, ImageOps
 
 from pipeline.metadata import INFO_FILE
+from pipeline.publish import MARKER, marker_bytes
 from pipeline.verify import verify
 from transforms.errors import Reason, RowError
 from transforms.images import VALIDATE_MODES, ImageConfig, normalise
@@ -428,5 +429,7 @@ def test_verify_applies_the_converters_jpeg_checks_with_the_recorded_limits(tmp_
     recorded = json.loads((output / INFO_FILE).read_text())
     recorded["options"]["max_scans"] = 100
     (output / INFO_FILE).write_text(json.dumps(recorded))
+    # Marked as its own, so verify reads it (the version folder is given: no pointer to match).
+    (output / MARKER).write_bytes(marker_bytes((output / INFO_FILE).read_bytes()))
     problems = verify(str(output), "all")[1]
     assert any("too_many_scans: 160 scans, over the limit of 100" in p for p in problems)

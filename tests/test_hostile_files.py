@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import PHOTOS, RUNNERS, encode, make_images, photo
+from conftest import PHOTOS, RUNNERS, encode, make_images, photo, published
 
 from pipeline.metadata import INFO_FILE
 from transforms import fileio
@@ -311,7 +311,8 @@ def test_tree_rows_and_errors_add_up_without_root_privileges(tmp_path, runner):
     argv = ["--manifest", tree, "--output", output, "--no_progress", "--max_error_rate", "1"]
     done = _without_override("-m", "pipeline.cli", "convert", *argv, *RUNNERS[runner])
     assert done.returncode == 0, done.stderr[-3000:]
-    errors = [json.loads(line) for line in (output / "errors/errors.jsonl").open()]
+    version = published(output)
+    errors = [json.loads(line) for line in (version / "errors/errors.jsonl").open()]
     again = "(a symlink loop, or a second link to it)"
     assert {e["key"]: (e["reason"], e["message"]) for e in errors} == {
         "cat/fifo.jpg": ("not_a_file", f"{tree}/cat/fifo.jpg is a FIFO, not a regular file"),
@@ -324,7 +325,7 @@ def test_tree_rows_and_errors_add_up_without_root_privileges(tmp_path, runner):
         "cat/loop": ("duplicate_folder", f"already listed as . {again}"),
         "hound": ("duplicate_folder", f"already listed as dog {again}"),
     }
-    info = json.loads((output / INFO_FILE).read_text())
+    info = json.loads((version / INFO_FILE).read_text())
     assert (info["records"], info["errors"], info["rows_in"]) == (4, 5, 9)
     assert info["skipped_files"] == 2 and info["labels"]["names"] == ["cat", "dog"]
     assert "unreadable_folder: 1" in done.stdout and "unlisted folders): 3" in done.stdout

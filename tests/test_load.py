@@ -1,12 +1,13 @@
 """The tf.data loader on converted output: shapes, dtypes, labels, counts, host sharding."""
 
+import shutil
 from pathlib import Path
 
 import pytest
 import tensorflow as tf
 
 from pipeline import load
-from pipeline.publish import MARKER
+from pipeline.publish import MARKER, VERSIONS
 
 pytestmark = pytest.mark.slow
 SAMPLE = Path(__file__).resolve().parents[1] / "sample" / "manifest.csv"
@@ -18,9 +19,9 @@ def sample(tmp_path_factory):
 
     output = tmp_path_factory.mktemp("load") / "out"
     flags = ["--num_shards", "4", "--split", "train=0.75,validation=0.25"]
-    info = run(["--manifest", str(SAMPLE), "--output", str(output), "--no_progress", *flags,
-                "--direct_num_workers=1"])  # fmt: skip
-    return str(output), info
+    converted = run(["--manifest", str(SAMPLE), "--output", str(output), "--no_progress", *flags,
+                     "--direct_num_workers=1"])  # fmt: skip
+    return str(output), converted.info
 
 
 def test_batches_for_tpu(sample):
@@ -67,9 +68,10 @@ def test_refuses_uncommitted_and_unknown_split(sample, tmp_path):
     with pytest.raises(ValueError, match="split"):
         load(output, "test")
     uncommitted = tmp_path / "copy"
-    uncommitted.mkdir()
-    for path in Path(output).iterdir():
-        if path.is_file() and path.name != MARKER:
-            (uncommitted / path.name).write_bytes(path.read_bytes())
-    with pytest.raises(ValueError, match="_COMMITTED"):
+    shutil.copytree(output, uncommitted)
+    (version,) = (uncommitted / VERSIONS).iterdir()
+    (version / MARKER).unlink()
+    with pytest.raises(ValueError, match="is not complete"):  # the root: LATEST names it
         load(str(uncommitted), "train")
+    with pytest.raises(ValueError, match="_COMMITTED"):  # the version folder itself
+        load(str(version), "train")

@@ -7,13 +7,13 @@ import apache_beam as beam
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
-from conftest import BEAM, encode, make_images, photo, write_manifest
+from conftest import BEAM, encode, make_images, photo, published, write_manifest
 
 import pipeline
 from pipeline.convert import run
 from pipeline.metadata import INFO_FILE
-from pipeline.publish import MARKER
-from transforms.errors import UserError
+from pipeline.publish import LOCK, MARKER, POINTER, STAGING, VERSIONS
+from pipeline.verify import verify
 from transforms.labels import LabelMap
 from transforms.manifest import ManifestRow, ReadConfig
 from transforms.plan import DatasetPlan
@@ -71,8 +71,10 @@ def test_write_shard_keeps_first_duplicate_and_reports_bad_images(tmp_path):
         ("k2", "corrupt_image", "m:4"),
         ("k3", "missing_file", "m:5"),
     ]
-    assert (tmp_path / result.file).stat().st_size == result.bytes
-    assert not list((tmp_path / "_tmp").iterdir())
+    # The attempt's own file in the staging folder, under a name no other attempt uses.
+    assert result.staged.startswith(f"{result.file}.") and result.staged != result.file
+    assert [p.name for p in tmp_path.glob(f"{result.file}*")] == [result.staged]
+    assert (tmp_path / result.staged).stat().st_size == result.bytes
 
 
 def test_conversion_writes_the_documented_layout(dataset, convert):
@@ -85,6 +87,7 @@ def test_conversion_writes_the_documented_layout(dataset, convert):
         "features.json",
         "image.class.label.labels.txt",
         "labels.txt",
+        "rows",  # what --incremental reads: tests/test_refresh.py
         INFO_FILE,
         *[f"train-0000{i}-of-00003.tfrecord" for i in range(3)],
         *[f"validation-0000{i}-of-00003.tfrecord" for i in range(3)],
@@ -104,7 +107,10 @@ def test_same_input_gives_identical_bytes_whatever_the_runner_and_parallelism(da
 
     def convert(name, *more):
         run(["--manifest", str(dataset), "--output", str(tmp_path / name), *flags, *more])
-        return tmp_path / name
+        root = tmp_path / name
+        assert sorted(p.name for p in root.iterdir()) == [LOCK, POINTER, STAGING, VERSIONS]
+        assert not list((root / STAGING).iterdir())
+        return published(root)
 
     first = convert("a", "--processes", "1")
     others = [
@@ -128,10 +134,11 @@ def test_the_python_api_takes_the_shard_count_as_a_number(dataset, tmp_path):
         manifest=[str(dataset)], output=str(tmp_path / "api"), num_shards=2,
         split="train=0.5,validation=0.5", progress=False,
     )  # fmt: skip
-    assert pipeline.convert(options).splits["validation"].shards[1].records
+    assert pipeline.convert(options).info.splits["validation"].shards[1].records
 
     def files(root):
-        return {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+        version = published(root)
+        return {p.relative_to(version): p.read_bytes() for p in version.rglob("*") if p.is_file()}
 
     assert files(tmp_path / "api") == files(tmp_path / "flag")
 
@@ -148,7 +155,9 @@ def test_local_children_are_forks_only_while_no_other_thread_runs(dataset, tmp_p
 
     def convert(name):
         run(["--manifest", str(dataset), "--output", str(tmp_path / name), *flags])
-        return {p.name: p.read_bytes() for p in (tmp_path / name).glob("*.tfrecord")}
+        shards = {p.name: p.read_bytes() for p in published(tmp_path / name).glob("*.tfrecord")}
+        assert len(shards) == 4
+        return shards
 
     alone = convert("alone") if threading.active_count() == 1 else None
     forked = len(forks)
@@ -205,36 +214,18 @@ def test_error_rate_over_the_limit_leaves_the_dataset_uncommitted(tmp_path, conv
     assert not (output / MARKER).exists() and (output / INFO_FILE).exists()
 
 
-def test_committed_output_is_refused_then_overwritten(dataset, tmp_path, convert):
-    output, _ = convert(dataset, "--num_shards", "4")
-    with pytest.raises(UserError, match="--overwrite"):
-        convert(dataset, "--num_shards", "4")
-    _, info = convert(dataset, "--num_shards", "2", "--overwrite")
-    assert sorted(p.name for p in output.glob("*.tfrecord")) == [
+def test_a_second_run_publishes_a_new_version_and_leaves_the_first_as_it_was(
+    dataset, tmp_path, convert
+):
+    first, _ = convert(dataset, "--num_shards", "4")
+    before = {p: p.read_bytes() for p in first.rglob("*") if p.is_file()}
+    second, info = convert(dataset, "--num_shards", "2")
+    assert second != first and second.parent == first.parent
+    assert published(tmp_path / "out") == second
+    assert sorted(p.name for p in second.glob("*.tfrecord")) == [
         "train-00000-of-00002.tfrecord",
         "train-00001-of-00002.tfrecord",
     ]
-    assert (output / MARKER).exists() and info.records == 20
-
-
-def test_label_map_pins_ids_and_rejects_unknown_labels(tmp_path, convert):
-    rows = make_images(tmp_path, per_class=2)
-    (tmp_path / "labels.txt").write_text("rocket\ncoffee\nchelsea\nastronaut\n")
-    rows.append({"image_uri": rows[0]["image_uri"], "label": "zebra", "key": "z"})
-    manifest = write_manifest(tmp_path / "m.csv", rows)
-    flags = ("--label_map", str(tmp_path / "labels.txt"), "--label_offset", "1")
-    output, info = convert(manifest, *flags, "--max_error_rate", "0.2")
-    assert info.labels["names"] == ["rocket", "coffee", "chelsea", "astronaut"]
-    assert info.splits["train"].label_counts == {"1": 2, "2": 2, "3": 2, "4": 2}
-    assert info.errors_by_reason == {"unknown_label": 1}
-    assert _read(output, "labels.txt") == b"rocket\ncoffee\nchelsea\nastronaut\n"
-
-
-def test_size_target_and_tree_input(tmp_path, convert):
-    make_images(tmp_path, per_class=3)
-    (tmp_path / "images" / "coffee" / "notes.txt").write_text("skip me")
-    output, info = convert(tmp_path / "images", "--target_shard_mb", "0.01")
-    assert info.skipped_files == 1 and info.records == 12
-    total = info.splits["train"].bytes
-    # The count comes from sampled file sizes: about total / 10 kB shards.
-    assert abs(len(info.splits["train"].shards) - total / 10485.76) <= 1
+    assert (second / MARKER).exists() and info.records == 20
+    assert {p: p.read_bytes() for p in first.rglob("*") if p.is_file()} == before
+    assert verify(str(first)) == verify(str(tmp_path / "out")) == (20, [])

@@ -8,11 +8,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import make_images, write_manifest
+from conftest import make_images, published, write_manifest
 from PIL import Image
 
 from pipeline.cli import main
 from pipeline.convert import run
+from pipeline.metadata import INFO_FILE
 from pipeline.preview import LABEL_HEIGHT, THUMB
 
 pytestmark = pytest.mark.slow
@@ -109,7 +110,7 @@ def test_stats_report_as_a_browser_shows_it(sample, tmp_path, width):
     measured = re.search(r'<pre id="measured">(.*?)</pre>', shown.stdout, re.DOTALL)
     assert measured, shown.stderr[-2000:]
     page = json.loads(html.unescape(measured[1]))
-    info = json.loads((sample / "tfrecord_pipeline.json").read_text())
+    info = json.loads((published(sample) / INFO_FILE).read_text())
     shards = [shard["file"] for split in info["splits"].values() for shard in split["shards"]]
     assert set(shards) <= set(page["names"]) and len(shards) == 6
     assert page["clipped"] == []

@@ -2,7 +2,7 @@
 with each: local runners run to the end and print the summary; only Dataflow prints a job."""
 
 import pytest
-from conftest import DATAFLOW, make_images, write_manifest
+from conftest import DATAFLOW, make_images, published, write_manifest
 
 from pipeline.cli import main
 from pipeline.publish import MARKER
@@ -57,5 +57,6 @@ def test_every_local_runner_runs_to_the_end_and_prints_the_summary(tmp_path, cap
     assert main([*argv, "--num_shards", "2", *flags]) == 0
     printed = capsys.readouterr().out
     assert "dry run" not in printed and "Dataflow" not in printed
-    assert printed.rstrip().endswith(f"output: {out}  (committed)")
-    assert (out / MARKER).exists() and len(list(out.glob("*.tfrecord"))) == 2
+    version = published(out)
+    assert printed.rstrip().endswith(f"version: {version}  (published)")
+    assert (version / MARKER).exists() and len(list(version.glob("*.tfrecord"))) == 2

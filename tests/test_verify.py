@@ -5,11 +5,12 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import published
 
 from pipeline.cli import main
 from pipeline.commit import read_info
 from pipeline.metadata import INFO_FILE
-from pipeline.publish import MARKER
+from pipeline.publish import MARKER, marker_bytes
 from pipeline.verify import verify, verify_shard
 from transforms.records import crc32c_of
 
@@ -24,7 +25,7 @@ def converted(request, tmp_path_factory):
     output = tmp_path_factory.mktemp(f"verify-{request.param}") / "out"
     flags = ["--num_shards", "2", "--compression", request.param, "--direct_num_workers=1"]
     run(["--manifest", str(SAMPLE), "--output", str(output), "--no_progress", *flags])
-    return output
+    return output  # the dataset root
 
 
 def _copy(source: Path, target: Path) -> Path:
@@ -38,11 +39,13 @@ def _copy(source: Path, target: Path) -> Path:
 
 def test_a_sound_dataset_verifies_with_every_image_decoded(converted, capsys):
     assert verify(str(converted), "all") == (40, [])
+    assert verify(str(published(converted)), "all") == (40, [])  # the version folder too
     assert main(["verify", str(converted), "--decode", "all"]) == 0
     assert "ok, 40 records" in capsys.readouterr().out
 
 
 def test_every_flipped_byte_is_caught_even_by_the_crcs_alone(converted):
+    converted = published(converted)
     info = read_info(str(converted))
     shard = info.splits["train"].shards[0]
     original = (converted / shard.file).read_bytes()
@@ -57,12 +60,18 @@ def test_every_flipped_byte_is_caught_even_by_the_crcs_alone(converted):
     (converted / shard.file).write_bytes(original)
 
 
-@pytest.mark.parametrize("damage", ["marker", "shard", "truncate", "info"])
+@pytest.mark.parametrize("damage", ["marker", "shard", "truncate", "info", "pointer"])
 def test_missing_and_changed_files_are_reported(converted, tmp_path, damage, capsys):
-    output = _copy(converted, tmp_path / "copy")
+    root = _copy(converted, tmp_path / "copy")
+    output = published(root)
     shard = output / read_info(str(output)).splits["train"].shards[1].file
     if damage == "marker":
         (output / MARKER).unlink()
+    elif damage == "pointer":  # metadata and marker agree, but not what LATEST promised
+        info = json.loads((output / INFO_FILE).read_text())
+        info["records"] += 1
+        (output / INFO_FILE).write_text(json.dumps(info))
+        (output / MARKER).write_bytes(marker_bytes((output / INFO_FILE).read_bytes()))
     elif damage == "shard":
         shard.unlink()
     elif damage == "truncate":
@@ -71,17 +80,22 @@ def test_missing_and_changed_files_are_reported(converted, tmp_path, damage, cap
         info = json.loads((output / INFO_FILE).read_text())
         info["records"] += 1
         (output / INFO_FILE).write_text(json.dumps(info))
-    assert main(["verify", str(output)]) == 1
+    assert main(["verify", str(root)]) == 1
     assert capsys.readouterr().err.strip()
 
 
 def test_dali_index_files_are_written_checked_and_refused_with_gzip(tmp_path, capsys):
     from pipeline.convert import run
 
-    output = tmp_path / "indexed"
-    run(["--manifest", str(SAMPLE), "--output", str(output), "--num_shards", "2",
+    root = tmp_path / "indexed"
+    run(["--manifest", str(SAMPLE), "--output", str(root), "--num_shards", "2",
          "--write_index", "--no_progress", "--direct_num_workers=1"])  # fmt: skip
+    output = published(root)
     info = read_info(str(output))
+    # A reader's glob of a split's shards (`train-*`) finds the shards and nothing else.
+    assert sorted(p.name for p in output.glob("train-*")) == sorted(
+        shard.file for shard in info.splits["train"].shards
+    )
     for shard in info.splits["train"].shards:
         data = (output / shard.file).read_bytes()
         spans = [line.split() for line in (output / shard.index).read_text().splitlines()]
@@ -90,10 +104,10 @@ def test_dali_index_files_are_written_checked_and_refused_with_gzip(tmp_path, ca
             length = int.from_bytes(data[offset : offset + 8], "little")
             assert size == length + 16
         assert sum(int(size) for _, size in spans) == len(data)
-    assert verify(str(output)) == (40, [])
+    assert verify(str(root)) == (40, [])
     index = output / info.splits["train"].shards[0].index
     index.write_text(index.read_text().replace("0 ", "1 ", 1))
-    assert any(".idx" in problem for problem in verify(str(output))[1])
+    assert any(".idx" in problem for problem in verify(str(root))[1])
     gzip_flags = ["--write_index", "--compression", "gzip"]
     assert main(["convert", "--manifest", str(SAMPLE), "--output", str(tmp_path / "g"),
                  *gzip_flags]) == 2  # fmt: skip
