@@ -73,7 +73,8 @@ def test_write_shard_keeps_first_duplicate_and_reports_bad_images(tmp_path):
     ]
     # The attempt's own file in the staging folder, under a name no other attempt uses.
     assert result.staged.startswith(f"{result.file}.") and result.staged != result.file
-    assert [p.name for p in tmp_path.glob(f"{result.file}*")] == [result.staged]
+    staged = sorted(p.name for p in tmp_path.glob(f"{result.file}*"))
+    assert staged == [result.staged, f"{result.staged}.rows"]
     assert (tmp_path / result.staged).stat().st_size == result.bytes
 
 

@@ -42,9 +42,10 @@ def _tasks(rows, output, shards=3, threads=1, image: ImageConfig | None = None):
 
 def _shard_files(output, outputs) -> dict[str, bytes]:
     """Each shard's bytes by its name, from the staged file its result names: the only files
-    in `output`."""
+    in `output` beside their rows files."""
     results = [o for each in outputs for o in each if isinstance(o, ShardResult)]
-    assert sorted(p.name for p in output.iterdir()) == sorted(r.staged for r in results)
+    staged = [name for r in results for name in (r.staged, f"{r.staged}.rows")]
+    assert sorted(p.name for p in output.iterdir()) == sorted(staged)
     return {r.file: (output / r.staged).read_bytes() for r in results}
 
 

@@ -98,6 +98,7 @@ def test_the_readme_tf_data_snippet_reads_a_converted_dataset(convert):
     blocks = [part.split("```", 1)[0] for part in section.split("```python\n")[1:]]
     code = next(block for block in blocks if "TFRecordDataset" in block)
     namespace = {}
-    exec(code.replace('"out/flowers"', repr(str(output))), namespace)  # batches of 8 of 40
+    root = output.parents[1]  # the dataset root: the snippet resolves LATEST itself
+    exec(code.replace('"out/flowers"', repr(str(root))), namespace)  # batches of 8 of 40
     images, labels = next(iter(namespace["dataset"].unbatch().batch(40)))
     assert images.shape == (40, 224, 224, 3) and sorted(set(labels.numpy())) == [0, 1, 2, 3, 4]
