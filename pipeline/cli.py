@@ -20,14 +20,14 @@ from pipeline.publish import SupersededError
 from pipeline.runners import resolve
 from transforms.errors import UserError
 
-USAGE = """usage: tfrecord-pipeline convert --manifest M [M ...] --output DIR [options] [Beam flags]
-       tfrecord-pipeline verify OUTPUT [--decode sample|all|none]
-       tfrecord-pipeline preview OUTPUT [--split S] -o grid.png [--per_class N | --random N]
-       tfrecord-pipeline stats OUTPUT -o report.html
+USAGE = """usage: tfrecord-pipeline convert --manifest M [M ...] --output ROOT [options] [Beam]
+       tfrecord-pipeline verify DATASET [--decode sample|all|none]
+       tfrecord-pipeline preview DATASET [--split S] -o grid.png [--per_class N | --random N]
+       tfrecord-pipeline stats DATASET -o report.html
 
 commands:
-  convert   turn image/label manifests into sharded TFRecord files
-  verify    check a converted dataset against its tfrecord_pipeline.json (exit 1 on any problem)
+  convert   turn image/label manifests into sharded TFRecord files: a new version of ROOT
+  verify    check the published version against its tfrecord_pipeline.json (exit 1 on a problem)
   preview   a PNG contact sheet of decoded records, labelled with class text and id
   stats     a one-page HTML report: splits, label histogram, image and shard sizes, errors
 run 'tfrecord-pipeline convert --help' for the options"""
@@ -114,7 +114,11 @@ def _job_line(result, beam_args: list[str]) -> str:
 
 def _parser(command: str) -> argparse.ArgumentParser:
     parser = UserErrorParser(prog=f"tfrecord-pipeline {command}", allow_abbrev=False)
-    parser.add_argument("output", help="the converted dataset's folder (local or gs://)")
+    parser.add_argument(
+        "output",
+        help="a dataset root, whose published version is read, or a version folder (local or "
+        "gs://)",
+    )
     return parser
 
 

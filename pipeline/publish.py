@@ -121,6 +121,9 @@ def _refuse_foreign(root: str, names: list[str]) -> None:
     ]
     if not foreign:
         return
+    parent = root.rstrip("/").replace("\\", "/").split("/")[-2:-1]
+    if MARKER in foreign and parent == [VERSIONS]:
+        raise UserError(f"{root} is a version of a dataset; --output names the dataset's root")
     if MARKER in foreign:
         raise UserError(
             f"{root} holds a dataset in the single-folder layout of tfrecord-pipeline 0.1; "
