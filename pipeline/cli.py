@@ -20,7 +20,7 @@ from pipeline.publish import SupersededError
 from pipeline.runners import resolve
 from transforms.errors import UserError
 
-USAGE = """usage: tfrecord-pipeline convert --manifest M [M ...] --output ROOT [options] [Beam]
+USAGE = """usage: tfrecord-pipeline convert --manifest M [M ...] --output ROOT [opts] [Beam flags]
        tfrecord-pipeline verify DATASET [--decode sample|all|none]
        tfrecord-pipeline preview DATASET [--split S] -o grid.png [--per_class N | --random N]
        tfrecord-pipeline stats DATASET -o report.html
