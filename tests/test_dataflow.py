@@ -8,6 +8,7 @@ from conftest import BEAM, make_images, write_manifest
 
 from pipeline.beam_pipeline import launch
 from pipeline.cli import _counters, main
+from pipeline.convert import run
 from pipeline.options import parse_args
 from pipeline.progress import format_counters
 from pipeline.publish import start
@@ -21,6 +22,13 @@ ROW_LEVEL_PRODUCERS = {
     "CountSkippedFiles/CombineGlobally(CountCombineFn)/KeyWithVoid",
     "WriteShards/AddEmptyShards",
     "DropDuplicateContent/DigestContent",
+}
+# A refresh adds shuffles of manifest rows with their fingerprints, of the published records'
+# keys and positions, and of kept positions by shard.
+REFRESH_PRODUCERS = {
+    "RefreshRows/MatchByKey/CoGroupByKeyImpl/Flatten",  # (key, row + fingerprint | position)
+    "RefreshRows/KeepOrConvert/FlatMap(_keep_or_convert)",  # (shard file, kept position)
+    "CountBySplit/SplitOfEachRow",  # (split, 1)
 }
 
 
@@ -113,3 +121,21 @@ def test_workers_never_install_tensorflow():
                 getattr(n.func, "id", "") == "setup")  # fmt: skip
     requires = next(k.value for k in call.keywords if k.arg == "install_requires")
     assert not any("tensorflow" in ast.literal_eval(r) for r in requires.elts)
+
+
+def test_a_refresh_job_shuffles_keys_and_positions_never_image_bytes(tmp_path, gcs):
+    write_manifest(tmp_path / "manifest.csv", make_images(tmp_path, per_class=1))
+    source = gcs(tmp_path, "refresh-in")
+    argv = ["--manifest", f"{source}/manifest.csv", "--output", "gs://tfrp-test/df-refresh"]
+    run([*argv, "--no_progress"])  # the version the refresh starts from
+    options, beam_args = parse_args([*argv, "--incremental", *_dataflow_flags("gs://tfrp-test")])
+    components = launch(options, start(options.output), beam_args).job.proto_pipeline.components
+    shuffles = [t for t in components.transforms.values() if t.spec.urn == GBK]
+    producers = {_producer(components, next(iter(t.inputs.values()))) for t in shuffles}
+    assert producers - ROW_LEVEL_PRODUCERS == REFRESH_PRODUCERS
+    for step in ("WriteShards/WriteShard/ParDo", "RefreshRows/CarryShards/ParDo"):
+        start_name = next(t.unique_name for t in components.transforms.values()
+                          if t.unique_name.startswith(step))  # fmt: skip
+        downstream = _downstream(components, start_name)
+        assert not any(t.spec.urn == GBK for t in components.transforms.values()
+                       if t.unique_name in downstream)  # fmt: skip
