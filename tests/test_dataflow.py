@@ -133,7 +133,7 @@ def test_a_refresh_job_shuffles_keys_and_positions_never_image_bytes(tmp_path, g
     shuffles = [t for t in components.transforms.values() if t.spec.urn == GBK]
     producers = {_producer(components, next(iter(t.inputs.values()))) for t in shuffles}
     assert producers - ROW_LEVEL_PRODUCERS == REFRESH_PRODUCERS
-    for step in ("WriteShards/WriteShard/ParDo", "RefreshRows/CarryShards/ParDo"):
+    for step in ("WriteShards/WriteShard/ParDo", "RefreshRows/CarryShards"):
         start_name = next(t.unique_name for t in components.transforms.values()
                           if t.unique_name.startswith(step))  # fmt: skip
         downstream = _downstream(components, start_name)
