@@ -248,8 +248,10 @@ def _delete_version(root: str, version: str) -> None:
 
 def clean_up(root: str, published: Pointer, keep_versions: int) -> list[str]:
     """After `published` was published: delete what no run can publish any more (staging and
-    unfinished versions numbered up to it: their runs started from an older version), and with
-    `keep_versions`, the complete versions beyond the newest K. Returns the versions deleted."""
+    unfinished versions numbered up to it: their runs started from an older version; and
+    complete versions numbered as it is: their runs started from the version it replaced, so
+    they lost to it or died before publishing), and with `keep_versions`, the complete versions
+    beyond the newest K. Returns the versions deleted."""
     last = sequence(published.version)
     for name in fileio.names_in(fileio.join(root, STAGING)):
         if sequence(name) <= last:
@@ -258,7 +260,7 @@ def clean_up(root: str, published: Pointer, keep_versions: int) -> list[str]:
     for name in fileio.names_in(fileio.join(root, VERSIONS)):
         if name == published.version or not 0 < sequence(name) <= last:
             continue
-        if fileio.exists(fileio.join(root, VERSIONS, name, MARKER)):
+        if sequence(name) < last and fileio.exists(fileio.join(root, VERSIONS, name, MARKER)):
             complete.append(name)
         else:
             _delete_version(root, name)
