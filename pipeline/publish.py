@@ -255,7 +255,7 @@ def clean_up(root: str, published: Pointer, keep_versions: int) -> list[str]:
     last = sequence(published.version)
     for name in fileio.names_in(fileio.join(root, STAGING)):
         if sequence(name) <= last:
-            fileio.delete_tree(fileio.join(root, STAGING, name))
+            _tidy(fileio.delete_tree, fileio.join(root, STAGING, name))
     complete, deleted = [], []
     for name in fileio.names_in(fileio.join(root, VERSIONS)):
         if name == published.version or not 0 < sequence(name) <= last:
@@ -263,13 +263,24 @@ def clean_up(root: str, published: Pointer, keep_versions: int) -> list[str]:
         if sequence(name) < last and fileio.exists(fileio.join(root, VERSIONS, name, MARKER)):
             complete.append(name)
         else:
-            _delete_version(root, name)
+            _tidy(_delete_version, root, name)
     if keep_versions:
         complete.sort(key=sequence, reverse=True)
         for name in complete[keep_versions - 1 :]:
-            _delete_version(root, name)
-            deleted.append(name)
+            if _tidy(_delete_version, root, name):
+                deleted.append(name)
     return deleted
+
+
+def _tidy(delete: Callable[..., None], *args: str) -> bool:
+    """One deletion of the clean-up; False if it failed. The version is published by then, and
+    another run deleting its own folder, or still writing in it, can make the deletion fail
+    (a file gone or added under it): what is left, a later run's clean-up deletes."""
+    try:
+        delete(*args)
+    except OSError:
+        return False
+    return True
 
 
 class Published(NamedTuple):
