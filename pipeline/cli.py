@@ -174,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     # Local worker processes forward start-up chatter (unused Beam flags, no staging folder)
     # as warnings; it says nothing about the conversion.
     logging.getLogger("apache_beam.runners.portability.local_job_service").setLevel(logging.ERROR)
+    # Beam logs a failed step's exception with its traceback before re-raising it; the command
+    # reports it itself (a fault as one line, a bug with its traceback).
+    logging.getLogger("apache_beam.runners.common").setLevel(logging.CRITICAL)
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         return EXIT_OK if argv else EXIT_USER_ERROR

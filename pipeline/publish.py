@@ -251,26 +251,39 @@ def _delete_version(root: str, version: str) -> None:
 
 def clean_up(root: str, published: Pointer, keep_versions: int) -> list[str]:
     """After `published` was published: delete what no run can publish any more (staging and
-    unfinished versions numbered up to it: their runs started from an older version), and with
-    `keep_versions`, the complete versions beyond the newest K. Returns the versions deleted."""
+    unfinished versions numbered up to it: their runs started from an older version; and
+    complete versions numbered as it is: their runs started from the version it replaced, so
+    they lost to it or died before publishing), and with `keep_versions`, the complete versions
+    beyond the newest K. Returns the versions deleted."""
     last = sequence(published.version)
     for name in fileio.names_in(fileio.join(root, STAGING)):
         if sequence(name) <= last:
-            fileio.delete_tree(fileio.join(root, STAGING, name))
+            _tidy(fileio.delete_tree, fileio.join(root, STAGING, name))
     complete, deleted = [], []
     for name in fileio.names_in(fileio.join(root, VERSIONS)):
         if name == published.version or not 0 < sequence(name) <= last:
             continue
-        if fileio.exists(fileio.join(root, VERSIONS, name, MARKER)):
+        if sequence(name) < last and fileio.exists(fileio.join(root, VERSIONS, name, MARKER)):
             complete.append(name)
         else:
-            _delete_version(root, name)
+            _tidy(_delete_version, root, name)
     if keep_versions:
         complete.sort(key=sequence, reverse=True)
         for name in complete[keep_versions - 1 :]:
-            _delete_version(root, name)
-            deleted.append(name)
+            if _tidy(_delete_version, root, name):
+                deleted.append(name)
     return deleted
+
+
+def _tidy(delete: Callable[..., None], *args: str) -> bool:
+    """One deletion of the clean-up; False if it failed. The version is published by then, and
+    another run deleting its own folder, or still writing in it, can make the deletion fail
+    (a file gone or added under it): what is left, a later run's clean-up deletes."""
+    try:
+        delete(*args)
+    except OSError:
+        return False
+    return True
 
 
 class Published(NamedTuple):
