@@ -42,3 +42,11 @@ def test_one_tiny_sitting_runs_every_peer_and_converter(tmp_path, monkeypatch):
     assert set(report["runs"]) == set(bench.RUNS)
     assert all(run["images_per_s"] > 0 for run in report["runs"].values())
     assert [ratio["ratio"] for ratio in report["ratios"]] == [label for label, *_ in bench.TARGETS]
+
+
+def test_one_tiny_refresh_sitting_measures_both_runs(tmp_path, monkeypatch):
+    import refresh
+
+    monkeypatch.setenv("CORPUS_DIR", str(tmp_path))
+    report = refresh.main(100, 1, [])
+    assert report["full_s"] > 0 and report["refresh_s"] > 0 and report["refresh_over_full"] > 0
