@@ -320,15 +320,19 @@ def test_a_run_killed_while_publishing_publishes_nothing(tmp_path, small, kill, 
     _rerun_completes(tmp_path, small, root, before, ["--keep_versions", "2"])
 
 
-def _one_runs_labels(folder: Path, offset: int) -> None:
-    """Every record's label id is its class's index shifted by `offset`: one run's output."""
+# What tells two racing runs' outputs apart: one keeps colour, the other converts to grey.
+# (Not --label_offset: label ids never change across versions, so a second run with another
+# offset is refused as soon as a version exists.)
+CHANNELS = (3, 1)
+
+
+def _one_runs_images(folder: Path, channels: int) -> None:
+    """Every record has `channels` channels, as the options say: one run's output."""
     info = read_info(str(folder))
-    assert info.options["label_offset"] == offset
-    names = info.labels["names"]
+    assert info.options["channels"] == channels
     for split in info.splits:
         for example in examples(str(folder), info, split):
-            text = example["image/class/text"].decode()
-            assert example["image/class/label"] == names.index(text) + offset
+            assert example["image/channels"] == channels
 
 
 @pytest.mark.parametrize("runner", sorted(RUNNERS))
@@ -339,8 +343,8 @@ def test_two_runs_from_one_version_one_publishes_and_the_other_says_so(tmp_path,
     versions = _versions(root)
     with _publishing_held(root):  # both start from this version, and both get to publish
         runs = [
-            _start(tmp_path, "--manifest", small, "--output", root, *flags, "--label_offset", i)
-            for i in (0, 1)
+            _start(tmp_path, "--manifest", small, "--output", root, *flags, "--channels", c)
+            for c in CHANNELS
         ]
         _complete_new(root, versions, runs[1], count=2)
     ended = [_ended(run) for run in runs]
@@ -354,7 +358,7 @@ def test_two_runs_from_one_version_one_publishes_and_the_other_says_so(tmp_path,
     ), line
     version = published(root)
     assert f"version: {version}  (published)" in ended[winner][1]
-    _one_runs_labels(version, winner)
+    _one_runs_images(version, CHANNELS[winner])
     assert verify(str(root)) == (8, [])
     assert _versions(root) == versions | {version.name}  # the loser deleted its own
     assert not list((root / STAGING).iterdir())
@@ -363,8 +367,8 @@ def test_two_runs_from_one_version_one_publishes_and_the_other_says_so(tmp_path,
 def test_two_runs_into_an_empty_folder_end_with_one_complete_run_published(tmp_path, small):
     root = tmp_path / "root"
     runs = [
-        _start(tmp_path, "--manifest", small, "--output", root, "--label_offset", offset)
-        for offset in (0, 1)
+        _start(tmp_path, "--manifest", small, "--output", root, "--channels", channels)
+        for channels in CHANNELS
     ]
     ended = [_ended(run) for run in runs]
     statuses = sorted(status for status, _, _ in ended)
@@ -376,7 +380,7 @@ def test_two_runs_into_an_empty_folder_end_with_one_complete_run_published(tmp_p
                 for status, out, _ in ended if status == 0}  # fmt: skip
     assert published(root) in versions and _versions(root) == {v.name for v in versions}
     for version in versions:
-        _one_runs_labels(version, read_info(str(version)).labels["offset"])
+        _one_runs_images(version, read_info(str(version)).options["channels"])
         assert verify(str(version)) == (8, [])
     assert not list((root / STAGING).iterdir())
 

@@ -169,3 +169,14 @@ def test_incompatible_options_convert_everything_and_say_why(tmp_path, rows, cap
     _convert(manifest, root)
     refreshed = _convert(manifest, root, "--incremental", "--jpeg_quality", "80")
     assert "converting every row" in capfd.readouterr().err and refreshed.info.records == 40
+
+
+def test_another_label_offset_is_refused_once_a_version_exists(tmp_path, rows):
+    from transforms.errors import UserError
+
+    root = tmp_path / "nightly"
+    manifest = write_manifest(tmp_path / "m.csv", rows)
+    _convert(manifest, root, "--label_offset", "1")
+    with pytest.raises(UserError, match="label ids never change"):
+        _convert(manifest, root, "--label_offset", "2")
+    assert _convert(manifest, root).info.labels["offset"] == 1  # no offset given: inherited
