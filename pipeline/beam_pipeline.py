@@ -64,8 +64,7 @@ def build_pipeline(
     processes = writer_processes(options.processes, describe(p.runner, p.options))
     write_config = options.write_config(target.staging, progress_dir, processes)
 
-    previous = refresh.published(target)
-    refresh.check_label_offset(previous, options.label_offset)
+    previous = refresh.published(target, options.label_offset)
     inherited = previous.labels() if previous else None
     read = p | "ReadManifests" >> ReadManifests(manifests, read_config)
     plan = read.rows | "PlanDataset" >> PlanDataset(

@@ -55,8 +55,7 @@ def convert_here(options: ConvertOptions, target: Target) -> DatasetInfo:
             writers.start_children(processes, fork=threading.active_count() == 1)
         if progress_dir:
             stack.enter_context(ProgressBar(progress_dir))
-        previous = refresh.published(target)
-        refresh.check_label_offset(previous, options.label_offset)
+        previous = refresh.published(target, options.label_offset)
         read_config = options.read_config()
         manifests = check_manifests(options.manifest, read_config)
         rows, errors, skipped = read_rows(manifests, read_config)

@@ -249,17 +249,17 @@ def _delete_version(root: str, version: str) -> None:
     fileio.delete_tree(folder)
 
 
-def clean_up(root: str, published: Pointer, keep_versions: int) -> list[str]:
+def clean_up(root: str, published: Pointer, keep_versions: int) -> None:
     """After `published` was published: delete what no run can publish any more (staging and
     unfinished versions numbered up to it: their runs started from an older version; and
     complete versions numbered as it is: their runs started from the version it replaced, so
     they lost to it or died before publishing), and with `keep_versions`, the complete versions
-    beyond the newest K. Returns the versions deleted."""
+    beyond the newest K."""
     last = sequence(published.version)
     for name in fileio.names_in(fileio.join(root, STAGING)):
         if sequence(name) <= last:
             _tidy(fileio.delete_tree, fileio.join(root, STAGING, name))
-    complete, deleted = [], []
+    complete = []
     for name in fileio.names_in(fileio.join(root, VERSIONS)):
         if name == published.version or not 0 < sequence(name) <= last:
             continue
@@ -270,20 +270,15 @@ def clean_up(root: str, published: Pointer, keep_versions: int) -> list[str]:
     if keep_versions:
         complete.sort(key=sequence, reverse=True)
         for name in complete[keep_versions - 1 :]:
-            if _tidy(_delete_version, root, name):
-                deleted.append(name)
-    return deleted
+            _tidy(_delete_version, root, name)
 
 
-def _tidy(delete: Callable[..., None], *args: str) -> bool:
-    """One deletion of the clean-up; False if it failed. The version is published by then, and
+def _tidy(delete: Callable[..., None], *args: str) -> None:
+    """One deletion of the clean-up, which may fail: the version is published by then, and
     another run deleting its own folder, or still writing in it, can make the deletion fail
     (a file gone or added under it): what is left, a later run's clean-up deletes."""
-    try:
+    with contextlib.suppress(OSError):
         delete(*args)
-    except OSError:
-        return False
-    return True
 
 
 class Published(NamedTuple):
@@ -306,20 +301,33 @@ def resolve(path: str, read: Callable[[str], bytes | None] = _read_or_none) -> P
     file's bytes or None when there is none (TensorFlow's file system in `load`)."""
     path = path.rstrip("/")
     pointer_bytes = read(f"{path}/{POINTER}")
-    promised = None
     if pointer_bytes is not None:
         pointer = Pointer.parse(pointer_bytes, f"{path}/{POINTER}")
-        folder, promised = f"{path}/{VERSIONS}/{pointer.version}", pointer.sha256
-    else:
-        folder = path
+        return _complete(f"{path}/{VERSIONS}/{pointer.version}", pointer, read)
+    return _complete(path, None, read)
+
+
+def base_version(target: Target) -> Published | None:
+    """The version `target`'s run started from, as the pointer it read named it (a version
+    published since is not this run's base)."""
+    if target.base is None:
+        return None
+    folder = fileio.join(target.root, VERSIONS, target.base.version)
+    return _complete(folder, target.base, _read_or_none)
+
+
+def _complete(folder: str, pointer: Pointer | None, read) -> Published:
+    """The version in `folder`, its marker and metadata checked against each other and against
+    `pointer`, the pointer that names it (None: a version folder given as itself)."""
     marker = read(f"{folder}/{MARKER}")
+    if marker is None and pointer:
+        raise DatasetError(f"{folder}, which {POINTER} names, is not complete")
     if marker is None:
-        if pointer_bytes is not None:
-            raise DatasetError(f"{folder}, which {path}/{POINTER} names, is not complete")
         raise DatasetError(
-            f"{path} holds no published dataset: neither a dataset root ({POINTER}) nor a "
+            f"{folder} holds no published dataset: neither a dataset root ({POINTER}) nor a "
             f"complete version folder ({MARKER})"
         )
+    promised = pointer.sha256 if pointer else None
     info = read(f"{folder}/{INFO_FILE}")
     digest = metadata_digest(info) if info is not None else None
     try:

@@ -24,7 +24,7 @@ from typing import NamedTuple
 import google_crc32c
 
 from pipeline.metadata import DatasetInfo, ShardInfo
-from pipeline.publish import DatasetError, Target, resolve
+from pipeline.publish import DatasetError, Target, base_version
 from transforms import fileio
 from transforms.errors import UserError
 from transforms.labels import LabelMap
@@ -47,8 +47,16 @@ from transforms.shard_writer import INDEX_DIR, REMOTE_THREADS_PER_CORE, ROWS_DIR
 from transforms.sharding import ShardId
 
 # Recorded options a refresh may differ in: they change no record's bytes.
+# (label_offset: ids are inherited, and another offset is refused before any work.)
 FREE_OPTIONS = frozenset(
-    ("num_shards", "target_shard_mb", "max_error_rate", "freeze_labels", "label_map")
+    (
+        "num_shards",
+        "target_shard_mb",
+        "max_error_rate",
+        "freeze_labels",
+        "label_map",
+        "label_offset",
+    )
 )
 
 
@@ -64,17 +72,19 @@ class Previous(NamedTuple):
         return LabelMap(tuple(labels["names"]), labels["offset"], kind)
 
 
-def published(target: Target) -> Previous | None:
-    """The version published when the run started, if any (read once: the run's base)."""
-    if target.base is None:
+def published(target: Target, label_offset: int) -> Previous | None:
+    """The version the run starts from, if any; a --label_offset that would shift its label
+    ids is refused (UserError): label ids never change across versions."""
+    version = base_version(target)
+    if version is None:
         return None
-    version = resolve(target.root)
-    return Previous(version.folder, DatasetInfo.from_json(version.info_text))
+    previous = Previous(version.folder, DatasetInfo.from_json(version.info_text))
+    check_label_offset(previous, label_offset)
+    return previous
 
 
-def check_label_offset(previous: Previous | None, label_offset: int) -> None:
-    """Label ids never change across versions: a different --label_offset would shift them."""
-    if previous and previous.info.labels["kind"] == "names":
+def check_label_offset(previous: Previous, label_offset: int) -> None:
+    if previous.info.labels["kind"] == "names":
         offset = previous.info.labels["offset"]
         if label_offset not in (0, offset):
             raise UserError(
@@ -100,9 +110,7 @@ def why_not_refreshable(previous: Previous, recorded: dict) -> str | None:
     differ = sorted(
         name
         for name in set(recorded) | set(previous.info.options)
-        if name not in FREE_OPTIONS
-        and recorded.get(name) != previous.info.options.get(name)
-        and name != "label_offset"
+        if name not in FREE_OPTIONS and recorded.get(name) != previous.info.options.get(name)
     )
     if differ:
         return f"options that change records differ from the published version's: {differ}"
