@@ -185,8 +185,9 @@ def carry_shard(
     if reuse.keep is None:
         fileio.copy(fileio.join(folder, shard.file), target)
         size, crc = shard.bytes, shard.crc32c
-        if shard.index:
-            fileio.copy(fileio.join(folder, shard.index), f"{target}.idx")
+        for suffix, name in (("idx", shard.index), ("rows", shard.rows)):
+            if name:
+                fileio.copy(fileio.join(folder, name), f"{target}.{suffix}")
     else:
         data = fileio.read_bytes(fileio.join(folder, shard.file))
         writer = ShardFileWriter(fileio.create(target), compress)
@@ -199,7 +200,7 @@ def carry_shard(
         size, crc = writer.bytes, writer.crc32c
         if shard.index:
             fileio.write_bytes(f"{target}.idx", writer.index_text().encode())
-    fileio.write_bytes(f"{target}.rows", "".join(map(rows_line, kept)).encode())
+        fileio.write_bytes(f"{target}.rows", "".join(map(rows_line, kept)).encode())
     labels = tuple(sorted(Counter(record.label_id for record in kept).items()))
     index = "index" if shard.index else ""
     return ShardResult(reuse.split, 0, 0, "", len(kept), size, crc, labels, index, staged, "rows")

@@ -85,8 +85,8 @@ def dirname(path: str) -> str:
 
 
 def is_absolute(path: str) -> bool:
-    """A scheme URI or an absolute local path: not relative to any folder."""
-    return is_remote(path) or os.path.isabs(path)
+    """A scheme URI or an absolute local (POSIX) path: not relative to any folder."""
+    return "://" in path or path.startswith("/")
 
 
 def absolute(path: str) -> str:

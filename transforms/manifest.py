@@ -8,6 +8,7 @@ does not move rows between splits), else, in a folder tree, the path under the r
 
 import collections
 import csv
+import functools
 import glob as local_glob
 import io
 import json
@@ -133,34 +134,47 @@ def make_row(
     fields: dict, folder: str, manifest: str, position: int, config: ReadConfig
 ) -> ManifestRow:
     """Validate one manifest record and turn it into a row; raises RowError. `folder` is the
-    manifest's, with a trailing separator: relative image paths are under it."""
-    image, label = fields.get("image_uri"), fields.get("label")
-    if image is None or label is None or not str(image).strip():
+    manifest's, with a trailing separator: relative image paths are under it. (Every row of
+    every run passes here, a refresh's unchanged ones too: it is kept to plain comparisons.)"""
+    get = fields.get
+    image, label = get("image_uri"), get("label")
+    if image is None or label is None or not (image := str(image).strip()):
         raise RowError(Reason.BAD_ROW, "image_uri and label are required")
-    if isinstance(label, bool) or not isinstance(label, str | int):
+    if type(label) is not str and (isinstance(label, bool) or not isinstance(label, int)):
         raise RowError(Reason.BAD_LABEL, f"label must be text or an integer, not {shown(label)}")
-    split = fields.get("split") or ""
-    if not isinstance(split, str):
+    split = get("split") or ""
+    if type(split) is not str:
         raise RowError(Reason.BAD_SPLIT, f"split must be text, not {shown(split)}")
-    image = str(image).strip()
     if "\x00" in image:  # no file system takes it; os calls would raise ValueError
         raise RowError(Reason.BAD_ROW, "image_uri contains a NUL character")
-    key = str(fields.get("key") or "").strip() or image
-    features = []
-    for column, kind in config.features:
-        if fields.get(column) in (None, ""):
-            raise RowError(Reason.BAD_FEATURE, f"{column} is empty")
-        features.append((column, _typed(fields[column], kind, column)))
+    key = get("key")
+    key = key and str(key).strip() or image
+    features = ()
+    if config.features:
+        features = tuple(_feature(fields, column, kind) for column, kind in config.features)
     return ManifestRow(
-        key=key,
-        image=image,
-        label=sys.intern(check_label(str(label))),
-        split=assign_split(key, split, config.split_spec),
-        features=tuple(features),
-        manifest=manifest,
-        position=position,
-        folder="" if fileio.is_absolute(image) else folder,
+        key,
+        image,
+        _label(label if type(label) is str else str(label)),
+        assign_split(key, split, config.split_spec),
+        features,
+        manifest,
+        position,
+        "" if fileio.is_absolute(image) else folder,
     )
+
+
+@functools.lru_cache(maxsize=4096)
+def _label(text: str) -> str:
+    """A checked label, one string per label however many rows carry it (rows are held in
+    memory until written); labels repeat, so each is checked once."""
+    return sys.intern(check_label(text))
+
+
+def _feature(fields: dict, column: str, kind: str) -> tuple[str, object]:
+    if fields.get(column) in (None, ""):
+        raise RowError(Reason.BAD_FEATURE, f"{column} is empty")
+    return column, _typed(fields[column], kind, column)
 
 
 def _rows(records: Iterable[tuple[int, object]], path: str, number: int, config: ReadConfig):
@@ -180,19 +194,29 @@ def _rows(records: Iterable[tuple[int, object]], path: str, number: int, config:
 
 
 def _csv_records(text: io.TextIOBase) -> Iterator[tuple[int, object]]:
-    reader = csv.DictReader(text)
+    """(line, fields or RowError) of each record after the header; blank lines are skipped
+    and missing trailing cells read as None (as csv.DictReader does, at half its cost)."""
+    reader = csv.reader(text)
+    columns = None
     while True:
         try:
-            fields = next(reader)
+            cells = next(reader)
         except StopIteration:
             return
         except csv.Error as error:  # e.g. a field over the csv module's size limit
             yield reader.line_num + 1, RowError(Reason.BAD_ROW, f"unparseable CSV: {error}")
             continue
-        if None in fields:  # more cells than header columns
+        if columns is None:
+            columns = cells
+        elif len(cells) > len(columns):
             yield reader.line_num, RowError(Reason.BAD_ROW, "more cells than columns")
-        else:
-            yield reader.line_num, fields
+        elif len(cells) == len(columns):
+            yield reader.line_num, dict(zip(columns, cells, strict=True))
+        elif cells:
+            yield (
+                reader.line_num,
+                dict(zip(columns, cells + [None] * (len(columns) - len(cells)), strict=True)),
+            )
 
 
 def nests_too_deep(body: str) -> bool:

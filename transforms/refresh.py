@@ -29,17 +29,26 @@ class PastRecord(NamedTuple):
 
 
 def fingerprint(row: ManifestRow, identity: str) -> str:
-    """The fingerprint of `row` with its image file's `identity` (fileio.identity)."""
-    made_of = repr((row.split, row.label, row.features, row.image_uri, identity))
-    return hashlib.blake2b(made_of.encode(), digest_size=8).hexdigest()
+    """The fingerprint of `row` with its image file's `identity` (fileio.identity); "" (which
+    matches nothing) without one. Its parts are joined by NUL, which none of them can hold
+    (paths and labels with one are errors)."""
+    if not identity:
+        return ""
+    features = repr(row.features) if row.features else ""
+    made_of = f"{row.split}\0{row.label}\0{features}\0{row.image_uri}\0{identity}"
+    return hashlib.blake2b(made_of.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def image_identity(path: str) -> str:
+    """The image file's identity; "" when it cannot be looked at."""
+    try:
+        return fileio.identity(path)
+    except fileio.READ_ERRORS:
+        return ""
 
 
 def row_fingerprint(row: ManifestRow) -> str:
-    """The row's fingerprint; "" (matching nothing) when its image cannot be looked at."""
-    try:
-        return fingerprint(row, fileio.identity(row.image_uri))
-    except fileio.READ_ERRORS:
-        return ""
+    return fingerprint(row, image_identity(row.image_uri))
 
 
 # Keys that would not stay one field of one line as they are, written as JSON strings instead.
@@ -97,12 +106,15 @@ def classify(
     every shard of the published version. A past record stays when exactly one row has its key
     and that row's fingerprint is the record's; every other row is converted, and a past record
     whose key is gone from the manifest is dropped."""
-    by_key: dict[str, list[str]] = {}
+    current: dict[str, str] = {}  # key → its row's fingerprint; "" (matching nothing) if repeated
     for row, fingerprint in zip(rows, fingerprints, strict=True):
-        by_key.setdefault(row.key, []).append(fingerprint)
+        current[row.key] = "" if row.key in current else fingerprint
     reused, kept_keys = [], set()
     for split, file, records in past:
-        keep = tuple(stays(by_key.get(record.key, []), record.fingerprint) for record in records)
+        keep = tuple(
+            bool(record.fingerprint) and current.get(record.key) == record.fingerprint
+            for record in records
+        )
         if any(keep):
             kept_keys.update(record.key for record, kept in zip(records, keep, strict=True) if kept)
             reused.append(Reuse(split, file, None if all(keep) else keep, tuple(records)))
