@@ -90,8 +90,8 @@ def build_pipeline(
         )
     keyed = rows | "AssignShards" >> AssignShards(write_plan)
     shards = keyed.keyed | "WriteShards" >> WriteShards(write_plan, write_config)
-    results = (shards.shards, *carried) | "CollectShards" >> beam.Flatten()
-    errors = (*errors, keyed.errors, shards.errors) | "CollectErrors" >> beam.Flatten()
+    results = (shards["shards"], *carried) | "CollectShards" >> beam.Flatten()
+    errors = (*errors, keyed.errors, shards["errors"]) | "CollectErrors" >> beam.Flatten()
     skipped = read.skipped | "CountSkippedFiles" >> beam.combiners.Count.Globally()
     commit = _CommitFn(options.commit(target), refreshed, options.compression == "gzip")
     return plan | "CommitDataset" >> beam.ParDo(

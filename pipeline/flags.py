@@ -55,7 +55,8 @@ FLAGS = (
          "shards per split: N for every split, or a count for each split named", "by size"),
     Flag("--target_shard_mb", "M", FLOAT,
          "shard size aimed at when `--num_shards` does not give a split's count (estimated "
-         "from a fixed sample of 64 file sizes per split)"),
+         "from a fixed sample of 64 file sizes per split); on Beam, larger shards are written "
+         "in pieces of about this size"),
     Flag("--split", "train=0.9,validation=0.1", {},
          "split for rows without a `split` value, from a hash of the key; with neither, rows "
          "are `train`"),

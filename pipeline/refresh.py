@@ -13,15 +13,12 @@ Each version stays self-contained, so a reader never needs another version's fil
   (what TFDS and the shard glob expect).
 """
 
-import contextlib
 import os
 import sys
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
-
-import google_crc32c
 
 from pipeline.metadata import DatasetInfo, ShardInfo
 from pipeline.publish import DatasetError, Target, base_version
@@ -31,7 +28,7 @@ from transforms.labels import LabelMap
 from transforms.manifest import ManifestRow
 from transforms.plan import DatasetPlan
 from transforms.progress import ProgressReporter
-from transforms.records import ShardFileWriter, file_crc32c, read_records, shard_payload
+from transforms.records import ShardFileWriter, read_records, shard_payload
 from transforms.refresh import (
     PastRecord,
     RefreshPlan,
@@ -41,9 +38,14 @@ from transforms.refresh import (
     read_rows,
     row_fingerprint,
     rows_line,
-    shifted_index,
 )
-from transforms.shard_writer import INDEX_DIR, REMOTE_THREADS_PER_CORE, ROWS_DIR, ShardResult
+from transforms.shard_writer import (
+    INDEX_DIR,
+    REMOTE_THREADS_PER_CORE,
+    ROWS_DIR,
+    ShardResult,
+    join_staged,
+)
 from transforms.sharding import ShardId
 
 # Recorded options a refresh may differ in: they change no record's bytes.
@@ -236,47 +238,10 @@ def assemble(
 
 def _compacted(parts: list[ShardResult], staging: str, compress: bool) -> list[ShardResult]:
     groups = compaction_groups([part.records for part in parts])
-    merged = {
-        group[0]: _concatenate([parts[i] for i in group], staging, compress) for group in groups
-    }
+    merged = {}
+    for group in groups:
+        members = [parts[i] for i in group]
+        merged[group[0]] = join_staged(members, staging, compress)
+        fileio.delete([fileio.join(staging, part.staged) for part in members])
     dropped = {index for group in groups for index in group[1:]}
     return [merged.get(index, part) for index, part in enumerate(parts) if index not in dropped]
-
-
-def _concatenate(parts: list[ShardResult], staging: str, compress: bool) -> ShardResult:
-    """One shard holding `parts`' records in order: their files, byte for byte, one after
-    another (with their rows and index files alike). Gzip shards are written again record by
-    record, as one gzip stream: not every reader reads on past a gzip member's end."""
-    staged = f"{parts[0].split}.merged.{os.urandom(16).hex()}"
-    target = fileio.join(staging, staged)
-    crc, sizes = 0, []
-    writer = ShardFileWriter(fileio.create(target), compress=True) if compress else None
-    with fileio.create(target) if not compress else contextlib.nullcontext() as out:
-        for part in parts:
-            data = fileio.read_bytes(fileio.join(staging, part.staged))
-            sizes.append(len(data))
-            if writer:
-                for _, record in read_records(shard_payload(data, "gzip")):
-                    writer.write(record)
-            else:
-                crc = google_crc32c.extend(crc, data)
-                out.write(data)
-    if writer:
-        writer.close()
-    fileio.sync_file(target)
-    rows = [fileio.read_text(fileio.join(staging, f"{part.staged}.rows")) for part in parts]
-    fileio.write_bytes(f"{target}.rows", "".join(rows).encode())
-    if parts[0].index_file:
-        texts = [fileio.read_text(fileio.join(staging, f"{part.staged}.idx")) for part in parts]
-        fileio.write_bytes(f"{target}.idx", shifted_index(texts, sizes).encode())
-    labels: Counter = Counter()
-    for part in parts:
-        labels.update(dict(part.label_counts))
-    fileio.delete([fileio.join(staging, part.staged) for part in parts])
-    return parts[0]._replace(
-        records=sum(part.records for part in parts),
-        bytes=writer.bytes if writer else sum(sizes),
-        crc32c=writer.crc32c if writer else file_crc32c(crc),
-        label_counts=tuple(sorted(labels.items())),
-        staged=staged,
-    )

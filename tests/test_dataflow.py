@@ -23,6 +23,9 @@ ROW_LEVEL_PRODUCERS = {
     "WriteShards/AddEmptyShards",
     "DropDuplicateContent/DigestContent",
 }
+# Downstream of the shard writer, one shuffle: the results of a shard's pieces, by shard (a few
+# hundred bytes a piece), for the step that joins them.
+PIECE_RESULTS_PRODUCER = "WriteShards/KeyPieceByShard"
 # A refresh adds shuffles of manifest rows with their fingerprints, of the published records'
 # keys and positions, and of kept positions by shard.
 REFRESH_PRODUCERS = {
@@ -76,6 +79,17 @@ def _downstream(components, start: str) -> set[str]:
     return seen
 
 
+def _shuffled_after(components, name: str) -> set[str]:
+    """The steps feeding a shuffle downstream of step `name` (which must have some)."""
+    downstream = _downstream(components, name)
+    assert downstream
+    return {
+        _producer(components, next(iter(t.inputs.values())))
+        for t in components.transforms.values()
+        if t.spec.urn == GBK and t.unique_name in downstream
+    }
+
+
 def test_job_graph_shuffles_rows_never_image_bytes(job_graph):
     components = job_graph("--dedup", "--sdk_container_image=gcr.io/test/tfrp:1")
     names = {t.unique_name for t in components.transforms.values()}
@@ -84,11 +98,9 @@ def test_job_graph_shuffles_rows_never_image_bytes(job_graph):
         assert stage in names
     shuffles = [t for t in components.transforms.values() if t.spec.urn == GBK]
     producers = {_producer(components, next(iter(t.inputs.values()))) for t in shuffles}
-    assert producers == ROW_LEVEL_PRODUCERS
+    assert producers == ROW_LEVEL_PRODUCERS | {PIECE_RESULTS_PRODUCER}
     writer = next(n for n in names if n.startswith("WriteShards/WriteShard/ParDo"))
-    downstream = _downstream(components, writer)
-    assert downstream and not any(t.spec.urn == GBK for t in components.transforms.values()
-                                  if t.unique_name in downstream)  # fmt: skip
+    assert _shuffled_after(components, writer) == {PIECE_RESULTS_PRODUCER}
     (environment,) = components.environments.values()
     assert b"gcr.io/test/tfrp:1" in environment.payload
     staged = b"".join(d.role_payload for d in environment.dependencies)
@@ -132,10 +144,8 @@ def test_a_refresh_job_shuffles_keys_and_positions_never_image_bytes(tmp_path, g
     components = launch(options, start(options.output), beam_args).job.proto_pipeline.components
     shuffles = [t for t in components.transforms.values() if t.spec.urn == GBK]
     producers = {_producer(components, next(iter(t.inputs.values()))) for t in shuffles}
-    assert producers - ROW_LEVEL_PRODUCERS == REFRESH_PRODUCERS
+    assert producers - ROW_LEVEL_PRODUCERS - {PIECE_RESULTS_PRODUCER} == REFRESH_PRODUCERS
     for step in ("WriteShards/WriteShard/ParDo", "RefreshRows/CarryShards"):
         start_name = next(t.unique_name for t in components.transforms.values()
                           if t.unique_name.startswith(step))  # fmt: skip
-        downstream = _downstream(components, start_name)
-        assert not any(t.spec.urn == GBK for t in components.transforms.values()
-                       if t.unique_name in downstream)  # fmt: skip
+        assert _shuffled_after(components, start_name) <= {PIECE_RESULTS_PRODUCER}

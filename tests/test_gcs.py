@@ -68,6 +68,9 @@ def test_bucket_to_bucket_gives_the_bytes_of_a_local_run(tmp_path, gcs, convert)
     rows.append({"image_uri": "images/not-there.jpg", "label": "coffee"})
     manifest = write_manifest(tmp_path / "manifest.csv", rows)
     flags = ("--num_shards", "2", "--split", "train=0.5,validation=0.5", "--max_error_rate", "1")
+    # Shards of about 20 KB over a 10 KB target: Beam writes them in pieces that the bucket
+    # composes (the local runner writes them whole).
+    flags += ("--target_shard_mb", "0.01")
     local, local_info = convert(manifest, *flags, output=tmp_path / "local")
     source = gcs(tmp_path, "in")
     remote = f"gs://tfrp-test/{tmp_path.name}"  # one output per test run (and runner)

@@ -23,7 +23,14 @@ from transforms.plan import (
 )
 from transforms.records import ShardFileWriter, frame, masked_crc32c
 from transforms.shard_writer import REMOTE_THREADS_PER_CORE, WriteConfig, writer_threads
-from transforms.sharding import ShardId, is_shard_file_name, record_order, shard_for
+from transforms.sharding import (
+    MAX_PIECES,
+    ShardId,
+    is_shard_file_name,
+    piece_of,
+    record_order,
+    shard_for,
+)
 from transforms.splits import assign_split, parse_split_spec
 
 
@@ -115,6 +122,30 @@ def test_plan_samples_only_the_splits_sized_by_bytes():
     assert dict(stats.samples).keys() == {"test"}
     plan = make_plan(stats, LabelSource(), counts, 1.0, lambda uri: 100 * 1024)
     assert dict(plan.shards) == {"test": 10, "train": 3}
+
+
+def test_shards_that_num_shards_makes_large_are_planned_in_pieces():
+    counts = parse_shard_counts("train=2")
+    accumulator = PlanAccumulator(counts, sample_every_split=True)
+    for i in range(300):
+        accumulator.add(_row(f"a/{i}", "train" if i % 3 else "test", f"f{i}"))
+    plan = make_plan(accumulator.stats(), LabelSource(), counts, 1.0, lambda uri: 100 * 1024)
+    # train: 200 rows × 100 KiB in 2 shards ≈ 9.8 MiB a shard → 10 pieces of ≤ 1 MiB; test
+    # is sized by bytes, so its shards are already about 1 MiB: whole.
+    assert dict(plan.shards) == {"test": 10, "train": 2}
+    assert plan.pieces == (("train", 10),)
+    assert (plan.pieces_of("train"), plan.pieces_of("test")) == (10, 1)
+    huge = make_plan(accumulator.stats(), LabelSource(), counts, 0.001, lambda uri: 100 * 1024)
+    assert huge.pieces_of("train") == MAX_PIECES  # one compose request joins them
+
+
+def test_pieces_are_ranges_of_the_record_order():
+    """Each piece in record order, the pieces in piece order: the whole shard's order."""
+    keys = [f"key-{n}" for n in range(2000)]
+    in_order = sorted(keys, key=record_order)
+    pieces = [piece_of(key, 7) for key in in_order]
+    assert pieces == sorted(pieces) and set(pieces) == set(range(7))
+    assert all(piece_of(key, 1) == 0 for key in keys)
 
 
 def test_plan_does_not_depend_on_bundle_boundaries():

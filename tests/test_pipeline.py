@@ -2,6 +2,7 @@
 
 import json
 import threading
+from pathlib import Path
 
 import apache_beam as beam
 import pytest
@@ -15,11 +16,11 @@ from pipeline.metadata import INFO_FILE
 from pipeline.publish import LOCK, MARKER, POINTER, STAGING, VERSIONS
 from pipeline.verify import verify
 from transforms.labels import LabelMap
-from transforms.manifest import ManifestRow, ReadConfig
+from transforms.manifest import ManifestRow, ReadConfig, RowBatch
 from transforms.plan import DatasetPlan
 from transforms.shard_writer import WriteConfig, write_shard
 from transforms.sharding import ShardId, shard_for
-from transforms.steps import AssignShards, ReadManifests
+from transforms.steps import AssignShards, ReadManifests, WriteShards
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +47,7 @@ def test_read_manifests_and_assign_shards(tmp_path):
         read = p | ReadManifests([str(manifest)], ReadConfig())
         keyed = read.rows | AssignShards(p | "Plan" >> beam.Create([plan]))
         shards = keyed.keyed | beam.FlatMap(lambda kv: [(kv[0], row.key) for row in kv[1].rows])
-        assert_that(shards, equal_to([(tuple(shard_for("a.jpg", "train", 4)), "a.jpg")]))
+        assert_that(shards, equal_to([((*shard_for("a.jpg", "train", 4), 0, 1), "a.jpg")]))
         reasons = (read.errors, keyed.errors) | beam.Flatten() | beam.Map(lambda e: e.reason.value)
         assert_that(reasons, equal_to(["bad_label", "unknown_label"]), label="Reasons")
 
@@ -125,6 +126,54 @@ def test_same_input_gives_identical_bytes_whatever_the_runner_and_parallelism(da
         assert sorted(p.relative_to(other) for p in other.rglob("*") if p.is_file()) == files
         for name in files:
             assert _read(first, name) == _read(other, name), name
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_a_shard_written_in_pieces_is_the_shard_written_whole(tmp_path, compress):
+    """Pieces written apart (by other workers, in any order) and joined give the shard's
+    bytes, its index, its rows file and its counts, as one writer would."""
+    images = make_images(tmp_path, per_class=6)
+    rows = [
+        ManifestRow(
+            f"k{n}", str(tmp_path / image["image_uri"]), image["label"], "train", (), "m", n
+        )
+        for n, image in enumerate(images)
+    ]
+    rows.append(rows[3]._replace(position=99))  # a duplicate key: an error in its piece
+    labels = LabelMap(tuple(sorted({row.label for row in rows})))
+    staging = tmp_path / "staging"
+    config = WriteConfig(str(staging), compress=compress, write_index=not compress)
+    *whole_errors, whole = write_shard(ShardId("train", 0, 1), rows, labels, config)
+    plan = DatasetPlan(labels, (("train", len(rows)),), (("train", 1),), (("train", 4),))
+
+    def same_as_whole(results):
+        [joined] = results
+        assert joined.piece == (0, 1)
+        assert (staging / joined.staged).read_bytes() == (staging / whole.staged).read_bytes()
+        for suffix in [".rows", *([] if compress else [".idx"])]:
+            text = (staging / (joined.staged + suffix)).read_text()
+            assert text == (staging / (whole.staged + suffix)).read_text()
+        assert joined._replace(staged=whole.staged) == whole
+
+    with BeamTestPipeline() as p:
+        batches = p | "Rows" >> beam.Create([RowBatch(tuple(rows))])
+        plan_input = p | "Plan" >> beam.Create([plan])
+        shards = (batches | AssignShards(plan_input)).keyed | WriteShards(plan_input, config)
+        assert_that(shards["shards"], same_as_whole)
+        errors = shards["errors"] | beam.Map(lambda e: (e.key, e.reason.value))
+        assert_that(errors, equal_to([(e.key, e.reason.value) for e in whole_errors]), "Errors")
+    assert len(list(staging.glob("train-*.rows"))) == 1 + 4 + 1  # whole, 4 pieces, joined
+
+
+def test_beam_writes_large_shards_in_pieces_with_the_local_runners_bytes(dataset, tmp_path):
+    flags = ("--num_shards", "1", "--target_shard_mb", "0.01", "--no_progress")
+    local = run(["--manifest", str(dataset), "--output", str(tmp_path / "a"), *flags])
+    beam_run = run(["--manifest", str(dataset), "--output", str(tmp_path / "b"), *flags, *BEAM])
+    first, other = Path(local.folder), Path(beam_run.folder)
+    files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
+    assert sorted(p.relative_to(other) for p in other.rglob("*") if p.is_file()) == files
+    for name in files:
+        assert _read(first, name) == _read(other, name), name
 
 
 def test_the_python_api_takes_the_shard_count_as_a_number(dataset, tmp_path):

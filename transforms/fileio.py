@@ -6,6 +6,7 @@ Everything else goes through FileSystems with compression detection off, so an i
 ends in `.gz` is never silently decompressed.
 """
 
+import base64
 import contextlib
 import errno
 import functools
@@ -19,6 +20,8 @@ import sys
 import time
 from collections.abc import Iterator
 from typing import NamedTuple
+
+import google_crc32c
 
 _RAW = "uncompressed"  # Beam's CompressionTypes.UNCOMPRESSED
 RETRIES = 4
@@ -347,6 +350,43 @@ def identity(path: str) -> str:
         return f"{found[0].size_in_bytes}:{found[0].last_updated_in_seconds!r}"
     status = os.stat(path)
     return f"{status.st_size}:{status.st_mtime_ns}"
+
+
+JOIN_CHUNK_BYTES = 8 << 20
+
+
+def join_files(sources: list[str], destination: str) -> int:
+    """`destination` made of `sources`' bytes one after another; returns its CRC-32C. Objects
+    are composed by the store (no byte passes through this process), 32 a request; local
+    files are streamed through."""
+    if is_remote(destination):
+        return _compose(sources, destination)
+    crc = 0
+    with create(destination) as out:
+        for source in sources:
+            with open(source, "rb") as handle:
+                while chunk := handle.read(JOIN_CHUNK_BYTES):
+                    crc = google_crc32c.extend(crc, chunk)
+                    out.write(chunk)
+    return crc
+
+
+_COMPOSE_LIMIT = 32  # source objects in one compose request
+
+
+def _compose(sources: list[str], destination: str) -> int:
+    from google.api_core.retry import Retry
+
+    bucket_name, _, name = destination.removeprefix("gs://").partition("/")
+    bucket = gcs_client().bucket(bucket_name)
+    target = bucket.blob(name)
+    pending = [bucket.blob(source.removeprefix(f"gs://{bucket_name}/")) for source in sources]
+    joined: list = []  # the target itself, from the second request on
+    while pending:
+        take = _COMPOSE_LIMIT - len(joined)
+        target.compose([*joined, *pending[:take]], retry=Retry())  # a new name: safe to retry
+        joined, pending = [target], pending[take:]
+    return int.from_bytes(base64.b64decode(target.crc32c), "big")
 
 
 def copy(source: str, destination: str) -> None:

@@ -20,6 +20,7 @@ from transforms.sharding import (
     SHARD_SALT,
     ShardId,
     key_hash,
+    pieces_for,
     shard_for,
     shards_for_bytes,
 )
@@ -69,15 +70,17 @@ class PlanStats(NamedTuple):
 
 class PlanAccumulator:
     """Mergeable accumulation of `PlanStats` (the state of a Beam CombineFn). Only the splits
-    whose shard count `counts` leaves to their size are sampled: a row's shard hash costs
-    more than the rest of its accounting."""
+    whose shard count `counts` leaves to their size are sampled, unless `sample_every_split`
+    (Beam, which writes large shards in pieces): a row's shard hash costs more than the rest
+    of its accounting."""
 
-    def __init__(self, counts: ShardCounts | None = None):  # None: every split by size
+    def __init__(self, counts: ShardCounts | None = None, sample_every_split: bool = False):
         self.labels: set[str] = set()
         self.rows: dict[str, int] = {}
         self.samples: dict[str, list] = {}  # split → heap of (-shard hash, image uri)
         self._counts = counts or ShardCounts()
-        self._sized: dict[str, bool] = {}  # split → whether its size decides its shard count
+        self._sample_every_split = sample_every_split
+        self._sized: dict[str, bool] = {}  # split → whether its rows are sampled
 
     def add(self, row: ManifestRow) -> "PlanAccumulator":
         self.labels.add(row.label)
@@ -89,7 +92,8 @@ class PlanAccumulator:
     def _is_sized(self, split: str) -> bool:
         sized = self._sized.get(split)
         if sized is None:
-            sized = self._sized[split] = self._counts.for_split(split) is None
+            sized = self._sample_every_split or self._counts.for_split(split) is None
+            self._sized[split] = sized
         return sized
 
     def merge(self, other: "PlanAccumulator") -> "PlanAccumulator":
@@ -123,6 +127,10 @@ class DatasetPlan(NamedTuple):
     labels: LabelMap
     rows: tuple[tuple[str, int], ...]  # (split, manifest rows)
     shards: tuple[tuple[str, int], ...]  # (split, shard count)
+    pieces: tuple[tuple[str, int], ...] = ()  # (split, pieces a shard is written in), if over 1
+
+    def pieces_of(self, split: str) -> int:
+        return dict(self.pieces).get(split, 1)
 
 
 class LabelSource(NamedTuple):
@@ -149,17 +157,26 @@ def make_plan(
     target_shard_mb: float,
     size_of: Callable[[str], int],
 ) -> DatasetPlan:
-    """Label ids and shard counts; `size_of` is only called for sampled rows of unsized splits."""
+    """Label ids, shard counts, and the pieces of shards that `--num_shards` makes larger than
+    `target_shard_mb`; `size_of` is only called for sampled rows."""
     labels = label_source.label_map(stats.labels)
     samples = dict(stats.samples)
-    shards = []
+    shards, pieces = [], []
     for split, rows in stats.rows:
         count = counts.for_split(split)
-        if count is None:
+        estimate = None
+        if split in samples:
             sizes = [_size_or_zero(size_of, uri) for _, uri in samples[split]]
-            count = shards_for_bytes(rows * sum(sizes) / max(1, len(sizes)), target_shard_mb)
+            estimate = rows * sum(sizes) / max(1, len(sizes))
+        if count is None:
+            count = shards_for_bytes(estimate, target_shard_mb)
         shards.append((split, count))
-    return DatasetPlan(labels, stats.rows, tuple(shards))
+        if (
+            estimate is not None
+            and (split_pieces := pieces_for(estimate / count, target_shard_mb)) > 1
+        ):
+            pieces.append((split, split_pieces))
+    return DatasetPlan(labels, stats.rows, tuple(shards), tuple(pieces))
 
 
 def _size_or_zero(size_of: Callable[[str], int], uri: str) -> int:

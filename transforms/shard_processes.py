@@ -44,7 +44,7 @@ from transforms.shard_writer import (
     write_shard,
     writer_threads,
 )
-from transforms.sharding import ShardId
+from transforms.sharding import WHOLE, Piece, ShardId
 
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
 
@@ -56,6 +56,7 @@ class ShardTask(NamedTuple):
     config: WriteConfig
     threads: int  # image threads of this shard's writer
     writers: int = 1  # shards written at once with this one; over 1, a child may take it
+    piece: Piece = WHOLE  # the part of the shard these rows are (Beam: large shards in pieces)
 
 
 def run_task(task: ShardTask, pool: ThreadPoolExecutor | None = None) -> Iterator:
@@ -64,7 +65,9 @@ def run_task(task: ShardTask, pool: ThreadPoolExecutor | None = None) -> Iterato
     # From the first shard on: set while the manifests are read, it would keep their freed
     # buffers resident too.
     keep_freed_memory()
-    return write_shard(task.shard, task.rows, task.labels, task.config, pool, task.threads)
+    return write_shard(
+        task.shard, task.rows, task.labels, task.config, pool, task.threads, task.piece
+    )
 
 
 def _run_alone(task: ShardTask) -> list[ErrorRow | ShardResult]:
@@ -88,13 +91,15 @@ class ShardWriters:
         self._thread_pools: dict[int, ThreadPoolExecutor] = {}
         self._children: list[ShardProcess] = []
 
-    def task(self, shard: ShardId, rows: list[ManifestRow], plan: DatasetPlan) -> ShardTask:
-        """The shard's work, with the threads it gets: its share of the cores, or threads to
-        wait on the network when its images are remote."""
+    def task(
+        self, shard: ShardId, rows: list[ManifestRow], plan: DatasetPlan, piece: Piece = WHOLE
+    ) -> ShardTask:
+        """The shard's (or its piece's) work, with the threads it gets: its share of the cores,
+        or threads to wait on the network when its images are remote."""
         remote = bool(rows) and fileio.is_remote(rows[0].image_uri)
         writers = self._writers(rows, plan)
         threads = writer_threads(self._config, remote, max(1, available_cores() // writers))
-        return ShardTask(shard, rows, plan.labels, self._config, threads, writers)
+        return ShardTask(shard, rows, plan.labels, self._config, threads, writers, piece)
 
     def _writers(self, rows: list[ManifestRow], plan: DatasetPlan) -> int:
         """Shards written at once: one per process (never more than shards) for local paths;

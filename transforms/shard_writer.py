@@ -10,7 +10,7 @@ so a late or duplicate attempt's file is never published.
 import functools
 import os
 import posixpath
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import NamedTuple
@@ -22,9 +22,15 @@ from transforms.images import ImageConfig, decodes_every_image, normalise
 from transforms.labels import LabelMap
 from transforms.manifest import ManifestRow, error_row
 from transforms.progress import ProgressReporter
-from transforms.records import MAX_RECORD_BYTES, ShardFileWriter
-from transforms.refresh import PastRecord, fingerprint, rows_line
-from transforms.sharding import ShardId, record_order
+from transforms.records import (
+    MAX_RECORD_BYTES,
+    ShardFileWriter,
+    file_crc32c,
+    read_records,
+    shard_payload,
+)
+from transforms.refresh import PastRecord, fingerprint, rows_line, shifted_index
+from transforms.sharding import WHOLE, Piece, ShardId, record_order
 
 # DALI index files go in a folder of their own: beside the shards, `<split>-*` (the glob TPU
 # reference readers list a split's shards with) would match them too.
@@ -63,6 +69,7 @@ class ShardResult(NamedTuple):
     staged: str = ""  # this attempt's file in the staging folder; its index and rows files
     # are that name + ".idx" / ".rows"
     rows_file: str = ""  # name of the shard's rows file in the version (refresh.py)
+    piece: Piece = WHOLE  # the part of its shard this file holds (`join_staged` joins them)
 
 
 def available_cores() -> int:
@@ -172,8 +179,10 @@ def write_shard(
     config: WriteConfig,
     pool: ThreadPoolExecutor | None = None,
     threads: int = 1,
+    piece: Piece = WHOLE,
 ) -> Iterator[ShardResult | ErrorRow]:
-    """Write `shard` from its rows; yields an ErrorRow per rejected row, then the ShardResult.
+    """Write `shard` (or one `piece` of it) from its rows; yields an ErrorRow per rejected row,
+    then the ShardResult.
 
     With a `pool` of `threads`, images are read, checked and encoded on its threads (Pillow,
     hashlib and file reads release the GIL), a few per thread at once; records are still
@@ -217,6 +226,47 @@ def write_shard(
         index_file,
         staged,
         f"{ROWS_DIR}/{name}.rows",
+        piece,
+    )
+
+
+def join_staged(parts: list[ShardResult], staging: str, compress: bool) -> ShardResult:
+    """One staged shard holding `parts`' records in order: their files one after another (on
+    an object store, composed there: no byte passes through this process), with their rows and
+    index files alike. Gzip parts are written again record by record as one gzip stream: not
+    every reader reads on past a gzip member's end. The parts' files are left in staging
+    (which the commit deletes), so a retried join finds them."""
+    staged = f"{parts[0].file}.joined.{os.urandom(16).hex()}"
+    target = fileio.join(staging, staged)
+    sources = [fileio.join(staging, part.staged) for part in parts]
+    if compress:
+        writer = ShardFileWriter(fileio.create(target), compress=True)
+        for source in sources:
+            for _, record in read_records(shard_payload(fileio.read_bytes(source), "gzip")):
+                writer.write(record)
+        writer.close()
+        size, crc = writer.bytes, writer.crc32c
+    else:
+        size, crc = (
+            sum(part.bytes for part in parts),
+            file_crc32c(fileio.join_files(sources, target)),
+        )
+    fileio.sync_file(target)
+    rows = [fileio.read_text(f"{source}.rows") for source in sources]
+    write_synced(f"{target}.rows", "".join(rows).encode())
+    if parts[0].index_file:
+        texts = [fileio.read_text(f"{source}.idx") for source in sources]
+        write_synced(f"{target}.idx", shifted_index(texts, [part.bytes for part in parts]).encode())
+    labels: Counter = Counter()
+    for part in parts:
+        labels.update(dict(part.label_counts))
+    return parts[0]._replace(
+        records=sum(part.records for part in parts),
+        bytes=size,
+        crc32c=crc,
+        label_counts=tuple(sorted(labels.items())),
+        staged=staged,
+        piece=WHOLE,
     )
 
 

@@ -16,6 +16,7 @@ ORDER_SALT = "order"
 
 DEFAULT_TARGET_SHARD_MB = 150
 MAX_SHARDS = 99999  # five digits in the file name
+MAX_PIECES = 32  # the objects one Cloud Storage compose request joins
 
 _SHARD_FILE = re.compile(r"^[a-z0-9_]+-\d{5}-of-\d{5}\.tfrecord(\.gz)?$")
 
@@ -61,3 +62,27 @@ def shards_for_bytes(estimated_bytes: float, target_shard_mb: float) -> int:
     """How many shards keep each near `target_shard_mb`; at least one."""
     target = target_shard_mb * 1024 * 1024
     return max(1, min(MAX_SHARDS, math.ceil(estimated_bytes / target)))
+
+
+class Piece(NamedTuple):
+    """Part `index` of the `count` a shard is written in on Beam (see `piece_of`)."""
+
+    index: int = 0
+    count: int = 1
+
+
+WHOLE = Piece()
+
+
+def pieces_for(shard_bytes: float, target_shard_mb: float) -> int:
+    """How many pieces a shard is written in so that none is far over `target_shard_mb`: a
+    shard that `--num_shards` makes large is then no single all-or-nothing unit of work."""
+    target = target_shard_mb * 1024 * 1024
+    return max(1, min(MAX_PIECES, math.ceil(shard_bytes / target)))
+
+
+def piece_of(key: str, pieces: int) -> int:
+    """The piece of its shard a record goes to: a contiguous range of `record_order`, so the
+    pieces, each in record order, joined in piece order, are the shard written whole, byte for
+    byte (duplicate keys, which share their hash, meet in one piece)."""
+    return key_hash(key, ORDER_SALT) * pieces >> 64

@@ -4,9 +4,11 @@ Element shapes between steps (a RowBatch holds up to ROWS_PER_BATCH ManifestRows
     ReadManifests   -> RowBatch               (+ "errors": ErrorRow, "skipped": SkippedFile)
     DropDuplicateContent (--dedup) -> {"rows": RowBatch, "errors": ErrorRow}
     PlanDataset     -> DatasetPlan            (one element; a side input downstream)
-    AssignShards    -> ((split, index, count), RowBatch of that shard's rows)   (+ "errors")
-    WriteShards     -> ShardResult            (+ "errors")
-Only manifest rows cross the GroupByKey in WriteShards; image bytes are read after it.
+    AssignShards    -> ((split, index, count, piece, pieces), RowBatch of that piece's rows)
+                                              (+ "errors"; pieces is 1 for most shards)
+    WriteShards     -> {"shards": ShardResult, "errors": ErrorRow}   (pieces joined)
+Only manifest rows cross the GroupByKey in WriteShards, and then only ShardResults of pieces;
+image bytes are read after it.
 """
 
 import functools
@@ -29,8 +31,8 @@ from transforms.plan import (
     group_by_shard,
 )
 from transforms.shard_processes import ShardTask, ShardWriters
-from transforms.shard_writer import ShardResult, WriteConfig, stored_size
-from transforms.sharding import ShardId
+from transforms.shard_writer import ShardResult, WriteConfig, join_staged, stored_size
+from transforms.sharding import Piece, ShardId, piece_of
 
 NAMESPACE = "tfrecord_pipeline"
 # Rows per element between steps: large enough that Beam's per-element cost vanishes, small
@@ -102,7 +104,7 @@ class _PlanStatsFn(beam.CombineFn):
         self._counts = counts
 
     def create_accumulator(self):
-        return PlanAccumulator(self._counts)
+        return PlanAccumulator(self._counts, sample_every_split=True)
 
     def add_input(self, accumulator, batch):
         for row in batch.rows:
@@ -175,27 +177,39 @@ def DropDuplicateContent(batches, max_file_bytes: int):
     return {"rows": rebatched, "errors": kept.errors}
 
 
-@beam.typehints.with_output_types(tuple[tuple[str, int, int], RowBatch])
+# A shard's piece as a grouping key: (split, shard index, shard count, piece index, pieces).
+PieceKey = tuple[str, int, int, int, int]
+
+
+@beam.typehints.with_output_types(tuple[PieceKey, RowBatch])
 class _AssignShardFn(beam.DoFn):
     def process(self, batch, plan):
         by_shard, errors = group_by_shard(batch.rows, plan)
         yield from map(_count_error, errors)
         for shard, rows in by_shard.items():
-            yield tuple(shard), RowBatch(tuple(rows))
+            pieces = plan.pieces_of(shard.split)
+            by_piece: dict[int, list[ManifestRow]] = {}
+            for row in rows:
+                by_piece.setdefault(piece_of(row.key, pieces) if pieces > 1 else 0, []).append(row)
+            for piece, piece_rows in by_piece.items():
+                yield (*shard, piece, pieces), RowBatch(tuple(piece_rows))
 
 
 @beam.ptransform_fn
 def AssignShards(rows, plan):
-    """Split each batch by shard; rows whose label has no id become errors here, before shuffle."""
+    """Split each batch by shard (and piece, for a shard written in pieces); rows whose label
+    has no id become errors here, before the shuffle."""
     return rows | "KeyByShard" >> beam.ParDo(_AssignShardFn(), AsSingleton(plan)).with_outputs(
         "errors", main="keyed"
     )
 
 
-def _all_shards(plan):
-    """One empty batch per planned shard, so a shard that gets no rows is still written."""
+def _all_pieces(plan):
+    """One empty batch per planned shard piece, so one that gets no rows is still written."""
     for shard in all_shards(plan):
-        yield tuple(shard), RowBatch(())
+        pieces = plan.pieces_of(shard.split)
+        for piece in range(pieces):
+            yield (*shard, piece, pieces), RowBatch(())
 
 
 @beam.typehints.with_output_types(ShardResult)
@@ -214,9 +228,9 @@ class _WriteShardFn(beam.DoFn):
         self._queued: list[ShardTask] = []
 
     def process(self, keyed_batches, plan):
-        shard, batches = keyed_batches
+        (split, index, count, piece, pieces), batches = keyed_batches
         rows = [row for batch in batches for row in batch.rows]
-        task = self._writers.task(ShardId(*shard), rows, plan)
+        task = self._writers.task(ShardId(split, index, count), rows, plan, Piece(piece, pieces))
         if task.writers > 1:
             self._writers.start_children(task.writers)
             self._queued.append(task)
@@ -245,11 +259,22 @@ def _shard_outputs(written: Iterable[ErrorRow | ShardResult]):
             yield item
 
 
+def _join_pieces(keyed_pieces, config: WriteConfig) -> ShardResult:
+    _, pieces = keyed_pieces
+    return join_staged(
+        sorted(pieces, key=lambda part: part.piece.index), config.output, config.compress
+    )
+
+
 class WriteShards(beam.PTransform):
-    """Groups row keys by shard and writes every planned shard, one worker per shard.
+    """Groups rows by shard and writes every planned shard; a shard larger than the target size
+    (`--num_shards` can ask for one) is written in pieces, by several workers at once, then its
+    pieces are joined (on Cloud Storage, composed) into the one file: no shard is one
+    all-or-nothing unit of work, and the bytes are those of the shard written whole
+    (transforms/sharding.py `piece_of`). Returns {"shards": ShardResult, "errors": ErrorRow}.
 
     Args:
-      plan: the DatasetPlan side input (label ids, shard counts).
+      plan: the DatasetPlan side input (label ids, shard counts, pieces).
       config: output folder, image settings and compression of the shards.
     """
 
@@ -259,9 +284,9 @@ class WriteShards(beam.PTransform):
         self._config = config
 
     def expand(self, keyed_rows):
-        every_shard = self._plan | "ListShards" >> beam.FlatMap(_all_shards)
-        return (
-            (keyed_rows, every_shard)
+        every_piece = self._plan | "ListShards" >> beam.FlatMap(_all_pieces)
+        written = (
+            (keyed_rows, every_piece)
             | "AddEmptyShards" >> beam.Flatten()
             | "GroupRowsByShard" >> beam.GroupByKey()
             | "WriteShard"
@@ -269,3 +294,14 @@ class WriteShards(beam.PTransform):
                 "errors", main="shards"
             )
         )
+        whole, pieces = written.shards | "WholeOrPiece" >> beam.Partition(
+            lambda result, _: int(result.piece.count > 1), 2
+        )
+        joined = (
+            pieces
+            | "KeyPieceByShard" >> beam.Map(lambda part: ((part.split, part.index), part))
+            | "GroupPieces" >> beam.GroupByKey()
+            | "JoinPieces" >> beam.Map(_join_pieces, self._config).with_output_types(ShardResult)
+        )
+        shards = (whole, joined) | "EveryShard" >> beam.Flatten()
+        return {"shards": shards, "errors": written.errors}
