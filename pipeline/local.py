@@ -23,7 +23,7 @@ from pipeline.options import ConvertOptions
 from pipeline.progress import ProgressBar, progress_folder
 from pipeline.publish import Target
 from pipeline.runners import local_processes
-from transforms import fileio
+from transforms import error_files, fileio
 from transforms.dedup import content_digest, keep_first
 from transforms.errors import ErrorRow
 from transforms.labels import LabelMap
@@ -84,7 +84,11 @@ def convert_here(options: ConvertOptions, target: Target) -> DatasetInfo:
                 results, target.staging, options.compression == "gzip"
             )
             plan = plan._replace(shards=counts)
-        return commit_dataset(options.commit(target), plan, results, errors, len(skipped))
+        files = error_files.write_error_files(
+            target.staging, errors, error_files.ROWS_PER_ERRORS_FILE
+        )
+        tally = error_files.count_errors(errors)
+        return commit_dataset(options.commit(target), plan, results, files, tally, len(skipped))
 
 
 def read_rows(

@@ -30,6 +30,7 @@ from pipeline.options import parse_args
 from pipeline.publish import LOCK, MARKER, POINTER, STAGING, VERSIONS, start
 from pipeline.reader import examples
 from pipeline.verify import verify
+from transforms.error_files import ROWS_PER_ERRORS_FILE, count_errors, write_error_files
 from transforms.errors import FaultError, UserError
 from transforms.labels import LabelMap
 from transforms.manifest import ReadConfig, read_manifest
@@ -407,7 +408,9 @@ def test_a_duplicate_attempt_at_a_shard_is_never_published(tmp_path, small):
         early = other.write(task)[-1]
         assert early.records == result.records - 1
         plan = DatasetPlan(labels, (("train", len(rows)),), (("train", 1),))
-        info = commit_dataset(options.commit(target), plan, [result], errors, 0)
+        files = write_error_files(target.staging, errors, ROWS_PER_ERRORS_FILE)
+        commit = options.commit(target)
+        info = commit_dataset(commit, plan, [result], files, count_errors(errors), 0)
         late = other.write(task)[-1]  # into a staging folder no commit will read
     finally:
         assert other.close() == 0
