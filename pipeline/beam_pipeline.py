@@ -12,7 +12,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.pvalue import AsDict, AsList, AsSingleton
 
 from pipeline import refresh
-from pipeline.commit import Commit, commit_dataset
+from pipeline.commit import Commit, CommitInputs, commit_dataset
 from pipeline.metadata import DatasetInfo
 from pipeline.options import ConvertOptions
 from pipeline.publish import Target
@@ -46,8 +46,8 @@ class _CommitFn(beam.DoFn):
         if self._refreshed:
             results, counts = assemble(results, self._commit.target.staging, self._compress)
             plan = plan._replace(shards=counts)
-        files = list(error_files)
-        yield commit_dataset(self._commit, plan, results, files, error_counts, skipped)
+        inputs = CommitInputs(plan, results, list(error_files), error_counts, skipped)
+        yield commit_dataset(self._commit, inputs)
 
 
 @beam.ptransform_fn

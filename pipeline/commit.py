@@ -82,17 +82,23 @@ class Commit(NamedTuple):
     keep_versions: int = 0  # complete versions kept after publishing; 0 keeps every one
 
 
-def commit_dataset(
-    commit: Commit,
-    plan: DatasetPlan,
-    results: list[ShardResult],
-    error_files: list[ErrorFileResult],
-    error_counts: ErrorCounts,
-    skipped: int,
-) -> DatasetInfo:
+class CommitInputs(NamedTuple):
+    """What the commit step is given by the steps before it (as side inputs on Beam): a result
+    per shard and per errors file, and counts; never a row, so its size does not grow with
+    the rows rejected."""
+
+    plan: DatasetPlan
+    results: list[ShardResult]
+    error_files: list[ErrorFileResult]
+    error_counts: ErrorCounts
+    skipped: int  # files a class-folder tree skipped
+
+
+def commit_dataset(commit: Commit, inputs: CommitInputs) -> DatasetInfo:
     """Describe the run's version, move its shards and errors files in, and publish it if it
-    passed its gates; runs once, after every shard and errors file exists, and is given their
-    results and the counts, never a row. A retry of this step repeats it harmlessly."""
+    passed its gates; runs once, after every shard and errors file exists. A retry of this
+    step repeats it harmlessly."""
+    plan, results, error_files, error_counts, skipped = inputs
     info = build_info(
         plan,
         results,
