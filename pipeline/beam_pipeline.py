@@ -2,9 +2,9 @@
 
 manifests → rows → plan → rows keyed by shard → GroupByKey → shard writers → commit; only
 manifest rows cross the shuffle. Error rows from every step are counted by a combiner and
-written as errors files grouped by file; the commit step is given the shards' and files'
-results and the counts, never a row. Each step is a thin wrapper (transforms/steps.py) over the same
-functions the Beam-free local runner (pipeline/local.py) calls.
+written as errors files, grouped by file; the commit step is given the shards' and files'
+results and the counts, never a row. Each step is a thin wrapper (transforms/steps.py) over the
+same functions the Beam-free local runner (pipeline/local.py) calls.
 """
 
 import apache_beam as beam
