@@ -1,8 +1,10 @@
 """The conversion as an Apache Beam pipeline: what runs on Dataflow, or with any Beam flag.
 
 manifests → rows → plan → rows keyed by shard → GroupByKey → shard writers → commit; only
-manifest rows cross the shuffle. Each step is a thin wrapper (transforms/steps.py) over the same
-functions the Beam-free local runner (pipeline/local.py) calls.
+manifest rows cross the shuffle. Error rows from every step are counted by a combiner and
+written as errors files, grouped by file; the commit step is given the shards' and files'
+results and the counts, never a row. Each step is a thin wrapper (transforms/steps.py) over the
+same functions the Beam-free local runner (pipeline/local.py) calls.
 """
 
 import apache_beam as beam
@@ -10,38 +12,42 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.pvalue import AsDict, AsList, AsSingleton
 
 from pipeline import refresh
-from pipeline.commit import Commit, commit_dataset
+from pipeline.commit import Commit, CommitInputs, commit_dataset
 from pipeline.metadata import DatasetInfo
 from pipeline.options import ConvertOptions
 from pipeline.publish import Target
 from pipeline.refresh import assemble
 from pipeline.runners import describe, writer_processes
+from transforms import error_files
 from transforms.manifest import check_manifests
 from transforms.steps import (
     AssignShards,
     DropDuplicateContent,
     PlanDataset,
     ReadManifests,
+    WriteErrors,
     WriteShards,
 )
 
 
 @beam.typehints.with_output_types(DatasetInfo)
 class _CommitFn(beam.DoFn):
-    """Runs once, on the plan, after all shards exist (their results are side inputs); after
-    a refresh, names the new version's shards first (pipeline/refresh.py `assemble`)."""
+    """Runs once, on the plan, after all shards and errors files exist (their results and the
+    error counts are side inputs); after a refresh, names the new version's shards first
+    (pipeline/refresh.py `assemble`)."""
 
     def __init__(self, commit: Commit, refreshed: bool, compress: bool):
         self._commit = commit
         self._refreshed = refreshed
         self._compress = compress
 
-    def process(self, plan, results, errors, skipped):
+    def process(self, plan, results, error_files, error_counts, skipped):
         results = list(results)
         if self._refreshed:
             results, counts = assemble(results, self._commit.target.staging, self._compress)
             plan = plan._replace(shards=counts)
-        yield commit_dataset(self._commit, plan, results, list(errors), skipped)
+        inputs = CommitInputs(plan, results, list(error_files), error_counts, skipped)
+        yield commit_dataset(self._commit, inputs)
 
 
 @beam.ptransform_fn
@@ -92,12 +98,16 @@ def build_pipeline(
     shards = keyed.keyed | "WriteShards" >> WriteShards(write_plan, write_config)
     results = (shards["shards"], *carried) | "CollectShards" >> beam.Flatten()
     errors = (*errors, keyed.errors, shards["errors"]) | "CollectErrors" >> beam.Flatten()
+    rejected = errors | "WriteErrors" >> WriteErrors(
+        target.staging, error_files.ROWS_PER_ERRORS_FILE
+    )
     skipped = read.skipped | "CountSkippedFiles" >> beam.combiners.Count.Globally()
     commit = _CommitFn(options.commit(target), refreshed, options.compression == "gzip")
     return plan | "CommitDataset" >> beam.ParDo(
         commit,
         AsList(results),
-        AsList(errors),
+        AsList(rejected["files"]),
+        AsSingleton(rejected["counts"]),
         AsSingleton(skipped),
     )
 

@@ -10,10 +10,11 @@ import contextlib
 from typing import NamedTuple
 
 from pipeline import publish
-from pipeline.metadata import ERRORS_FILE, INFO_FILE, LABELS_FILE, DatasetInfo, build_info
+from pipeline.metadata import INFO_FILE, LABELS_FILE, DatasetInfo, build_info
 from pipeline.tfds_metadata import tfds_files
 from transforms import fileio
-from transforms.errors import ErrorRow, UserError
+from transforms.error_files import ErrorCounts, ErrorFileResult
+from transforms.errors import UserError
 from transforms.plan import DatasetPlan
 from transforms.shard_writer import ShardResult
 
@@ -23,9 +24,12 @@ def read_info(folder: str) -> DatasetInfo:
     return DatasetInfo.from_json(fileio.read_text(fileio.join(folder, INFO_FILE)))
 
 
-def staged_files(results: list[ShardResult]) -> list[tuple[str, str]]:
-    """(name in staging, name in the version) of every file the shard results describe."""
-    moves = []
+def staged_files(
+    results: list[ShardResult], error_files: list[ErrorFileResult]
+) -> list[tuple[str, str]]:
+    """(name in staging, name in the version) of every file the shard and errors-file results
+    describe."""
+    moves = [(error_file.staged, error_file.file) for error_file in error_files]
     for result in results:
         moves.append((result.staged, result.file))
         if result.index_file:
@@ -56,12 +60,10 @@ def cleaned_up_on_failure(target: publish.Target):
         raise
 
 
-def write_version_files(folder: str, info: DatasetInfo, labels_text: str, errors) -> bytes:
-    """Errors, labels and metadata, each whole and on disk; returns the metadata's bytes."""
+def write_version_files(folder: str, info: DatasetInfo, labels_text: str) -> bytes:
+    """Labels and metadata, each whole and on disk; returns the metadata's bytes."""
     info_bytes = info.to_json().encode("utf-8")
-    lines = sorted(errors, key=lambda error: error.sort_key())
     files = {
-        ERRORS_FILE: "".join(error.to_json() + "\n" for error in lines).encode(),
         LABELS_FILE: labels_text.encode("utf-8"),
         INFO_FILE: info_bytes,
     }
@@ -71,7 +73,7 @@ def write_version_files(folder: str, info: DatasetInfo, labels_text: str, errors
 
 
 class Commit(NamedTuple):
-    """What committing needs besides the shards and errors: the same for every runner."""
+    """What committing needs besides the run's results: the same for every runner."""
 
     target: publish.Target
     options: dict  # ConvertOptions.recorded()
@@ -80,26 +82,41 @@ class Commit(NamedTuple):
     keep_versions: int = 0  # complete versions kept after publishing; 0 keeps every one
 
 
-def commit_dataset(
-    commit: Commit,
-    plan: DatasetPlan,
-    results: list[ShardResult],
-    errors: list[ErrorRow],
-    skipped: int,
-) -> DatasetInfo:
-    """Describe the run's version, move its shards in, and publish it if it passed its gates;
-    runs once, after every shard exists. A retry of this step repeats it harmlessly."""
+class CommitInputs(NamedTuple):
+    """What the commit step is given by the steps before it (as side inputs on Beam): a result
+    per shard and per errors file, and counts; never a row, so its size does not grow with
+    the rows rejected."""
+
+    plan: DatasetPlan
+    results: list[ShardResult]
+    error_files: list[ErrorFileResult]
+    error_counts: ErrorCounts
+    skipped: int  # files a class-folder tree skipped
+
+
+def commit_dataset(commit: Commit, inputs: CommitInputs) -> DatasetInfo:
+    """Describe the run's version, move its shards and errors files in, and publish it if it
+    passed its gates; runs once, after every shard and errors file exists. A retry of this
+    step repeats it harmlessly."""
+    plan, results, error_files, error_counts, skipped = inputs
     info = build_info(
-        plan, results, errors, skipped, commit.options, commit.tool_version, commit.max_error_rate
+        plan,
+        results,
+        error_counts,
+        error_files,
+        skipped,
+        commit.options,
+        commit.tool_version,
+        commit.max_error_rate,
     )
     target = commit.target
     current, _ = publish.read_pointer(target.root)
     if current and current.version == target.version:  # a retry after this step published
         publish.clean_up(target.root, current, commit.keep_versions)
         return info
-    publish.finalise(target, staged_files(results))
+    publish.finalise(target, staged_files(results, error_files))
     labels_text = "" if plan.labels.integers else plan.labels.to_text()
-    info_bytes = write_version_files(target.folder, info, labels_text, errors)
+    info_bytes = write_version_files(target.folder, info, labels_text)
     fileio.delete_tree(target.staging)
     if info.failures:
         return info

@@ -17,13 +17,13 @@ from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
 from pipeline import refresh
-from pipeline.commit import commit_dataset
+from pipeline.commit import CommitInputs, commit_dataset
 from pipeline.metadata import DatasetInfo
 from pipeline.options import ConvertOptions
 from pipeline.progress import ProgressBar, progress_folder
 from pipeline.publish import Target
 from pipeline.runners import local_processes
-from transforms import fileio
+from transforms import error_files, fileio
 from transforms.dedup import content_digest, keep_first
 from transforms.errors import ErrorRow
 from transforms.labels import LabelMap
@@ -43,48 +43,56 @@ def convert_here(options: ConvertOptions, target: Target) -> DatasetInfo:
     """Run the whole conversion (its options checked) into `target`, in this process and its
     shard-writer children."""
     with contextlib.ExitStack() as stack:
-        progress_dir = None
-        if options.progress:
-            progress_dir = progress_folder(stack)
-        processes = local_processes(options.processes)
-        writers = ShardWriters(options.write_config(target.staging, progress_dir, processes))
-        stack.callback(writers.close)
-        if not fileio.is_remote(options.output):
-            # First of all, while no other thread runs here (the bar's starts next), so the
-            # children can be forks: ready at once, with nothing to import.
-            writers.start_children(processes, fork=threading.active_count() == 1)
-        if progress_dir:
-            stack.enter_context(ProgressBar(progress_dir))
-        previous = refresh.published(target, options.label_offset)
-        read_config = options.read_config()
-        manifests = check_manifests(options.manifest, read_config)
-        rows, errors, skipped = read_rows(manifests, read_config)
-        inherited = previous.labels() if previous else None
-        plan = _plan(rows, options, progress_dir, inherited)
-        if options.dedup:  # after the plan, which counts every row, so rows = records + errors
-            rows, duplicates = drop_duplicate_content(rows, options.max_file_bytes)
-            errors += duplicates
-        results: list[ShardResult] = []
-        write_plan = plan
-        if options.incremental and refresh.refreshable(previous, options.recorded()):
-            past = refresh.past_records(previous)
-            update = classify(rows, refresh.fingerprints(rows, processes), past)
-            results += refresh.reuse_shards(update, previous, target.staging, progress_dir)
-            rows = update.to_convert
-            write_plan = refresh.delta_plan(plan, Counter(row.split for row in rows), previous)
-        by_shard, unlabelled = group_by_shard(rows, write_plan)
-        del rows  # the shards' lists hold them now
-        errors += unlabelled
-        shards = all_shards(write_plan)
-        tasks = [writers.task(shard, by_shard.pop(shard, []), write_plan) for shard in shards]
-        for output in writers.write(tasks):
-            (errors if isinstance(output, ErrorRow) else results).append(output)
-        if write_plan is not plan:
-            results, counts = refresh.assemble(
-                results, target.staging, options.compression == "gzip"
-            )
-            plan = plan._replace(shards=counts)
-        return commit_dataset(options.commit(target), plan, results, errors, len(skipped))
+        return commit_dataset(options.commit(target), write_here(options, target, stack))
+
+
+def write_here(
+    options: ConvertOptions, target: Target, stack: contextlib.ExitStack
+) -> CommitInputs:
+    """Every step before the commit: shards and errors files staged for `target`; returns
+    what the commit step is given. The shard writers and progress bar live on in `stack`."""
+    progress_dir = None
+    if options.progress:
+        progress_dir = progress_folder(stack)
+    processes = local_processes(options.processes)
+    writers = ShardWriters(options.write_config(target.staging, progress_dir, processes))
+    stack.callback(writers.close)
+    if not fileio.is_remote(options.output):
+        # First of all, while no other thread runs here (the bar's starts next), so the
+        # children can be forks: ready at once, with nothing to import.
+        writers.start_children(processes, fork=threading.active_count() == 1)
+    if progress_dir:
+        stack.enter_context(ProgressBar(progress_dir))
+    previous = refresh.published(target, options.label_offset)
+    read_config = options.read_config()
+    manifests = check_manifests(options.manifest, read_config)
+    rows, errors, skipped = read_rows(manifests, read_config)
+    inherited = previous.labels() if previous else None
+    plan = _plan(rows, options, progress_dir, inherited)
+    if options.dedup:  # after the plan, which counts every row, so rows = records + errors
+        rows, duplicates = drop_duplicate_content(rows, options.max_file_bytes)
+        errors += duplicates
+    results: list[ShardResult] = []
+    write_plan = plan
+    if options.incremental and refresh.refreshable(previous, options.recorded()):
+        past = refresh.past_records(previous)
+        update = classify(rows, refresh.fingerprints(rows, processes), past)
+        results += refresh.reuse_shards(update, previous, target.staging, progress_dir)
+        rows = update.to_convert
+        write_plan = refresh.delta_plan(plan, Counter(row.split for row in rows), previous)
+    by_shard, unlabelled = group_by_shard(rows, write_plan)
+    del rows  # the shards' lists hold them now
+    errors += unlabelled
+    shards = all_shards(write_plan)
+    tasks = [writers.task(shard, by_shard.pop(shard, []), write_plan) for shard in shards]
+    for output in writers.write(tasks):
+        (errors if isinstance(output, ErrorRow) else results).append(output)
+    if write_plan is not plan:
+        results, counts = refresh.assemble(results, target.staging, options.compression == "gzip")
+        plan = plan._replace(shards=counts)
+    files = error_files.write_error_files(target.staging, errors, error_files.ROWS_PER_ERRORS_FILE)
+    tally = error_files.count_errors(errors)
+    return CommitInputs(plan, results, files, tally, len(skipped))
 
 
 def read_rows(

@@ -11,7 +11,7 @@ import dataclasses
 import json
 from collections import Counter
 
-from transforms.errors import ErrorRow
+from transforms.error_files import ERRORS_DIR, ErrorCounts, ErrorFileResult
 from transforms.examples import feature_spec
 from transforms.plan import DatasetPlan
 from transforms.shard_writer import ShardResult
@@ -19,7 +19,6 @@ from transforms.shard_writer import ShardResult
 FORMAT_VERSION = 1
 INFO_FILE = "tfrecord_pipeline.json"
 LABELS_FILE = "labels.txt"
-ERRORS_FILE = "errors/errors.jsonl"
 
 
 @dataclasses.dataclass
@@ -30,6 +29,12 @@ class ShardInfo:
     crc32c: str  # of the file, base64 big-endian: what `gcloud storage objects describe` shows
     index: str = ""  # the DALI index file beside the shard, with --write_index
     rows: str = ""  # the rows file a refresh reads: key, fingerprint, label id per record
+
+
+@dataclasses.dataclass
+class ErrorFileInfo:
+    file: str  # errors/errors-NNNNN-of-NNNNN.jsonl: one JSON line per rejected row
+    rows: int
 
 
 @dataclasses.dataclass
@@ -55,6 +60,7 @@ class DatasetInfo:
     skipped_files: int
     splits: dict[str, SplitInfo]
     failures: list[str]  # why the dataset was not committed; empty when it was
+    error_files: list[ErrorFileInfo] = dataclasses.field(default_factory=list)
     format_version: int = FORMAT_VERSION
 
     def to_json(self) -> str:
@@ -67,6 +73,7 @@ class DatasetInfo:
             name: SplitInfo(**{**split, "shards": [ShardInfo(**s) for s in split["shards"]]})
             for name, split in fields["splits"].items()
         }
+        fields["error_files"] = [ErrorFileInfo(**f) for f in fields.get("error_files", ())]
         return cls(**fields)
 
 
@@ -95,7 +102,7 @@ def quality_failures(info: DatasetInfo, max_error_rate: float) -> list[str]:
         top = ", ".join(f"{r} {n}" for r, n in Counter(info.errors_by_reason).most_common(3))
         failures.append(
             f"{info.errors} of {info.rows_in} rows rejected ({rate:.1%} > --max_error_rate "
-            f"{max_error_rate:.1%}); top reasons: {top}; see {ERRORS_FILE}"
+            f"{max_error_rate:.1%}); top reasons: {top}; see {ERRORS_DIR}/"
         )
     if not info.records:
         failures.append("no records were written")
@@ -106,14 +113,17 @@ def quality_failures(info: DatasetInfo, max_error_rate: float) -> list[str]:
 def build_info(
     plan: DatasetPlan,
     results: list[ShardResult],
-    errors: list[ErrorRow],
+    error_counts: ErrorCounts,
+    error_files: list[ErrorFileResult],
     skipped_files: int,
     options: dict,
     tool_version: str,
     max_error_rate: float,
 ) -> DatasetInfo:
-    """The dataset's description; raises if the count law (rows = records + errors) is broken."""
-    errors_by_split = Counter(e.split for e in errors)
+    """The dataset's description, from per-shard and per-file results and the counted errors
+    (never the error rows themselves); raises if the count law (rows = records + errors) is
+    broken, or if the errors files do not hold every counted error row."""
+    errors_by_split = error_counts.by_split()
     info = DatasetInfo(
         tool_version=tool_version,
         options=options,
@@ -129,16 +139,20 @@ def build_info(
         },
         rows_in=sum(rows for _, rows in plan.rows) + errors_by_split.get("", 0),
         records=sum(r.records for r in results),
-        errors=len(errors),
-        errors_by_reason=dict(sorted(Counter(e.reason.value for e in errors).items())),
+        errors=error_counts.total,
+        errors_by_reason=error_counts.by_reason(),
         skipped_files=skipped_files,
         splits={
             name: _split_info(name, results, errors_by_split.get(name, 0))
             for name, _ in plan.shards
         },
         failures=[],
+        error_files=[ErrorFileInfo(f.file, f.rows) for f in sorted(error_files)],
     )
     if info.rows_in != info.records + info.errors:
         raise AssertionError(f"count law broken: {info.rows_in} rows != {info.records} + errors")
+    in_files = sum(f.rows for f in info.error_files)
+    if in_files != info.errors:
+        raise AssertionError(f"{info.errors} error rows counted, {in_files} in errors files")
     info.failures = quality_failures(info, max_error_rate)
     return info

@@ -168,7 +168,7 @@ def format_summary(info: DatasetInfo, folder: str) -> str:
         lines.append(f"rows with no split (unparsed lines, unlisted folders): {unsplit:,}")
     if info.errors:
         reasons = ", ".join(f"{r}: {n:,}" for r, n in info.errors_by_reason.items())
-        lines.append(f"rejected rows by reason: {reasons}  (errors/errors.jsonl)")
+        lines.append(f"rejected rows by reason: {reasons}  (errors/*.jsonl)")
     if info.skipped_files:
         lines.append(f"{info.skipped_files:,} non-image files or deeper folders skipped in trees")
     state = "published" if not info.failures else "NOT published"

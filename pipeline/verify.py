@@ -6,7 +6,8 @@ counts, DALI index files, TFDS's files (against what our metadata makes of them)
 Example carries the recorded features with their types, and that images decode to the stored
 height, width and channels (a sample per shard, or all with `decode="all"`), a JPEG only after
 the converter's own checks of its structure, pixels and scans, with the limits it was converted
-with. Uses the project's own proto classes and Pillow: no TensorFlow.
+with; and that every listed errors file holds its count of rows. Uses the project's own proto
+classes and Pillow: no TensorFlow.
 """
 
 import io
@@ -14,7 +15,7 @@ import io
 from google.protobuf.message import DecodeError
 from PIL import Image
 
-from pipeline.metadata import INFO_FILE, DatasetInfo, ShardInfo
+from pipeline.metadata import INFO_FILE, DatasetInfo, ErrorFileInfo, ShardInfo
 from pipeline.publish import DatasetError, resolve
 from pipeline.tfds_metadata import tfds_files
 from transforms import fileio
@@ -119,6 +120,18 @@ def _check_file(output: str, name: str, expected: bytes, difference: str) -> lis
     return [] if data == expected else [f"{name}: {difference}"]
 
 
+def verify_error_file(output: str, listed: ErrorFileInfo) -> list[str]:
+    """Problems with one errors file: unreadable, or not one line per row it is said to hold."""
+    try:
+        data = fileio.read_bytes(fileio.join(output, listed.file))
+    except fileio.READ_ERRORS as error:
+        return [f"{listed.file}: cannot be read ({error})"]
+    rows = data.count(b"\n")
+    if (rows == listed.rows and data.endswith(b"\n")) or (not data and not listed.rows):
+        return []
+    return [f"{listed.file}: {rows} lines, {INFO_FILE} says {listed.rows} rows"]
+
+
 def verify(path: str, decode: str = "sample") -> tuple[int, list[str]]:
     """(records checked, problems) of the published version of the dataset root `path`, or of
     the version folder `path`; no problems means it is sound."""
@@ -139,4 +152,6 @@ def verify(path: str, decode: str = "sample") -> tuple[int, list[str]]:
         for shard in split.shards:
             problems += verify_shard(published.folder, info, shard, decode)
             records += shard.records
+    for listed in info.error_files:
+        problems += verify_error_file(published.folder, listed)
     return records, problems

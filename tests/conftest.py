@@ -104,6 +104,12 @@ def convert(request, tmp_path):
     return _convert
 
 
+def error_rows(version: Path) -> list[dict]:
+    """Every rejected row of a version, read from all its errors files."""
+    files = sorted((Path(version) / "errors").glob("errors-*.jsonl"))
+    return [json.loads(line) for path in files for line in path.read_text().splitlines()]
+
+
 def published(root) -> Path:
     """The folder of the version the dataset at `root` publishes (checked as readers check it)."""
     return Path(resolve(str(root)).folder)

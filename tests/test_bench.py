@@ -50,3 +50,12 @@ def test_one_tiny_refresh_sitting_measures_both_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("CORPUS_DIR", str(tmp_path))
     report = refresh.main(100, 1, [])
     assert report["full_s"] > 0 and report["refresh_s"] > 0 and report["refresh_over_full"] > 0
+
+
+def test_one_tiny_commit_memory_sitting_runs_the_commit_step_alone():
+    import commit_memory
+
+    report = commit_memory.main([10, 100])
+    assert [(run["errors"], run["records"]) for run in report["runs"]] == [(10, 40), (100, 40)]
+    assert all(run["peak_rss_mb"] >= run["imports_rss_mb"] > 0 for run in report["runs"])
+    assert report["peak_rss_ratio"] > 0 and report["inputs_bytes_ratio"] > 0

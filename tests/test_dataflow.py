@@ -16,12 +16,16 @@ from pipeline.publish import start
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 GBK = "beam:transform:group_by_key:v1"
+# Error rows are shuffled after the shard writer (which rejects rows too): to be counted, and
+# grouped by errors file. The only shuffles downstream of the writer.
+ERROR_ROW_PRODUCERS = {"WriteErrors/CountErrors/KeyWithVoid", "WriteErrors/AddEmptyFiles"}
 # Every GroupByKey must be fed by one of these row-level steps: never by image bytes.
 ROW_LEVEL_PRODUCERS = {
     "PlanDataset/CollectStats/KeyWithVoid",
     "CountSkippedFiles/CombineGlobally(CountCombineFn)/KeyWithVoid",
     "WriteShards/AddEmptyShards",
     "DropDuplicateContent/DigestContent",
+    *ERROR_ROW_PRODUCERS,
 }
 # Downstream of the shard writer, one shuffle: the results of a shard's pieces, by shard (a few
 # hundred bytes a piece), for the step that joins them.
@@ -64,6 +68,16 @@ def _producer(components, pcollection: str) -> str:
     raise AssertionError(pcollection)
 
 
+def _shuffled_after(components, start: str) -> set[str]:
+    """The producers of what each GroupByKey downstream of `start` shuffles."""
+    downstream = _downstream(components, start)
+    return {
+        _producer(components, next(iter(t.inputs.values())))
+        for t in components.transforms.values()
+        if t.spec.urn == GBK and t.unique_name in downstream
+    }
+
+
 def _downstream(components, start: str) -> set[str]:
     """Unique names of every transform that consumes, directly or not, `start`'s outputs."""
     leaves = [t for t in components.transforms.values() if not t.subtransforms]
@@ -79,28 +93,19 @@ def _downstream(components, start: str) -> set[str]:
     return seen
 
 
-def _shuffled_after(components, name: str) -> set[str]:
-    """The steps feeding a shuffle downstream of step `name` (which must have some)."""
-    downstream = _downstream(components, name)
-    assert downstream
-    return {
-        _producer(components, next(iter(t.inputs.values())))
-        for t in components.transforms.values()
-        if t.spec.urn == GBK and t.unique_name in downstream
-    }
-
-
 def test_job_graph_shuffles_rows_never_image_bytes(job_graph):
     components = job_graph("--dedup", "--sdk_container_image=gcr.io/test/tfrp:1")
     names = {t.unique_name for t in components.transforms.values()}
     for stage in ("ReadManifests", "PlanDataset", "AssignShards", "WriteShards",
-                  "DropDuplicateContent", "CollectErrors", "CommitDataset"):  # fmt: skip
+                  "DropDuplicateContent", "CollectErrors", "WriteErrors",
+                  "CommitDataset"):  # fmt: skip
         assert stage in names
     shuffles = [t for t in components.transforms.values() if t.spec.urn == GBK]
     producers = {_producer(components, next(iter(t.inputs.values()))) for t in shuffles}
     assert producers == ROW_LEVEL_PRODUCERS | {PIECE_RESULTS_PRODUCER}
     writer = next(n for n in names if n.startswith("WriteShards/WriteShard/ParDo"))
-    assert _shuffled_after(components, writer) == {PIECE_RESULTS_PRODUCER}
+    shuffled = _shuffled_after(components, writer)
+    assert shuffled == ERROR_ROW_PRODUCERS | {PIECE_RESULTS_PRODUCER}
     (environment,) = components.environments.values()
     assert b"gcr.io/test/tfrp:1" in environment.payload
     staged = b"".join(d.role_payload for d in environment.dependencies)
@@ -145,7 +150,10 @@ def test_a_refresh_job_shuffles_keys_and_positions_never_image_bytes(tmp_path, g
     shuffles = [t for t in components.transforms.values() if t.spec.urn == GBK]
     producers = {_producer(components, next(iter(t.inputs.values()))) for t in shuffles}
     assert producers - ROW_LEVEL_PRODUCERS - {PIECE_RESULTS_PRODUCER} == REFRESH_PRODUCERS
-    for step in ("WriteShards/WriteShard/ParDo", "RefreshRows/CarryShards"):
+    for step, shuffled in (
+        ("WriteShards/WriteShard/ParDo", ERROR_ROW_PRODUCERS | {PIECE_RESULTS_PRODUCER}),
+        ("RefreshRows/CarryShards", set()),
+    ):
         start_name = next(t.unique_name for t in components.transforms.values()
                           if t.unique_name.startswith(step))  # fmt: skip
-        assert _shuffled_after(components, start_name) <= {PIECE_RESULTS_PRODUCER}
+        assert _shuffled_after(components, start_name) == shuffled

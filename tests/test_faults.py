@@ -24,12 +24,13 @@ import pytest
 from conftest import BEAM, RUNNERS, encode, make_images, photo, published, write_manifest
 
 from pipeline.cli import EXIT_FAULT, EXIT_INTERRUPTED, EXIT_SUPERSEDED, EXIT_USER_ERROR, main
-from pipeline.commit import commit_dataset, read_info
+from pipeline.commit import CommitInputs, commit_dataset, read_info
 from pipeline.faults import as_fault
 from pipeline.options import parse_args
 from pipeline.publish import LOCK, MARKER, POINTER, STAGING, VERSIONS, start
 from pipeline.reader import examples
 from pipeline.verify import verify
+from transforms.error_files import ROWS_PER_ERRORS_FILE, count_errors, write_error_files
 from transforms.errors import FaultError, UserError
 from transforms.labels import LabelMap
 from transforms.manifest import ReadConfig, read_manifest
@@ -407,7 +408,9 @@ def test_a_duplicate_attempt_at_a_shard_is_never_published(tmp_path, small):
         early = other.write(task)[-1]
         assert early.records == result.records - 1
         plan = DatasetPlan(labels, (("train", len(rows)),), (("train", 1),))
-        info = commit_dataset(options.commit(target), plan, [result], errors, 0)
+        files = write_error_files(target.staging, errors, ROWS_PER_ERRORS_FILE)
+        inputs = CommitInputs(plan, [result], files, count_errors(errors), 0)
+        info = commit_dataset(options.commit(target), inputs)
         late = other.write(task)[-1]  # into a staging folder no commit will read
     finally:
         assert other.close() == 0

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import PHOTOS, make_images, write_manifest
+from conftest import PHOTOS, error_rows, make_images, write_manifest
 from tls_proxy import TlsProxy
 
 from pipeline.cli import main
@@ -87,7 +87,7 @@ def test_bucket_to_bucket_gives_the_bytes_of_a_local_run(tmp_path, gcs, convert)
     for name, data in local_files.items():
         # The error rows name the manifest they came from, and the rows files fingerprint each
         # image's identity: a file's modification time here, an object's update time there.
-        if name != "errors/errors.jsonl" and not name.startswith("rows/"):
+        if not name.startswith(("errors/", "rows/")):
             assert remote_files[name] == data, name
     # The root holds the pointer and the one version; the run's staging objects are gone.
     assert {name.split("/")[0] for name in _files(remote)} == {POINTER, VERSIONS}
@@ -134,7 +134,7 @@ def test_an_object_over_the_size_limit_is_an_error_row(tmp_path, gcs, convert):
     source = gcs(tmp_path / "src", "limit")
     flags = ("--max_file_mb", "0.1", "--dedup", "--max_error_rate", "1")
     output, info = convert(f"{source}/m.csv", *flags, output=tmp_path / "out")
-    (error,) = map(json.loads, (output / "errors/errors.jsonl").open())
+    (error,) = error_rows(output)
     # The size is the object's metadata (a read to the limit could only say "larger")
     assert (error["reason"], error["message"]) == (
         "file_too_large",

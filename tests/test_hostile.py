@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import PHOTOS, REPOSITORY, encode, photo, write_manifest
+from conftest import PHOTOS, REPOSITORY, encode, error_rows, photo, write_manifest
 from PIL import Image, ImageOps
 
 from pipeline.metadata import INFO_FILE
@@ -190,10 +190,7 @@ def _examples(output: Path, info) -> dict:
 def test_every_hostile_row_has_its_reason_and_every_odd_image_converts(hostile, convert):
     manifest, root = hostile
     output, info = convert(manifest, "--dedup", "--max_record_mb", "0.2", "--max_error_rate", "1")
-    errors = {
-        e["key"].removeprefix("img/"): e["reason"]
-        for e in map(__import__("json").loads, (output / "errors/errors.jsonl").open())
-    }
+    errors = {e["key"].removeprefix("img/"): e["reason"] for e in error_rows(output)}
     expected = {name: reason for name, (_, reason) in BAD.items()}
     expected.update(
         {

@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import PHOTOS, RUNNERS, encode, make_images, photo, published
+from conftest import PHOTOS, RUNNERS, encode, error_rows, make_images, photo, published
 
 from pipeline.metadata import INFO_FILE
 from transforms import fileio
@@ -223,8 +223,8 @@ def test_files_that_must_not_be_read_are_error_rows(hostile_files, convert):
     with FifoWatch(fifo_path) as fifo:
         output, info = convert(manifest, *flags)
     assert fifo.readers == 0
-    text = (output / "errors/errors.jsonl").read_text()
-    errors = {e["key"]: (e["reason"], e["message"]) for e in map(json.loads, text.splitlines())}
+    rows = error_rows(output)
+    errors = {e["key"]: (e["reason"], e["message"]) for e in rows}
     image = str(manifest.parent / "img")
     assert errors == {
         "img/fifo.jpg": ("not_a_file", f"{image}/fifo.jpg is a FIFO, not a regular file"),
@@ -249,6 +249,7 @@ def test_files_that_must_not_be_read_are_error_rows(hostile_files, convert):
         ),
         f"{manifest}:4": ("bad_row", "JSON nested deeper than 16"),
     }
+    text = json.dumps(rows)
     assert "hunter2" not in text and "root:" not in text  # a file's bytes are never echoed
     assert info.records == 5 and info.rows_in == info.records + info.errors == 16
     assert info.labels["names"] == [str(INT64_MIN), "1", "2"]
@@ -312,7 +313,7 @@ def test_tree_rows_and_errors_add_up_without_root_privileges(tmp_path, runner):
     done = _without_override("-m", "pipeline.cli", "convert", *argv, *RUNNERS[runner])
     assert done.returncode == 0, done.stderr[-3000:]
     version = published(output)
-    errors = [json.loads(line) for line in (version / "errors/errors.jsonl").open()]
+    errors = error_rows(version)
     again = "(a symlink loop, or a second link to it)"
     assert {e["key"]: (e["reason"], e["message"]) for e in errors} == {
         "cat/fifo.jpg": ("not_a_file", f"{tree}/cat/fifo.jpg is a FIFO, not a regular file"),

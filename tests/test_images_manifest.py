@@ -260,7 +260,7 @@ def test_manifest_of_unknown_type_and_empty_tree(tmp_path):
 
 @pytest.mark.parametrize("data", [b"GIF89a" + bytes(3), b"BM" + b"\x01" * 10])
 def test_data_no_decoder_accepts_is_described_the_same_every_time(data):
-    """errors.jsonl is part of the output: Pillow's own text names the buffer's memory address."""
+    """Errors files are part of the output: Pillow's own text names the buffer's memory address."""
     messages = set()
     for _ in range(2):
         with pytest.raises(RowError) as raised:

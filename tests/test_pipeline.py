@@ -1,6 +1,5 @@
 """The Beam steps with TestPipeline, and whole conversions run on a temp folder."""
 
-import json
 import threading
 from pathlib import Path
 
@@ -8,13 +7,14 @@ import apache_beam as beam
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
-from conftest import BEAM, encode, make_images, photo, published, write_manifest
+from conftest import BEAM, encode, error_rows, make_images, photo, published, write_manifest
 
 import pipeline
 from pipeline.convert import run
 from pipeline.metadata import INFO_FILE
 from pipeline.publish import LOCK, MARKER, POINTER, STAGING, VERSIONS
 from pipeline.verify import verify
+from transforms import error_files
 from transforms.labels import LabelMap
 from transforms.manifest import ManifestRow, ReadConfig, RowBatch
 from transforms.plan import DatasetPlan
@@ -27,10 +27,6 @@ pytestmark = pytest.mark.slow
 
 def _read(output, name):
     return (output / name).read_bytes()
-
-
-def _errors(output):
-    return [json.loads(line) for line in (output / "errors/errors.jsonl").read_text().splitlines()]
 
 
 def test_read_manifests_and_assign_shards(tmp_path):
@@ -102,10 +98,17 @@ def test_conversion_writes_the_documented_layout(dataset, convert):
         assert sum(split.label_counts.values()) == split.examples
 
 
-def test_same_input_gives_identical_bytes_whatever_the_runner_and_parallelism(dataset, tmp_path):
+def test_same_input_gives_identical_bytes_whatever_the_runner_and_parallelism(
+    dataset, tmp_path, monkeypatch
+):
     """The runner (local or Beam), threads per shard, shard-writer processes and Beam's worker
-    processes must not change a byte."""
-    flags = ("--num_shards", "2", "--split", "train=0.5,validation=0.5", "--no_progress")
+    processes must not change a byte, errors files included (several here)."""
+    monkeypatch.setattr(error_files, "ROWS_PER_ERRORS_FILE", 2)
+    with open(dataset, "a") as manifest:  # rows rejected by the reader and by shard writers
+        manifest.writelines(f"images/gone-{i}.jpg,coffee\n" for i in range(5))
+        manifest.write("images/coffee/0.jpg,\n,rocket\n")
+    flags = ("--num_shards", "2", "--split", "train=0.5,validation=0.5", "--no_progress",
+             "--max_error_rate", "1")  # fmt: skip
 
     def convert(name, *more):
         run(["--manifest", str(dataset), "--output", str(tmp_path / name), *flags, *more])
@@ -122,6 +125,7 @@ def test_same_input_gives_identical_bytes_whatever_the_runner_and_parallelism(da
         convert("e", "--direct_num_workers=2", "--direct_running_mode=multi_processing"),
     ]
     files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
+    assert len([name for name in files if name.parts[0] == "errors"]) == 4
     for other in others:
         assert sorted(p.relative_to(other) for p in other.rglob("*") if p.is_file()) == files
         for name in files:
@@ -247,8 +251,8 @@ def test_count_law_and_error_rows_with_hostile_rows(tmp_path, convert):
         "bad_split": 1, "corrupt_image": 1, "duplicate_key": 1,
         "empty_file": 1, "missing_file": 1, "not_an_image": 1,
     }  # fmt: skip
-    assert len(_errors(output)) == info.errors
-    assert {e["row"]["image_uri"].rsplit("/", 1)[-1] for e in _errors(output)} >= {
+    assert len(error_rows(output)) == info.errors
+    assert {e["row"]["image_uri"].rsplit("/", 1)[-1] for e in error_rows(output)} >= {
         "truncated.jpg",
         "empty.jpg",
         "text.jpg",

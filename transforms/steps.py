@@ -7,11 +7,13 @@ Element shapes between steps (a RowBatch holds up to ROWS_PER_BATCH ManifestRows
     AssignShards    -> ((split, index, count, piece, pieces), RowBatch of that piece's rows)
                                               (+ "errors"; pieces is 1 for most shards)
     WriteShards     -> {"shards": ShardResult, "errors": ErrorRow}   (pieces joined)
+    WriteErrors     ErrorRow -> {"files": ErrorFileResult, "counts": ErrorCounts (one element)}
 Only manifest rows cross the GroupByKey in WriteShards, and then only ShardResults of pieces;
-image bytes are read after it.
+image bytes are read after it. Error rows cross one more, grouped by errors file.
 """
 
 import functools
+from collections import Counter
 from collections.abc import Iterable
 
 import apache_beam as beam
@@ -20,6 +22,14 @@ from apache_beam.pvalue import AsSingleton, TaggedOutput
 from apache_beam.transforms.window import GlobalWindows
 
 from transforms.dedup import content_digest, keep_first
+from transforms.error_files import (
+    ErrorCounts,
+    ErrorFileResult,
+    counted_as,
+    error_file_count,
+    file_of,
+    write_error_file,
+)
 from transforms.errors import ErrorRow
 from transforms.manifest import ManifestRow, ReadConfig, RowBatch, read_source
 from transforms.plan import (
@@ -303,5 +313,77 @@ class WriteShards(beam.PTransform):
             | "GroupPieces" >> beam.GroupByKey()
             | "JoinPieces" >> beam.Map(_join_pieces, self._config).with_output_types(ShardResult)
         )
-        shards = (whole, joined) | "EveryShard" >> beam.Flatten()
+        shards = (whole, joined) | "EveryShard" >> beam.Flatten().with_output_types(ShardResult)
         return {"shards": shards, "errors": written.errors}
+
+
+@beam.typehints.with_output_types(ErrorCounts)
+class _CountErrorsFn(beam.CombineFn):
+    """Error rows → one ErrorCounts; a Counter of (split, reason) per worker, merged."""
+
+    def create_accumulator(self):
+        return Counter()
+
+    def add_input(self, counts, error):
+        counts[counted_as(error)] += 1
+        return counts
+
+    def merge_accumulators(self, accumulators):
+        merged, *rest = accumulators
+        for counts in rest:
+            merged.update(counts)
+        return merged
+
+    def extract_output(self, counts):
+        return ErrorCounts.of(counts)
+
+
+def _key_by_file(error: ErrorRow, counts: ErrorCounts, rows_per_file: int):
+    count = error_file_count(counts.total, rows_per_file)
+    return (file_of(error, count), count), error
+
+
+def _every_error_file(counts: ErrorCounts, rows_per_file: int):
+    """One empty entry per errors file, so a file that gets no rows is still written."""
+    count = error_file_count(counts.total, rows_per_file)
+    for index in range(count):
+        yield (index, count), None
+
+
+def _write_error_file(file_errors, staging: str) -> ErrorFileResult:
+    (index, count), errors = file_errors
+    return write_error_file(staging, index, count, (e for e in errors if e is not None))
+
+
+class WriteErrors(beam.PTransform):
+    """Counts the error rows per split and reason, and writes them as errors files into the
+    run's staging folder, each file by one worker: no step holds every error row.
+
+    Returns {"files": an ErrorFileResult per file, "counts": one ErrorCounts}.
+
+    Args:
+      staging: the run's staging folder; the commit step moves the files into the version.
+      rows_per_file: about how many rows a file holds (their count decides how many files).
+    """
+
+    def __init__(self, staging: str, rows_per_file: int):
+        super().__init__()
+        self._staging = staging
+        self._rows_per_file = rows_per_file
+
+    def expand(self, errors):
+        counts = errors | "CountErrors" >> beam.CombineGlobally(_CountErrorsFn())
+        keyed = errors | "KeyByFile" >> beam.Map(
+            _key_by_file, AsSingleton(counts), self._rows_per_file
+        )
+        every_file = counts | "ListErrorFiles" >> beam.FlatMap(
+            _every_error_file, self._rows_per_file
+        )
+        files = (
+            (keyed, every_file)
+            | "AddEmptyFiles" >> beam.Flatten()
+            | "GroupByFile" >> beam.GroupByKey()
+            | "WriteErrorFile"
+            >> beam.Map(_write_error_file, self._staging).with_output_types(ErrorFileResult)
+        )
+        return {"files": files, "counts": counts}
