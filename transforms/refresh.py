@@ -4,10 +4,10 @@ moves the files.
 
 A row is known again by its fingerprint: a digest of everything its record is made from (split,
 label, extra features, image path) and of the image file's identity, its size and modification
-time (an object's last update), taken with one stat and no read. The alternative, a hash of the
-image's bytes, would read every image every night, which is most of what a conversion costs;
-the price of the stat is that a rewrite keeping both size and time goes unseen (`touch` the
-file, or run without `--incremental`, to convert it again).
+time (an object's size and CRC-32C, from its metadata), taken with one stat and no read. The
+alternative, a hash of a local image's bytes, would read every image every night, which is most
+of what a conversion costs; the price of the stat is that a rewrite keeping both size and time
+goes unseen (`touch` the file, or run without `--incremental`, to convert it again).
 """
 
 import hashlib
@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from transforms import fileio
+from transforms import fileio, gcs
 from transforms.manifest import ManifestRow
 
 
@@ -35,9 +35,15 @@ def fingerprint(row: ManifestRow, identity: str) -> str:
 
 
 def row_fingerprint(row: ManifestRow) -> str:
-    """The row's fingerprint; "" (matching nothing) when its image cannot be looked at."""
+    """The row's fingerprint; "" (matching nothing: the row is converted, which says why the
+    image cannot be had) when its image cannot be looked at. A stat the store keeps failing
+    for every request is a fault (transforms/shard_writer.py `read_image`)."""
     try:
         return fingerprint(row, fileio.identity(row.image_uri))
+    except gcs.StoreUnavailableError:
+        if not gcs.store_answers(row.image_uri):
+            raise
+        return ""
     except fileio.READ_ERRORS:
         return ""
 
