@@ -173,7 +173,10 @@ def test_an_object_that_always_fails_is_an_error_row_and_the_rest_converts(
         "images/coffee/1.jpg": "unavailable_file",
         "images/rocket/3.jpg": "unavailable_file",
     }
-    assert "still failing after 7 attempts: 503" in errors[0]["message"]
+    assert {error["message"] for error in errors} == {
+        f"{source}/{key}: every read failed, 7 attempts, while the store answered for it"
+        for key in ("images/coffee/1.jpg", "images/rocket/3.jpg")
+    }
     assert proxy.failed[f"{prefix}/images/rocket/3.jpg"] >= store.ATTEMPTS
     assert verify(str(tmp_path / "out"), "all") == (18, [])
 

@@ -9,8 +9,8 @@ A read's failure is transient (the service or the network failed: 408, 429, 5xx,
 reset or dropped, a timeout, a body cut short or not matching its checksum) or it is the
 object's (not found, permission denied, any other answer). A transient failure is retried in
 place with exponential backoff, up to `ATTEMPTS`; what the run produces never depends on one.
-A request still failing after that raises `StoreUnavailableError`: the caller decides whether the
-object or the service is to blame (`store_answers`).
+A request still failing after that raises `StoreUnavailableError`: the caller decides whether
+the object or the service is to blame (`store_answers`).
 """
 
 import errno
@@ -23,8 +23,9 @@ from typing import NamedTuple, TypeVar
 from transforms.errors import FaultError
 from transforms.records import crc32c_of
 
-# 7 attempts, 0.5 s before the second, doubled each time: 31.5 s of waiting before a request
-# counts as failing, the span Google's own clients give a retried call before they give up.
+# 7 attempts, 0.5 s before the second, doubled each time (jittered: 16-32 s in all): long
+# enough for a blip, a failover or a burst of 429s to pass; short enough that an object which
+# never answers holds one thread for half a minute, not the 2 minutes Google's clients retry.
 ATTEMPTS = 7
 FIRST_DELAY_S = 0.5
 TIMEOUT_S = 60  # a request that hears nothing for this long has failed (transiently)

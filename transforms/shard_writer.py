@@ -113,12 +113,14 @@ def read_image(uri: str, max_bytes: int) -> tuple[bytes, str]:
     """
     try:
         return fileio.read_identified(uri, max_bytes)
-    except gcs.StoreUnavailableError as error:
+    except gcs.StoreUnavailableError:
         if not gcs.store_answers(uri):
             raise
-        cause = " ".join(str(error.__cause__).split())
+        # Not the last error's text: which transient failure came last is chance, and the
+        # error rows are part of the version's bytes.
         raise RowError(
-            Reason.UNAVAILABLE_FILE, f"{uri}: still failing after {gcs.ATTEMPTS} attempts: {cause}"
+            Reason.UNAVAILABLE_FILE,
+            f"{uri}: every read failed, {gcs.ATTEMPTS} attempts, while the store answered for it",
         ) from None
     except fileio.MISSING:
         raise RowError(Reason.MISSING_FILE, f"no such file: {uri}") from None
