@@ -152,6 +152,7 @@ def _read_remote(path: str, max_bytes: int | None) -> tuple[bytes, str]:
     read = gcs.read(path, max_bytes)
     if read is None:  # over the limit: its metadata says by how much (a second request)
         size = gcs.stat(path).size
+        # Within the limit now, it was replaced meanwhile: over it still, by an unknown amount.
         _check_size(path, max(size, max_bytes + 1), max_bytes, known=size > max_bytes)
     return read
 
