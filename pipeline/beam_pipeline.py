@@ -67,8 +67,11 @@ def build_pipeline(
     DatasetInfo."""
     read_config = options.read_config()
     manifests = check_manifests(options.manifest, read_config)
-    processes = writer_processes(options.processes, describe(p.runner, p.options))
-    write_config = options.write_config(target.staging, progress_dir, processes)
+    runner = describe(p.runner, p.options)
+    processes = writer_processes(options.processes, runner)
+    write_config = options.write_config(
+        target.staging, progress_dir, processes, runner.sdk_processes
+    )
 
     previous = refresh.published(target, options.label_offset)
     inherited = previous.labels() if previous else None

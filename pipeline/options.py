@@ -164,9 +164,11 @@ class ConvertOptions:
             if not ok:
                 raise UserError(message)
 
-    def write_config(self, staging: str, progress_dir: str | None, processes: int) -> WriteConfig:
-        """What every shard writer needs: where (the run's staging folder), how, and how many
-        write at once."""
+    def write_config(
+        self, staging: str, progress_dir: str | None, processes: int, sdk_processes: int = 1
+    ) -> WriteConfig:
+        """What every shard writer needs: where (the run's staging folder), how, how many
+        write at once, and how many worker processes share each machine."""
         return WriteConfig(
             staging,
             self.image_config(),
@@ -177,6 +179,7 @@ class ConvertOptions:
             int(self.max_record_mb * 2**20),
             self.write_index,
             self.max_file_bytes,
+            sdk_processes,
         )
 
     def commit(self, target: Target) -> Commit:

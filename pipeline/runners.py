@@ -22,6 +22,7 @@ class Runner(NamedTuple):
     here: bool  # the pipeline runs on this machine
     dataflow: bool  # a DataflowRunner (or a subclass): the job runs on Google Cloud
     one_process: bool  # every step runs in this process (not in Beam's worker processes)
+    sdk_processes: int = 1  # Beam worker processes sharing a machine; 0: one per core
 
 
 LOCAL = Runner("", here=True, dataflow=False, one_process=True)  # no Beam flags: no Beam
@@ -107,7 +108,26 @@ def describe(runner, options) -> Runner:
         direct.direct_running_mode == "in_memory" or direct.direct_num_workers == 1
     )
     dataflow = _is_a(runner, "apache_beam.runners.dataflow.dataflow_runner", "DataflowRunner")
-    return Runner(type(runner).__name__, here, dataflow, one_process)
+    processes = _sdk_processes(options, here, one_process, dataflow)
+    return Runner(type(runner).__name__, here, dataflow, one_process, processes)
+
+
+def _sdk_processes(options, here: bool, one_process: bool, dataflow: bool) -> int:
+    """How many of the runner's worker processes share a machine's cores (0: one per core).
+    Dataflow starts one SDK harness process per vCPU unless the job opts out with the
+    `no_use_multiple_sdk_containers` experiment; the DirectRunner in multi_processing mode
+    starts `--direct_num_workers` (0: one per core); other runners start
+    `--sdk_worker_parallelism` (0: the runner's choice, taken as one per core)."""
+    from apache_beam.options.pipeline_options import DebugOptions, DirectOptions, PortableOptions
+
+    if one_process:
+        return 1
+    if dataflow:
+        experiments = options.view_as(DebugOptions).experiments or []
+        return 1 if "no_use_multiple_sdk_containers" in experiments else 0
+    if here and options.view_as(DirectOptions).direct_running_mode == "multi_processing":
+        return options.view_as(DirectOptions).direct_num_workers
+    return int(options.view_as(PortableOptions).sdk_worker_parallelism)
 
 
 def _is_a(runner, module: str, name: str) -> bool:

@@ -164,3 +164,30 @@ def gcs():
     server.kill()
     server.wait()
     del os.environ["STORAGE_EMULATOR_HOST"]
+
+
+@pytest.fixture
+def faulty_gcs(gcs, monkeypatch):
+    """Starts a FaultProxy (tests/fault_proxy.py) in front of the emulator and points every
+    Cloud Storage client made from then on at it, until the test ends; a read's retries wait
+    milliseconds rather than seconds. Returns the function that starts it."""
+    from fault_proxy import FaultProxy
+
+    from transforms import fileio
+    from transforms import gcs as store
+
+    monkeypatch.setattr(store, "FIRST_DELAY_S", 0.001)
+    proxies = []
+
+    def start(prefix: str, **faults) -> FaultProxy:
+        proxy = FaultProxy(gcs.port, prefix, **faults).__enter__()
+        proxies.append(proxy)
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{proxy.port}")
+        fileio.gcs_client.cache_clear()  # it knows the emulator's address
+        return proxy
+
+    yield start
+    monkeypatch.undo()
+    fileio.gcs_client.cache_clear()
+    for proxy in proxies:
+        proxy.__exit__(None, None, None)

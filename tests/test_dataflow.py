@@ -157,3 +157,19 @@ def test_a_refresh_job_shuffles_keys_and_positions_never_image_bytes(tmp_path, g
         start_name = next(t.unique_name for t in components.transforms.values()
                           if t.unique_name.startswith(step))  # fmt: skip
         assert _shuffled_after(components, start_name) == shuffled
+
+
+def test_the_dataflow_shard_writer_sizes_its_threads_per_sdk_process(job_graph):
+    """Dataflow starts one SDK harness process per vCPU, each with shard writers of its own:
+    the writer's DoFn is told so, and takes one core's threads, not the machine's."""
+    from apache_beam.internal import pickler
+    from apache_beam.portability.api import beam_runner_api_pb2
+
+    components = job_graph()
+    (writer,) = [
+        transform
+        for transform in components.transforms.values()
+        if transform.unique_name.endswith("ParDo(_WriteShardFn)")
+    ]
+    payload = beam_runner_api_pb2.ParDoPayload.FromString(writer.spec.payload)
+    assert pickler.loads(payload.do_fn.payload)[0]._config.sdk_processes == 0

@@ -143,50 +143,21 @@ def test_an_object_over_the_size_limit_is_an_error_row(tmp_path, gcs, convert):
     assert info.records == 4
 
 
-def test_transient_errors_are_retried_and_missing_objects_are_not(monkeypatch):
-    from google.api_core import exceptions
-
-    calls = []
-
-    def flaky(path, max_bytes):
-        calls.append(path)
-        if len(calls) < 3:
-            raise exceptions.ServiceUnavailable("try again")
-        return b"data"
-
-    monkeypatch.setattr(fileio, "_read_remote", flaky)
-    monkeypatch.setattr(fileio, "RETRY_DELAY_S", 0)
-    assert fileio.read_bytes("gs://b/x") == b"data" and len(calls) == 3
-
-    def missing(path, max_bytes):
-        calls.append(path)
-        raise exceptions.NotFound("gone")
-
-    calls.clear()
-    monkeypatch.setattr(fileio, "_read_remote", missing)
-    with pytest.raises(exceptions.NotFound):
-        fileio.read_bytes("gs://b/x")
-    assert len(calls) == 1
-
-
-def test_a_service_that_keeps_failing_is_a_fault_not_a_mistake(tmp_path, gcs, monkeypatch,
-                                                                capsys):  # fmt: skip
-    """A manifest Cloud Storage will not serve (503 after every retry) is exit status 3, a
+def test_a_manifest_the_store_keeps_failing_is_a_fault_not_a_mistake(
+    tmp_path, gcs, faulty_gcs, monkeypatch, capsys
+):
+    """A manifest Cloud Storage will not serve (a 503 on every attempt) is exit status 3, a
     fault to rerun; a manifest it does not have is a mistake, status 2."""
-    from google.api_core import exceptions
-
     write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
     source = gcs(tmp_path, "unavailable")
-
-    def unavailable(path, *_):
-        raise exceptions.ServiceUnavailable("backend error")
-
-    monkeypatch.setattr(fileio, "_read_remote", unavailable)
-    monkeypatch.setattr(fileio, "RETRY_DELAY_S", 0)
+    faulty_gcs("unavailable/", always={"unavailable/m.csv": "503"})
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))  # where the log file goes
     argv = ["convert", "--output", str(tmp_path / "out"), "--no_progress", "--manifest"]
-    assert main([*argv, f"{source}/m.csv"]) == 3
-    assert "Google Cloud kept failing a request" in capsys.readouterr().err
+    # A pattern: the manifest is found by a listing, which the proxy lets through.
+    assert main([*argv, f"{source}/m*.csv"]) == 3
+    assert "Cloud Storage kept failing a request for gs://tfrp-test/unavailable/m.csv (503 " in (
+        capsys.readouterr().err
+    )
     assert main([*argv, f"{source}/none.csv"]) == 2
 
 

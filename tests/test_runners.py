@@ -10,7 +10,9 @@ from pipeline.runners import LOCAL, Runner, resolve
 
 DIRECT = Runner("SwitchingDirectRunner", here=True, dataflow=False, one_process=True)
 DIRECT_PATH = "apache_beam.runners.direct.direct_runner.DirectRunner"
-ON_DATAFLOW = Runner("DataflowRunner", here=False, dataflow=True, one_process=False)
+# One SDK harness process per vCPU, each sizing its shard writers' threads from one core.
+ON_DATAFLOW = Runner("DataflowRunner", here=False, dataflow=True, one_process=False,
+                     sdk_processes=0)  # fmt: skip
 EMBEDDED = ["--runner", "PortableRunner", "--job_endpoint", "embed"]
 
 
@@ -24,14 +26,18 @@ EMBEDDED = ["--runner", "PortableRunner", "--job_endpoint", "embed"]
         (["--runner", DIRECT_PATH], DIRECT),
         (["--direct_num_workers=1"], DIRECT),  # Beam's default runner
         (["--direct_num_workers=2", "--direct_running_mode=multi_processing"],
-         DIRECT._replace(one_process=False)),
+         DIRECT._replace(one_process=False, sdk_processes=2)),
         (["--runner", "FnApiRunner"], Runner("FnApiRunner", True, False, True)),
         (["--runner", "TestDirectRunner"], Runner("TestDirectRunner", True, False, True)),
         (EMBEDDED, Runner("PortableRunner", True, False, True)),
         (["--runner", "PortableRunner", "--job_endpoint", "localhost:8099"],
          Runner("PortableRunner", False, False, False)),
         (["--runner", "SparkRunner"], Runner("SparkRunner", False, False, False)),
+        (["--runner", "SparkRunner", "--sdk_worker_parallelism=4"],
+         Runner("SparkRunner", False, False, False, sdk_processes=4)),
         (DATAFLOW, ON_DATAFLOW),
+        ([*DATAFLOW, "--experiments=no_use_multiple_sdk_containers"],
+         ON_DATAFLOW._replace(sdk_processes=1)),
         ([*DATAFLOW, "--runner=TestDataflowRunner"],
          ON_DATAFLOW._replace(name="TestDataflowRunner")),
     ],

@@ -31,7 +31,8 @@ class Reason(enum.StrEnum):
     DUPLICATE_KEY = "duplicate_key"  # a second row with a key already seen
     DUPLICATE_CONTENT = "duplicate_content"  # with --dedup: same file bytes as an earlier row
     MISSING_FILE = "missing_file"
-    UNREADABLE_FILE = "unreadable_file"
+    UNREADABLE_FILE = "unreadable_file"  # refused: permission denied, or another answer
+    UNAVAILABLE_FILE = "unavailable_file"  # an object still failing after its read's retries
     NOT_A_FILE = "not_a_file"  # a FIFO, socket, device or folder: never opened for reading
     FILE_TOO_LARGE = "file_too_large"  # over --max_file_mb: never read whole
     UNREADABLE_FOLDER = "unreadable_folder"  # a class-folder tree's folder that cannot be listed

@@ -17,37 +17,27 @@ import posixpath
 import shutil
 import stat
 import sys
-import time
 from collections.abc import Iterator
 from typing import NamedTuple
 
 import google_crc32c
 
+from transforms import gcs
+
 _RAW = "uncompressed"  # Beam's CompressionTypes.UNCOMPRESSED
-RETRIES = 4
-RETRY_DELAY_S = 0.5  # doubled after each failed attempt: 0.5, 1, 2 s
 
 
 @functools.cache
 def _error_types() -> dict[str, tuple[type[BaseException], ...]]:
     """What file access raises, sorted once. Object stores raise their own exception types, not
     OSError; they are imported here, on first use, because with grpc they take 0.17 s, which a
-    local run would pay in every process for the sake of a missing file."""
+    local run would pay in every process for the sake of a missing file. (Which failures are
+    transient, and retried, is transforms/gcs.py's to say.)"""
     from google.api_core import exceptions as gcs_errors
 
-    transient = (
-        gcs_errors.TooManyRequests,
-        gcs_errors.InternalServerError,
-        gcs_errors.BadGateway,
-        gcs_errors.ServiceUnavailable,
-        gcs_errors.GatewayTimeout,
-        ConnectionError,
-        TimeoutError,
-    )
     return {
         "MISSING": (FileNotFoundError, gcs_errors.NotFound),
-        "TRANSIENT": transient,
-        "READ_ERRORS": (OSError, gcs_errors.GoogleAPICallError, *transient),
+        "READ_ERRORS": (OSError, gcs_errors.GoogleAPICallError),
         # The service failed, not the path: what is left of a request after its retries.
         "UNAVAILABLE": (
             gcs_errors.TooManyRequests,
@@ -59,9 +49,9 @@ def _error_types() -> dict[str, tuple[type[BaseException], ...]]:
 
 
 def __getattr__(name: str):
-    """`fileio.MISSING`, `fileio.TRANSIENT`, `fileio.READ_ERRORS`, `fileio.UNAVAILABLE`: tuples
-    for `except`, which Python evaluates only when an exception is being matched."""
-    if name in ("MISSING", "TRANSIENT", "READ_ERRORS", "UNAVAILABLE"):
+    """`fileio.MISSING`, `fileio.READ_ERRORS`, `fileio.UNAVAILABLE`: tuples for `except`, which
+    Python evaluates only when an exception is being matched."""
+    if name in ("MISSING", "READ_ERRORS", "UNAVAILABLE"):
         return _error_types()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -75,6 +65,10 @@ def _filesystems():
 
 def is_remote(path: str) -> bool:
     return "://" in path
+
+
+def is_gcs(path: str) -> bool:
+    return path.startswith("gs://")
 
 
 def join(base: str, *parts: str) -> str:
@@ -151,7 +145,22 @@ def _open_regular(path: str) -> tuple[int, os.stat_result]:
     return descriptor, status
 
 
-def _read_remote(path: str, max_bytes: int | None) -> bytes:
+def _read_remote(path: str, max_bytes: int | None) -> tuple[bytes, str]:
+    """An object's bytes and identity: on Cloud Storage from one request (transforms/gcs.py),
+    on another store a stat, then a read through Beam's FileSystems. Transient failures are
+    retried; gcs.StoreUnavailableError when they go on."""
+    if not is_gcs(path):
+        identity_before = identity(path)
+        return gcs.retried(lambda: _read_filesystem(path, max_bytes), path), identity_before
+    read = gcs.read(path, max_bytes)
+    if read is None:  # over the limit: its metadata says by how much (a second request)
+        size = gcs.stat(path).size
+        # Within the limit now, it was replaced meanwhile: over it still, by an unknown amount.
+        _check_size(path, max(size, max_bytes + 1), max_bytes, known=size > max_bytes)
+    return read
+
+
+def _read_filesystem(path: str, max_bytes: int | None) -> bytes:
     with _filesystems().open(path, compression_type=_RAW) as handle:
         if max_bytes is None:
             return handle.read()
@@ -190,27 +199,20 @@ def _read_local_identified(path: str, max_bytes: int | None) -> tuple[bytes, str
         os.close(descriptor)
 
 
-def read_bytes(path: str, max_bytes: int | None = None, retries: int = RETRIES) -> bytes:
+def read_bytes(path: str, max_bytes: int | None = None) -> bytes:
     """The bytes of a regular file or an object: FileTooLargeError beyond `max_bytes`,
     NotAFileError for anything else a local path names. Transient object-store errors are
-    retried."""
+    retried (transforms/gcs.py)."""
     if not is_remote(path):
         return _read_local(path, max_bytes)
-    for attempt in range(retries):
-        try:
-            return _read_remote(path, max_bytes)
-        except _error_types()["TRANSIENT"]:
-            if attempt == retries - 1:
-                raise
-            time.sleep(RETRY_DELAY_S * 2**attempt)
-    raise AssertionError("unreachable")
+    return _read_remote(path, max_bytes)[0]
 
 
 def read_identified(path: str, max_bytes: int | None = None) -> tuple[bytes, str]:
-    """`read_bytes`, and the file's `identity` as it was when the read began."""
+    """`read_bytes`, and the file's `identity` as it was when the read began (an object's, as
+    the read's own response gives it)."""
     if is_remote(path):
-        identity_before = identity(path)
-        return read_bytes(path, max_bytes), identity_before
+        return _read_remote(path, max_bytes)
     return _read_local_identified(path, max_bytes)
 
 
@@ -301,12 +303,25 @@ def delete_tree(folder: str) -> None:
     delete(glob(folder.rstrip("/") + "/**"))
 
 
+# Connections to Cloud Storage a process keeps open for reuse: more than its threads ever use
+# at once (requests' default of 10 would close and reopen the connections of any more threads,
+# warning each time).
+GCS_CONNECTIONS = 256
+
+
 @functools.cache
 def gcs_client():
-    """One Cloud Storage client per process (STORAGE_EMULATOR_HOST points it at an emulator)."""
+    """One Cloud Storage client per process (STORAGE_EMULATOR_HOST points it at an emulator),
+    its connections shared by every thread. The pool is set as the client's maintainers advise
+    (googleapis/python-storage#253): the client has no option for it."""
+    import requests
     from google.cloud import storage
 
-    return storage.Client()
+    client = storage.Client()
+    pool = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=GCS_CONNECTIONS)
+    for scheme in ("https://", "http://"):
+        client._http.mount(scheme, pool)
+    return client
 
 
 def check_writable_folder(path: str) -> None:
@@ -334,15 +349,20 @@ def is_dir(path: str) -> bool:
 
 
 def size(path: str) -> int:
+    if is_gcs(path):
+        return gcs.stat(path).size
     if is_remote(path):
         return _filesystems().match([path])[0].metadata_list[0].size_in_bytes
     return os.path.getsize(path)
 
 
 def identity(path: str) -> str:
-    """What tells a file's versions apart without reading it: its size and modification time
-    (an object's last update on a store). Equal identities mean the same bytes unless a writer
-    kept both the size and the time, which tools that rewrite images do not."""
+    """What tells a file's versions apart without reading it: its size and modification time,
+    which equal the same bytes unless a writer kept both, as tools that rewrite images do not;
+    on Cloud Storage its size and CRC-32C (gcs.identity). The same string as the identity
+    `read_identified` gives."""
+    if is_gcs(path):
+        return gcs.stat(path).identity
     if is_remote(path):
         found = _filesystems().match([path])[0].metadata_list
         if not found:

@@ -4,10 +4,10 @@ moves the files.
 
 A row is known again by its fingerprint: a digest of everything its record is made from (split,
 label, extra features, image path) and of the image file's identity, its size and modification
-time (an object's last update), taken with one stat and no read. The alternative, a hash of the
-image's bytes, would read every image every night, which is most of what a conversion costs;
-the price of the stat is that a rewrite keeping both size and time goes unseen (`touch` the
-file, or run without `--incremental`, to convert it again).
+time (an object's size and CRC-32C, from its metadata), taken with one stat and no read. The
+alternative, a hash of a local image's bytes, would read every image every night, which is most
+of what a conversion costs; the price of the stat is that a rewrite keeping both size and time
+goes unseen (`touch` the file, or run without `--incremental`, to convert it again).
 """
 
 import hashlib
@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from transforms import fileio
+from transforms import fileio, gcs
 from transforms.manifest import ManifestRow
 
 
@@ -39,16 +39,18 @@ def fingerprint(row: ManifestRow, identity: str) -> str:
     return hashlib.blake2b(made_of.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
-def image_identity(path: str) -> str:
-    """The image file's identity; "" when it cannot be looked at."""
+def row_fingerprint(row: ManifestRow) -> str:
+    """The row's fingerprint; "" (matching nothing: the row is converted, which says why the
+    image cannot be had) when its image cannot be looked at. A stat the store keeps failing
+    for every request is a fault (transforms/shard_writer.py `read_image`)."""
     try:
-        return fileio.identity(path)
+        return fingerprint(row, fileio.identity(row.image_uri))
+    except gcs.StoreUnavailableError:
+        if not gcs.store_answers(row.image_uri):
+            raise
+        return ""
     except fileio.READ_ERRORS:
         return ""
-
-
-def row_fingerprint(row: ManifestRow) -> str:
-    return fingerprint(row, image_identity(row.image_uri))
 
 
 # Keys that would not stay one field of one line as they are, written as JSON strings instead.

@@ -41,6 +41,7 @@ from transforms.shard_writer import (
     ShardResult,
     WriteConfig,
     available_cores,
+    process_cores,
     write_shard,
     writer_threads,
 )
@@ -94,11 +95,12 @@ class ShardWriters:
     def task(
         self, shard: ShardId, rows: list[ManifestRow], plan: DatasetPlan, piece: Piece = WHOLE
     ) -> ShardTask:
-        """The shard's (or its piece's) work, with the threads it gets: its share of the cores,
-        or threads to wait on the network when its images are remote."""
+        """The shard's (or its piece's) work, with the threads it gets: its share of this
+        process's cores, or threads to wait on the network when its images are remote."""
         remote = bool(rows) and fileio.is_remote(rows[0].image_uri)
         writers = self._writers(rows, plan)
-        threads = writer_threads(self._config, remote, max(1, available_cores() // writers))
+        cores = process_cores(self._config.sdk_processes, available_cores())
+        threads = writer_threads(self._config, remote, max(1, cores // writers))
         return ShardTask(shard, rows, plan.labels, self._config, threads, writers, piece)
 
     def _writers(self, rows: list[ManifestRow], plan: DatasetPlan) -> int:

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import NamedTuple
 
-from transforms import fileio
+from transforms import fileio, gcs
 from transforms.errors import ErrorRow, Reason, RowError
 from transforms.examples import build_example
 from transforms.images import ImageConfig, decodes_every_image, normalise
@@ -54,6 +54,9 @@ class WriteConfig(NamedTuple):
     max_record_bytes: int = MAX_RECORD_BYTES
     write_index: bool = False  # a DALI `index/<shard>.idx` for each (uncompressed) shard
     max_file_bytes: int = DEFAULT_MAX_FILE_MB << 20
+    # Beam worker processes on each machine, each with writers of its own; 0: one per core
+    # (Dataflow's SDK harness). Their cores are shared out: process_cores().
+    sdk_processes: int = 1
 
 
 class ShardResult(NamedTuple):
@@ -79,6 +82,16 @@ def available_cores() -> int:
     return os.cpu_count() or 1
 
 
+def process_cores(sdk_processes: int, machine_cores: int) -> int:
+    """The cores one of `sdk_processes` worker processes may count on, of the `machine_cores`
+    they share (0 processes: one per core, so one core each). Each process sizes its writers'
+    threads from its own share: sized from the machine's, N processes would start N times
+    too many."""
+    if sdk_processes == 0:
+        return 1
+    return max(1, machine_cores // sdk_processes)
+
+
 def writer_threads(config: WriteConfig, remote: bool, cores: int) -> int:
     """Image threads for one shard writer that has `cores` to itself: `--threads`, or when
     that is 0, what pays here.
@@ -97,9 +110,25 @@ def writer_threads(config: WriteConfig, remote: bool, cores: int) -> int:
 
 def read_image(uri: str, max_bytes: int) -> tuple[bytes, str]:
     """The image file's bytes and identity (fileio.identity, as the read began); a file that
-    cannot be had is a RowError, never a dead worker."""
+    cannot be had is a RowError, never a dead worker.
+
+    A read that fails transiently is retried (transforms/gcs.py), so what a shard holds never
+    depends on such a failure. A read still failing after its retries is this object's error
+    row if the store answers other requests about it; if the store fails those too, the
+    service is down, not the object, and the shard's attempt fails (Beam retries it; the
+    local runner stops with exit status 3 and publishes nothing).
+    """
     try:
         return fileio.read_identified(uri, max_bytes)
+    except gcs.StoreUnavailableError:
+        if not gcs.store_answers(uri):
+            raise
+        # Not the last error's text: which transient failure came last is chance, and the
+        # error rows are part of the version's bytes.
+        raise RowError(
+            Reason.UNAVAILABLE_FILE,
+            f"{uri}: every read failed, {gcs.ATTEMPTS} attempts, while the store answered for it",
+        ) from None
     except fileio.MISSING:
         raise RowError(Reason.MISSING_FILE, f"no such file: {uri}") from None
     except fileio.NotAFileError as error:
@@ -113,8 +142,14 @@ def read_image(uri: str, max_bytes: int) -> tuple[bytes, str]:
 def stored_size(uri: str, max_file_bytes: int) -> int:
     """What an image file weighs in a shard-size estimate: its size, or nothing when it is
     over the limit (an error row, never stored), so one huge or sparse file cannot multiply
-    a split's shards."""
-    size = fileio.size(uri)
+    a split's shards. An object whose stat keeps failing weighs nothing too if the store
+    answers for it otherwise (read_image makes its error row), else the plan's step fails."""
+    try:
+        size = fileio.size(uri)
+    except gcs.StoreUnavailableError:
+        if not gcs.store_answers(uri):
+            raise
+        return 0
     return size if size <= max_file_bytes else 0
 
 

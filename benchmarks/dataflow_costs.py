@@ -1,0 +1,157 @@
+"""What a conversion needs on Dataflow, estimated from costs measured here, stage by stage:
+`python benchmarks/dataflow_costs.py [N]` (N rows of the benchmark corpus, 20,000 by default).
+
+Each Beam step's work is measured by calling the functions it wraps (transforms/steps.py) on
+the corpus, in one thread of this process, as CPU time (time.process_time): the manifest read,
+the plan's accounting, the shard assignment, and the shard writer per image, pass-through and
+re-encoding. The shuffle's bytes are the rows as Beam's coder writes them. Those figures are
+measured; the table for 10^6-10^8 rows multiplies them out under the assumptions in
+ASSUMPTIONS, and is an estimate.
+
+Writes benchmarks/results/dataflow-costs.json and prints the README's table.
+"""
+
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import apache_beam as beam
+from corpus import make_corpus
+
+from transforms.images import ImageConfig
+from transforms.manifest import ManifestRow, ReadConfig, RowBatch, read_source
+from transforms.plan import LabelSource, PlanAccumulator, ShardCounts, make_plan
+from transforms.shard_writer import WriteConfig, stored_size, write_shard
+from transforms.sharding import DEFAULT_TARGET_SHARD_MB, ShardId
+from transforms.steps import ROWS_PER_BATCH, _AssignShardFn
+
+HERE = Path(__file__).resolve().parent
+WRITTEN_IMAGES = 400  # images the writer is timed on, each way
+ASSUMPTIONS = {
+    "worker_vcpus": 4,  # n1-standard-4, Dataflow's default batch machine
+    "busy": 0.8,  # share of a worker's CPU doing this work (the rest: harness, shuffle I/O)
+    "mean_image_kb": 110,  # ImageNet's mean JPEG; the corpus's own mean is reported beside
+    "gcs_requests_per_image": 1,  # one media download (no metadata request first)
+    "upload_chunk_mb": 8,  # resumable upload chunk: a shard's upload requests
+    "requests_per_moved_file": 3,  # the commit's move: existence check, copy, delete
+    "files_per_shard": 2,  # the shard and its rows file
+}
+
+
+def cpu_us_per(count: int, work) -> float:
+    start = time.process_time()
+    work()
+    return (time.process_time() - start) * 1e6 / count
+
+
+def measure(count: int) -> dict:
+    corpus = make_corpus(Path(tempfile.gettempdir()) / f"tfrp-corpus-{count}", count)
+    rows: list[ManifestRow] = []
+    read_us = cpu_us_per(count, lambda: rows.extend(read_source(str(corpus), 0, ReadConfig())))
+    accumulator = PlanAccumulator(ShardCounts(), sample_every_split=True)
+    plan_us = cpu_us_per(count, lambda: [accumulator.add(row) for row in rows])
+    plan = make_plan(
+        accumulator.stats(), LabelSource(), ShardCounts(), DEFAULT_TARGET_SHARD_MB,
+        lambda uri: stored_size(uri, 1 << 30),
+    )  # fmt: skip
+    batches = [
+        RowBatch(tuple(rows[start : start + ROWS_PER_BATCH]))
+        for start in range(0, len(rows), ROWS_PER_BATCH)
+    ]
+    keyed: list = []
+    assign = _AssignShardFn()
+    assign_us = cpu_us_per(count, lambda: [keyed.extend(assign.process(b, plan)) for b in batches])
+    coder = beam.coders.registry.get_coder(object)
+    shuffled = sum(len(coder.encode(element)) for element in keyed)
+    sample = rows[:WRITTEN_IMAGES]
+    image_bytes = sum(os.path.getsize(row.image_uri) for row in rows) / len(rows)
+    with tempfile.TemporaryDirectory() as out:
+
+        def write(image: ImageConfig) -> float:
+            config = WriteConfig(out, image=image)
+            return cpu_us_per(
+                len(sample),
+                lambda: list(write_shard(ShardId("train", 0, 1), sample, plan.labels, config)),
+            )
+
+        pass_through_us = write(ImageConfig())
+        reencode_us = write(ImageConfig(resize_short_side=256, jpeg_quality=90))
+    return {
+        "rows": count,
+        "corpus_mean_image_kb": round(image_bytes / 1024, 1),
+        "cpu_us_per_row": {
+            "read_manifest": round(read_us, 2),
+            "plan": round(plan_us, 2),
+            "assign_shards": round(assign_us, 2),
+        },
+        "cpu_us_per_image": {
+            "write_pass_through": round(pass_through_us, 1),
+            "write_resize_256_q90": round(reencode_us, 1),
+        },
+        "shuffle_bytes_per_row": round(shuffled / count, 1),
+    }
+
+
+def estimate(measured: dict, rows: int, assumptions: dict = ASSUMPTIONS) -> dict:
+    """One conversion's needs on Dataflow: vCPU-hours per stage, workers x hours, shuffle and
+    Cloud Storage requests, from the measured per-row and per-image costs."""
+    per_row = sum(measured["cpu_us_per_row"].values())
+    images = measured["cpu_us_per_image"]
+    shard_mb = DEFAULT_TARGET_SHARD_MB
+    dataset_mb = rows * assumptions["mean_image_kb"] / 1024
+    shards = max(1, round(dataset_mb / shard_mb))
+    upload_requests = shards * (shard_mb // assumptions["upload_chunk_mb"] + 2)
+    moves = shards * assumptions["files_per_shard"] * assumptions["requests_per_moved_file"]
+
+    def worker_hours(us_per_item: float) -> float:
+        vcpu_hours = rows * us_per_item / 3.6e9
+        return vcpu_hours / assumptions["worker_vcpus"] / assumptions["busy"]
+
+    return {
+        "rows": rows,
+        "rows_stages_worker_hours": round(worker_hours(per_row), 2),
+        "pass_through_worker_hours": round(worker_hours(per_row + images["write_pass_through"]), 1),
+        "reencode_worker_hours": round(worker_hours(per_row + images["write_resize_256_q90"]), 1),
+        "shuffle_gb": round(rows * measured["shuffle_bytes_per_row"] / 1e9, 2),
+        "shards": shards,
+        "gcs_requests_millions": round(
+            (rows * assumptions["gcs_requests_per_image"] + upload_requests + moves) / 1e6, 2
+        ),
+    }
+
+
+def markdown(estimates: list[dict]) -> str:
+    lines = [
+        "| rows | rows stages (read, plan, assign) | pass-through | re-encode (256, q90) "
+        "| shuffle | shards (150 MB) | GCS requests |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for e in estimates:
+        lines.append(
+            f"| {e['rows']:.0e} | {e['rows_stages_worker_hours']} | "
+            f"{e['pass_through_worker_hours']} | {e['reencode_worker_hours']} | "
+            f"{e['shuffle_gb']} GB | {e['shards']:,} | {e['gcs_requests_millions']} M |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    count = int(sys.argv[1]) if len(sys.argv) > 1 else 20000
+    measured = measure(count)
+    estimates = [estimate(measured, rows) for rows in (10**6, 10**7, 10**8)]
+    report = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}",
+        "measured": measured,
+        "assumptions": ASSUMPTIONS,
+        "estimates": estimates,
+    }
+    print(json.dumps(measured, indent=2))
+    print(markdown(estimates))
+    results = HERE / "results"
+    results.mkdir(exist_ok=True)
+    (results / "dataflow-costs.json").write_text(json.dumps(report, indent=2) + "\n")

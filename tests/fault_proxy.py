@@ -1,0 +1,173 @@
+"""A loopback HTTP proxy in front of the GCS emulator that fails requests the way networks and
+Cloud Storage do: a 503, a connection dropped before the answer, a body cut off midway.
+
+Clients reach it as the emulator (STORAGE_EMULATOR_HOST names it). Every request is replayed
+against the emulator on 127.0.0.1, unless it reads an object under `prefix` and its fault plan
+says otherwise. The plan is a function of the seed, the request and how many times the same
+request came before, never of timing or thread order: two runs meet the same faults, and no
+request fails more than `MAX_IN_A_ROW` times in a row, except those of an object named in
+`always`, which fail every time (with `listings_too`, listings of its name as well: the store
+then answers nothing about it).
+"""
+
+import hashlib
+import http.client
+import socketserver
+import threading
+import urllib.parse
+from collections import Counter
+
+FAULTS = ("503", "drop", "truncate")
+MAX_IN_A_ROW = 2
+_HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "host"}
+
+
+def object_name(target: str) -> str | None:
+    """The object a JSON API request names (its metadata or its media), or None (a listing,
+    a bucket, an upload)."""
+    path = urllib.parse.urlsplit(target).path
+    if "/b/" not in path or "/o/" not in path:
+        return None
+    return urllib.parse.unquote(path.split("/o/", 1)[1]) or None
+
+
+def listed_prefix(target: str) -> str | None:
+    """The prefix a listing of a bucket's objects asks for, or None."""
+    split = urllib.parse.urlsplit(target)
+    if not split.path.endswith("/o"):
+        return None
+    return urllib.parse.parse_qs(split.query).get("prefix", [""])[0]
+
+
+def planned_fault(seed: int, rate: float, request: str, repeat: int) -> str | None:
+    """The fault for the `repeat`-th (from 0) sending of `request`, or None: each sending fails
+    with probability `rate`, never more than MAX_IN_A_ROW times in a row."""
+    if repeat >= MAX_IN_A_ROW:
+        return None
+    digest = hashlib.blake2b(f"{seed}|{request}|{repeat}".encode(), digest_size=8).digest()
+    if int.from_bytes(digest[:4], "big") >= rate * 2**32:
+        return None
+    return FAULTS[digest[4] % len(FAULTS)]
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    def handle(self):
+        while self._one_request():
+            pass
+
+    def _one_request(self) -> bool:
+        """Reads a request and answers it (or fails it); False when the connection is over."""
+        line = self.rfile.readline().decode("latin-1").strip()
+        if not line:
+            return False
+        method, target, _ = line.split(" ", 2)
+        headers = {}
+        while (header := self.rfile.readline().decode("latin-1").strip()) != "":
+            name, _, value = header.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        body = self._body(headers)
+        fault = self.server.fault_for(method, target)
+        if fault == "503":
+            self._send(503, "Service Unavailable", [("Content-Type", "application/json")],
+                       b'{"error": {"code": 503, "message": "injected"}}')  # fmt: skip
+            return headers.get("connection") != "close"
+        if fault == "drop":
+            return False  # closed without a word, as a reset or a dead load balancer leaves it
+        status, reason, response_headers, data = self.server.forward(method, target, headers, body)
+        if fault == "truncate" and data:
+            # The length the whole body has, then half of it, then the end of the connection.
+            self._send(status, reason, response_headers, data, cut=len(data) // 2)
+            return False
+        self._send(status, reason, response_headers, data)
+        return headers.get("connection") != "close"
+
+    def _body(self, headers: dict) -> bytes | None:
+        if "content-length" in headers:
+            return self.rfile.read(int(headers["content-length"]))
+        if headers.get("transfer-encoding") == "chunked":
+            chunks = []
+            while size := int(self.rfile.readline().split(b";")[0], 16):
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+            self.rfile.readline()
+            return b"".join(chunks)
+        return None
+
+    def _send(self, status, reason, headers, data: bytes, cut: int | None = None) -> None:
+        lines = [f"HTTP/1.1 {status} {reason}"]
+        lines += [f"{name}: {value}" for name, value in headers]
+        lines.append(f"Content-Length: {len(data)}")
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        self.wfile.write(head + (data if cut is None else data[:cut]))
+        self.wfile.flush()
+
+
+class FaultProxy(socketserver.ThreadingTCPServer):
+    """Context manager: serves on 127.0.0.1 at `.port` while open. Reads of objects under
+    `prefix` fail at `rate` (seeded); those of an object in `always` meet its fault (one of
+    FAULTS) every time. `.requests` counts the (method, object name) of every request,
+    `.faults` the faults met by kind, `.failed` by object."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, emulator_port: int, prefix: str, rate: float = 0.0, seed: int = 0,
+                 always: dict[str, str] | None = None, listings_too: bool = False):  # fmt: skip
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.port = self.server_address[1]
+        self.emulator_port = emulator_port
+        self.prefix, self.rate, self.seed = prefix, rate, seed
+        self.always, self.listings_too = always or {}, listings_too
+        self.requests: Counter = Counter()
+        self.faults: Counter = Counter()  # by kind
+        self.failed: Counter = Counter()  # by object name (a listing's prefix)
+        self._sent: Counter = Counter()  # sendings of each (method, target) so far
+        self._lock = threading.Lock()
+
+    def fault_for(self, method: str, target: str) -> str | None:
+        """The fault this request meets (counted), or None: it is replayed."""
+        name = object_name(target)
+        with self._lock:
+            self.requests[method, name] += 1
+            repeat = self._sent[method, target]
+            self._sent[method, target] += 1
+        if method != "GET":
+            return None
+        if name is None:  # a listing, or a bucket's metadata
+            listed = listed_prefix(target)
+            return self._counted(listed, self.always.get(listed) if self.listings_too else None)
+        if not name.startswith(self.prefix):
+            return None
+        fault = self.always.get(name) or planned_fault(
+            self.seed, self.rate, f"{method} {target}", repeat
+        )
+        return self._counted(name, fault)
+
+    def _counted(self, name: str | None, fault: str | None) -> str | None:
+        if fault:
+            with self._lock:
+                self.faults[fault] += 1
+                self.failed[name] += 1
+        return fault
+
+    def forward(self, method: str, target: str, headers: dict, body: bytes | None):
+        """The emulator's answer: (status, reason, headers, body)."""
+        forwarded = {k: v for k, v in headers.items() if k not in _HOP_BY_HOP}
+        emulator = http.client.HTTPConnection("127.0.0.1", self.emulator_port, timeout=30)
+        try:
+            emulator.request(method, target, body=body, headers=forwarded)
+            response = emulator.getresponse()
+            data = response.read()
+        finally:
+            emulator.close()
+        kept = [(k, v) for k, v in response.getheaders()
+                if k.lower() not in _HOP_BY_HOP | {"content-length"}]  # fmt: skip
+        return response.status, response.reason, kept, data
+
+    def __enter__(self):
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc_info):
+        self.shutdown()
+        self.server_close()
