@@ -4,9 +4,10 @@
 Each Beam step's work is measured by calling the functions it wraps (transforms/steps.py) on
 the corpus, in one thread of this process, as CPU time (time.process_time): the manifest read,
 the plan's accounting, the shard assignment, and the shard writer per image, pass-through and
-re-encoding. The shuffle's bytes are the rows as Beam's coder writes them. Those figures are
-measured; the table for 10^6-10^8 rows multiplies them out under the assumptions in
-ASSUMPTIONS, and is an estimate.
+re-encoding; and this process's CPU for one image read from Cloud Storage (its one request, to
+the emulator on loopback, whose own CPU is not counted). The shuffle's bytes are the rows as
+Beam's coder writes them. Those figures are measured; the table for 10^6-10^8 rows multiplies
+them out under the assumptions in ASSUMPTIONS, and is an estimate.
 
 Writes benchmarks/results/dataflow-costs.json and prints the README's table.
 """
@@ -21,7 +22,9 @@ from pathlib import Path
 
 import apache_beam as beam
 from corpus import make_corpus
+from emulator import BUCKET, storage_emulator
 
+from transforms import fileio
 from transforms.images import ImageConfig
 from transforms.manifest import ManifestRow, ReadConfig, RowBatch, read_source
 from transforms.plan import LabelSource, PlanAccumulator, ShardCounts, make_plan
@@ -39,6 +42,9 @@ ASSUMPTIONS = {
     "upload_chunk_mb": 8,  # resumable upload chunk: a shard's upload requests
     "requests_per_moved_file": 3,  # the commit's move: existence check, copy, delete
     "files_per_shard": 2,  # the shard and its rows file
+    "gcs_read_latency_ms": 40,  # a small object's GET, first byte to last, from a worker
+    "reads_in_flight_per_vcpu": 8,  # the shard writer's threads (REMOTE_THREADS_PER_CORE)
+    "moves_in_flight": 64,  # the commit's (pipeline/publish.py REMOTE_MOVES_AT_ONCE)
 }
 
 
@@ -49,7 +55,8 @@ def cpu_us_per(count: int, work) -> float:
 
 
 def measure(count: int) -> dict:
-    corpus = make_corpus(Path(tempfile.gettempdir()) / f"tfrp-corpus-{count}", count)
+    corpus_root = Path(os.environ.get("CORPUS_DIR", tempfile.gettempdir()))
+    corpus = make_corpus(corpus_root / f"tfrp-corpus-{count}", count)
     rows: list[ManifestRow] = []
     read_us = cpu_us_per(count, lambda: rows.extend(read_source(str(corpus), 0, ReadConfig())))
     accumulator = PlanAccumulator(ShardCounts(), sample_every_split=True)
@@ -83,6 +90,7 @@ def measure(count: int) -> dict:
     return {
         "rows": count,
         "corpus_mean_image_kb": round(image_bytes / 1024, 1),
+        "cpu_us_per_gcs_image_read": round(gcs_read_us(sample), 1),
         "cpu_us_per_row": {
             "read_manifest": round(read_us, 2),
             "plan": round(plan_us, 2),
@@ -96,11 +104,25 @@ def measure(count: int) -> dict:
     }
 
 
+def gcs_read_us(rows: list[ManifestRow]) -> float:
+    """This process's CPU for reading one image from Cloud Storage (the emulator)."""
+    with storage_emulator() as (_, bucket):
+        for row in rows:
+            bucket.blob(row.image).upload_from_filename(row.image_uri)
+        uris = [f"gs://{BUCKET}/{row.image}" for row in rows]
+        try:
+            fileio.read_identified(uris[0])  # the client's connection and imports, not timed
+            return cpu_us_per(len(uris), lambda: [fileio.read_identified(uri) for uri in uris])
+        finally:
+            fileio.gcs_client.cache_clear()  # its emulator is about to go
+
+
 def estimate(measured: dict, rows: int, assumptions: dict = ASSUMPTIONS) -> dict:
     """One conversion's needs on Dataflow: vCPU-hours per stage, workers x hours, shuffle and
     Cloud Storage requests, from the measured per-row and per-image costs."""
     per_row = sum(measured["cpu_us_per_row"].values())
     images = measured["cpu_us_per_image"]
+    read = measured["cpu_us_per_gcs_image_read"]
     shard_mb = DEFAULT_TARGET_SHARD_MB
     dataset_mb = rows * assumptions["mean_image_kb"] / 1024
     shards = max(1, round(dataset_mb / shard_mb))
@@ -111,13 +133,35 @@ def estimate(measured: dict, rows: int, assumptions: dict = ASSUMPTIONS) -> dict
         vcpu_hours = rows * us_per_item / 3.6e9
         return vcpu_hours / assumptions["worker_vcpus"] / assumptions["busy"]
 
+    # An image's read waits on the network: a vCPU keeps so many in flight, which bounds its
+    # images a second as its CPU does; the smaller bound is the stage's.
+    latency_us = assumptions["gcs_read_latency_ms"] * 1000 / assumptions["reads_in_flight_per_vcpu"]
+
+    def writing(write_us: float) -> tuple[float, str]:
+        cpu_us = read + write_us
+        bound = "CPU" if cpu_us >= latency_us else "GCS latency"
+        return round(worker_hours(per_row + max(cpu_us, latency_us)), 1), bound
+
+    pass_through, pass_through_bound = writing(images["write_pass_through"])
+    reencode, reencode_bound = writing(images["write_resize_256_q90"])
+    commit_moves = shards * assumptions["files_per_shard"]
     return {
         "rows": rows,
         "rows_stages_worker_hours": round(worker_hours(per_row), 2),
-        "pass_through_worker_hours": round(worker_hours(per_row + images["write_pass_through"]), 1),
-        "reencode_worker_hours": round(worker_hours(per_row + images["write_resize_256_q90"]), 1),
+        "pass_through_worker_hours": pass_through,
+        "pass_through_bound": pass_through_bound,
+        "reencode_worker_hours": reencode,
+        "reencode_bound": reencode_bound,
         "shuffle_gb": round(rows * measured["shuffle_bytes_per_row"] / 1e9, 2),
         "shards": shards,
+        "commit_minutes": round(
+            commit_moves
+            * assumptions["requests_per_moved_file"]
+            * assumptions["gcs_read_latency_ms"]
+            / assumptions["moves_in_flight"]
+            / 60000,
+            1,
+        ),
         "gcs_requests_millions": round(
             (rows * assumptions["gcs_requests_per_image"] + upload_requests + moves) / 1e6, 2
         ),
@@ -126,32 +170,35 @@ def estimate(measured: dict, rows: int, assumptions: dict = ASSUMPTIONS) -> dict
 
 def markdown(estimates: list[dict]) -> str:
     lines = [
-        "| rows | rows stages (read, plan, assign) | pass-through | re-encode (256, q90) "
-        "| shuffle | shards (150 MB) | GCS requests |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| rows | manifest rows: read, plan, assign | pass-through | re-encode (256 px, q90) "
+        "| shuffle | shards of 150 MB | commit | GCS requests |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for e in estimates:
         lines.append(
-            f"| {e['rows']:.0e} | {e['rows_stages_worker_hours']} | "
-            f"{e['pass_through_worker_hours']} | {e['reencode_worker_hours']} | "
-            f"{e['shuffle_gb']} GB | {e['shards']:,} | {e['gcs_requests_millions']} M |"
+            f"| 10^{len(str(e['rows'])) - 1} | {e['rows_stages_worker_hours']} | "
+            f"{e['pass_through_worker_hours']} ({e['pass_through_bound']}) | "
+            f"{e['reencode_worker_hours']} ({e['reencode_bound']}) | {e['shuffle_gb']} GB | "
+            f"{e['shards']:,} | {e['commit_minutes']} min | {e['gcs_requests_millions']} M |"
         )
     return "\n".join(lines)
 
 
-if __name__ == "__main__":
-    count = int(sys.argv[1]) if len(sys.argv) > 1 else 20000
+def main(count: int) -> dict:
     measured = measure(count)
-    estimates = [estimate(measured, rows) for rows in (10**6, 10**7, 10**8)]
-    report = {
+    return {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}",
         "measured": measured,
         "assumptions": ASSUMPTIONS,
-        "estimates": estimates,
+        "estimates": [estimate(measured, rows) for rows in (10**6, 10**7, 10**8)],
     }
-    print(json.dumps(measured, indent=2))
-    print(markdown(estimates))
+
+
+if __name__ == "__main__":
+    report = main(int(sys.argv[1]) if len(sys.argv) > 1 else 20000)
+    print(json.dumps(report["measured"], indent=2))
+    print(markdown(report["estimates"]))
     results = HERE / "results"
     results.mkdir(exist_ok=True)
     (results / "dataflow-costs.json").write_text(json.dumps(report, indent=2) + "\n")

@@ -59,3 +59,17 @@ def test_one_tiny_commit_memory_sitting_runs_the_commit_step_alone():
     assert [(run["errors"], run["records"]) for run in report["runs"]] == [(10, 40), (100, 40)]
     assert all(run["peak_rss_mb"] >= run["imports_rss_mb"] > 0 for run in report["runs"])
     assert report["peak_rss_ratio"] > 0 and report["inputs_bytes_ratio"] > 0
+
+
+def test_one_tiny_dataflow_costs_sitting_measures_every_stage(tmp_path, monkeypatch):
+    import dataflow_costs
+
+    monkeypatch.setenv("CORPUS_DIR", str(tmp_path))
+    report = dataflow_costs.main(30)
+    measured = report["measured"]
+    assert all(us > 0 for us in measured["cpu_us_per_row"].values())
+    assert all(us > 0 for us in measured["cpu_us_per_image"].values())
+    assert measured["cpu_us_per_gcs_image_read"] > 0 and measured["shuffle_bytes_per_row"] > 0
+    small, _, large = report["estimates"]
+    assert large["shards"] > small["shards"] and large["gcs_requests_millions"] > 99
+    assert "| 10^8 |" in dataflow_costs.markdown(report["estimates"])

@@ -1,0 +1,45 @@
+"""The Cloud Storage JSON API on loopback (gcp-storage-emulator), for the benchmarks that
+measure gs:// work: `with storage_emulator() as (env, bucket): ...`."""
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BUCKET = "tfrp-bench"
+# No credentials or metadata server exist here: say so at once, not after slow retries.
+OFFLINE = {"NO_GCE_CHECK": "true", "GCE_METADATA_HOST": "127.0.0.1:9",
+           "GCE_METADATA_IP": "127.0.0.1:9", "GOOGLE_CLOUD_PROJECT": "bench"}  # fmt: skip
+
+
+@contextlib.contextmanager
+def storage_emulator():
+    """The GCS JSON API on a free loopback port, with one bucket; yields the environment that
+    points clients at it (set in this process until the block ends) and the bucket."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [str(Path(sys.executable).parent / "gcp-storage-emulator"), "start",
+               "--host=127.0.0.1", f"--port={port}", "--in-memory"]  # fmt: skip
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {**os.environ, **OFFLINE, "STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{port}"}
+    before = dict(os.environ)
+    os.environ.update(env)
+    try:
+        from google.cloud import storage
+
+        client = storage.Client.create_anonymous_client()
+        for _ in range(100):
+            with contextlib.suppress(Exception):  # the server is still starting
+                client.create_bucket(BUCKET, project="bench")
+                break
+            time.sleep(0.1)
+        yield env, client.bucket(BUCKET)
+    finally:
+        server.kill()
+        server.wait()
+        os.environ.clear()
+        os.environ.update(before)
