@@ -17,6 +17,8 @@ import threading
 import urllib.parse
 from collections import Counter
 
+from loopback import LoopbackServer
+
 FAULTS = ("503", "drop", "truncate")
 MAX_IN_A_ROW = 2
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "host"}
@@ -102,19 +104,15 @@ class _Handler(socketserver.StreamRequestHandler):
         self.wfile.flush()
 
 
-class FaultProxy(socketserver.ThreadingTCPServer):
+class FaultProxy(LoopbackServer):
     """Context manager: serves on 127.0.0.1 at `.port` while open. Reads of objects under
     `prefix` fail at `rate` (seeded); those of an object in `always` meet its fault (one of
     FAULTS) every time. `.requests` counts the (method, object name) of every request,
     `.faults` the faults met by kind, `.failed` by object."""
 
-    daemon_threads = True
-    allow_reuse_address = True
-
     def __init__(self, emulator_port: int, prefix: str, rate: float = 0.0, seed: int = 0,
                  always: dict[str, str] | None = None, listings_too: bool = False):  # fmt: skip
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.port = self.server_address[1]
+        super().__init__(_Handler)
         self.emulator_port = emulator_port
         self.prefix, self.rate, self.seed = prefix, rate, seed
         self.always, self.listings_too = always or {}, listings_too
@@ -163,11 +161,3 @@ class FaultProxy(socketserver.ThreadingTCPServer):
         kept = [(k, v) for k, v in response.getheaders()
                 if k.lower() not in _HOP_BY_HOP | {"content-length"}]  # fmt: skip
         return response.status, response.reason, kept, data
-
-    def __enter__(self):
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc_info):
-        self.shutdown()
-        self.server_close()

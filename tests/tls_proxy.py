@@ -11,13 +11,13 @@ import datetime
 import http.client
 import socketserver
 import ssl
-import threading
 from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from loopback import LoopbackServer
 
 HOSTS = ("www.googleapis.com", "storage.googleapis.com", "oauth2.googleapis.com")
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "host"}
@@ -102,24 +102,12 @@ class _Tunnel(socketserver.StreamRequestHandler):
         return True
 
 
-class TlsProxy(socketserver.ThreadingTCPServer):
+class TlsProxy(LoopbackServer):
     """Context manager: serves on 127.0.0.1 at `.port` while open."""
 
-    daemon_threads = True
-    allow_reuse_address = True
-
     def __init__(self, folder: Path, emulator_port: int):
-        super().__init__(("127.0.0.1", 0), _Tunnel)
+        super().__init__(_Tunnel)
         self.ca_bundle, certificate, key = make_certificates(folder)
         self.tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         self.tls.load_cert_chain(certificate, key)
         self.emulator_port = emulator_port
-        self.port = self.server_address[1]
-
-    def __enter__(self):
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc_info):
-        self.shutdown()
-        self.server_close()
