@@ -16,7 +16,7 @@ from pipeline.options import ConvertOptions
 from pipeline.publish import Target
 from pipeline.refresh import assemble
 from pipeline.runners import describe, writer_processes
-from transforms.manifest import check_manifests
+from transforms.sources import check_manifests
 from transforms.steps import (
     AssignShards,
     DropDuplicateContent,
@@ -67,14 +67,14 @@ def build_pipeline(
     previous = refresh.published(target, options.label_offset)
     inherited = previous.labels() if previous else None
     read = p | "ReadManifests" >> ReadManifests(manifests, read_config)
-    plan = read.rows | "PlanDataset" >> PlanDataset(
+    plan = read["rows"] | "PlanDataset" >> PlanDataset(
         options.label_source(inherited),
         options.shard_counts(),
         options.target_shard_mb,
         progress_dir,
         options.max_file_bytes,
     )
-    rows, errors = read.rows, [read.errors]
+    rows, errors = read["rows"], [read["errors"]]
     if options.dedup:  # after the plan, which counts every row, so rows = records + errors
         unique = rows | "DropDuplicateContent" >> DropDuplicateContent(options.max_file_bytes)
         rows, errors = unique["rows"], [*errors, unique["errors"]]
@@ -92,7 +92,7 @@ def build_pipeline(
     shards = keyed.keyed | "WriteShards" >> WriteShards(write_plan, write_config)
     results = (shards.shards, *carried) | "CollectShards" >> beam.Flatten()
     errors = (*errors, keyed.errors, shards.errors) | "CollectErrors" >> beam.Flatten()
-    skipped = read.skipped | "CountSkippedFiles" >> beam.combiners.Count.Globally()
+    skipped = read["skipped"] | "CountSkippedFiles" >> beam.combiners.Count.Globally()
     commit = _CommitFn(options.commit(target), refreshed, options.compression == "gzip")
     return plan | "CommitDataset" >> beam.ParDo(
         commit,

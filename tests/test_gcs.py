@@ -178,8 +178,7 @@ def test_a_service_that_keeps_failing_is_a_fault_not_a_mistake(tmp_path, gcs, mo
     def unavailable(path, *_):
         raise exceptions.ServiceUnavailable("backend error")
 
-    monkeypatch.setattr(fileio, "_read_remote", unavailable)
-    monkeypatch.setattr(fileio, "RETRY_DELAY_S", 0)
+    monkeypatch.setattr(fileio, "open_bytes", unavailable)  # how a manifest is read
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))  # where the log file goes
     argv = ["convert", "--output", str(tmp_path / "out"), "--no_progress", "--manifest"]
     assert main([*argv, f"{source}/m.csv"]) == 3

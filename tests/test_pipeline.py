@@ -4,7 +4,10 @@ import json
 import threading
 
 import apache_beam as beam
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from conftest import BEAM, encode, make_images, photo, published, write_manifest
@@ -14,11 +17,13 @@ from pipeline.convert import run
 from pipeline.metadata import INFO_FILE
 from pipeline.publish import LOCK, MARKER, POINTER, STAGING, VERSIONS
 from pipeline.verify import verify
+from transforms.errors import ErrorRow
 from transforms.labels import LabelMap
-from transforms.manifest import ManifestRow, ReadConfig
+from transforms.manifest import ManifestRow, ReadConfig, row_position
 from transforms.plan import DatasetPlan
 from transforms.shard_writer import WriteConfig, write_shard
 from transforms.sharding import ShardId, shard_for
+from transforms.sources import check_manifests, read_all
 from transforms.steps import AssignShards, ReadManifests
 
 pytestmark = pytest.mark.slow
@@ -43,11 +48,13 @@ def test_read_manifests_and_assign_shards(tmp_path):
     )
     plan = DatasetPlan(LabelMap(("cat",)), (("train", 2),), (("train", 4),))
     with BeamTestPipeline() as p:
-        read = p | ReadManifests([str(manifest)], ReadConfig())
-        keyed = read.rows | AssignShards(p | "Plan" >> beam.Create([plan]))
+        read = p | ReadManifests(check_manifests([str(manifest)], ReadConfig()), ReadConfig())
+        keyed = read["rows"] | AssignShards(p | "Plan" >> beam.Create([plan]))
         shards = keyed.keyed | beam.FlatMap(lambda kv: [(kv[0], row.key) for row in kv[1].rows])
         assert_that(shards, equal_to([(tuple(shard_for("a.jpg", "train", 4)), "a.jpg")]))
-        reasons = (read.errors, keyed.errors) | beam.Flatten() | beam.Map(lambda e: e.reason.value)
+        reasons = (
+            (read["errors"], keyed.errors) | beam.Flatten() | beam.Map(lambda e: e.reason.value)
+        )
         assert_that(reasons, equal_to(["bad_label", "unknown_label"]), label="Reasons")
 
 
@@ -56,20 +63,22 @@ def test_write_shard_keeps_first_duplicate_and_reports_bad_images(tmp_path):
     good.write_bytes(encode(photo().resize((32, 32))))
     (tmp_path / "bad.jpg").write_bytes(encode(photo().resize((32, 32)))[:-100])
 
-    def row(key, name, line):
-        return ManifestRow(key, str(tmp_path / name), "cat", "train", (), "m", line)
+    def row(key, name, offset):
+        return ManifestRow(
+            key, str(tmp_path / name), "cat", "train", (), "m", row_position(0, offset)
+        )
 
-    rows = [row("k1", "good.jpg", 3), row("k1", "good.jpg", 2), row("k2", "bad.jpg", 4)]
-    rows.append(row("k3", "missing.jpg", 5))
+    rows = [row("k1", "good.jpg", 30), row("k1", "good.jpg", 20), row("k2", "bad.jpg", 40)]
+    rows.append(row("k3", "missing.jpg", 50))
     out = list(
         write_shard(ShardId("train", 0, 1), rows, LabelMap(("cat",)), WriteConfig(str(tmp_path)))
     )
     result, errors = out[-1], out[:-1]
     assert result.records == 1 and result.label_counts == ((0, 1),)
     assert sorted((e.key, e.reason.value, e.source) for e in errors) == [
-        ("k1", "duplicate_key", "m:3"),
-        ("k2", "corrupt_image", "m:4"),
-        ("k3", "missing_file", "m:5"),
+        ("k1", "duplicate_key", "m@30"),
+        ("k2", "corrupt_image", "m@40"),
+        ("k3", "missing_file", "m@50"),
     ]
     # The attempt's own file in the staging folder, under a name no other attempt uses.
     assert result.staged.startswith(f"{result.file}.") and result.staged != result.file
@@ -230,3 +239,47 @@ def test_a_second_run_publishes_a_new_version_and_leaves_the_first_as_it_was(
     assert (second / MARKER).exists() and info.records == 20
     assert {p: p.read_bytes() for p in first.rglob("*") if p.is_file()} == before
     assert verify(str(first)) == verify(str(tmp_path / "out")) == (20, [])
+
+
+def _manifests_with_every_kind_of_line(folder) -> list[str]:
+    """A CSV (CRLF, quotes, blank and bad lines, a BOM), a JSONL and a Parquet manifest."""
+    csv_lines = [
+        "image_uri,label,key",
+        "a.jpg,cat,",
+        "",
+        '"b,1.jpg","dog",k2',
+        "c.jpg",
+        '"d.jpg","two',
+        'lines"',
+        "e.jpg,cat,k5,extra",
+        "\xe9.jpg,\xe9l\xe8ve,",
+    ]
+    csv_body = "\r\n".join(csv_lines).encode("utf-8-sig") + b"\r\nf.jpg,\xff\r\n" + b"g.jpg,cat"
+    (folder / "m.csv").write_bytes(csv_body)
+    jsonl = [{"image_uri": f"{i}.jpg", "label": i % 3} for i in range(40)]
+    lines = [json.dumps(row) for row in jsonl] + ["{not json", "", '{"label": "x"}', "[1]"]
+    (folder / "m.jsonl").write_text("\n".join(lines))
+    table = pa.table({"url": [f"p{i}.jpg" for i in range(50)], "label": [i % 4 for i in range(50)]})
+    pq.write_table(table, folder / "m.parquet", row_group_size=3)
+    return [str(folder / name) for name in ("m.csv", "m.jsonl", "m.parquet")]
+
+
+@pytest.mark.parametrize("piece_bytes", [1, 5])
+def test_the_splittable_read_in_tiny_pieces_gives_the_rows_of_a_whole_read(tmp_path, piece_bytes):
+    """Files cut into pieces of a few bytes (hundreds of them, each line or row group read by
+    the piece it begins in) give exactly what the local runner's one read of each file gives."""
+    config = ReadConfig()
+    manifests = check_manifests(_manifests_with_every_kind_of_line(tmp_path), config)
+    whole = [item for manifest in manifests for item in read_all(manifest, config)]
+    rows = [item for item in whole if isinstance(item, ManifestRow)]
+    errors = [item for item in whole if isinstance(item, ErrorRow)]
+    assert (len(rows), len(errors)) == (4 + 40 + 50, 5 + 3)
+    assert all(manifest.size > 10 * piece_bytes for manifest in manifests)
+    p = BeamTestPipeline()
+    read = p | ReadManifests(manifests, config, piece_bytes)
+    assert_that(read["rows"] | beam.FlatMap(lambda batch: batch.rows), equal_to(rows))
+    assert_that(read["errors"], equal_to(errors), label="Errors")
+    result = p.run()
+    result.wait_until_finish()
+    (pieces,) = result.metrics().query(MetricsFilter().with_name("manifest_pieces"))["counters"]
+    assert pieces.committed >= sum(manifest.size for manifest in manifests) // piece_bytes // 2
