@@ -55,19 +55,23 @@ def write_manifest(path: Path, rows: int) -> Path:
 
 @contextlib.contextmanager
 def storage_emulator():
-    """The GCS JSON API on a free loopback port, with one bucket; yields its environment."""
+    """The GCS JSON API on a free loopback port, with one bucket: yields the environment that
+    points a process at it, and the bucket."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     command = [str(BIN / "gcp-storage-emulator"), "start", "--host=127.0.0.1", f"--port={port}",
                "--in-memory"]  # fmt: skip
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    env = {**os.environ, **OFFLINE, "STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{port}"}
-    os.environ.update(env)
+    host = f"http://127.0.0.1:{port}"
+    env = {**os.environ, **OFFLINE, "STORAGE_EMULATOR_HOST": host}
     try:
+        from google.auth.credentials import AnonymousCredentials
         from google.cloud import storage
 
-        client = storage.Client.create_anonymous_client()
+        client = storage.Client(
+            "bench", AnonymousCredentials(), client_options={"api_endpoint": host}
+        )
         for _ in range(100):
             with contextlib.suppress(Exception):  # the server is still starting
                 client.create_bucket(BUCKET, project="bench")
@@ -79,7 +83,12 @@ def storage_emulator():
         server.wait()
 
 
-def read_step(manifest: str) -> None:
+def _check_count(read: int, rows: int) -> None:
+    if read != rows:
+        raise AssertionError(f"the read step read {read:,} rows of {rows:,}")
+
+
+def read_step(manifest: str, rows: int) -> None:
     """The ReadManifests step alone on the DirectRunner: rows counted, then dropped."""
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
@@ -96,7 +105,7 @@ def read_step(manifest: str) -> None:
             read["rows"]
             | "CountRows" >> beam.Map(lambda batch: len(batch.rows))
             | "Sum" >> beam.CombineGlobally(sum)
-            | "Print" >> beam.Map(lambda rows: print(f"rows read: {rows}", file=sys.stderr))
+            | "CheckCount" >> beam.Map(_check_count, rows)
         )
 
 
@@ -107,7 +116,7 @@ def measure_size(rows: int, env: dict, bucket, work: Path) -> dict:
     launch = [str(BIN / "tfrecord-pipeline"), "convert", "--manifest", manifest,
               "--output", f"gs://{BUCKET}/out-{rows}-{time.time_ns()}", *DATAFLOW]  # fmt: skip
     launcher = run_measured(launch, env=env)
-    worker = run_measured([sys.executable, __file__, "--read-step", manifest], env=env)
+    worker = run_measured([sys.executable, __file__, "--read-step", manifest, str(rows)], env=env)
     return {
         "rows": rows,
         "manifest_mb": round(path.stat().st_size / 1e6, 1),
@@ -131,9 +140,8 @@ def main(counts: list[int]) -> dict:
         for rows in sorted(counts):
             results.append(measure_size(rows, env, bucket, work))
             launcher, worker = results[-1]["launcher"], results[-1]["read_step"]
-            print(f"{rows:>11,} rows  launcher {launcher['peak_rss_process_mb']:7.1f} MB "
-                  f"{launcher['seconds']:6.2f} s   read step {worker['peak_rss_process_mb']:7.1f} MB "
-                  f"{worker['seconds']:6.2f} s", flush=True)  # fmt: skip
+            print(f"{rows:>11,} rows  launcher {launcher['peak_rss_process_mb']:7.1f} MB"
+                  f"  read step {worker['peak_rss_process_mb']:7.1f} MB", flush=True)  # fmt: skip
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     return {
         "machine": machine,
@@ -147,7 +155,7 @@ def main(counts: list[int]) -> dict:
 
 if __name__ == "__main__":
     if sys.argv[1] == "--read-step":
-        read_step(sys.argv[2])
+        read_step(sys.argv[2], int(sys.argv[3]))
         sys.exit(0)
     report = main([int(n) for n in sys.argv[1:]])
     for label, value in (("launcher", report["launcher_ratio"]),

@@ -53,7 +53,8 @@ def check_manifests(patterns: list[str], config: ReadConfig) -> list[ManifestFil
 
 
 def expand(patterns: list[str]) -> list[str]:
-    """Manifest paths from paths, globs and folders; every one must exist and be reachable."""
+    """Manifest paths from paths, globs and folders (a path is found to exist when it is read,
+    one request less on a store)."""
     try:
         return _expand(patterns)
     except fileio.UNAVAILABLE:
@@ -72,10 +73,8 @@ def _expand(patterns: list[str]) -> list[str]:
             if not matched:
                 raise UserError(f"--manifest {pattern}: no file matches")
             paths += matched
-        elif fileio.exists(pattern):
-            paths.append(pattern)
         else:
-            raise UserError(f"--manifest {pattern}: no such file or folder")
+            paths.append(pattern)
     return sorted(set(paths), key=paths.index)
 
 
@@ -89,15 +88,11 @@ def describe(path: str, number: int, config: ReadConfig) -> ManifestFile:
         with fileio.open_bytes(path, HEAD_BYTES) as stream:
             size = stream.seek(0, io.SEEK_END)
             if kind == "parquet":
-                footer = parquet.read_footer(stream, path)
-                check_columns(path, footer.columns, config)
-                columns, body, has_rows = (
-                    parquet.wanted_columns(footer.columns, config),
-                    0,
-                    footer.rows,
-                )
+                columns, body, has_rows = _read_footer(stream, path, config)
             else:
                 columns, body, has_rows = _read_start(stream, path, kind, size, config)
+    except fileio.MISSING:
+        raise UserError(f"--manifest {path}: no such file or folder") from None
     except fileio.UNAVAILABLE:
         raise  # the service's failure, not the manifest's: a fault
     except fileio.READ_ERRORS as error:
@@ -128,6 +123,13 @@ def _read_start(stream, path: str, kind: str, size: int, config: ReadConfig):
         if _start_text(path, line.removeprefix(BOM) if offset == 0 else line).strip():
             return columns, body, True
     return columns, body, False
+
+
+def _read_footer(stream, path: str, config: ReadConfig):
+    """(the columns a row can use, 0, the row count) from a Parquet file's footer."""
+    footer = parquet.read_footer(stream, path)
+    check_columns(path, footer.columns, config)
+    return parquet.wanted_columns(footer.columns, config), 0, footer.rows
 
 
 def _start_text(path: str, line: bytes) -> str:
