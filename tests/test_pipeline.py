@@ -7,6 +7,7 @@ import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from apache_beam.io.restriction_trackers import OffsetRange, OffsetRestrictionTracker
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
@@ -23,7 +24,7 @@ from transforms.manifest import ManifestRow, ReadConfig, row_position
 from transforms.plan import DatasetPlan
 from transforms.shard_writer import WriteConfig, write_shard
 from transforms.sharding import ShardId, shard_for
-from transforms.sources import check_manifests, read_all
+from transforms.sources import check_manifests, read_all, read_piece
 from transforms.steps import AssignShards, ReadManifests
 
 pytestmark = pytest.mark.slow
@@ -283,3 +284,25 @@ def test_the_splittable_read_in_tiny_pieces_gives_the_rows_of_a_whole_read(tmp_p
     result.wait_until_finish()
     (pieces,) = result.metrics().query(MetricsFilter().with_name("manifest_pieces"))["counters"]
     assert pieces.committed >= sum(manifest.size for manifest in manifests) // piece_bytes // 2
+
+
+@pytest.mark.parametrize("name", ["m.csv", "m.jsonl", "m.parquet"])
+def test_a_piece_split_while_it_is_read_gives_every_row_once(tmp_path, name):
+    """A runner may cut a piece being read at any byte past what the reader has claimed (here
+    half-way through what is left, after 3 records): the reader stops at the cut, and the
+    range beyond it, read on its own, gives the rest."""
+    config = ReadConfig()
+    paths = _manifests_with_every_kind_of_line(tmp_path)
+    (manifest,) = check_manifests([p for p in paths if p.endswith(name)], config)
+    whole = list(read_all(manifest, config))
+    tracker = OffsetRestrictionTracker(OffsetRange(manifest.body, manifest.size))
+    read, residual = [], None
+    for item in read_piece(manifest, manifest.body, manifest.size, config, tracker.try_claim):
+        read.append(item)
+        if len(read) == 3:
+            _, residual = tracker.try_split(0.5)
+    tracker.check_done()
+    rest = OffsetRestrictionTracker(residual)
+    read += read_piece(manifest, residual.start, residual.stop, config, rest.try_claim)
+    rest.check_done()
+    assert read == whole and residual.start < manifest.size
