@@ -181,10 +181,14 @@ def test_a_service_that_keeps_failing_is_a_fault_not_a_mistake(tmp_path, gcs, mo
     write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
     source = gcs(tmp_path, "unavailable")
 
-    def unavailable(path, *_):
-        raise exceptions.ServiceUnavailable("backend error")
+    open_bytes = fileio.open_bytes  # how a manifest is read
 
-    monkeypatch.setattr(fileio, "open_bytes", unavailable)  # how a manifest is read
+    def unavailable(path, *args):
+        if path.endswith("/m.csv"):
+            raise exceptions.ServiceUnavailable("backend error")
+        return open_bytes(path, *args)
+
+    monkeypatch.setattr(fileio, "open_bytes", unavailable)
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))  # where the log file goes
     argv = ["convert", "--output", str(tmp_path / "out"), "--no_progress", "--manifest"]
     assert main([*argv, f"{source}/m.csv"]) == 3

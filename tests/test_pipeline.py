@@ -14,13 +14,14 @@ from apache_beam.testing.util import assert_that, equal_to
 from conftest import BEAM, encode, make_images, photo, published, write_manifest
 
 import pipeline
+from pipeline.cli import main
 from pipeline.convert import run
 from pipeline.metadata import INFO_FILE
 from pipeline.publish import LOCK, MARKER, POINTER, STAGING, VERSIONS
 from pipeline.verify import verify
 from transforms.errors import ErrorRow
 from transforms.labels import LabelMap
-from transforms.manifest import ManifestRow, ReadConfig, row_position
+from transforms.manifest import QUOTED_NEWLINE, ManifestRow, ReadConfig, row_position
 from transforms.plan import DatasetPlan
 from transforms.shard_writer import WriteConfig, write_shard
 from transforms.sharding import ShardId, shard_for
@@ -306,3 +307,34 @@ def test_a_piece_split_while_it_is_read_gives_every_row_once(tmp_path, name):
     read += read_piece(manifest, residual.start, residual.stop, config, rest.try_claim)
     rest.check_done()
     assert read == whole and residual.start < manifest.size
+
+
+def test_the_cli_reads_hostile_manifest_lines_alike_in_pieces_and_whole(tmp_path, monkeypatch):
+    """Through the command line: a CSV whose lines break every rule, read whole by the local
+    runner and in pieces of 16 bytes on the DirectRunner, gives the same files, byte for
+    byte; each bad line is an error row named by its byte offset."""
+    rows = make_images(tmp_path, per_class=2)
+    body = "image_uri,label\r\n" + "".join(f"{r['image_uri']},{r['label']}\r\n" for r in rows)
+    hostile = [b'"images/x.jpg","two', b'lines"', b"images/\xff.jpg,cat", b"", b"a,b,c"]
+    manifest = tmp_path / "m.csv"
+    manifest.write_bytes(body.encode() + b"\r\n".join(hostile) + b"\r\nimages/last.jpg,cat")
+    monkeypatch.setattr("transforms.steps.PIECE_BYTES", 16)
+    for name, runner in (("local", []), ("beam", BEAM)):
+        argv = ["convert", "--manifest", str(manifest), "--output", str(tmp_path / name),
+                "--max_error_rate", "1", "--no_progress", *runner]  # fmt: skip
+        assert main(argv) == 0
+    local, beam = published(tmp_path / "local"), published(tmp_path / "beam")
+    files = sorted(p.relative_to(local) for p in local.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(beam) for p in beam.rglob("*") if p.is_file())
+    for name in files:
+        assert _read(local, name) == _read(beam, name), name
+    start = len(body)
+    offsets = [start + sum(len(line) + 2 for line in hostile[:i]) for i in range(len(hostile))]
+    assert {(e["source"], e["reason"], e["message"]) for e in _errors(local)} == {
+        (f"{manifest}@{offsets[0]}", "bad_row", QUOTED_NEWLINE),
+        (f"{manifest}@{offsets[1]}", "bad_row", "image_uri and label are required"),
+        (f"{manifest}@{offsets[2]}", "bad_row", "not UTF-8 text (bytes ff)"),
+        (f"{manifest}@{offsets[4]}", "bad_row", "more cells than columns"),
+        (f"{manifest}@{offsets[4] + 7}", "missing_file",
+         f"no such file: {tmp_path}/images/last.jpg"),
+    }  # fmt: skip

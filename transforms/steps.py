@@ -129,17 +129,17 @@ class ReadManifests(beam.PTransform):
       manifests: the manifests as the launcher found them (transforms/sources.py); their
         numbers order them, which decides which of two rows with the same key is "first".
       config: the split and extra-feature settings every row is read with.
-      piece_bytes: the size of the pieces a file is first split into.
+      piece_bytes: the size of the pieces a file is first split into (PIECE_BYTES).
     """
 
     def __init__(
-        self, manifests: list[ManifestFile], config: ReadConfig, piece_bytes: int = PIECE_BYTES
+        self, manifests: list[ManifestFile], config: ReadConfig, piece_bytes: int | None = None
     ):
         super().__init__()
         self._files = [m for m in manifests if m.kind != "tree"]
         self._trees = [tree_root(m.path, m.number) for m in manifests if m.kind == "tree"]
         self._config = config
-        self._piece_bytes = piece_bytes
+        self._piece_bytes = piece_bytes or PIECE_BYTES
 
     def expand(self, pbegin):
         outputs = {"rows": [], "errors": [], "skipped": []}
