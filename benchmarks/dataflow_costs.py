@@ -22,14 +22,15 @@ from pathlib import Path
 
 import apache_beam as beam
 from corpus import make_corpus
-from emulator import BUCKET, storage_emulator
+from emulator import BUCKET, environment, storage_emulator
 
 from transforms import fileio
 from transforms.images import ImageConfig
-from transforms.manifest import ManifestRow, ReadConfig, RowBatch, read_source
+from transforms.manifest import ManifestRow, ReadConfig, RowBatch
 from transforms.plan import LabelSource, PlanAccumulator, ShardCounts, make_plan
 from transforms.shard_writer import WriteConfig, stored_size, write_shard
 from transforms.sharding import DEFAULT_TARGET_SHARD_MB, ShardId
+from transforms.sources import check_manifests, read_all
 from transforms.steps import ROWS_PER_BATCH, _AssignShardFn
 
 HERE = Path(__file__).resolve().parent
@@ -58,7 +59,8 @@ def measure(count: int) -> dict:
     corpus_root = Path(os.environ.get("CORPUS_DIR", tempfile.gettempdir()))
     corpus = make_corpus(corpus_root / f"tfrp-corpus-{count}", count)
     rows: list[ManifestRow] = []
-    read_us = cpu_us_per(count, lambda: rows.extend(read_source(str(corpus), 0, ReadConfig())))
+    (manifest,) = check_manifests([str(corpus)], ReadConfig())
+    read_us = cpu_us_per(count, lambda: rows.extend(read_all(manifest, ReadConfig())))
     accumulator = PlanAccumulator(ShardCounts(), sample_every_split=True)
     plan_us = cpu_us_per(count, lambda: [accumulator.add(row) for row in rows])
     plan = make_plan(
@@ -106,7 +108,7 @@ def measure(count: int) -> dict:
 
 def gcs_read_us(rows: list[ManifestRow]) -> float:
     """This process's CPU for reading one image from Cloud Storage (the emulator)."""
-    with storage_emulator() as (_, bucket):
+    with storage_emulator() as (env, bucket), environment(env):
         for row in rows:
             bucket.blob(row.image).upload_from_filename(row.image_uri)
         uris = [f"gs://{BUCKET}/{row.image}" for row in rows]

@@ -10,28 +10,30 @@ import time
 from pathlib import Path
 
 BUCKET = "tfrp-bench"
-# No credentials or metadata server exist here: say so at once, not after slow retries.
+# Google credential discovery must never leave this machine (as in tests/conftest.py).
 OFFLINE = {"NO_GCE_CHECK": "true", "GCE_METADATA_HOST": "127.0.0.1:9",
            "GCE_METADATA_IP": "127.0.0.1:9", "GOOGLE_CLOUD_PROJECT": "bench"}  # fmt: skip
 
 
 @contextlib.contextmanager
 def storage_emulator():
-    """The GCS JSON API on a free loopback port, with one bucket; yields the environment that
-    points clients at it (set in this process until the block ends) and the bucket."""
+    """The GCS JSON API on a free loopback port, with one bucket: yields the environment that
+    points a process at it, and the bucket."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     command = [str(Path(sys.executable).parent / "gcp-storage-emulator"), "start",
                "--host=127.0.0.1", f"--port={port}", "--in-memory"]  # fmt: skip
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    env = {**os.environ, **OFFLINE, "STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{port}"}
-    before = dict(os.environ)
-    os.environ.update(env)
+    host = f"http://127.0.0.1:{port}"
+    env = {**os.environ, **OFFLINE, "STORAGE_EMULATOR_HOST": host}
     try:
+        from google.auth.credentials import AnonymousCredentials
         from google.cloud import storage
 
-        client = storage.Client.create_anonymous_client()
+        client = storage.Client(
+            "bench", AnonymousCredentials(), client_options={"api_endpoint": host}
+        )
         for _ in range(100):
             with contextlib.suppress(Exception):  # the server is still starting
                 client.create_bucket(BUCKET, project="bench")
@@ -41,5 +43,15 @@ def storage_emulator():
     finally:
         server.kill()
         server.wait()
+
+
+@contextlib.contextmanager
+def environment(env: dict):
+    """This process's environment set to `env` while the block runs."""
+    before = dict(os.environ)
+    os.environ.update(env)
+    try:
+        yield
+    finally:
         os.environ.clear()
         os.environ.update(before)

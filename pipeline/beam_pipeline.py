@@ -19,7 +19,7 @@ from pipeline.publish import Target
 from pipeline.refresh import assemble
 from pipeline.runners import describe, writer_processes
 from transforms import error_files
-from transforms.manifest import check_manifests
+from transforms.sources import check_manifests
 from transforms.steps import (
     AssignShards,
     DropDuplicateContent,
@@ -76,14 +76,14 @@ def build_pipeline(
     previous = refresh.published(target, options.label_offset)
     inherited = previous.labels() if previous else None
     read = p | "ReadManifests" >> ReadManifests(manifests, read_config)
-    plan = read.rows | "PlanDataset" >> PlanDataset(
+    plan = read["rows"] | "PlanDataset" >> PlanDataset(
         options.label_source(inherited),
         options.shard_counts(),
         options.target_shard_mb,
         progress_dir,
         options.max_file_bytes,
     )
-    rows, errors = read.rows, [read.errors]
+    rows, errors = read["rows"], [read["errors"]]
     if options.dedup:  # after the plan, which counts every row, so rows = records + errors
         unique = rows | "DropDuplicateContent" >> DropDuplicateContent(options.max_file_bytes)
         rows, errors = unique["rows"], [*errors, unique["errors"]]
@@ -104,7 +104,7 @@ def build_pipeline(
     rejected = errors | "WriteErrors" >> WriteErrors(
         target.staging, error_files.ROWS_PER_ERRORS_FILE
     )
-    skipped = read.skipped | "CountSkippedFiles" >> beam.combiners.Count.Globally()
+    skipped = read["skipped"] | "CountSkippedFiles" >> beam.combiners.Count.Globally()
     commit = _CommitFn(options.commit(target), refreshed, options.compression == "gzip")
     return plan | "CommitDataset" >> beam.ParDo(
         commit,

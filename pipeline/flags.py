@@ -49,7 +49,7 @@ def _choices(names) -> dict:
 
 FLAGS = (
     Flag("--manifest", "M", {"nargs": "+", "required": True},
-         "CSV/JSONL files, globs, or class-folder roots (local or `gs://`)"),
+         "CSV, JSONL or Parquet files, globs, or class-folder roots (local or `gs://`)"),
     Flag("--output", "DIR", {"required": True}, "output folder (local or `gs://`)"),
     Flag("--num_shards", "N|split=N,...", {},
          "shards per split: N for every split, or a count for each split named", "by size"),

@@ -27,7 +27,7 @@ from transforms import error_files, fileio
 from transforms.dedup import content_digest, keep_first
 from transforms.errors import ErrorRow
 from transforms.labels import LabelMap
-from transforms.manifest import ManifestRow, ReadConfig, SkippedFile, check_manifests, read_source
+from transforms.manifest import ManifestRow, ReadConfig, SkippedFile
 from transforms.plan import PlanAccumulator, all_shards, decide_plan, group_by_shard
 from transforms.refresh import classify
 from transforms.shard_processes import ShardWriters
@@ -37,6 +37,7 @@ from transforms.shard_writer import (
     available_cores,
     stored_size,
 )
+from transforms.sources import ManifestFile, check_manifests, read_all
 
 
 def convert_here(options: ConvertOptions, target: Target) -> DatasetInfo:
@@ -96,12 +97,13 @@ def write_here(
 
 
 def read_rows(
-    manifests: list[str], config: ReadConfig
+    manifests: list[ManifestFile], config: ReadConfig
 ) -> tuple[list[ManifestRow], list[ErrorRow], list[SkippedFile]]:
-    """Every manifest's rows, the lines that are errors, and the files a folder tree skipped."""
+    """Every manifest's rows, the records that are errors, and the files a folder tree skipped:
+    each manifest read whole here, by the rules its pieces are read by on Beam."""
     found: dict[type, list] = {ManifestRow: [], ErrorRow: [], SkippedFile: []}
-    for number, path in enumerate(manifests):
-        for item in read_source(path, number, config):
+    for manifest in manifests:
+        for item in read_all(manifest, config):
             found[type(item)].append(item)
     return found[ManifestRow], found[ErrorRow], found[SkippedFile]
 

@@ -23,6 +23,8 @@ from PIL import Image
 import pipeline
 from pipeline.convert import run
 from pipeline.publish import resolve
+from transforms.manifest import ReadConfig
+from transforms.sources import describe, read_all
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 PHOTOS = REPOSITORY / "sample" / "photos"  # committed: the tests need nothing beside the clone
@@ -82,6 +84,13 @@ def make_images(root: Path, per_class: int = 5, seed: int = 7) -> list[dict]:
             (root / name).write_bytes(encode(crop(image, rng), quality=85))
             rows.append({"image_uri": name, "label": label})
     return rows
+
+
+def read_manifest(path: str, number: int = 0, config: ReadConfig | None = None) -> list:
+    """One manifest checked as the launcher checks it, then read whole as the local runner
+    reads it: its rows, error rows and skipped files."""
+    config = config or ReadConfig()
+    return list(read_all(describe(str(path), number, config), config))
 
 
 @pytest.fixture

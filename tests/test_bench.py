@@ -73,3 +73,18 @@ def test_one_tiny_dataflow_costs_sitting_measures_every_stage(tmp_path, monkeypa
     small, _, large = report["estimates"]
     assert large["shards"] > small["shards"] and large["gcs_requests_millions"] > 99
     assert "| 10^8 |" in dataflow_costs.markdown(report["estimates"])
+
+
+@pytest.mark.slow
+def test_one_tiny_manifest_scale_sitting_measures_the_launcher_and_the_read_step(
+    tmp_path, monkeypatch
+):
+    import manifest_scale
+
+    monkeypatch.setenv("CORPUS_DIR", str(tmp_path))
+    report = manifest_scale.main([100, 1000])
+    assert [size["rows"] for size in report["sizes"]] == [100, 1000]
+    for size in report["sizes"]:
+        assert size["launcher"]["peak_rss_process_mb"] > 0
+        assert size["read_step"]["peak_rss_process_mb"] > 0
+    assert report["launcher_ratio"] > 0 and report["read_step_ratio"] > 0

@@ -4,6 +4,7 @@ import ast
 from pathlib import Path
 
 import pytest
+from apache_beam.portability.api import beam_runner_api_pb2
 from conftest import BEAM, make_images, write_manifest
 
 from pipeline.beam_pipeline import launch
@@ -19,6 +20,7 @@ GBK = "beam:transform:group_by_key:v1"
 # Error rows are shuffled after the shard writer (which rejects rows too): to be counted, and
 # grouped by errors file. The only shuffles downstream of the writer.
 ERROR_ROW_PRODUCERS = {"WriteErrors/CountErrors/KeyWithVoid", "WriteErrors/AddEmptyFiles"}
+PARDO = "beam:transform:pardo:v1"
 # Every GroupByKey must be fed by one of these row-level steps: never by image bytes.
 ROW_LEVEL_PRODUCERS = {
     "PlanDataset/CollectStats/KeyWithVoid",
@@ -110,6 +112,20 @@ def test_job_graph_shuffles_rows_never_image_bytes(job_graph):
     assert b"gcr.io/test/tfrp:1" in environment.payload
     staged = b"".join(d.role_payload for d in environment.dependencies)
     assert b"workflow.tar.gz" in staged  # the sdist of setup.py, installed on every worker
+
+
+def test_the_manifest_is_read_on_the_workers_in_splittable_pieces(job_graph):
+    """The Dataflow job reads each manifest file with a splittable DoFn: its restriction, a
+    byte range, is split into pieces that workers read apart (and split further as they go);
+    what it is given is one element per file, the launcher's description of it."""
+    components = job_graph()
+    leaves = [t for t in components.transforms.values() if not t.subtransforms]
+    (read,) = [t for t in leaves if t.unique_name.startswith("ReadManifests/ReadPieces/")]
+    assert read.spec.urn == PARDO
+    payload = beam_runner_api_pb2.ParDoPayload.FromString(read.spec.payload)
+    assert payload.restriction_coder_id, "the manifest read is not splittable"
+    (files,) = read.inputs.values()
+    assert _producer(components, files).startswith("ReadManifests/ListManifestFiles/")
 
 
 def test_cli_on_dataflow_builds_the_job_and_says_so(tmp_path, gcs, capsys):

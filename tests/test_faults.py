@@ -21,7 +21,16 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import BEAM, RUNNERS, encode, make_images, photo, published, write_manifest
+from conftest import (
+    BEAM,
+    RUNNERS,
+    encode,
+    make_images,
+    photo,
+    published,
+    read_manifest,
+    write_manifest,
+)
 
 from pipeline.cli import EXIT_FAULT, EXIT_INTERRUPTED, EXIT_SUPERSEDED, EXIT_USER_ERROR, main
 from pipeline.commit import CommitInputs, commit_dataset, read_info
@@ -33,7 +42,7 @@ from pipeline.verify import verify
 from transforms.error_files import ROWS_PER_ERRORS_FILE, count_errors, write_error_files
 from transforms.errors import FaultError, UserError
 from transforms.labels import LabelMap
-from transforms.manifest import ReadConfig, read_manifest
+from transforms.manifest import ReadConfig
 from transforms.plan import DatasetPlan
 from transforms.shard_processes import ShardProcess, ShardTask, run_task
 from transforms.sharding import ShardId

@@ -5,7 +5,10 @@ import os
 import subprocess
 import sys
 
+import apache_beam as beam
 import pytest
+from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
+from apache_beam.testing.util import assert_that, equal_to
 from conftest import PHOTOS, error_rows, make_images, write_manifest
 from tls_proxy import TlsProxy
 
@@ -15,6 +18,9 @@ from pipeline.convert import run
 from pipeline.publish import MARKER, POINTER, STAGING, VERSIONS, resolve
 from pipeline.verify import verify
 from transforms import fileio
+from transforms.manifest import ReadConfig
+from transforms.sources import check_manifests, read_all
+from transforms.steps import ReadManifests
 
 pytestmark = pytest.mark.slow
 
@@ -176,3 +182,61 @@ def test_a_refresh_on_the_bucket_carries_shards_by_server_side_copy(tmp_path, gc
     new = [shard.crc32c for shard in second.info.splits["train"].shards]
     assert new[: len(old)] == old and len(new) == len(old) + 1  # carried whole, one new shard
     assert verify(first.folder, "all") == (len(rows) - 2, [])
+
+
+def test_a_gs_tree_is_listed_folder_by_folder_as_a_local_walk_lists_it(tmp_path, gcs):
+    """The same tree, local and on the bucket: the same rows, errors and skipped files (a
+    folder below <split>/<label>/ is skipped whole, as the local walk skips it); the launcher's
+    check of the bucket's tree lists one object, not the tree."""
+    tree = tmp_path / "tree"
+    for relative in ("cat/1.jpg", "dog/2.png", "train/cat/3.jpg", "train/cat/deep/4.jpg",
+                     "notes.txt", "cat/readme.md"):  # fmt: skip
+        (tree / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tree / relative).write_bytes(b"x")
+    root = gcs(tree, f"{tmp_path.name}-tree")
+    listed = []
+    client = fileio.gcs_client()
+    list_blobs = client.list_blobs
+
+    def counted(*args, **kwargs):
+        for blob in list_blobs(*args, **kwargs):
+            listed.append(blob.name)
+            yield blob
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(client, "list_blobs", counted)
+        (manifest,) = check_manifests([f"{root}/"], ReadConfig())
+    assert len(listed) == 1 and manifest.kind == "tree"
+
+    def seen(items, base):
+        return sorted((type(item).__name__, str(getattr(item, "key", getattr(item, "path", "")))
+                       .replace(base, "<root>")) for item in items)  # fmt: skip
+
+    remote = seen(read_all(manifest, ReadConfig()), root)
+    local = seen(read_all(check_manifests([str(tree)], ReadConfig())[0], ReadConfig()), str(tree))
+    assert remote == local == [
+        ("ManifestRow", "cat/1.jpg"), ("ManifestRow", "dog/2.png"),
+        ("ManifestRow", "train/cat/3.jpg"), ("SkippedFile", "<root>/cat/readme.md"),
+        ("SkippedFile", "<root>/notes.txt"), ("SkippedFile", "<root>/train/cat/deep"),
+    ]  # fmt: skip
+    with BeamTestPipeline() as p:
+        read = p | ReadManifests([manifest], ReadConfig())
+        keys = read["rows"] | beam.FlatMap(lambda batch: [row.key for row in batch.rows])
+        assert_that(keys, equal_to(["cat/1.jpg", "dog/2.png", "train/cat/3.jpg"]))
+        skipped = read["skipped"] | beam.Map(lambda item: item.path.replace(root, "<root>"))
+        assert_that(skipped, equal_to([item for kind, item in local if kind == "SkippedFile"]),
+                    label="Skipped")  # fmt: skip
+
+
+def test_a_gs_manifest_read_in_ranged_pieces_gives_the_rows_of_one_read(tmp_path, gcs):
+    lines = ["image_uri,label"] + [f"images/{i:04d}.jpg,{'cat' if i % 3 else 'dog'}"
+                                   for i in range(300)] + ["broken.jpg"]  # fmt: skip
+    (tmp_path / "m.csv").write_text("\n".join(lines) + "\n")
+    source = gcs(tmp_path, f"{tmp_path.name}-pieces")
+    (manifest,) = check_manifests([f"{source}/m.csv"], ReadConfig())
+    whole = list(read_all(manifest, ReadConfig()))
+    assert len(whole) == 301 and whole[-1].source == f"{source}/m.csv@{manifest.size - 11}"
+    with BeamTestPipeline() as p:
+        read = p | ReadManifests([manifest], ReadConfig(), piece_bytes=200)
+        rows = read["rows"] | beam.FlatMap(lambda batch: batch.rows)
+        assert_that((rows, read["errors"]) | beam.Flatten(), equal_to(whole))

@@ -13,21 +13,24 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import PHOTOS, RUNNERS, encode, error_rows, make_images, photo, published
+from conftest import (
+    PHOTOS,
+    RUNNERS,
+    encode,
+    error_rows,
+    make_images,
+    photo,
+    published,
+    read_manifest,
+)
 
 from pipeline.metadata import INFO_FILE
 from transforms import fileio
 from transforms.errors import ErrorRow, Reason, RowError, UserError
 from transforms.labels import check_label, label_map_from_labels
-from transforms.manifest import (
-    MAX_JSON_DEPTH,
-    ManifestRow,
-    ReadConfig,
-    SkippedFile,
-    check_manifest,
-    read_manifest,
-    read_tree,
-)
+from transforms.manifest import MAX_JSON_DEPTH, QUOTED_NEWLINE, ManifestRow, ReadConfig, SkippedFile
+from transforms.sources import describe
+from transforms.trees import read_tree
 
 INT64_MIN = -(1 << 63)
 SECRET = b"root:$6$hunter2-hash:19000:0:99999:7:::\n"  # a password file, named as an image
@@ -93,7 +96,7 @@ def test_only_regular_files_are_opened(tmp_path):
         (tmp_path / "m.csv").unlink(missing_ok=True)
         os.mkfifo(tmp_path / "m.csv")  # a manifest is a file too: one usage error, no wait
         with pytest.raises(UserError, match="m.csv is a FIFO"):
-            check_manifest(str(tmp_path / "m.csv"), ReadConfig())
+            describe(str(tmp_path / "m.csv"), 0, ReadConfig())
     assert fifo.readers == 0
 
 
@@ -128,8 +131,8 @@ def test_json_nested_past_the_limit_is_one_bad_row(tmp_path):
     ]
     path = tmp_path / "m.jsonl"
     path.write_text("".join((json.dumps(x) if isinstance(x, dict) else x) + "\n" for x in lines))
-    check_manifest(str(path), ReadConfig())
-    rows = list(read_manifest(str(path), 0, ReadConfig()))
+    describe(str(path), 0, ReadConfig())
+    rows = read_manifest(str(path), 0, ReadConfig())
     assert [type(row).__name__ for row in rows] == [
         "ManifestRow", "ErrorRow", "ManifestRow", "ErrorRow", "ManifestRow"
     ]  # fmt: skip
@@ -154,12 +157,20 @@ def test_nul_and_control_characters_are_error_rows(tmp_path, suffix):
     else:
         body = "".join(f'"{row["image_uri"]}","{row["label"]}"\n' for row in rows)
         path.write_text("image_uri,label\n" + body, newline="")
-    read = list(read_manifest(str(path), 0, ReadConfig()))
+    read = read_manifest(str(path), 0, ReadConfig())
     assert isinstance(read[0], ManifestRow) and read[0].label == "café noir"
+    newline = [(Reason.BAD_LABEL, "label holds control character U+000A")]
+    if (
+        suffix == ".csv"
+    ):  # a CSV record is one line: its first line is one bad row, the next another
+        newline = [
+            (Reason.BAD_ROW, QUOTED_NEWLINE),
+            (Reason.BAD_ROW, "image_uri and label are required"),
+        ]
     assert [(row.reason, row.message) for row in read[1:]] == [
         (Reason.BAD_ROW, "image_uri contains a NUL character"),
         (Reason.BAD_LABEL, "label holds control character U+0000"),
-        (Reason.BAD_LABEL, "label holds control character U+000A"),
+        *newline,
         (Reason.BAD_LABEL, "label holds control character U+0009"),
         (Reason.BAD_LABEL, "label holds control character U+2028"),
         (Reason.BAD_LABEL, "label holds control character U+0085"),
@@ -226,6 +237,7 @@ def test_files_that_must_not_be_read_are_error_rows(hostile_files, convert):
     rows = error_rows(output)
     errors = {e["key"]: (e["reason"], e["message"]) for e in rows}
     image = str(manifest.parent / "img")
+    deep_offset = sum(len(line) + 1 for line in manifest.read_text().splitlines()[:3])
     assert errors == {
         "img/fifo.jpg": ("not_a_file", f"{image}/fifo.jpg is a FIFO, not a regular file"),
         "img/s.jpg": ("not_a_file", f"{image}/s.jpg is a socket, not a regular file"),
@@ -247,7 +259,7 @@ def test_files_that_must_not_be_read_are_error_rows(hostile_files, convert):
             "bad_label",
             "integer label '9223372036854775808' is outside the int64 range",
         ),
-        f"{manifest}:4": ("bad_row", "JSON nested deeper than 16"),
+        f"{manifest}@{deep_offset}": ("bad_row", "JSON nested deeper than 16"),
     }
     text = json.dumps(rows)
     assert "hunter2" not in text and "root:" not in text  # a file's bytes are never echoed

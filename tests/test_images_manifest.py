@@ -5,7 +5,7 @@ import json
 import tracemalloc
 
 import pytest
-from conftest import encode, photo, write_manifest
+from conftest import encode, photo, read_manifest, write_manifest
 from PIL import Image
 
 from transforms.errors import ErrorRow, Reason, RowError, UserError
@@ -15,13 +15,12 @@ from transforms.manifest import (
     ManifestRow,
     ReadConfig,
     SkippedFile,
-    check_manifest,
-    read_manifest,
-    read_tree,
     row_position,
 )
 from transforms.pixels import check_jpeg_decodes
+from transforms.sources import describe
 from transforms.splits import parse_split_spec
+from transforms.trees import read_tree
 
 SMALL = photo().resize((64, 48))
 
@@ -149,14 +148,18 @@ def test_csv_rows_resolve_relative_paths_and_keep_keys(tmp_path):
         ],
     )
     config = ReadConfig(parse_split_spec("train=1"), (("w", "int64"),))
-    rows = list(read_manifest(str(manifest), 0, config))
+    rows = read_manifest(str(manifest), 0, config)
+    first = len("image_uri,label,split,key,w\r\n")  # records are known by their byte offsets
     assert rows[0] == ManifestRow(
-        "a/1.jpg", "a/1.jpg", "cat", "train", (("w", 3),), str(manifest), 2, f"{tmp_path}/"
-    )
+        "a/1.jpg", "a/1.jpg", "cat", "train", (("w", 3),), str(manifest),
+        row_position(0, first), f"{tmp_path}/",
+    )  # fmt: skip
     assert rows[0].image_uri == str(tmp_path / "a/1.jpg")
     assert rows[0].key is rows[0].image  # one string for both
-    assert rows[0].source == f"{manifest}:2"
+    assert rows[0].source == f"{manifest}@{first}"
     assert isinstance(rows[1], ErrorRow) and rows[1].reason is Reason.BAD_FEATURE
+    second = first + len("a/1.jpg,cat,,,3\r\n")
+    assert rows[1].source == f"{manifest}@{second}"
     assert isinstance(rows[2], ErrorRow) and rows[2].reason is Reason.BAD_LABEL
 
 
@@ -185,8 +188,8 @@ def test_jsonl_rows_and_bad_lines(tmp_path):
         + json.dumps({"image_uri": "y.jpg", "label": "a", "split": 1})
         + "\n"
     )
-    rows = list(read_manifest(str(path), 1, ReadConfig()))
-    assert rows[0].label == "3" and rows[0].position == row_position(1, 1)
+    rows = read_manifest(str(path), 1, ReadConfig())
+    assert rows[0].label == "3" and rows[0].position == row_position(1, 0)
     assert [r.reason for r in rows[1:]] == [Reason.BAD_ROW] * 3 + [Reason.BAD_LABEL] * 2 + [
         Reason.BAD_SPLIT
     ]
@@ -229,33 +232,36 @@ def test_unusable_manifests_are_user_errors(tmp_path, body, message):
     path = tmp_path / "m.csv"
     path.write_text(body)
     with pytest.raises(UserError, match=message):
-        check_manifest(str(path), ReadConfig())
+        describe(str(path), 0, ReadConfig())
 
 
-def test_manifests_are_streamed_but_checked_to_the_last_byte(tmp_path):
-    """Read a line at a time, not whole; a byte that is not UTF-8 anywhere still fails the
-    check, and a BOM is dropped even though the header is read twice."""
-    rows = "".join(f"images/{i}.jpg,cat\r\n" for i in range(5000))
-    bad = tmp_path / "bad.csv"
-    bad.write_bytes(f"image_uri,label\r\n{rows}".encode() + b"x.jpg,\xff\xfe\n")
-    with pytest.raises(UserError, match="not UTF-8 text .bytes ff."):
-        check_manifest(str(bad), ReadConfig())
-    good = tmp_path / "bom.csv"
-    good.write_text(f"image_uri,label\r\n{rows}", encoding="utf-8-sig")
+def test_the_launcher_reads_the_start_and_a_bad_byte_further_on_is_a_bad_row(tmp_path):
+    """The launcher's check reads the header and the first lines, however long the file; a
+    line that is not UTF-8 further on is found by its reader: one bad_row, the rest read. A
+    BOM is dropped; a header that is not UTF-8 is a usage error."""
+    rows = "".join(f"images/{i}.jpg,cat\r\n" for i in range(400_000))
+    body = f"image_uri,label\r\n{rows}".encode()
+    path = tmp_path / "m.csv"
+    path.write_bytes(b"\xef\xbb\xbf" + body + b"x.jpg,\xff\xfe\r\nlast.jpg,cat\r\n")
     tracemalloc.start()
-    check_manifest(str(good), ReadConfig())
+    describe(str(path), 0, ReadConfig())
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    assert peak < good.stat().st_size / 2  # read whole, bytes + str + StringIO: 6x the file
-    read = list(read_manifest(str(good), 0, ReadConfig()))
-    assert len(read) == 5000 and read[-1].key == "images/4999.jpg"
+    assert path.stat().st_size > 8 << 20 and peak < 1 << 20  # a few small reads, not the file
+    *_, bad, last = read = read_manifest(str(path), 0, ReadConfig())
+    assert len(read) == 400_002 and read[0].key == "images/0.jpg" and last.key == "last.jpg"
+    assert (bad.reason, bad.message) == (Reason.BAD_ROW, "not UTF-8 text (bytes ff)")
+    assert bad.source == f"{path}@{3 + len(body)}"
+    path.write_bytes(b"image_uri,\xfflabel\n" + body)
+    with pytest.raises(UserError, match="not UTF-8 text .bytes ff."):
+        describe(str(path), 0, ReadConfig())
 
 
 def test_manifest_of_unknown_type_and_empty_tree(tmp_path):
     with pytest.raises(UserError, match="must be .csv"):
-        check_manifest(str(tmp_path / "m.txt"), ReadConfig())
+        describe(str(tmp_path / "m.txt"), 0, ReadConfig())
     with pytest.raises(UserError, match="no images"):
-        check_manifest(str(tmp_path), ReadConfig())
+        describe(str(tmp_path), 0, ReadConfig())
 
 
 @pytest.mark.parametrize("data", [b"GIF89a" + bytes(3), b"BM" + b"\x01" * 10])

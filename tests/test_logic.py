@@ -235,14 +235,14 @@ def test_rows_group_by_their_shard_and_unknown_labels_are_errors():
 
 
 def test_keep_first_rejects_later_copies_but_leaves_repeated_keys_to_the_writer():
-    first = _row("cat/a")  # line 2 of m.csv
+    first = _row("cat/a")  # at byte 2 of m.csv
 
-    def later(key, line):
-        return _row(key)._replace(position=row_position(0, line))
+    def later(key, offset):
+        return _row(key)._replace(position=row_position(0, offset))
 
     repeat, copy = later("cat/a", 5), later("cat/b", 3)
     kept, errors = keep_first([copy, repeat, first])
     assert kept == [first, repeat]
     assert [(e.key, e.reason, e.message) for e in errors] == [
-        ("cat/b", Reason.DUPLICATE_CONTENT, "same bytes as m.csv:2")
+        ("cat/b", Reason.DUPLICATE_CONTENT, "same bytes as m.csv@2")
     ]

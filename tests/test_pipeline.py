@@ -1,25 +1,33 @@
 """The Beam steps with TestPipeline, and whole conversions run on a temp folder."""
 
+import json
 import threading
 from pathlib import Path
 
 import apache_beam as beam
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from apache_beam.io.restriction_trackers import OffsetRange, OffsetRestrictionTracker
+from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from conftest import BEAM, encode, error_rows, make_images, photo, published, write_manifest
 
 import pipeline
+from pipeline.cli import main
 from pipeline.convert import run
 from pipeline.metadata import INFO_FILE
 from pipeline.publish import LOCK, MARKER, POINTER, STAGING, VERSIONS
 from pipeline.verify import verify
 from transforms import error_files
+from transforms.errors import ErrorRow
 from transforms.labels import LabelMap
-from transforms.manifest import ManifestRow, ReadConfig, RowBatch
+from transforms.manifest import QUOTED_NEWLINE, ManifestRow, ReadConfig, RowBatch, row_position
 from transforms.plan import DatasetPlan
 from transforms.shard_writer import WriteConfig, write_shard
 from transforms.sharding import ShardId, shard_for
+from transforms.sources import check_manifests, read_all, read_piece
 from transforms.steps import AssignShards, ReadManifests, WriteShards
 
 pytestmark = pytest.mark.slow
@@ -40,11 +48,13 @@ def test_read_manifests_and_assign_shards(tmp_path):
     )
     plan = DatasetPlan(LabelMap(("cat",)), (("train", 2),), (("train", 4),))
     with BeamTestPipeline() as p:
-        read = p | ReadManifests([str(manifest)], ReadConfig())
-        keyed = read.rows | AssignShards(p | "Plan" >> beam.Create([plan]))
+        read = p | ReadManifests(check_manifests([str(manifest)], ReadConfig()), ReadConfig())
+        keyed = read["rows"] | AssignShards(p | "Plan" >> beam.Create([plan]))
         shards = keyed.keyed | beam.FlatMap(lambda kv: [(kv[0], row.key) for row in kv[1].rows])
         assert_that(shards, equal_to([((*shard_for("a.jpg", "train", 4), 0, 1), "a.jpg")]))
-        reasons = (read.errors, keyed.errors) | beam.Flatten() | beam.Map(lambda e: e.reason.value)
+        reasons = (
+            (read["errors"], keyed.errors) | beam.Flatten() | beam.Map(lambda e: e.reason.value)
+        )
         assert_that(reasons, equal_to(["bad_label", "unknown_label"]), label="Reasons")
 
 
@@ -53,20 +63,22 @@ def test_write_shard_keeps_first_duplicate_and_reports_bad_images(tmp_path):
     good.write_bytes(encode(photo().resize((32, 32))))
     (tmp_path / "bad.jpg").write_bytes(encode(photo().resize((32, 32)))[:-100])
 
-    def row(key, name, line):
-        return ManifestRow(key, str(tmp_path / name), "cat", "train", (), "m", line)
+    def row(key, name, offset):
+        return ManifestRow(
+            key, str(tmp_path / name), "cat", "train", (), "m", row_position(0, offset)
+        )
 
-    rows = [row("k1", "good.jpg", 3), row("k1", "good.jpg", 2), row("k2", "bad.jpg", 4)]
-    rows.append(row("k3", "missing.jpg", 5))
+    rows = [row("k1", "good.jpg", 30), row("k1", "good.jpg", 20), row("k2", "bad.jpg", 40)]
+    rows.append(row("k3", "missing.jpg", 50))
     out = list(
         write_shard(ShardId("train", 0, 1), rows, LabelMap(("cat",)), WriteConfig(str(tmp_path)))
     )
     result, errors = out[-1], out[:-1]
     assert result.records == 1 and result.label_counts == ((0, 1),)
     assert sorted((e.key, e.reason.value, e.source) for e in errors) == [
-        ("k1", "duplicate_key", "m:3"),
-        ("k2", "corrupt_image", "m:4"),
-        ("k3", "missing_file", "m:5"),
+        ("k1", "duplicate_key", "m@30"),
+        ("k2", "corrupt_image", "m@40"),
+        ("k3", "missing_file", "m@50"),
     ]
     # The attempt's own file in the staging folder, under a name no other attempt uses.
     assert result.staged.startswith(f"{result.file}.") and result.staged != result.file
@@ -283,3 +295,100 @@ def test_a_second_run_publishes_a_new_version_and_leaves_the_first_as_it_was(
     assert (second / MARKER).exists() and info.records == 20
     assert {p: p.read_bytes() for p in first.rglob("*") if p.is_file()} == before
     assert verify(str(first)) == verify(str(tmp_path / "out")) == (20, [])
+
+
+def _manifests_with_every_kind_of_line(folder) -> list[str]:
+    """A CSV (CRLF, quotes, blank and bad lines, a BOM), a JSONL and a Parquet manifest."""
+    csv_lines = [
+        "image_uri,label,key",
+        "a.jpg,cat,",
+        "",
+        '"b,1.jpg","dog",k2',
+        "c.jpg",
+        '"d.jpg","two',
+        'lines"',
+        "e.jpg,cat,k5,extra",
+        "\xe9.jpg,\xe9l\xe8ve,",
+    ]
+    csv_body = "\r\n".join(csv_lines).encode("utf-8-sig") + b"\r\nf.jpg,\xff\r\n" + b"g.jpg,cat"
+    (folder / "m.csv").write_bytes(csv_body)
+    jsonl = [{"image_uri": f"{i}.jpg", "label": i % 3} for i in range(40)]
+    lines = [json.dumps(row) for row in jsonl] + ["{not json", "", '{"label": "x"}', "[1]"]
+    (folder / "m.jsonl").write_text("\n".join(lines))
+    table = pa.table({"url": [f"p{i}.jpg" for i in range(50)], "label": [i % 4 for i in range(50)]})
+    pq.write_table(table, folder / "m.parquet", row_group_size=3)
+    return [str(folder / name) for name in ("m.csv", "m.jsonl", "m.parquet")]
+
+
+@pytest.mark.parametrize("piece_bytes", [1, 5])
+def test_the_splittable_read_in_tiny_pieces_gives_the_rows_of_a_whole_read(tmp_path, piece_bytes):
+    """Files cut into pieces of a few bytes (hundreds of them, each line or row group read by
+    the piece it begins in) give exactly what the local runner's one read of each file gives."""
+    config = ReadConfig()
+    manifests = check_manifests(_manifests_with_every_kind_of_line(tmp_path), config)
+    whole = [item for manifest in manifests for item in read_all(manifest, config)]
+    rows = [item for item in whole if isinstance(item, ManifestRow)]
+    errors = [item for item in whole if isinstance(item, ErrorRow)]
+    assert (len(rows), len(errors)) == (4 + 40 + 50, 5 + 3)
+    assert all(manifest.size > 10 * piece_bytes for manifest in manifests)
+    p = BeamTestPipeline()
+    read = p | ReadManifests(manifests, config, piece_bytes)
+    assert_that(read["rows"] | beam.FlatMap(lambda batch: batch.rows), equal_to(rows))
+    assert_that(read["errors"], equal_to(errors), label="Errors")
+    result = p.run()
+    result.wait_until_finish()
+    (pieces,) = result.metrics().query(MetricsFilter().with_name("manifest_pieces"))["counters"]
+    assert pieces.committed >= sum(manifest.size for manifest in manifests) // piece_bytes // 2
+
+
+@pytest.mark.parametrize("name", ["m.csv", "m.jsonl", "m.parquet"])
+def test_a_piece_split_while_it_is_read_gives_every_row_once(tmp_path, name):
+    """A runner may cut a piece being read at any byte past what the reader has claimed (here
+    half-way through what is left, after 3 records): the reader stops at the cut, and the
+    range beyond it, read on its own, gives the rest."""
+    config = ReadConfig()
+    paths = _manifests_with_every_kind_of_line(tmp_path)
+    (manifest,) = check_manifests([p for p in paths if p.endswith(name)], config)
+    whole = list(read_all(manifest, config))
+    tracker = OffsetRestrictionTracker(OffsetRange(manifest.body, manifest.size))
+    read, residual = [], None
+    for item in read_piece(manifest, manifest.body, manifest.size, config, tracker.try_claim):
+        read.append(item)
+        if len(read) == 3:
+            _, residual = tracker.try_split(0.5)
+    tracker.check_done()
+    rest = OffsetRestrictionTracker(residual)
+    read += read_piece(manifest, residual.start, residual.stop, config, rest.try_claim)
+    rest.check_done()
+    assert read == whole and residual.start < manifest.size
+
+
+def test_the_cli_reads_hostile_manifest_lines_alike_in_pieces_and_whole(tmp_path, monkeypatch):
+    """Through the command line: a CSV whose lines break every rule, read whole by the local
+    runner and in pieces of 16 bytes on the DirectRunner, gives the same files, byte for
+    byte; each bad line is an error row named by its byte offset."""
+    rows = make_images(tmp_path, per_class=2)
+    body = "image_uri,label\r\n" + "".join(f"{r['image_uri']},{r['label']}\r\n" for r in rows)
+    hostile = [b'"images/x.jpg","two', b'lines"', b"images/\xff.jpg,cat", b"", b"a,b,c"]
+    manifest = tmp_path / "m.csv"
+    manifest.write_bytes(body.encode() + b"\r\n".join(hostile) + b"\r\nimages/last.jpg,cat")
+    monkeypatch.setattr("transforms.steps.PIECE_BYTES", 16)
+    for name, runner in (("local", []), ("beam", BEAM)):
+        argv = ["convert", "--manifest", str(manifest), "--output", str(tmp_path / name),
+                "--max_error_rate", "1", "--no_progress", *runner]  # fmt: skip
+        assert main(argv) == 0
+    local, beam = published(tmp_path / "local"), published(tmp_path / "beam")
+    files = sorted(p.relative_to(local) for p in local.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(beam) for p in beam.rglob("*") if p.is_file())
+    for name in files:
+        assert _read(local, name) == _read(beam, name), name
+    start = len(body)
+    offsets = [start + sum(len(line) + 2 for line in hostile[:i]) for i in range(len(hostile))]
+    assert {(e["source"], e["reason"], e["message"]) for e in error_rows(local)} == {
+        (f"{manifest}@{offsets[0]}", "bad_row", QUOTED_NEWLINE),
+        (f"{manifest}@{offsets[1]}", "bad_row", "image_uri and label are required"),
+        (f"{manifest}@{offsets[2]}", "bad_row", "not UTF-8 text (bytes ff)"),
+        (f"{manifest}@{offsets[4]}", "bad_row", "more cells than columns"),
+        (f"{manifest}@{offsets[4] + 7}", "missing_file",
+         f"no such file: {tmp_path}/images/last.jpg"),
+    }  # fmt: skip

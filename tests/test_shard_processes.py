@@ -4,13 +4,13 @@ import platform
 import threading
 
 import pytest
-from conftest import make_images, write_manifest
+from conftest import make_images, read_manifest, write_manifest
 
 from transforms.errors import FaultError, Reason
 from transforms.heap import keep_freed_memory
 from transforms.images import ImageConfig
 from transforms.labels import LabelMap
-from transforms.manifest import ReadConfig, read_manifest
+from transforms.manifest import ReadConfig
 from transforms.shard_processes import ShardProcess, ShardTask, run_task, write_shards
 from transforms.shard_writer import ErrorRow, ShardResult, WriteConfig
 from transforms.sharding import ShardId

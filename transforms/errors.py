@@ -23,7 +23,8 @@ class FaultError(Exception):
 class Reason(enum.StrEnum):
     """Why a row was rejected. The values are written to `errors/` and must stay stable."""
 
-    BAD_ROW = "bad_row"  # a line that does not parse (bad or deep JSON), a missing/NUL image_uri
+    BAD_ROW = "bad_row"  # a line that does not parse (bad or deep JSON, not UTF-8, a quoted
+    # newline in CSV, over 1 MiB), a missing/NUL image_uri, a Parquet row group not decodable
     BAD_LABEL = "bad_label"  # empty, a control character, or an integer id outside int64
     UNKNOWN_LABEL = "unknown_label"  # label absent from --label_map
     BAD_SPLIT = "bad_split"  # split name unusable in a file name
@@ -66,7 +67,7 @@ class ErrorRow(NamedTuple):
     """A rejected row: where it came from, what it said, and why it was rejected."""
 
     key: str
-    source: str  # "<manifest>:<line>" or the image path for class-folder trees
+    source: str  # "<manifest>@<byte offset>", "<manifest>#<Parquet row>", or a tree's image path
     reason: Reason
     message: str
     row: tuple[tuple[str, str], ...] = ()  # the row's fields as read

@@ -18,7 +18,7 @@ import shutil
 import stat
 import sys
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import BinaryIO, NamedTuple
 
 import google_crc32c
 
@@ -220,14 +220,16 @@ def read_text(path: str) -> str:
     return read_bytes(path).decode("utf-8-sig")
 
 
-def open_text(path: str) -> io.TextIOBase:
-    """A manifest as a text stream: UTF-8 without a BOM, line ends left as they are (as the
-    csv module wants). A local file is streamed, never held whole (a 10-million-row manifest
-    is 600 MB of text); a remote one is downloaded, with retries, and read from memory."""
+def open_bytes(path: str, chunk_bytes: int) -> BinaryIO:
+    """A seekable binary stream that reads what it is asked and no more: a local regular file
+    unbuffered; a `gs://` object by ranged requests of `chunk_bytes` (retried as every read of
+    an object), never downloaded whole. For manifests, which can be many gigabytes."""
+    if path.startswith("gs://"):
+        return io.BufferedReader(gcs.RangeReader(path), buffer_size=chunk_bytes)
     if is_remote(path):
-        return io.StringIO(read_text(path), newline="")
+        return _filesystems().open(path, compression_type=_RAW)
     descriptor, _ = _open_regular(path)
-    return open(descriptor, encoding="utf-8-sig", newline="")  # noqa: SIM115 - the caller's
+    return open(descriptor, "rb", buffering=0)  # noqa: SIM115 - the caller's to close
 
 
 def create(path: str):
@@ -286,12 +288,31 @@ def names_in(folder: str) -> list[str]:
     once each; none when it does not exist."""
     if not is_remote(folder):
         return sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+    return sorted({name for name, _ in list_prefix(folder)})
+
+
+def _bucket_and_prefix(folder: str) -> tuple[str, str]:
+    """A `gs://` folder's bucket, and the prefix its objects' names start with ("" at the top)."""
     bucket, _, prefix = folder.removeprefix("gs://").partition("/")
-    prefix = prefix.rstrip("/") + "/" if prefix.strip("/") else ""
+    return bucket, prefix.rstrip("/") + "/" if prefix.strip("/") else ""
+
+
+def list_prefix(folder: str) -> Iterator[tuple[str, bool]]:
+    """(name, whether a subfolder) of what is directly in a `gs://` folder: its objects as the
+    listing streams them (in name order, a page at a time), then its subfolders (prefixes)."""
+    bucket, prefix = _bucket_and_prefix(folder)
     listing = gcs_client().list_blobs(bucket, prefix=prefix, delimiter="/")
-    names = {blob.name[len(prefix) :] for blob in listing}
-    names |= {sub[len(prefix) :].rstrip("/") for sub in listing.prefixes}
-    return sorted(name for name in names if name)
+    for blob in listing:
+        if name := blob.name[len(prefix) :]:  # not the folder's own placeholder object
+            yield name, False
+    for sub in sorted(listing.prefixes):
+        yield sub[len(prefix) :].rstrip("/"), True
+
+
+def holds_objects(folder: str) -> bool:
+    """Whether any object's name starts with a `gs://` folder's prefix (one listed, not all)."""
+    bucket, prefix = _bucket_and_prefix(folder)
+    return any(True for _ in gcs_client().list_blobs(bucket, prefix=prefix, max_results=1))
 
 
 def delete_tree(folder: str) -> None:
@@ -459,15 +480,10 @@ class Unlisted(NamedTuple):
 
 
 def walk(root: str, depth: int) -> Iterator[str | Unlisted]:
-    """Every entry under `root` that is not a folder, as a '/'-separated path relative to it, in
-    sorted order, and an `Unlisted` for each folder not listed. Folders are listed down to
-    `depth` levels below the root; symlinked folders are followed, each folder once (by device
-    and inode), so a link loop ends and no file is listed twice."""
-    if is_remote(root):  # an object store has neither links nor folders that deny a listing
-        prefix = root.rstrip("/") + "/"
-        for path in glob(prefix + "**"):
-            yield path[len(prefix) :]
-        return
+    """Every entry under local folder `root` that is not a folder, as a '/'-separated path
+    relative to it, in sorted order, and an `Unlisted` for each folder not listed. Folders are
+    listed down to `depth` levels below the root; symlinked folders are followed, each folder
+    once (by device and inode), so a link loop ends and no file is listed twice."""
     yield from _walk_local(root, ".", depth, {})
 
 

@@ -182,6 +182,52 @@ def stat(path: str) -> Stat:
     return Stat(blob.size, identity(blob.size, blob.crc32c))
 
 
+class RangeReader(io.RawIOBase):
+    """An object as a seekable stream of ranged reads, each one request retried as any read
+    here: a manifest of gigabytes is never downloaded whole, and a piece of it is only the
+    bytes asked for (wrap it in io.BufferedReader to ask in chunks)."""
+
+    def __init__(self, path: str):
+        super().__init__()
+        self._path = path
+        self._blob = _client().bucket(split(path)[0]).blob(split(path)[1])
+        self._size = stat(path).size
+        self._position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self._size}[whence]
+        self._position = max(0, base + offset)
+        return self._position
+
+    def readinto(self, buffer) -> int:
+        if self._position >= self._size:
+            return 0
+        end = min(self._size, self._position + len(buffer))
+
+        def ranged() -> bytes:
+            data = self._blob.download_as_bytes(
+                start=self._position, end=end - 1, raw_download=True, checksum=None,
+                retry=None, timeout=TIMEOUT_S,
+            )  # fmt: skip
+            if not data:  # nothing where the object has bytes: a cut body, not its end
+                raise CorruptTransferError(f"{self._path}: no bytes at {self._position:,}")
+            return data
+
+        data = retried(ranged, self._path)
+        buffer[: len(data)] = data
+        self._position += len(data)
+        return len(data)
+
+
 def store_answers(path: str) -> bool:
     """After requests for `path` kept failing: whether the store answers a request naming the
     object in another way (a listing of its name, retried as any request), that is whether the

@@ -1,18 +1,16 @@
-"""Manifest rows from CSV, JSONL and class-folder trees.
+"""Manifest rows: the rules that turn one record (a CSV or JSONL line, a Parquet row, a file in
+a class-folder tree) into a `ManifestRow`, or an `ErrorRow` when it cannot be used.
 
-Each reader turns one source into `ManifestRow`s (or `ErrorRow`s for lines it cannot use); the
-split is decided here because it needs nothing but the row. The key of a row is its `key` column,
-else its image path as written in the manifest (relative paths stay relative, so moving a dataset
-does not move rows between splits), else, in a folder tree, the path under the root.
+The split is decided here because it needs nothing but the row. The key of a row is its `key`
+column, else its image path as written in the manifest (relative paths stay relative, so moving a
+dataset does not move rows between splits), else, in a folder tree, the path under the root. A
+record is known by where it is in its file, a byte offset or a row index, which whoever reads
+any piece of the file knows without reading the rest (transforms/pieces.py).
 """
 
-import collections
 import csv
 import functools
-import glob as local_glob
-import io
 import json
-import posixpath
 import re
 import sys
 from collections.abc import Iterable, Iterator
@@ -21,19 +19,20 @@ from typing import NamedTuple
 from transforms import fileio
 from transforms.errors import ErrorRow, Reason, RowError, UserError, shown
 from transforms.labels import check_label
+from transforms.pieces import BOM, MAX_LINE_BYTES
 from transforms.splits import SplitSpec, assign_split
 
-REQUIRED_COLUMNS = ("image_uri", "label")
-IMAGE_EXTENSIONS = frozenset(
-    [".jpg", ".jpeg", ".jpe", ".png", ".gif", ".bmp", ".tif", ".tiff", ".webp"]
-)  # folder trees only; manifests are trusted to list images and checked by content
+IMAGE_COLUMN, IMAGE_ALIAS = "image_uri", "url"  # `url`, as web-scale image sets name it
 FEATURE_TYPES = ("int64", "float", "bytes")
-TREE_DEPTH = 2  # folders listed below a tree's root: <split>/<label>/ holds the deepest images
+PARQUET_SUFFIX = ".parquet"
 # A usable JSONL row is one object of scalars (depth 1); much deeper nesting is only ever an
 # attack on the parser, which recurses once per level.
 MAX_JSON_DEPTH = 16
 _JSON_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"')
 _JSON_BRACKET = re.compile(r"[\[\]{}]")
+_CSV_FIELD_LIMIT = csv.field_size_limit()  # longer fields are the csv module's to refuse
+LONG_LINE = f"a line over {MAX_LINE_BYTES:,} bytes"
+QUOTED_NEWLINE = "a quoted field runs past the end of its line (a CSV record is one line)"
 
 
 class ReadConfig(NamedTuple):
@@ -55,7 +54,7 @@ class ManifestRow(NamedTuple):
     split: str
     features: tuple[tuple[str, object], ...]  # (name, typed value) in --feature order
     manifest: str  # the manifest's path; in a class-folder tree the image path (image itself)
-    position: int  # row_position(manifest number, line): "first" among duplicate keys
+    position: int  # row_position(manifest number, offset): "first" among duplicate keys
     folder: str = ""  # the manifest's folder and a separator, for a relative `image`; else ""
 
     @property
@@ -65,19 +64,29 @@ class ManifestRow(NamedTuple):
 
     @property
     def source(self) -> str:
-        """Where the row came from, for error reports: `<manifest>:<line>`, or in a
-        class-folder tree (line 0) the image path."""
-        line = self.position & _LINE_MASK
-        return f"{self.manifest}:{line}" if line else self.image_uri
+        """Where the row came from, for error reports (see `record_source`); in a class-folder
+        tree, the image path."""
+        stored = self.position & _OFFSET_MASK
+        return record_source(self.manifest, stored - 1) if stored else self.image_uri
 
 
-_LINE_BITS = 32
-_LINE_MASK = (1 << _LINE_BITS) - 1
+_OFFSET_BITS = 48  # a byte offset in a manifest of up to 256 TB
+_OFFSET_MASK = (1 << _OFFSET_BITS) - 1
 
 
-def row_position(manifest_number: int, line: int) -> int:
-    """One int that sorts rows as the manifests list them: by manifest, then by line."""
-    return manifest_number << _LINE_BITS | line
+def row_position(manifest_number: int, offset: int | None) -> int:
+    """One int that sorts rows as the manifests list them: by manifest, then by where in it.
+    `offset`: the record's byte offset (CSV, JSONL) or row index (Parquet); None for a row of
+    a class-folder tree, which has no place in a file (stored as 0, an offset as offset + 1)."""
+    return manifest_number << _OFFSET_BITS | (0 if offset is None else offset + 1)
+
+
+def record_source(manifest: str, offset: int) -> str:
+    """Where a record is, for error reports: `<manifest>@<byte offset>` for a CSV or JSONL line
+    (`tail -c +<offset + 1> <manifest> | head -n 1` prints it), `<manifest>#<row index>` for a
+    Parquet row, both counted from 0."""
+    mark = "#" if manifest.lower().endswith(PARQUET_SUFFIX) else "@"
+    return f"{manifest}{mark}{offset}"
 
 
 class RowBatch(NamedTuple):
@@ -105,7 +114,11 @@ def manifest_kind(path: str) -> str:
         return "csv"
     if lower.endswith((".jsonl", ".json", ".ndjson")):
         return "jsonl"
-    raise UserError(f"{path}: a manifest must be .csv, .jsonl or a class-folder directory")
+    if lower.endswith(PARQUET_SUFFIX):
+        return "parquet"
+    raise UserError(
+        f"{path}: a manifest must be .csv, .jsonl, .parquet or a class-folder directory"
+    )
 
 
 def error_row(row: ManifestRow, reason: Reason, message: str) -> ErrorRow:
@@ -137,7 +150,9 @@ def make_row(
     manifest's, with a trailing separator: relative image paths are under it. (Every row of
     every run passes here, a refresh's unchanged ones too: it is kept to plain comparisons.)"""
     get = fields.get
-    image, label = get("image_uri"), get("label")
+    image, label = get(IMAGE_COLUMN), get("label")
+    if image is None:
+        image = get(IMAGE_ALIAS)
     if image is None or label is None or not (image := str(image).strip()):
         raise RowError(Reason.BAD_ROW, "image_uri and label are required")
     if type(label) is not str and (isinstance(label, bool) or not isinstance(label, int)):
@@ -177,46 +192,88 @@ def _feature(fields: dict, column: str, kind: str) -> tuple[str, object]:
     return column, _typed(fields[column], kind, column)
 
 
-def _rows(records: Iterable[tuple[int, object]], path: str, number: int, config: ReadConfig):
-    """Rows or ErrorRows from (line, parsed record or RowError) pairs of one manifest."""
-    folder = fileio.join(fileio.dirname(path), "")
-    for line, fields in records:
-        try:
-            if isinstance(fields, RowError):
-                raise fields
-            yield make_row(fields, folder, path, row_position(number, line), config)
-        except RowError as error:
-            source = f"{path}:{line}" if line else path  # a tree's rows have no line
-            raw = fields if isinstance(fields, dict) else {}
-            key = str(raw.get("key") or raw.get("image_uri") or source)
-            row = tuple((str(k), str(v)) for k, v in raw.items())
-            yield ErrorRow(key, source, error.reason, error.message, row)
+def required_columns(config: ReadConfig) -> tuple[str, ...]:
+    """The columns a CSV header or Parquet schema must have (image_uri or url, then these)."""
+    return ("label", *(column for column, _ in config.features))
 
 
-def _csv_records(text: io.TextIOBase) -> Iterator[tuple[int, object]]:
-    """(line, fields or RowError) of each record after the header; blank lines are skipped
-    and missing trailing cells read as None (as csv.DictReader does, at half its cost)."""
-    reader = csv.reader(text)
-    columns = None
-    while True:
-        try:
-            cells = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as error:  # e.g. a field over the csv module's size limit
-            yield reader.line_num + 1, RowError(Reason.BAD_ROW, f"unparseable CSV: {error}")
-            continue
-        if columns is None:
-            columns = cells
-        elif len(cells) > len(columns):
-            yield reader.line_num, RowError(Reason.BAD_ROW, "more cells than columns")
-        elif len(cells) == len(columns):
-            yield reader.line_num, dict(zip(columns, cells, strict=True))
-        elif cells:
-            yield (
-                reader.line_num,
-                dict(zip(columns, cells + [None] * (len(columns) - len(cells)), strict=True)),
-            )
+def check_columns(path: str, columns: Iterable[str], config: ReadConfig) -> None:
+    """A manifest whose header or schema lacks a required column cannot give one row."""
+    columns = list(columns)
+    missing = [column for column in required_columns(config) if column not in columns]
+    if IMAGE_COLUMN not in columns and IMAGE_ALIAS not in columns:
+        missing.insert(0, IMAGE_COLUMN)
+    if missing:
+        raise UserError(f"{path}: missing column(s) {', '.join(missing)}; header is {columns}")
+
+
+def record_row(
+    fields: dict | RowError,
+    offset: int | None,
+    folder: str,
+    path: str,
+    number: int,
+    config: ReadConfig,
+) -> ManifestRow | ErrorRow:
+    """The row of one parsed record at `offset` (see `row_position`) of manifest number
+    `number` (or its RowError, as the parser found it), or an ErrorRow of what it said."""
+    try:
+        if isinstance(fields, RowError):
+            raise fields
+        return make_row(fields, folder, path, row_position(number, offset), config)
+    except RowError as error:
+        source = path if offset is None else record_source(path, offset)
+        raw = fields if isinstance(fields, dict) else {}
+        key = str(raw.get("key") or raw.get(IMAGE_COLUMN) or raw.get(IMAGE_ALIAS) or source)
+        row = tuple((str(k), str(v)) for k, v in raw.items())
+        return ErrorRow(key, source, error.reason, error.message, row)
+
+
+def decoded(line: bytes | None) -> str:
+    """A manifest line as text; a line too long to hold, or not UTF-8, is a bad row."""
+    if line is None:
+        raise RowError(Reason.BAD_ROW, LONG_LINE)
+    try:
+        return line.decode()
+    except UnicodeDecodeError as error:
+        raise RowError(Reason.BAD_ROW, not_utf8(error)) from None
+
+
+def not_utf8(error: UnicodeDecodeError) -> str:
+    return f"not UTF-8 text (bytes {error.object[error.start : error.end].hex(' ')})"
+
+
+def csv_cells(line: str) -> list[str]:
+    """The cells of one CSV line (given without its newline), as the csv module reads them: []
+    for a blank line. A record is one line, so a piece of a file can start at any line: a
+    quoted field that runs past the end of its line (a newline inside quotes) makes the line a
+    bad row."""
+    try:
+        cells = next(csv.reader((line + "\n",)), [])
+    except csv.Error as error:  # e.g. a field over the csv module's size limit
+        raise RowError(Reason.BAD_ROW, f"unparseable CSV: {error}") from None
+    if cells and "\n" in cells[-1]:  # the line's own newline, swallowed by an open quote
+        raise RowError(Reason.BAD_ROW, QUOTED_NEWLINE)
+    return cells
+
+
+def csv_fields(line: str, columns: tuple[str, ...]) -> dict | None:
+    """The fields of one CSV line under its file's header; None for a blank line. Missing
+    trailing cells read as None, as csv.DictReader gives them. A line without quotes or a
+    carriage return before its end (nearly every line) is split on its commas: what the csv
+    module makes of it, at a fifth of the cost."""
+    body = line[:-1] if line.endswith("\r") else line
+    if '"' not in body and "\r" not in body and len(body) <= _CSV_FIELD_LIMIT:
+        cells = body.split(",") if body else []
+    else:
+        cells = csv_cells(line)
+    if len(cells) == len(columns):
+        return dict(zip(columns, cells, strict=True))
+    if not cells:
+        return None
+    if len(cells) > len(columns):
+        raise RowError(Reason.BAD_ROW, "more cells than columns")
+    return dict(zip(columns, cells + [None] * (len(columns) - len(cells)), strict=True))
 
 
 def nests_too_deep(body: str) -> bool:
@@ -232,143 +289,39 @@ def nests_too_deep(body: str) -> bool:
     return False
 
 
-def _jsonl_records(text: io.TextIOBase) -> Iterator[tuple[int, object]]:
-    for line, body in enumerate(text, start=1):
-        if not body.strip():
-            continue
-        if nests_too_deep(body):
-            yield line, RowError(Reason.BAD_ROW, f"JSON nested deeper than {MAX_JSON_DEPTH}")
-            continue
+def jsonl_fields(line: str, columns: tuple[str, ...] = ()) -> dict | None:
+    """The fields of one JSONL line; None for a blank line."""
+    if not line.strip():
+        return None
+    if nests_too_deep(line):
+        raise RowError(Reason.BAD_ROW, f"JSON nested deeper than {MAX_JSON_DEPTH}")
+    try:
+        fields = json.loads(line)
+    except ValueError as error:
+        raise RowError(Reason.BAD_ROW, f"not JSON: {error}") from None
+    if not isinstance(fields, dict):
+        raise RowError(Reason.BAD_ROW, "a JSONL line must be an object")
+    return fields
+
+
+def line_records(
+    lines: Iterable[tuple[int, bytes | None]], kind: str, columns: tuple[str, ...]
+) -> Iterator[tuple[int, dict | RowError]]:
+    """(byte offset, fields or RowError) of each non-blank line of a CSV (under `columns`, its
+    header) or JSONL manifest, from (byte offset, line) pairs."""
+    parse = csv_fields if kind == "csv" else jsonl_fields
+    for offset, line in lines:
+        if offset == 0 and line:
+            line = line.removeprefix(BOM)
         try:
-            fields = json.loads(body)
-        except ValueError as error:
-            yield line, RowError(Reason.BAD_ROW, f"not JSON: {error}")
+            if line is None:
+                raise RowError(Reason.BAD_ROW, LONG_LINE)
+            fields = parse(line.decode(), columns)
+        except UnicodeDecodeError as error:
+            yield offset, RowError(Reason.BAD_ROW, not_utf8(error))
             continue
-        if not isinstance(fields, dict):
-            yield line, RowError(Reason.BAD_ROW, "a JSONL line must be an object")
-        else:
-            yield line, fields
-
-
-def read_manifest(path: str, number: int, config: ReadConfig):
-    """Rows and ErrorRows of one CSV or JSONL manifest, in file order, read as a stream."""
-    with fileio.open_text(path) as text:
-        yield from _manifest_rows(text, path, number, config)
-
-
-def _manifest_rows(text: io.TextIOBase, path: str, number: int, config: ReadConfig):
-    records = _csv_records(text) if manifest_kind(path) == "csv" else _jsonl_records(text)
-    return _rows(records, path, number, config)
-
-
-def tree_row(root: str, relative: str, number: int, config: ReadConfig):
-    """A row for `root/<label>/<file>` or `root/<split>/<label>/<file>`, else a SkippedFile."""
-    parts = relative.split("/")
-    path = fileio.join(root, *parts)
-    if len(parts) not in (2, 3) or posixpath.splitext(relative)[1].lower() not in IMAGE_EXTENSIONS:
-        return SkippedFile(path)
-    fields = {"image_uri": path, "label": parts[-2], "key": relative}
-    if len(parts) == 3:
-        fields["split"] = parts[0]
-    rows = list(_rows([(0, fields)], path, number, config))
-    return rows[0]
-
-
-def unlisted_folder(root: str, folder: fileio.Unlisted) -> ErrorRow | SkippedFile:
-    """A folder of a tree that was not listed: deeper than any image can be (skipped), or one
-    that cannot be listed or was listed already (an error row; with no split, it counts as one
-    row in, so the count law holds and the summary shows it)."""
-    path = root if folder.path == "." else fileio.join(root, *folder.path.split("/"))
-    if folder.error:
-        message = f"cannot list the folder: {folder.error}"
-        return ErrorRow(folder.path, path, Reason.UNREADABLE_FOLDER, message)
-    if folder.same_as:
-        message = f"already listed as {folder.same_as} (a symlink loop, or a second link to it)"
-        return ErrorRow(folder.path, path, Reason.DUPLICATE_FOLDER, message)
-    return SkippedFile(path)
-
-
-def read_tree(root: str, number: int, config: ReadConfig):
-    root = fileio.absolute(root)  # the rows' image paths, wherever the workers run
-    for entry in fileio.walk(root, TREE_DEPTH):
-        if isinstance(entry, fileio.Unlisted):
-            yield unlisted_folder(root, entry)
-        else:
-            yield tree_row(root, entry, number, config)
-
-
-def read_source(path: str, number: int, config: ReadConfig):
-    """Rows, ErrorRows and SkippedFiles of manifest number `number`: a file or a folder tree."""
-    if manifest_kind(path) == "tree":
-        return read_tree(path, number, config)
-    return read_manifest(path, number, config)
-
-
-def check_manifests(patterns: list[str], config: ReadConfig) -> list[str]:
-    """`--manifest` expanded to manifest paths, each checked to be usable; in launch order."""
-    paths = expand_manifests(patterns)
-    for path in paths:
-        check_manifest(path, config)
-    return paths
-
-
-def expand_manifests(patterns: list[str]) -> list[str]:
-    """Manifest paths from paths, globs and folders; every one must exist and be reachable."""
-    try:
-        return _expand(patterns)
-    except fileio.UNAVAILABLE:
-        raise  # the service's failure, not the manifest's: a fault
-    except fileio.READ_ERRORS as error:
-        raise UserError(f"--manifest: cannot reach {' '.join(patterns)} ({error})") from None
-
-
-def _expand(patterns: list[str]) -> list[str]:
-    paths = []
-    for pattern in patterns:
-        if fileio.is_dir(pattern):
-            paths.append(pattern)
-        elif local_glob.has_magic(pattern):
-            matched = fileio.glob(pattern)
-            if not matched:
-                raise UserError(f"--manifest {pattern}: no file matches")
-            paths += matched
-        elif fileio.exists(pattern):
-            paths.append(pattern)
-        else:
-            raise UserError(f"--manifest {pattern}: no such file or folder")
-    return sorted(set(paths), key=paths.index)
-
-
-def check_manifest(path: str, config: ReadConfig) -> None:
-    """Fail fast, before any worker starts, on a manifest that cannot work at all."""
-    kind = manifest_kind(path)
-    if kind == "tree":
-        for item in read_tree(path, 0, config):
-            if isinstance(item, ManifestRow):
-                return
-            if isinstance(item, ErrorRow) and item.key == ".":
-                raise UserError(f"{path}: {item.message}")
-        raise UserError(f"{path}: no images found in <label>/ or <split>/<label>/ folders")
-    try:
-        with fileio.open_text(path) as text:
-            if kind == "csv":
-                _check_header(path, next(csv.reader(text), []), config)
-                text.seek(0)
-            has_rows = any(True for _ in _manifest_rows(text, path, 0, config))
-            collections.deque(text, maxlen=0)  # decodes the rest: a bad byte fails here
-    except UnicodeDecodeError as error:
-        bad = error.object[error.start : error.end].hex(" ")
-        raise UserError(f"{path}: the manifest is not UTF-8 text (bytes {bad})") from None
-    except fileio.UNAVAILABLE:
-        raise  # the service's failure, not the manifest's: a fault
-    except fileio.READ_ERRORS as error:
-        raise UserError(f"{path}: cannot read manifest ({error})") from None
-    if not has_rows:
-        raise UserError(f"{path}: the manifest has no rows")
-
-
-def _check_header(path: str, header: list[str], config: ReadConfig) -> None:
-    wanted = REQUIRED_COLUMNS + tuple(column for column, _ in config.features)
-    missing = [column for column in wanted if column not in header]
-    if missing:
-        raise UserError(f"{path}: missing column(s) {', '.join(missing)}; header is {header}")
+        except RowError as error:
+            yield offset, error
+            continue
+        if fields is not None:
+            yield offset, fields

@@ -1,7 +1,9 @@
 """The Beam steps of a conversion: thin wrappers over the pure modules beside this one.
 
 Element shapes between steps (a RowBatch holds up to ROWS_PER_BATCH ManifestRows):
-    ReadManifests   -> RowBatch               (+ "errors": ErrorRow, "skipped": SkippedFile)
+    ReadManifests   -> {"rows": RowBatch, "errors": ErrorRow, "skipped": SkippedFile}
+        files: ManifestFile -> pieces of it (an OffsetRange restriction) -> rows
+        trees: TreeFolder -> rows, and subfolders to list at the next level
     DropDuplicateContent (--dedup) -> {"rows": RowBatch, "errors": ErrorRow}
     PlanDataset     -> DatasetPlan            (one element; a side input downstream)
     AssignShards    -> ((split, index, count, piece, pieces), RowBatch of that piece's rows)
@@ -17,8 +19,10 @@ from collections import Counter
 from collections.abc import Iterable
 
 import apache_beam as beam
+from apache_beam.io.restriction_trackers import OffsetRange, OffsetRestrictionTracker
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import AsSingleton, TaggedOutput
+from apache_beam.transforms.core import RestrictionProvider
 from apache_beam.transforms.window import GlobalWindows
 
 from transforms.dedup import content_digest, keep_first
@@ -31,7 +35,7 @@ from transforms.error_files import (
     write_error_file,
 )
 from transforms.errors import ErrorRow
-from transforms.manifest import ManifestRow, ReadConfig, RowBatch, read_source
+from transforms.manifest import ManifestRow, ReadConfig, RowBatch
 from transforms.plan import (
     LabelSource,
     PlanAccumulator,
@@ -43,11 +47,16 @@ from transforms.plan import (
 from transforms.shard_processes import ShardTask, ShardWriters
 from transforms.shard_writer import ShardResult, WriteConfig, join_staged, stored_size
 from transforms.sharding import Piece, ShardId, piece_of
+from transforms.sources import ManifestFile, read_piece
+from transforms.trees import TREE_DEPTH, TreeFolder, list_folder, tree_root
 
 NAMESPACE = "tfrecord_pipeline"
 # Rows per element between steps: large enough that Beam's per-element cost vanishes, small
 # enough that an element stays around a megabyte.
 ROWS_PER_BATCH = 1000
+# Bytes of a manifest file per piece read by one worker: about a million rows, 10-20 s of
+# parsing; a runner may split a piece further while it is read.
+PIECE_BYTES = 64 << 20
 
 
 def _count_error(error: ErrorRow) -> TaggedOutput:
@@ -55,28 +64,24 @@ def _count_error(error: ErrorRow) -> TaggedOutput:
     return TaggedOutput("errors", error)
 
 
-# Declared output types spare Beam from inferring them by walking our bytecode at every launch.
-@beam.typehints.with_output_types(RowBatch)
-class _ReadManifestFn(beam.DoFn):
-    def __init__(self, config: ReadConfig):
-        self._config = config
-
-    def process(self, numbered_path):
-        number, path = numbered_path
-        rows = []
-        for item in read_source(path, number, self._config):
-            if isinstance(item, ManifestRow):
-                rows.append(item)
-                if len(rows) == ROWS_PER_BATCH:
-                    yield _row_batch(rows)
-                    rows = []
-            elif isinstance(item, ErrorRow):
-                yield _count_error(item)
-            else:
-                Metrics.counter(NAMESPACE, "skipped_files").inc()
-                yield TaggedOutput("skipped", item)
-        if rows:
-            yield _row_batch(rows)
+def _outputs(items):
+    """A reader's rows in RowBatches, its error rows and skipped files tagged, all counted."""
+    rows = []
+    for item in items:
+        if isinstance(item, ManifestRow):
+            rows.append(item)
+            if len(rows) == ROWS_PER_BATCH:
+                yield _row_batch(rows)
+                rows = []
+        elif isinstance(item, ErrorRow):
+            yield _count_error(item)
+        elif isinstance(item, TreeFolder):
+            yield TaggedOutput("folders", item)
+        else:
+            Metrics.counter(NAMESPACE, "skipped_files").inc()
+            yield TaggedOutput("skipped", item)
+    if rows:
+        yield _row_batch(rows)
 
 
 def _row_batch(rows: list[ManifestRow]) -> RowBatch:
@@ -84,29 +89,105 @@ def _row_batch(rows: list[ManifestRow]) -> RowBatch:
     return RowBatch(tuple(rows))
 
 
-class ReadManifests(beam.PTransform):
-    """Reads manifests (CSV, JSONL, class-folder trees) into rows, errors and skipped files.
+# A splittable DoFn's tracker parameter; with no provider named, the DoFn is its own.
+_THIS_DOFNS_RESTRICTION = beam.DoFn.RestrictionParam()
 
-    Args:
-      paths: manifest paths, already expanded from globs; their order numbers the manifests,
-        which decides which of two rows with the same key is "first".
-      config: the split and extra-feature settings every row is read with.
-    """
 
-    def __init__(self, paths: list[str], config: ReadConfig):
-        super().__init__()
-        self._paths = paths
+# Declared output types spare Beam from inferring them by walking our bytecode at every launch.
+@beam.typehints.with_output_types(RowBatch)
+class _ReadPiecesFn(beam.DoFn, RestrictionProvider):
+    """A splittable DoFn: a manifest file's restriction is the byte range of its records, split
+    into pieces of `piece_bytes` that workers read apart; each record's offset is claimed
+    before its row is taken, so a runner can split a piece while it is read (Dataflow's
+    dynamic work rebalancing) and every record is still read once (transforms/pieces.py)."""
+
+    def __init__(self, config: ReadConfig, piece_bytes: int):
+        self._config = config
+        self._piece_bytes = piece_bytes
+
+    def initial_restriction(self, manifest: ManifestFile) -> OffsetRange:
+        return OffsetRange(manifest.body, manifest.size)
+
+    def create_tracker(self, restriction: OffsetRange) -> OffsetRestrictionTracker:
+        return OffsetRestrictionTracker(restriction)
+
+    def split(self, manifest: ManifestFile, restriction: OffsetRange):
+        return restriction.split(self._piece_bytes, self._piece_bytes // 4)
+
+    def restriction_size(self, manifest: ManifestFile, restriction: OffsetRange) -> int:
+        return restriction.size()
+
+    def process(self, manifest: ManifestFile, tracker=_THIS_DOFNS_RESTRICTION):
+        Metrics.counter(NAMESPACE, "manifest_pieces").inc()
+        piece = tracker.current_restriction()
+        read = read_piece(manifest, piece.start, piece.stop, self._config, tracker.try_claim)
+        yield from _outputs(read)
+
+
+@beam.typehints.with_output_types(RowBatch)
+class _ListFolderFn(beam.DoFn):
+    def __init__(self, config: ReadConfig):
         self._config = config
 
+    def process(self, folder: TreeFolder):
+        yield from _outputs(list_folder(folder, self._config))
+
+
+class ReadManifests(beam.PTransform):
+    """Reads manifests (CSV, JSONL, Parquet, class-folder trees) into rows, errors and skipped
+    files, on the workers: files in byte-range pieces, `gs://` trees a folder at a time.
+
+    Args:
+      manifests: the manifests as the launcher found them (transforms/sources.py); their
+        numbers order them, which decides which of two rows with the same key is "first".
+      config: the split and extra-feature settings every row is read with.
+      piece_bytes: the size of the pieces a file is first split into (PIECE_BYTES).
+    """
+
+    def __init__(
+        self, manifests: list[ManifestFile], config: ReadConfig, piece_bytes: int | None = None
+    ):
+        super().__init__()
+        self._files = [m for m in manifests if m.kind != "tree"]
+        self._trees = [tree_root(m.path, m.number) for m in manifests if m.kind == "tree"]
+        self._config = config
+        self._piece_bytes = piece_bytes or PIECE_BYTES
+
     def expand(self, pbegin):
-        return (
-            pbegin
-            | "ListManifests" >> beam.Create(list(enumerate(self._paths)))
-            | "ParseRows"
-            >> beam.ParDo(_ReadManifestFn(self._config)).with_outputs(
-                "errors", "skipped", main="rows"
+        outputs = {"rows": [], "errors": [], "skipped": []}
+        if self._files:
+            read = (
+                pbegin
+                | "ListManifestFiles" >> beam.Create(self._files)
+                | "ReadPieces"
+                >> beam.ParDo(_ReadPiecesFn(self._config, self._piece_bytes)).with_outputs(
+                    "errors", main="rows"
+                )
             )
-        )
+            outputs["rows"].append(read.rows)
+            outputs["errors"].append(read.errors)
+        if self._trees:
+            for level in self._list_trees(pbegin):
+                for tag, collections in outputs.items():
+                    collections.append(level[tag])
+        return {
+            tag: collections | f"Collect{tag.title()}" >> beam.Flatten(pipeline=pbegin.pipeline)
+            for tag, collections in outputs.items()
+        }
+
+    def _list_trees(self, pbegin):
+        """Class-folder trees, listed a level at a time: the folders of a level are spread
+        over the workers (Reshuffle) before they are listed."""
+        folders, levels = pbegin | "ListTreeRoots" >> beam.Create(self._trees), []
+        for depth in range(TREE_DEPTH + 1):
+            if depth:
+                folders = folders | f"SpreadFolders{depth}" >> beam.Reshuffle()
+            level = folders | f"ListFolders{depth}" >> beam.ParDo(
+                _ListFolderFn(self._config)
+            ).with_outputs("folders", "errors", "skipped", main="rows")
+            folders = level.folders
+            levels.append(level)
+        return levels
 
 
 class _PlanStatsFn(beam.CombineFn):
