@@ -9,12 +9,14 @@ the emulator on loopback, whose own CPU is not counted). The shuffle's bytes are
 Beam's coder writes them. Those figures are measured; the table for 10^6-10^8 rows multiplies
 them out under the assumptions in ASSUMPTIONS, and is an estimate.
 
-Writes benchmarks/results/dataflow-costs.json and prints the README's table.
+Each figure is the median of 3 rounds. Writes benchmarks/results/dataflow-costs.json and prints
+the README's table.
 """
 
 import json
 import os
 import platform
+import statistics
 import sys
 import tempfile
 import time
@@ -186,8 +188,19 @@ def markdown(estimates: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main(count: int) -> dict:
-    measured = measure(count)
+def median_of(rounds: list[dict]) -> dict:
+    """Each figure's median over the rounds (this machine is shared: one round can be slow)."""
+    first = rounds[0]
+    return {
+        key: median_of([r[key] for r in rounds])
+        if isinstance(value, dict)
+        else round(statistics.median(r[key] for r in rounds), 2)
+        for key, value in first.items()
+    }
+
+
+def main(count: int, rounds: int = 3) -> dict:
+    measured = median_of([measure(count) for _ in range(rounds)])
     return {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}",

@@ -65,7 +65,7 @@ def test_one_tiny_dataflow_costs_sitting_measures_every_stage(tmp_path, monkeypa
     import dataflow_costs
 
     monkeypatch.setenv("CORPUS_DIR", str(tmp_path))
-    report = dataflow_costs.main(30)
+    report = dataflow_costs.main(30, rounds=2)
     measured = report["measured"]
     assert all(us > 0 for us in measured["cpu_us_per_row"].values())
     assert all(us > 0 for us in measured["cpu_us_per_image"].values())
