@@ -73,3 +73,18 @@ def test_one_tiny_dataflow_costs_sitting_measures_every_stage(tmp_path, monkeypa
     small, _, large = report["estimates"]
     assert large["shards"] > small["shards"] and large["gcs_requests_millions"] > 99
     assert "| 10^8 |" in dataflow_costs.markdown(report["estimates"])
+
+
+@pytest.mark.slow
+def test_one_tiny_writer_cpu_sitting_measures_every_engine(tmp_path, monkeypatch):
+    """Every engine converts both sizes, every image (the script checks the records)."""
+    import writer_cpu
+
+    monkeypatch.setenv("CORPUS_DIR", str(tmp_path))
+    report = writer_cpu.main(10, 1)
+    assert report["sizes"] == {"small": 2, "large": 10}
+    assert set(report["engines"]) == set(writer_cpu.ENGINES)
+    for engine in report["engines"].values():
+        (run,) = engine["samples"]
+        assert run["small"]["cpu_s"] > 0 and run["large"]["cpu_s"] > 0
+    assert set(report["local_over_beam"]) == set(writer_cpu.ENGINES) - {"local"}
