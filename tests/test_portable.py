@@ -5,7 +5,9 @@ Two engines. The portable runner with an embedded job server: the job goes throu
 as a pipeline proto and runs on one SDK harness process (Beam's embedded job server starts one,
 whatever --direct_num_workers says). The FnApiRunner with two SDK harness processes
 (`sdk_worker_main`, the Python SDK container's entry point), which splits every stage between
-them. Each converts, publishes, and refreshes with --incremental, from the command line.
+them. Each converts, publishes, and refreshes with --incremental, from the command line, with
+shards that --num_shards makes larger than --target_shard_mb: Beam writes them in pieces and
+joins them (the local runner writes them whole).
 """
 
 import os
@@ -26,6 +28,7 @@ TWO_HARNESSES = ["--runner", "FnApiRunner", "--direct_num_workers", "2",
                  "--direct_running_mode", "multi_processing"]  # fmt: skip
 ENGINES = {"portable": (PORTABLE, 1), "two_harnesses": (TWO_HARNESSES, 2)}
 FLAGS = ["--num_shards", "4", "--split", "train=0.75,validation=0.25", "--max_error_rate", "0.5",
+         "--target_shard_mb", "0.003",  # Beam writes each shard in pieces, then joins them
          "--no_progress"]  # fmt: skip
 
 
