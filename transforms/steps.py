@@ -21,6 +21,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 from apache_beam.transforms.window import GlobalWindows
 
+from transforms.coders import RowBatchCoder
 from transforms.dedup import content_digest, keep_first
 from transforms.error_files import (
     ErrorCounts,
@@ -48,6 +49,8 @@ NAMESPACE = "tfrecord_pipeline"
 # Rows per element between steps: large enough that Beam's per-element cost vanishes, small
 # enough that an element stays around a megabyte.
 ROWS_PER_BATCH = 1000
+# Coded as plain tuples, with a size estimate that codes nothing (transforms/coders.py).
+beam.coders.registry.register_coder(RowBatch, RowBatchCoder)
 
 
 def _count_error(error: ErrorRow) -> TaggedOutput:
