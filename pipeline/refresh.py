@@ -212,9 +212,10 @@ def assemble(
     results: list[ShardResult], staging: str, compress: bool
 ) -> tuple[list[ShardResult], tuple[tuple[str, int], ...]]:
     """Every split's shards (carried ones first, in their old order, then the new ones), small
-    ones concatenated, renumbered; and the shard count of each split."""
+    ones concatenated, renumbered; and the shard count of each split. The order is the
+    results' own, never the order a runner delivered them in."""
     by_split: dict[str, list[ShardResult]] = {}
-    for result in results:
+    for result in sorted(results, key=_assembly_order):
         by_split.setdefault(result.split, []).append(result)
     final, counts = [], []
     for split, parts in sorted(by_split.items()):
@@ -234,6 +235,13 @@ def assemble(
                 )
             )
     return final, tuple(counts)
+
+
+def _assembly_order(result: ShardResult) -> tuple[bool, str, int]:
+    """Carried shards (no file name yet) first, by their past file's name (their staged name
+    starts with it), then new shards by index."""
+    carried = not result.file
+    return not carried, result.staged if carried else "", result.index
 
 
 def _compacted(parts: list[ShardResult], staging: str, compress: bool) -> list[ShardResult]:

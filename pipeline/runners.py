@@ -7,9 +7,17 @@ on this machine (Beam's own list of local runners, or a PortableRunner with an e
 server)? Then the shard writers may take every core, a progress bar runs and `--processes`
 applies. Is it Dataflow? Then the command submits the job and prints its URL; every other
 runner runs the job to its end and prints the summary.
+
+The embedded job server (`--job_endpoint embed`) runs the job on Beam's FnApiRunner with one
+SDK harness, whatever `--direct_num_workers` says (Beam 2.77), and can start that harness on
+threads here (LOOPBACK), as a process (LOOPBACK with the experiment
+`use_loopback_process_worker`), from a worker pool (EXTERNAL) or in Docker; not as a PROCESS
+environment, which only Beam's Java job servers start.
 """
 
 import functools
+import shutil
+import subprocess
 import sys
 from typing import NamedTuple
 
@@ -21,7 +29,8 @@ class Runner(NamedTuple):
     name: str  # the runner class's name; "" for the local runner
     here: bool  # the pipeline runs on this machine
     dataflow: bool  # a DataflowRunner (or a subclass): the job runs on Google Cloud
-    one_process: bool  # every step runs in this process (not in Beam's worker processes)
+    # One SDK worker runs every step: this process, or the embedded job server's one harness
+    one_process: bool
     sdk_processes: int = 1  # Beam worker processes sharing a machine; 0: one per core
 
 
@@ -91,22 +100,69 @@ def _validate(runner, options) -> None:
         errors = locations[0] + validator.validate_cloud_options(cloud)
     else:
         errors = validator.validate()
+    if not errors and _is_embedded(runner, options):
+        errors = _embedded_environment_errors(options)
     if errors:
         found = "; ".join(" ".join(error.split()).rstrip(".") for error in errors)
         raise UserError(f"--runner {type(runner).__name__}: {found}")
 
 
+def _is_embedded(runner, options) -> bool:
+    """A PortableRunner with its job server embedded in this process."""
+    from apache_beam.options.pipeline_options import PortableOptions
+
+    portable = _is_a(runner, "apache_beam.runners.portability.portable_runner", "PortableRunner")
+    return portable and options.view_as(PortableOptions).job_endpoint == "embed"
+
+
+# Beam's loopback process worker starts the SDK harness as `python` from PATH (worker_pool_main
+# in Beam 2.77). One that cannot find Beam or this package dies at once, and the job server
+# waits for it forever: asked first, without importing anything (a few ms).
+_HARNESS_PROBE = (
+    "import importlib.util as u, sys; "
+    "sys.exit(not (u.find_spec('apache_beam') and u.find_spec('transforms')))"
+)
+
+
+def _embedded_environment_errors(options) -> list[str]:
+    """Why the embedded job server could not start the SDK harness the flags ask for; the job
+    would fail with a traceback, or hang, instead."""
+    from apache_beam.options.pipeline_options import DebugOptions, PortableOptions
+
+    kind = (options.view_as(PortableOptions).environment_type or "DOCKER").upper()
+    if kind == "DOCKER" and shutil.which("docker") is None:
+        return [
+            "its default environment runs the SDK harness in Docker, which is not installed "
+            "here; add --environment_type LOOPBACK"
+        ]
+    if kind == "PROCESS":
+        return [
+            "the embedded job server cannot start a PROCESS environment; use "
+            "--environment_type LOOPBACK"
+        ]
+    debug = options.view_as(DebugOptions)
+    if kind == "LOOPBACK" and debug.lookup_experiment("use_loopback_process_worker", False):
+        python = shutil.which("python")
+        probe = python and subprocess.run([python, "-c", _HARNESS_PROBE], capture_output=True)
+        if not probe or probe.returncode:
+            return [
+                "use_loopback_process_worker starts the SDK harness as `python` from PATH "
+                f"({python or 'none found'}), which cannot import Beam and this package; "
+                "activate the environment that holds them (. .venv/bin/activate)"
+            ]
+    return []
+
+
 def describe(runner, options) -> Runner:
     """What `runner` (a PipelineRunner, with the PipelineOptions it runs) is to the conversion."""
-    from apache_beam.options.pipeline_options import DirectOptions, PortableOptions, StandardOptions
+    from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
     here = any(kind.__name__ in StandardOptions.LOCAL_RUNNERS for kind in type(runner).__mro__)
-    if _is_a(runner, "apache_beam.runners.portability.portable_runner", "PortableRunner"):
-        here = here or options.view_as(PortableOptions).job_endpoint == "embed"
+    embedded = _is_embedded(runner, options)
     direct = options.view_as(DirectOptions)
-    one_process = here and (
-        direct.direct_running_mode == "in_memory" or direct.direct_num_workers == 1
-    )
+    in_process = direct.direct_running_mode == "in_memory" or direct.direct_num_workers == 1
+    one_process = embedded or (here and in_process)
+    here = here or embedded
     dataflow = _is_a(runner, "apache_beam.runners.dataflow.dataflow_runner", "DataflowRunner")
     processes = _sdk_processes(options, here, one_process, dataflow)
     return Runner(type(runner).__name__, here, dataflow, one_process, processes)

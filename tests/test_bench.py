@@ -88,3 +88,17 @@ def test_one_tiny_manifest_scale_sitting_measures_the_launcher_and_the_read_step
         assert size["launcher"]["peak_rss_process_mb"] > 0
         assert size["read_step"]["peak_rss_process_mb"] > 0
     assert report["launcher_ratio"] > 0 and report["read_step_ratio"] > 0
+
+
+def test_one_tiny_writer_cpu_sitting_measures_every_engine(tmp_path, monkeypatch):
+    """Every engine converts both sizes, every image (the script checks the records)."""
+    import writer_cpu
+
+    monkeypatch.setenv("CORPUS_DIR", str(tmp_path))
+    report = writer_cpu.main(10, 1)
+    assert report["sizes"] == {"small": 2, "large": 10}
+    assert set(report["engines"]) == set(writer_cpu.ENGINES)
+    for engine in report["engines"].values():
+        (run,) = engine["samples"]
+        assert run["small"]["cpu_s"] > 0 and run["large"]["cpu_s"] > 0
+    assert set(report["local_over_beam"]) == set(writer_cpu.ENGINES) - {"local"}

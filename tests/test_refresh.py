@@ -10,6 +10,7 @@ from conftest import RUNNERS, make_images, write_manifest
 
 from pipeline.convert import run
 from pipeline.publish import resolve
+from pipeline.refresh import assemble
 from pipeline.verify import verify
 from transforms.manifest import ManifestRow
 from transforms.refresh import (
@@ -22,6 +23,7 @@ from transforms.refresh import (
     rows_line,
     shifted_index,
 )
+from transforms.shard_writer import ShardResult
 
 
 def _row(key: str, image: str = "", label: str = "cat", split: str = "train") -> ManifestRow:
@@ -43,6 +45,20 @@ def test_a_past_record_stays_only_when_one_row_has_its_key_and_fingerprint():
 def test_rows_files_hold_any_key_on_one_line():
     records = [PastRecord('a,"b"\tc\nd', "0123456789abcdef", 3), PastRecord("é", "f", -1)]
     assert read_rows("".join(map(rows_line, records))) == records
+
+
+def test_shards_are_numbered_carried_first_whatever_order_the_runner_delivers_them():
+    def shard(staged, file="", index=0):
+        return ShardResult("train", index, 2 if file else 0, file, 10, 1, "c", (), "", staged)
+
+    carried = [shard(f"train-0000{i}-of-00003.tfrecord.{hex}") for i, hex in ((0, "f"), (2, "a"))]
+    new = [shard(f"new{i}", f"train-0000{i}-of-00002.tfrecord", i) for i in (0, 1)]
+    numbered, counts = assemble([new[1], carried[1], new[0], carried[0]], "unused", False)
+    assert [part.staged for part in numbered] == [part.staged for part in carried + new]
+    assert [part.file for part in numbered] == [
+        f"train-0000{i}-of-00004.tfrecord" for i in range(4)
+    ]
+    assert counts == (("train", 4),)
 
 
 def test_delta_shards_match_the_past_fill_and_compaction_packs_small_shards():

@@ -1,12 +1,16 @@
 """The runner a --runner flag names, resolved as Beam resolves it, and what the command does
 with each: local runners run to the end and print the summary; only Dataflow prints a job."""
 
+import re
+
 import pytest
 from conftest import DATAFLOW, make_images, published, write_manifest
 
+from pipeline import runners
 from pipeline.cli import main
 from pipeline.publish import MARKER
 from pipeline.runners import LOCAL, Runner, resolve
+from transforms.errors import UserError
 
 DIRECT = Runner("SwitchingDirectRunner", here=True, dataflow=False, one_process=True)
 DIRECT_PATH = "apache_beam.runners.direct.direct_runner.DirectRunner"
@@ -14,6 +18,7 @@ DIRECT_PATH = "apache_beam.runners.direct.direct_runner.DirectRunner"
 ON_DATAFLOW = Runner("DataflowRunner", here=False, dataflow=True, one_process=False,
                      sdk_processes=0)  # fmt: skip
 EMBEDDED = ["--runner", "PortableRunner", "--job_endpoint", "embed"]
+LOOPBACK = [*EMBEDDED, "--environment_type", "LOOPBACK"]  # the SDK harness on threads here
 
 
 @pytest.mark.parametrize(
@@ -29,7 +34,10 @@ EMBEDDED = ["--runner", "PortableRunner", "--job_endpoint", "embed"]
          DIRECT._replace(one_process=False, sdk_processes=2)),
         (["--runner", "FnApiRunner"], Runner("FnApiRunner", True, False, True)),
         (["--runner", "TestDirectRunner"], Runner("TestDirectRunner", True, False, True)),
-        (EMBEDDED, Runner("PortableRunner", True, False, True)),
+        (LOOPBACK, Runner("PortableRunner", True, False, True)),
+        # The embedded job server starts one SDK harness, whatever --direct_num_workers says.
+        ([*LOOPBACK, "--direct_num_workers=2", "--direct_running_mode=multi_processing"],
+         Runner("PortableRunner", True, False, True)),
         (["--runner", "PortableRunner", "--job_endpoint", "localhost:8099"],
          Runner("PortableRunner", False, False, False)),
         (["--runner", "SparkRunner"], Runner("SparkRunner", False, False, False)),
@@ -52,7 +60,7 @@ def test_the_runner_is_the_class_beam_resolves(flags, runner):
     [
         ["--runner", "directrunner"],  # once a "dry run" that did nothing
         ["--runner", "FnApiRunner"],
-        [*EMBEDDED, "--environment_type", "LOOPBACK"],  # the SDK harness on threads here
+        LOOPBACK,
     ],
     ids=["directrunner", "FnApiRunner", "PortableRunner-embed"],
 )
@@ -66,3 +74,25 @@ def test_every_local_runner_runs_to_the_end_and_prints_the_summary(tmp_path, cap
     version = published(out)
     assert printed.rstrip().endswith(f"version: {version}  (published)")
     assert (version / MARKER).exists() and len(list(version.glob("*.tfrecord"))) == 2
+
+
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        ([], "Docker, which is not installed here; add --environment_type LOOPBACK"),
+        (["--environment_type", "PROCESS", "--environment_option", "process_command=boot"],
+         "cannot start a PROCESS environment"),
+        (["--environment_type", "LOOPBACK", "--experiments", "use_loopback_process_worker"],
+         "as `python` from PATH (none found), which cannot import Beam"),
+    ],
+)  # fmt: skip
+def test_an_embedded_job_server_that_could_not_start_its_harness_is_one_line(
+    tmp_path, monkeypatch, flags, says
+):
+    """Beam would fail with a traceback (Docker, PROCESS) or wait forever for a harness that
+    died at start (`python` without Beam): here neither Docker nor Python is on PATH."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(runners, "_resolve", runners._resolve.__wrapped__)  # PATH, not a cache
+    with pytest.raises(UserError, match=re.escape("--runner PortableRunner: ")) as raised:
+        resolve([*EMBEDDED, *flags])
+    assert says in str(raised.value) and "\n" not in str(raised.value)

@@ -25,6 +25,7 @@ from apache_beam.pvalue import AsSingleton, TaggedOutput
 from apache_beam.transforms.core import RestrictionProvider
 from apache_beam.transforms.window import GlobalWindows
 
+from transforms.coders import RowBatchCoder
 from transforms.dedup import content_digest, keep_first
 from transforms.error_files import (
     ErrorCounts,
@@ -57,6 +58,8 @@ ROWS_PER_BATCH = 1000
 # Bytes of a manifest file per piece read by one worker: about a million rows, 10-20 s of
 # parsing; a runner may split a piece further while it is read.
 PIECE_BYTES = 64 << 20
+# Coded as plain tuples, with a size estimate that codes nothing (transforms/coders.py).
+beam.coders.registry.register_coder(RowBatch, RowBatchCoder)
 
 
 def _count_error(error: ErrorRow) -> TaggedOutput:
