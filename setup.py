@@ -13,6 +13,10 @@ setup(
     install_requires=[
         "apache-beam[gcp]>=2.60",
         "pillow>=10",
+        # The fast path for 8-bit JPEGs (transforms/fastpath.py): libjpeg-turbo's decoder and
+        # encoder, and OpenCV's area resize; wheels for Linux x86-64 and arm64.
+        "simplejpeg>=1.8",
+        "opencv-python-headless>=4.9",
         "google-cloud-storage>=2",
         "google-crc32c>=1.5",
         "protobuf>=6.33,<7",

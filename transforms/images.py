@@ -27,7 +27,8 @@ DEFAULT_MAX_DECODE_BYTES = 1 << 30
 DEFAULT_JPEG_QUALITY = 95
 VALIDATE_MODES = ("structural", "full")
 ENCODINGS = ("jpeg", "raw")
-RESAMPLE_FILTERS = ("nearest", "box", "bilinear", "hamming", "bicubic", "lanczos")  # Pillow's
+# "area" is OpenCV's INTER_AREA (the default: see fastpath.py and the README); the rest Pillow's.
+RESAMPLE_FILTERS = ("area", "nearest", "box", "bilinear", "hamming", "bicubic", "lanczos")
 _SIGNATURES = (
     (b"\xff\xd8\xff", "jpeg"),
     (b"\x89PNG\r\n\x1a\n", "png"),
@@ -59,7 +60,7 @@ class ImageConfig(NamedTuple):
     max_decode_bytes: int = DEFAULT_MAX_DECODE_BYTES
     max_side: int | None = None
     resize_short_side: int | None = None
-    resample: str = "bicubic"
+    resample: str = "area"
     exif_transpose: bool = False
     background: tuple[int, int, int] = (255, 255, 255)
     encoding: str = "jpeg"
@@ -163,6 +164,23 @@ def pixels():
     return pixels
 
 
+def fastpath():
+    """libjpeg-turbo and OpenCV (`fastpath.py`), imported by the first JPEG decoded."""
+    from transforms import fastpath
+
+    return fastpath
+
+
+def _convert_jpeg(data: bytes, info: JpegInfo, config: ImageConfig) -> StoredImage:
+    """The fast path where it covers the file and libjpeg decodes it cleanly, else Pillow."""
+    held = coefficient_bytes(info)
+    if fastpath().covers(info, config):
+        stored = fastpath().convert_jpeg(data, info, config, held)
+        if stored is not None:
+            return stored
+    return pixels().convert_pixels(data, config, held)
+
+
 def normalise(data: bytes, config: ImageConfig) -> StoredImage:
     """The bytes to store for one source image; raises RowError with the reason it cannot be."""
     if not data:
@@ -181,9 +199,10 @@ def normalise(data: bytes, config: ImageConfig) -> StoredImage:
             f"JPEG frame type 0x{info.sof:02X} with {info.precision}-bit samples",
         )
     if not _keeps_bytes(info, config):
-        return pixels().convert_pixels(data, config, coefficient_bytes(info))
+        return _convert_jpeg(data, info, config)
     if config.validate == "full":
         luma = -(-info.width // 8) * -(-info.height // 8)
         check_decode_bytes(info.width, info.height, coefficient_bytes(info) + luma, config)
-        pixels().check_jpeg_decodes(data, info)
+        if not fastpath().luma_decodes(data, info):  # Pillow's check finds out what is wrong
+            pixels().check_jpeg_decodes(data, info)
     return StoredImage(data, "JPEG", info.height, info.width, info.components)
