@@ -14,9 +14,10 @@ setup(
         "apache-beam[gcp]>=2.60",
         "pillow>=10",
         # The fast path for 8-bit JPEGs (transforms/fastpath.py): libjpeg-turbo's decoder and
-        # encoder, and OpenCV's area resize; wheels for Linux x86-64 and arm64.
+        # encoder, libvips' resampling; wheels for Linux x86-64 and arm64, libvips included.
         "simplejpeg>=1.8",
-        "opencv-python-headless>=4.9",
+        "pyvips>=3",
+        "pyvips-binary>=8.16",
         "google-cloud-storage>=2",
         "google-crc32c>=1.5",
         "protobuf>=6.33,<7",
@@ -30,6 +31,7 @@ setup(
             "hypothesis",
             "grpcio-tools",
             "gcp-storage-emulator",
+            "opencv-python-headless",  # the resampling study's area and aliasing witnesses
         ],
     },
     entry_points={"console_scripts": ["tfrecord-pipeline=pipeline.cli:entry_point"]},

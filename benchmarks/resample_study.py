@@ -6,7 +6,8 @@ Images: the photographs in sample/photos (as JPEGs at quality 95, the logo left 
 a photo) and the first CORPUS_IMAGES of the 2,000-image benchmark corpus (benchmarks/corpus.py),
 each downscaled to a short side of 256, 128 and 64 px (only where that shrinks it).
 
-Each candidate runs as the converter would: the JPEG decoded at 1/2, 1/4 or 1/8 scale where the
+Candidates: Pillow's filters, the libvips kernels the converter's fast path uses for three of
+them (transforms/fastpath.py), and OpenCV's INTER_AREA. Each candidate runs as the converter would: the JPEG decoded at 1/2, 1/4 or 1/8 scale where the
 target allows (libjpeg's DCT scaling, the same for every candidate), then the filter to the
 exact size. Each result is compared with two references made from the image decoded at full
 size, in float64 and never rounded: a Lanczos-3 resampling and an exact area average (each
@@ -19,7 +20,10 @@ pixels out, one thread), median of 3 rounds over the corpus images at 256 px. Wr
 benchmarks/results/resample-study.json and prints the README's table.
 
 OpenCV's INTER_LINEAR is measured as a witness of aliasing: it samples 2x2 neighbours whatever
-the scale, so it never enters the converter.
+the scale, so it never enters the converter. Photos hide aliasing (little of their detail is
+finer than the output's pixels), so each filter also shrinks a fine grating (stripes 2.4 px
+apart, 4x smaller): an antialiasing filter gives near-flat grey, aliasing gives moire; the
+figure is the result's standard deviation (0 is ideal; the grating's own is 127).
 """
 
 import io
@@ -38,6 +42,8 @@ import simplejpeg
 from corpus import PHOTOS, make_corpus
 from PIL import Image
 
+from transforms.fastpath import resample
+
 HERE = Path(__file__).resolve().parent
 SHORT_SIDES = (256, 128, 64)
 PILLOW = Image.Resampling
@@ -48,6 +54,10 @@ def _pillow(name):
     return lambda pixels, size: np.asarray(Image.fromarray(pixels).resize(size, filter_))
 
 
+def _vips(kernel):
+    return lambda pixels, size: resample(pixels, size, kernel)
+
+
 def _opencv(flag):
     return lambda pixels, size: cv2.resize(pixels, size, interpolation=flag)
 
@@ -56,6 +66,9 @@ def _opencv(flag):
 CANDIDATES = {
     "bicubic": ("Pillow BICUBIC (antialiased: support widened by the scale)", _pillow("BICUBIC")),
     "bilinear": ("Pillow BILINEAR (antialiased triangle)", _pillow("BILINEAR")),
+    "bicubic, libvips": ("libvips reduce, cubic: the fast path's bicubic", _vips("cubic")),
+    "bilinear, libvips": ("libvips reduce, linear: the fast path's bilinear", _vips("linear")),
+    "lanczos, libvips": ("libvips reduce, lanczos3: the fast path's lanczos", _vips("lanczos3")),
     "area": ("OpenCV INTER_AREA (exact area average)", _opencv(cv2.INTER_AREA)),
     "box": ("Pillow BOX (area average)", _pillow("BOX")),
     "hamming": ("Pillow HAMMING", _pillow("HAMMING")),
@@ -112,6 +125,13 @@ def ssim(result: np.ndarray, truth: np.ndarray) -> float:
     vx, vy, cov = _blur(x * x) - mx * mx, _blur(y * y) - my * my, _blur(x * y) - mx * my
     index = ((2 * mx * my + c1) * (2 * cov + c2)) / ((mx**2 + my**2 + c1) * (vx + vy + c2))
     return float(index.mean())
+
+
+def moire(resize) -> float:
+    """Standard deviation of a 1024x1024 grating of period 2.4 px shrunk to 256x256."""
+    stripes = 127.5 + 127.5 * np.cos(2 * np.pi * np.arange(1024) / 2.4)
+    grating = np.repeat(np.round(stripes).astype(np.uint8)[None, :, None], 1024, 0)
+    return round(float(resize(np.repeat(grating, 3, 2), (256, 256)).std()), 2)
 
 
 def decode_for(data: bytes, size: tuple[int, int]) -> np.ndarray:
@@ -191,6 +211,7 @@ def main(corpus_images: int) -> dict:
         "short_sides": SHORT_SIDES,
         "candidates": {
             name: {"maps_to": CANDIDATES[name][0], **scores[name],
+                   "moire_std": moire(CANDIDATES[name][1]),
                    "resize_us": statistics.median(timings[name]), "rounds_us": timings[name]}
             for name in CANDIDATES
         },
@@ -199,13 +220,15 @@ def main(corpus_images: int) -> dict:
 
 def table(report: dict) -> str:
     lines = [
-        "| filter | maps to | PSNR vs Lanczos-3 | PSNR vs area | SSIM vs Lanczos-3 | resize, us |",
-        "|---|---|---:|---:|---:|---:|",
+        "| filter | maps to | PSNR vs Lanczos-3 | PSNR vs area | SSIM vs Lanczos-3 | moire "
+        "| resize, us |",
+        "|---|---|---:|---:|---:|---:|---:|",
     ]
     for name, row in report["candidates"].items():
         lines.append(
             f"| {name} | {row['maps_to']} | {row['psnr_lanczos']:.2f} dB "
-            f"| {row['psnr_area']:.2f} dB | {row['ssim_lanczos']:.4f} | {row['resize_us']:,.0f} |"
+            f"| {row['psnr_area']:.2f} dB | {row['ssim_lanczos']:.4f} | {row['moire_std']:.1f} "
+            f"| {row['resize_us']:,.0f} |"
         )
     return "\n".join(lines)
 

@@ -1,17 +1,19 @@
 """The fast path for 8-bit RGB and grayscale JPEGs: decoded and encoded by libjpeg-turbo
-through `simplejpeg`, resized by OpenCV's `INTER_AREA`; Pillow does everything else.
+through `simplejpeg`, resized by libvips' `reduce` (SIMD code); Pillow does everything else.
 
 It only ever takes a file libjpeg decodes without a single warning (`strict`): a damaged file,
 even one libjpeg would fill with grey and Pillow accept, goes to Pillow's path, which decides it
 exactly as it always has (error rows, their reasons and messages are Pillow's). Covered: one or
 three components (YCbCr, not Adobe RGB or YCCK), upright (no EXIF rotation), and a resize, when
-one is asked, with the `area` filter. A JPEG is decoded at 1/2, 1/4 or 1/8 scale where the
-target allows (libjpeg's DCT scaling with its SIMD inverse DCTs; the other M/8 scales use C
-code and decode slower than full size), then area-averaged to the exact size.
+one is asked, with a filter libvips has too: bilinear, bicubic (Catmull-Rom, as Pillow's) and
+lanczos (Lanczos-3), each widened by the downscale factor as Pillow widens them, so they
+antialias alike. A JPEG is decoded at 1/2, 1/4 or 1/8 scale where the target allows (libjpeg's
+DCT scaling with its SIMD inverse DCTs; the other M/8 scales use C code and decode slower than
+full size), then resampled to the exact size.
 """
 
-import cv2
 import numpy as np
+import pyvips
 import simplejpeg
 
 from transforms.images import (
@@ -23,8 +25,11 @@ from transforms.images import (
 )
 from transforms.jpeg import HUFFMAN_8BIT, JpegInfo
 
-# The converter runs its own threads (one image each); OpenCV's pool would only contend.
-cv2.setNumThreads(1)
+# The converter runs its own threads (one image each): libvips' pool would only contend, and
+# its operation cache would keep images the converter has finished with.
+pyvips.concurrency_set(1)
+pyvips.cache_set_max(0)
+VIPS_KERNELS = {"bilinear": "linear", "bicubic": "cubic", "lanczos": "lanczos3"}
 
 
 def covers(info: JpegInfo, config: ImageConfig) -> bool:
@@ -34,7 +39,7 @@ def covers(info: JpegInfo, config: ImageConfig) -> bool:
         and info.precision == 8
         and (info.components == 1 or (info.components == 3 and info.adobe_transform in (None, 1)))
         and is_upright(info.orientation)
-        and (config.resample == "area" or scale_for(info.width, info.height, config) >= 1)
+        and (config.resample in VIPS_KERNELS or scale_for(info.width, info.height, config) >= 1)
     )
 
 
@@ -59,7 +64,7 @@ def _decode_step(width: int, height: int, size: tuple[int, int]) -> int:
 
 
 def convert_jpeg(data: bytes, info: JpegInfo, config: ImageConfig, held: int) -> StoredImage | None:
-    """Decode (DCT-scaled), area-resize, encode; None when libjpeg warns or fails (Pillow's
+    """Decode (DCT-scaled), resample, encode; None when libjpeg warns or fails (Pillow's
     path then decides). `held`: what the decoder keeps (a progressive JPEG's coefficients)."""
     scale = min(scale_for(info.width, info.height, config), 1.0)
     size = (max(1, round(info.width * scale)), max(1, round(info.height * scale)))
@@ -76,7 +81,7 @@ def convert_jpeg(data: bytes, info: JpegInfo, config: ImageConfig, held: int) ->
     except ValueError:
         return None
     if pixels.shape[1::-1] != size:
-        pixels = area_resize(pixels, size)
+        pixels = resample(pixels, size, VIPS_KERNELS[config.resample])
     return encode(pixels, config)
 
 
@@ -93,8 +98,9 @@ def encode(pixels: np.ndarray, config: ImageConfig) -> StoredImage:
     return StoredImage(data, "JPEG", height, width, channels)
 
 
-def area_resize(pixels: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """OpenCV's area average to `size` (width, height), channels kept (for Pillow's path)."""
-    return cv2.resize(pixels, size, interpolation=cv2.INTER_AREA).reshape(
-        size[1], size[0], *pixels.shape[2:]
-    )
+def resample(pixels: np.ndarray, size: tuple[int, int], kernel: str) -> np.ndarray:
+    """libvips' reduce of uint8 height x width x channels pixels to `size` (width, height)."""
+    height, width, channels = pixels.shape
+    image = pyvips.Image.new_from_memory(pixels.data, width, height, channels, "uchar")
+    image = image.reduce(width / size[0], height / size[1], kernel=kernel)
+    return np.frombuffer(image.write_to_memory(), np.uint8).reshape(size[1], size[0], channels)

@@ -27,8 +27,7 @@ DEFAULT_MAX_DECODE_BYTES = 1 << 30
 DEFAULT_JPEG_QUALITY = 95
 VALIDATE_MODES = ("structural", "full")
 ENCODINGS = ("jpeg", "raw")
-# "area" is OpenCV's INTER_AREA (the default: see fastpath.py and the README); the rest Pillow's.
-RESAMPLE_FILTERS = ("area", "nearest", "box", "bilinear", "hamming", "bicubic", "lanczos")
+RESAMPLE_FILTERS = ("nearest", "box", "bilinear", "hamming", "bicubic", "lanczos")  # Pillow's
 _SIGNATURES = (
     (b"\xff\xd8\xff", "jpeg"),
     (b"\x89PNG\r\n\x1a\n", "png"),
@@ -60,7 +59,7 @@ class ImageConfig(NamedTuple):
     max_decode_bytes: int = DEFAULT_MAX_DECODE_BYTES
     max_side: int | None = None
     resize_short_side: int | None = None
-    resample: str = "area"
+    resample: str = "bicubic"
     exif_transpose: bool = False
     background: tuple[int, int, int] = (255, 255, 255)
     encoding: str = "jpeg"
@@ -165,7 +164,7 @@ def pixels():
 
 
 def fastpath():
-    """libjpeg-turbo and OpenCV (`fastpath.py`), imported by the first JPEG decoded."""
+    """libjpeg-turbo and libvips (`fastpath.py`), imported by the first JPEG decoded."""
     from transforms import fastpath
 
     return fastpath

@@ -146,16 +146,6 @@ def _encode(image: Image.Image, config: ImageConfig) -> StoredImage:
     return StoredImage(data, fmt, image.height, image.width, config.channels)
 
 
-def _resize(image: Image.Image, size: tuple[int, int], resample: str) -> Image.Image:
-    if resample == "area":  # OpenCV's: Pillow's BOX weighs whole pixels, not their areas
-        import numpy as np
-
-        from transforms.fastpath import area_resize
-
-        return Image.fromarray(area_resize(np.asarray(image), size))
-    return image.resize(size, Image.Resampling[resample.upper()])
-
-
 def target_size(width: int, height: int, scale: float, transposed: bool) -> tuple[int, int]:
     """Pixel size after EXIF rotation and downscaling, at least 1x1."""
     size = (max(1, round(width * scale)), max(1, round(height * scale)))
@@ -184,7 +174,7 @@ def convert_pixels(data: bytes, config: ImageConfig, held: int = 0) -> StoredIma
             image = ImageOps.exif_transpose(image)
         image = _to_mode(image, config)
         if image.size != size:
-            image = _resize(image, size, config.resample)
+            image = image.resize(size, Image.Resampling[config.resample.upper()])
         return _encode(image, config)
     except DECODER_ERRORS as error:
         raise RowError(Reason.UNSUPPORTED_FORMAT, f"cannot convert image: {error}") from None
