@@ -55,7 +55,6 @@ def test_a_file_libjpeg_warns_about_is_converted_as_pillow_converts_it():
     data = _short_scan(encode(PHOTO, quality=92))
     info = parse_jpeg(data)
     assert fastpath.convert_jpeg(data, info, RESIZE, 0) is None
-    assert not fastpath.luma_decodes(data, info)
     assert normalise(data, RESIZE) == pixels.convert_pixels(data, RESIZE, coefficient_bytes(info))
 
 

@@ -43,18 +43,6 @@ def covers(info: JpegInfo, config: ImageConfig) -> bool:
     )
 
 
-def luma_decodes(data: bytes, info: JpegInfo) -> bool:
-    """Whether every scan decodes without an error or a warning, producing only luma at 1/8
-    scale (every coefficient of every component is still entropy-decoded). A scan that runs
-    out of data is a warning ("premature end of data segment"), so True also rules it out."""
-    try:
-        simplejpeg.decode_jpeg(data, "GRAY", min_height=-(-info.height // 8),
-                               min_width=-(-info.width // 8), strict=True)  # fmt: skip
-    except ValueError:
-        return False
-    return True
-
-
 def _decode_step(width: int, height: int, size: tuple[int, int]) -> int:
     """The largest of 1, 2, 4, 8 that divides the image and still covers `size`."""
     step = 1

@@ -202,6 +202,5 @@ def normalise(data: bytes, config: ImageConfig) -> StoredImage:
     if config.validate == "full":
         luma = -(-info.width // 8) * -(-info.height // 8)
         check_decode_bytes(info.width, info.height, coefficient_bytes(info) + luma, config)
-        if not fastpath().luma_decodes(data, info):  # Pillow's check finds out what is wrong
-            pixels().check_jpeg_decodes(data, info)
+        pixels().check_jpeg_decodes(data, info)
     return StoredImage(data, "JPEG", info.height, info.width, info.components)
