@@ -51,6 +51,9 @@ FLAGS = (
     Flag("--manifest", "M", {"nargs": "+", "required": True},
          "CSV, JSONL or Parquet files, globs, or class-folder roots (local or `gs://`)"),
     Flag("--output", "DIR", {"required": True}, "output folder (local or `gs://`)"),
+    Flag("--image_root", "DIR", {},
+         "folder that relative image paths (a COCO file's `file_name`s too) are under",
+         "the manifest's folder"),
     Flag("--num_shards", "N|split=N,...", {},
          "shards per split: N for every split, or a count for each split named", "by size"),
     Flag("--target_shard_mb", "M", FLOAT,
@@ -68,6 +71,9 @@ FLAGS = (
          "integers are used as ids unchanged"),
     Flag("--feature", f"name:{'|'.join(FEATURE_TYPES)}", {"action": "append"},
          "add a manifest column as a scalar feature (repeatable)"),
+    Flag("--drop_negatives", "", SWITCH,
+         "detection: an image with no objects is left out and counted (`negatives_dropped`), "
+         "not written as a negative example"),
     Flag("--validate", "|".join(VALIDATE_MODES), _choices(VALIDATE_MODES),
          "structural: walk every JPEG marker up to EOI (catches truncation, and a frame its scan "
          "data cannot fill); full: also decode every scan with libjpeg (luma at 1/8 scale: every "

@@ -22,6 +22,7 @@ from transforms.splits import parse_split_spec
 
 # Flags that change how this machine runs the job, not the dataset: kept out of its metadata.
 _LOCAL_ONLY = (
+    "image_root",  # a path, as the manifests' are: moving the images changes no record
     "keep_versions",
     "incremental",
     "progress",
@@ -43,12 +44,14 @@ class ConvertOptions:
 
     manifest: list[str]
     output: str
+    image_root: str | None = None
     num_shards: int | str | None = None  # 8, "8" or "train=8,validation=2"
     target_shard_mb: float = DEFAULT_TARGET_SHARD_MB
     split: str | None = None
     label_map: str | None = None
     label_offset: int = 0
     feature: list[str] = dataclasses.field(default_factory=list)
+    drop_negatives: bool = False
     validate: str = _IMAGE.validate
     channels: int = _IMAGE.channels
     jpeg_quality: int = _IMAGE.jpeg_quality
@@ -81,8 +84,11 @@ class ConvertOptions:
             self.num_shards = str(self.num_shards)
 
     def read_config(self) -> ReadConfig:
+        """How rows are read; whether they list objects is the manifests' to say
+        (transforms/sources.py `detection_config`)."""
         split_spec = parse_split_spec(self.split) if self.split else None
-        return ReadConfig(split_spec, self.features())
+        image_root = fileio.join(self.image_root, "") if self.image_root else ""
+        return ReadConfig(split_spec, self.features(), image_root, False, self.drop_negatives)
 
     def image_config(self) -> ImageConfig:
         return ImageConfig(
@@ -156,6 +162,12 @@ class ConvertOptions:
             (
                 not (self.write_index and self.compression == "gzip"),
                 "--write_index needs uncompressed shards (DALI indexes raw file offsets)",
+            ),
+            (
+                not self.image_root
+                or fileio.is_remote(self.image_root)
+                or fileio.is_dir(self.image_root),
+                f"--image_root {self.image_root}: no such folder",
             ),
             ((self.max_side or 1) > 0, "--max_side must be positive"),
             ((self.resize_short_side or 1) > 0, "--resize_short_side must be positive"),

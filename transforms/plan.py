@@ -128,6 +128,7 @@ class DatasetPlan(NamedTuple):
     rows: tuple[tuple[str, int], ...]  # (split, manifest rows)
     shards: tuple[tuple[str, int], ...]  # (split, shard count)
     pieces: tuple[tuple[str, int], ...] = ()  # (split, pieces a shard is written in), if over 1
+    detection: bool = False  # records hold objects (boxes), not one label
 
     def pieces_of(self, split: str) -> int:
         return dict(self.pieces).get(split, 1)
@@ -194,10 +195,12 @@ def decide_plan(
     target_shard_mb: float,
     progress_dir: str | None,
     size_of: Callable[[str], int],
+    detection: bool = False,
 ) -> DatasetPlan:
     """`make_plan`, once every row is counted: the progress bar learns its total here."""
     write_total(progress_dir, sum(rows for _, rows in stats.rows))
-    return make_plan(stats, label_source, counts, target_shard_mb, size_of)
+    plan = make_plan(stats, label_source, counts, target_shard_mb, size_of)
+    return plan._replace(detection=detection)
 
 
 def group_by_shard(

@@ -73,6 +73,7 @@ class ShardResult(NamedTuple):
     # are that name + ".idx" / ".rows"
     rows_file: str = ""  # name of the shard's rows file in the version (refresh.py)
     piece: Piece = WHOLE  # the part of its shard this file holds (`join_staged` joins them)
+    boxes_dropped: int = 0  # detection: boxes left out of records, with no area in the image
 
 
 def available_cores() -> int:
@@ -302,6 +303,7 @@ def join_staged(parts: list[ShardResult], staging: str, compress: bool) -> Shard
         label_counts=tuple(sorted(labels.items())),
         staged=staged,
         piece=WHOLE,
+        boxes_dropped=sum(part.boxes_dropped for part in parts),
     )
 
 
