@@ -61,7 +61,7 @@ def read_document(data: bytes, path: str) -> tuple[list[CocoImage], list[ErrorRo
     """The images of a COCO document, and error rows for what no image can carry: a document
     that is not COCO (one row, for the file) and annotations naming no image (one each)."""
     try:
-        document = json.loads(data)
+        document = json.loads(data, object_hook=_without_masks)
         images, annotations, categories = _sections(document)
         names = _category_names(categories)
     except (ValueError, RowError) as error:
@@ -76,6 +76,13 @@ def read_document(data: bytes, path: str) -> tuple[list[CocoImage], list[ErrorRo
     by_image, orphans = _group(annotations, frames, names, path)
     read = [_image(index, entry, by_image, frames) for index, entry in enumerate(images)]
     return read, orphans
+
+
+def _without_masks(entry: dict) -> dict:
+    """A JSON object as parsed, an annotation's `segmentation` let go as soon as it is read:
+    polygons and RLE masks are most of a COCO file, and no record holds them."""
+    entry.pop("segmentation", None)
+    return entry
 
 
 def _sections(document: object) -> tuple[list, list, list]:

@@ -126,8 +126,8 @@ def describe(path: str, number: int, config: ReadConfig) -> ManifestFile:
 
 def _json_kind(stream) -> tuple[str, bool]:
     """("coco" or "jsonl", whether its rows list objects), from a JSON manifest's start."""
-    head = stream.read(HEAD_BYTES).removeprefix(BOM)
     stream.seek(0)
+    head = stream.read(HEAD_BYTES).removeprefix(BOM)
     text = head.decode("utf-8", "replace")  # a JSONL file's first lines are checked after
     if is_coco_start(text):
         return "coco", True

@@ -1,0 +1,170 @@
+"""Detection records through the converter: the shard writer called directly, the read step in
+a TestPipeline, and whole conversions of a COCO file over the sample photos (a few hundred
+boxes) on both runners, read back with TensorFlow's parser."""
+
+import json
+import shutil
+from pathlib import Path
+
+import apache_beam as beam
+import pytest
+import tensorflow as tf
+from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+from conftest import BEAM, error_rows, write_manifest
+from detection_data import NEGATIVES, expected_objects, make_coco
+
+from pipeline.convert import run
+from pipeline.load import parsing_spec
+from transforms.examples import OBJECT_FEATURES
+from transforms.labels import label_map_from_labels
+from transforms.manifest import ReadConfig, row_labels
+from transforms.shard_writer import WriteConfig, write_shard
+from transforms.sharding import ShardId
+from transforms.sources import check_manifests, detection_config, read_all
+from transforms.steps import ReadManifests
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def coco(tmp_path_factory):
+    return make_coco(tmp_path_factory.mktemp("coco"))
+
+
+def _records(version: Path, info) -> dict[str, dict]:
+    """Every record of a version, parsed with the spec its metadata publishes, by key."""
+    spec = parsing_spec(tf, json.loads((version / "tfrecord_pipeline.json").read_text()))
+    files = [str(version / s.file) for split in info.splits.values() for s in split.shards]
+    parsed = {}
+    for record in tf.data.TFRecordDataset(files):
+        example = tf.io.parse_single_example(record, spec)
+        parsed[example["image/source_id"].numpy().decode()] = example
+    return parsed
+
+
+def _check_objects(example, expected) -> None:
+    """The record's objects are the expected ones, in order, boxes to 1e-6."""
+    got = {key: example[key].numpy() for key, _ in OBJECT_FEATURES}
+    assert list(got["image/object/class/label"]) == [e.category_id for e in expected]
+    assert [t.decode() for t in got["image/object/class/text"]] == [e.name for e in expected]
+    assert list(got["image/object/is_crowd"]) == [e.is_crowd for e in expected]
+    pixels = int(example["image/height"]) * int(example["image/width"])
+    for index, item in enumerate(expected):
+        box = [got[f"image/object/bbox/{side}"][index] for side in ("xmin", "ymin", "xmax", "ymax")]
+        assert box == pytest.approx(item.box, abs=1e-6)
+        x0, y0, x1, y1 = item.box
+        area = item.area_fraction if item.area_fraction is not None else (x1 - x0) * (y1 - y0)
+        assert got["image/object/area"][index] == pytest.approx(area * pixels, rel=1e-5)
+
+
+def test_the_writer_stores_each_images_boxes(coco, tmp_path):
+    config = ReadConfig()
+    manifests = check_manifests([str(coco.instances)], config)
+    config = detection_config(manifests, config)
+    rows = list(read_all(manifests[0], config))
+    labels = label_map_from_labels(label for row in rows for label in row_labels(row))
+    assert labels.integers and labels.names == ("1", "3", "17", "18", "44", "47", "90")
+    *errors, result = write_shard(ShardId("train", 0, 1), rows, labels, WriteConfig(str(tmp_path)))
+    assert errors == [] and result.records == len(rows) == 30
+    assert result.boxes_dropped == sum(
+        1 for a in coco.document["annotations"] if a["bbox"][2] == 0 or a["bbox"][0] > 300
+    )
+    expected = expected_objects(coco)
+    spec = {key: tf.io.RaggedFeature(tf.as_dtype(dtype)) for key, dtype in OBJECT_FEATURES}
+    spec.update({k: tf.io.FixedLenFeature([], t) for k, t in (("image/source_id", tf.string),
+                 ("image/height", tf.int64), ("image/width", tf.int64))})  # fmt: skip
+    for record in tf.data.TFRecordDataset(str(tmp_path / result.staged)):
+        example = tf.io.parse_single_example(record, spec)
+        _check_objects(example, expected[example["image/source_id"].numpy().decode()])
+
+
+def test_the_read_step_gives_coco_rows_negatives_and_orphans(tmp_path):
+    (tmp_path / "a.jpg").write_bytes(b"")
+    document = {
+        "images": [{"id": 1, "file_name": "a.jpg"}, {"id": 2, "file_name": "b.jpg"}],
+        "annotations": [{"id": 1, "image_id": 1, "bbox": [1, 1, 2, 2], "category_id": 5},
+                        {"id": 2, "image_id": 9, "bbox": [1, 1, 2, 2], "category_id": 5}],
+        "categories": [{"id": 5, "name": "five"}],
+    }  # fmt: skip
+    path = tmp_path / "instances.json"
+    path.write_text(json.dumps(document, indent=2))
+    config = ReadConfig(drop_negatives=True)
+    manifests = check_manifests([str(path)], config)
+    config = detection_config(manifests, config)
+    with BeamTestPipeline() as p:
+        read = p | ReadManifests(manifests, config)
+        keys = read["rows"] | beam.FlatMap(lambda batch: [row.key for row in batch.rows])
+        assert_that(keys, equal_to(["1"]))
+        negatives = read["negatives"] | "Negative" >> beam.Map(lambda n: n.source)
+        assert_that(negatives, equal_to([f"{path}#images[1]"]), label="Negatives")
+        orphans = read["errors"] | beam.Map(lambda e: (e.source, e.reason.value))
+        assert_that(orphans, equal_to([(f"{path}#annotations[1]", "bad_annotation")]),
+                    label="Orphans")  # fmt: skip
+
+
+def _convert(manifest, output, *flags):
+    argv = ["--manifest", str(manifest), "--output", str(output), "--no_progress", *flags]
+    converted = run(argv)
+    return Path(converted.folder), converted.info
+
+
+def _files(version: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(version)): p.read_bytes() for p in version.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    "flags, turned",
+    [((), {}), (("--max_side", "64", "--exif_transpose"), {"exif_transpose": True,
+                                                            "resized": True})],
+    ids=["as-is", "resized-upright"],
+)  # fmt: skip
+def test_a_coco_file_converts_alike_on_both_runners_with_its_boxes(coco, tmp_path, flags, turned):
+    flags = ("--num_shards", "3", "--split", "train=0.7,validation=0.3", *flags)
+    local, info = _convert(coco.instances, tmp_path / "local", *flags)
+    beam_version, beam_info = _convert(coco.instances, tmp_path / "beam", *flags, *BEAM)
+    assert _files(local) == _files(beam_version)  # the same bytes, every file
+    again, _ = _convert(coco.instances, tmp_path / "again", *flags)
+    assert _files(again) == _files(local)
+    assert info.records == 30 and info.errors == 0 and not info.failures
+    assert info.boxes_dropped == sum(s.boxes_dropped for s in info.splits.values()) > 0
+    assert sorted(info.list_features) == sorted(key for key, _ in OBJECT_FEATURES)
+    assert "image/class/label" not in info.features
+    assert info.labels["kind"] == "integers"
+    records = _records(local, info)
+    expected = expected_objects(coco, **turned)
+    assert sorted(records) == sorted(expected)
+    boxes = 0
+    for key, example in records.items():
+        _check_objects(example, expected[key])
+        boxes += len(expected[key])
+        image = tf.io.decode_jpeg(example["image/encoded"])
+        assert image.shape[:2] == (example["image/height"], example["image/width"])
+    assert boxes > 200
+    assert all(not expected[str(1000 + 7 * i)] for i in NEGATIVES)
+
+
+def test_jsonl_objects_bad_annotations_and_dropped_negatives(coco, tmp_path):
+    images = coco.instances.parent / "images"
+    shutil.copytree(images, tmp_path / "images")
+    names = sorted(p.name for p in images.iterdir() if p.suffix == ".jpg")[:4]
+    rows = [
+        {"image_uri": f"images/{names[0]}", "box_format": "xyxy_normalized",
+         "objects": [{"bbox": [0.1, 0.2, 0.5, 0.6], "label": "cat"}]},
+        {"image_uri": f"images/{names[1]}", "objects": []},  # a negative: dropped
+        {"image_uri": f"images/{names[2]}", "box_format": "xywh",
+         "objects": [{"bbox": [1, 2, 3], "label": "dog"}]},  # malformed
+        {"image_uri": f"images/{names[3]}", "box_format": "xywh", "width": 5, "height": 5,
+         "objects": [{"bbox": [1, 2, 3, 4], "label": "dog", "is_crowd": 1}]},  # other size
+    ]  # fmt: skip
+    manifest = write_manifest(tmp_path / "m.jsonl", rows)
+    version, info = _convert(manifest, tmp_path / "out", "--drop_negatives", "--max_error_rate",
+                             "1")  # fmt: skip
+    assert (info.rows_in, info.records, info.errors, info.negatives_dropped) == (3, 1, 2, 1)
+    assert {row["reason"] for row in error_rows(version)} == {"bad_annotation"}
+    (example,) = _records(version, info).values()
+    assert [example[f"image/object/bbox/{s}"].numpy()[0] for s in ("xmin", "ymin")] == (
+        pytest.approx([0.1, 0.2])
+    )
+    assert (version / "labels.txt").read_text() == "cat\ndog\n"
+    assert example["image/object/class/label"].numpy().tolist() == [0]
