@@ -38,9 +38,15 @@ def write_coco(path: Path, annotations: int) -> None:
         w, h = rng.uniform(1, 140), rng.uniform(1, 80)
         polygon = [round(rng.uniform(0, 640), 2) for _ in range(16)]
         document["annotations"].append(
-            {"id": index, "image_id": index % images, "category_id": rng.randint(1, 80),
-             "bbox": [round(v, 2) for v in (x, y, w, h)], "area": round(w * h * 0.7, 2),
-             "iscrowd": 0, "segmentation": [polygon]}  # fmt: skip
+            {
+                "id": index,
+                "image_id": index % images,
+                "category_id": rng.randint(1, 80),
+                "bbox": [round(v, 2) for v in (x, y, w, h)],
+                "area": round(w * h * 0.7, 2),
+                "iscrowd": 0,
+                "segmentation": [polygon],
+            }  # fmt: skip
         )
     path.write_text(json.dumps(document))
 

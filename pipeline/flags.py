@@ -69,6 +69,12 @@ FLAGS = (
     Flag("--label_offset", "K", INT,
          "first id for name labels (1 for the TPU ImageNet readers). Labels that are all "
          "integers are used as ids unchanged"),
+    Flag("--multi_label", "", SWITCH,
+         "several labels an image: a CSV label cell is split on `--label_separator`, a JSONL "
+         "or Parquet label may be a list (`[]`: none); records hold lists of ids and texts, "
+         "and `load()` gives a multi-hot vector (see Multi-label classification)"),
+    Flag("--label_separator", "SEP", {},
+         "what separates the labels of a CSV cell (or a JSONL string) with `--multi_label`"),
     Flag("--feature", f"name:{'|'.join(FEATURE_TYPES)}", {"action": "append"},
          "add a manifest column as a scalar feature (repeatable)"),
     Flag("--drop_negatives", "", SWITCH,

@@ -12,7 +12,7 @@ from transforms import fileio
 from transforms.errors import UserError
 from transforms.examples import IMAGE_FEATURES, RAW_KEY
 from transforms.images import VALIDATE_MODES, ImageConfig
-from transforms.labels import LabelMap, parse_label_map
+from transforms.labels import CONTROL, LabelMap, parse_label_map
 from transforms.manifest import FEATURE_TYPES, ReadConfig
 from transforms.plan import LabelSource, ShardCounts, parse_shard_counts
 from transforms.records import MAX_RECORD_BYTES
@@ -50,6 +50,8 @@ class ConvertOptions:
     split: str | None = None
     label_map: str | None = None
     label_offset: int = 0
+    multi_label: bool = False
+    label_separator: str = "|"
     feature: list[str] = dataclasses.field(default_factory=list)
     drop_negatives: bool = False
     validate: str = _IMAGE.validate
@@ -87,8 +89,15 @@ class ConvertOptions:
         """How rows are read; whether they list objects is the manifests' to say
         (transforms/sources.py `detection_config`)."""
         split_spec = parse_split_spec(self.split) if self.split else None
+        separator = self.label_separator if self.multi_label else None
         image_root = fileio.join(self.image_root, "") if self.image_root else ""
-        return ReadConfig(split_spec, self.features(), image_root, False, self.drop_negatives)
+        return ReadConfig(
+            split_spec,
+            self.features(),
+            separator,
+            image_root=image_root,
+            drop_negatives=self.drop_negatives,
+        )
 
     def image_config(self) -> ImageConfig:
         return ImageConfig(
@@ -170,6 +179,10 @@ class ConvertOptions:
                 f"--image_root {self.image_root}: no such folder",
             ),
             ((self.max_side or 1) > 0, "--max_side must be positive"),
+            (
+                bool(self.label_separator) and not CONTROL.search(self.label_separator),
+                "--label_separator must be one or more printable characters",
+            ),
             ((self.resize_short_side or 1) > 0, "--resize_short_side must be positive"),
         )
         for ok, message in checks:
@@ -192,6 +205,7 @@ class ConvertOptions:
             self.write_index,
             self.max_file_bytes,
             sdk_processes,
+            self.drop_negatives,
         )
 
     def commit(self, target: Target) -> Commit:

@@ -31,7 +31,7 @@ NEGATIVES = (7, 19)  # images no annotation names
 
 
 class CocoDataset(NamedTuple):
-    instances: Path  # the COCO file; its file_names are under root/images/
+    instances: Path  # the COCO file; its file_names are images/<name>, beside it
     images: dict[str, tuple[str, int]]  # key (image id) -> (format, EXIF orientation)
     document: dict  # the COCO document as written
 
@@ -81,8 +81,8 @@ def make_coco(
         fmt, orientation = SPECIAL.get(index, ("JPEG", 1))
         image = _image(rng, photos[index % len(photos)])
         image_id = 1000 + 7 * index  # ids are not positions
-        name = f"{SOURCES[index % len(SOURCES)].split('.')[0]}_{index}.{fmt.lower()}"
-        (root / "images" / name).write_bytes(_encode(image, fmt, orientation))
+        name = f"images/{SOURCES[index % len(SOURCES)].split('.')[0]}_{index}.{fmt.lower()}"
+        (root / name).write_bytes(_encode(image, fmt, orientation))
         entries.append({"id": image_id, "file_name": name, "width": image.width,
                         "height": image.height})  # fmt: skip
         kinds[str(image_id)] = (fmt, orientation)

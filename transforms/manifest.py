@@ -45,6 +45,7 @@ class ReadConfig(NamedTuple):
 
     split_spec: SplitSpec | None = None
     features: tuple[tuple[str, str], ...] = ()  # (column, type) for --feature
+    label_separator: str | None = None  # with --multi_label: a row's label is a tuple
     image_root: str = ""  # --image_root with a trailing separator: relative images are under it
     detection: bool = False  # rows list objects (transforms/detection.py), not one label
     drop_negatives: bool = False  # a detection row with no objects is counted, not converted
@@ -58,7 +59,7 @@ class ManifestRow(NamedTuple):
 
     key: str
     image: str  # as the manifest gives it: relative to its folder, absolute, or a scheme URI
-    label: str
+    label: str | tuple[str, ...]  # with --multi_label, the image's labels (sorted, distinct)
     split: str
     features: tuple[tuple[str, object], ...]  # (name, typed value) in --feature order
     manifest: str  # the manifest's path; in a class-folder tree the image path (image itself)
@@ -77,6 +78,14 @@ class ManifestRow(NamedTuple):
         tree, the image path."""
         stored = self.position & _OFFSET_MASK
         return record_source(self.manifest, stored - 1) if stored else self.image_uri
+
+
+def row_labels(row: ManifestRow) -> tuple[str, ...]:
+    """Every label a row carries, which the label map must give an id: its label, its labels
+    (--multi_label), or its objects' labels."""
+    if row.objects is not None:
+        return tuple(obj.label for obj in row.objects)
+    return (row.label,) if type(row.label) is str else row.label
 
 
 _OFFSET_BITS = 48  # a byte offset in a manifest of up to 256 TB
@@ -144,7 +153,8 @@ def manifest_kind(path: str) -> str:
 
 def error_row(row: ManifestRow, reason: Reason, message: str) -> ErrorRow:
     """A parsed row rejected later (by its label, its image, its key), with its fields."""
-    fields = (("image_uri", row.image_uri), ("label", row.label), ("split", row.split))
+    label = row.label if type(row.label) is str else json.dumps(row.label, ensure_ascii=False)
+    fields = (("image_uri", row.image_uri), ("label", label), ("split", row.split))
     return ErrorRow(row.key, row.source, reason, message, fields, row.split)
 
 
@@ -184,15 +194,15 @@ def make_row(
     if config.detection:
         if objects is None:
             objects = row_annotations(fields, _label)
-        label = ""
+        label = ""  # a detection row's labels are its objects'
     elif "objects" in fields:
         raise RowError(Reason.BAD_ANNOTATION, NOT_DETECTION)
     else:
         label = get("label")
     if image is None or label is None or not (image := str(image).strip()):
         raise RowError(Reason.BAD_ROW, "image_uri and label are required")
-    if type(label) is not str and (isinstance(label, bool) or not isinstance(label, int)):
-        raise RowError(Reason.BAD_LABEL, f"label must be text or an integer, not {shown(label)}")
+    if not config.detection:
+        label = _row_label(label, config)
     split = get("split") or ""
     if type(split) is not str:
         raise RowError(Reason.BAD_SPLIT, f"split must be text, not {shown(split)}")
@@ -206,7 +216,7 @@ def make_row(
     return ManifestRow(
         key,
         image,
-        _label(label if type(label) is str else str(label)),
+        label,
         assign_split(key, split, config.split_spec),
         features,
         manifest,
@@ -216,11 +226,42 @@ def make_row(
     )
 
 
+def _row_label(label: object, config: ReadConfig) -> str | tuple[str, ...]:
+    """A classification row's label, checked: one, or with --multi_label a tuple."""
+    if config.label_separator is not None:
+        return _labels(label, config.label_separator)
+    if type(label) is not str and (isinstance(label, bool) or not isinstance(label, int)):
+        raise RowError(Reason.BAD_LABEL, f"label must be text or an integer, not {shown(label)}")
+    return _label(label if type(label) is str else str(label))
+
+
 @functools.lru_cache(maxsize=4096)
 def _label(text: str) -> str:
     """A checked label, one string per label however many rows carry it (rows are held in
     memory until written); labels repeat, so each is checked once."""
     return sys.intern(check_label(text))
+
+
+def _labels(value: object, separator: str) -> tuple[str, ...]:
+    """A multi-label row's labels, sorted and each once: a list of texts and integers (empty:
+    an image with none of the labels), or a text split at `separator`, or one integer."""
+    if isinstance(value, str):
+        parts = [part for part in value.split(separator) if part.strip()]
+        if not parts:
+            raise RowError(Reason.BAD_LABEL, "empty label")
+    elif isinstance(value, int) and not isinstance(value, bool):
+        parts = [value]
+    elif isinstance(value, list | tuple):
+        parts = value
+    else:
+        raise RowError(Reason.BAD_LABEL, f"labels must be a list or a text, not {shown(value)}")
+    labels = set()
+    for part in parts:
+        if type(part) is not str and (isinstance(part, bool) or not isinstance(part, int)):
+            message = f"a label must be text or an integer, not {shown(part)}"
+            raise RowError(Reason.BAD_LABEL, message)
+        labels.add(_label(part if type(part) is str else str(part)))
+    return tuple(sorted(labels))
 
 
 def _feature(fields: dict, column: str, kind: str) -> tuple[str, object]:

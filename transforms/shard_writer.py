@@ -16,11 +16,12 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import NamedTuple
 
 from transforms import fileio, gcs
+from transforms.detection import Placement, placed
 from transforms.errors import ErrorRow, Reason, RowError
-from transforms.examples import build_example
-from transforms.images import ImageConfig, decodes_every_image, normalise
+from transforms.examples import build_example, label_features, object_features
+from transforms.images import ImageConfig, StoredImage, decodes_every_image, normalise
 from transforms.labels import LabelMap
-from transforms.manifest import ManifestRow, error_row
+from transforms.manifest import ManifestRow, error_row, row_labels
 from transforms.progress import ProgressReporter
 from transforms.records import (
     MAX_RECORD_BYTES,
@@ -57,6 +58,7 @@ class WriteConfig(NamedTuple):
     # Beam worker processes on each machine, each with writers of its own; 0: one per core
     # (Dataflow's SDK harness). Their cores are shared out: process_cores().
     sdk_processes: int = 1
+    drop_negatives: bool = False  # a detection row whose every box is dropped is an error row
 
 
 class ShardResult(NamedTuple):
@@ -67,7 +69,7 @@ class ShardResult(NamedTuple):
     records: int
     bytes: int
     crc32c: str  # of the file as stored, in Cloud Storage's form
-    label_counts: tuple[tuple[int, int], ...]  # (label id, records)
+    label_counts: tuple[tuple[int, int], ...]  # (label id, records holding it)
     index_file: str = ""  # name of the shard's DALI .idx file in the version, when written
     staged: str = ""  # this attempt's file in the staging folder; its index and rows files
     # are that name + ".idx" / ".rows"
@@ -154,19 +156,54 @@ def stored_size(uri: str, max_file_bytes: int) -> int:
     return size if size <= max_file_bytes else 0
 
 
-def make_record(row: ManifestRow, labels: LabelMap, config: WriteConfig) -> tuple[bytes, int, str]:
-    """The serialized Example for a row, its label id and its fingerprint; raises RowError."""
-    label_id = labels.id_of(row.label)
+def class_labels(row: ManifestRow, labels: LabelMap) -> tuple[dict, tuple[int, ...]]:
+    """A classification row's label features and the distinct label ids it holds; several
+    labels (--multi_label) in id order."""
+    if type(row.label) is str:
+        label_id = labels.id_of(row.label)
+        return label_features((label_id,), (row.label,), False), (label_id,)
+    pairs = sorted((labels.id_of(label), label) for label in row.label)
+    ids, texts = tuple(i for i, _ in pairs), tuple(text for _, text in pairs)
+    return label_features(ids, texts, True), ids
+
+
+def object_labels(
+    row: ManifestRow, ids: dict[str, int], stored: StoredImage, drop_negatives: bool
+) -> tuple[dict, tuple[int, ...], int]:
+    """A detection row's object features on its stored image, the distinct label ids they
+    hold, and how many boxes were dropped (no area left in the image). With --drop_negatives
+    a row whose every box was dropped is a `bad_annotation`: it was counted as a row in."""
+    placement = Placement(stored.source_width, stored.source_height, stored.orientation,
+                          stored.applied, stored.width, stored.height)  # fmt: skip
+    kept, dropped = placed(row.objects, placement)
+    if drop_negatives and dropped and not kept:
+        raise RowError(Reason.BAD_ANNOTATION, f"none of its {dropped} boxes is in the image")
+    object_ids = tuple(ids[item.label] for item in kept)
+    return object_features(kept, object_ids), tuple(sorted(set(object_ids))), dropped
+
+
+def make_record(
+    row: ManifestRow, labels: LabelMap, config: WriteConfig
+) -> tuple[bytes, tuple[int, ...], str, int]:
+    """The serialized Example for a row, the label ids it holds, its fingerprint and the boxes
+    it dropped; raises RowError. Labels are looked up before the image is read."""
+    if row.objects is None:
+        label_fields, label_ids = class_labels(row, labels)
+    else:
+        ids = {label: labels.id_of(label) for label in row_labels(row)}
     data, identity = read_image(row.image_uri, config.max_file_bytes)
     stored = normalise(data, config.image)
+    dropped = 0
+    if row.objects is not None:
+        label_fields, label_ids, dropped = object_labels(row, ids, stored, config.drop_negatives)
     filename = posixpath.basename(row.image_uri.replace("\\", "/"))
-    record = build_example(stored, label_id, row.label, filename, row.key, row.features)
+    record = build_example(stored, label_fields, filename, row.key, row.features)
     if len(record) > config.max_record_bytes:
         raise RowError(
             Reason.RECORD_TOO_LARGE,
             f"record of {len(record):,} bytes is over {config.max_record_bytes:,}",
         )
-    return record, label_id, fingerprint(row, identity)
+    return record, label_ids, fingerprint(row, identity), dropped
 
 
 def ordered_unique(rows: Iterable[ManifestRow]) -> Iterator[ManifestRow | ErrorRow]:
@@ -181,13 +218,14 @@ def ordered_unique(rows: Iterable[ManifestRow]) -> Iterator[ManifestRow | ErrorR
 
 
 def _record_or_error(item: ManifestRow | ErrorRow, labels: LabelMap, config: WriteConfig):
-    """Runs on a pool thread: (row or error, record or None, label id, row fingerprint)."""
+    """Runs on a pool thread: (row or error, record or None, label ids, row fingerprint,
+    boxes dropped)."""
     if isinstance(item, ErrorRow):
-        return item, None, None, None
+        return item, None, None, None, 0
     try:
         return item, *make_record(item, labels, config)
     except RowError as error:
-        return error_row(item, error.reason, error.message), None, None, None
+        return error_row(item, error.reason, error.message), None, None, None, 0
 
 
 def ordered_map(pool: Executor | None, function, items: Iterable, window: int) -> Iterator:
@@ -232,18 +270,21 @@ def write_shard(
     progress = ProgressReporter(config.progress_dir, name)
     label_counts: dict[int, int] = {}
     row_lines: list[str] = []
+    boxes_dropped = 0
     convert = functools.partial(_record_or_error, labels=labels, config=config)
     try:
         in_flight = IN_FLIGHT_PER_THREAD * threads
         converted = ordered_map(pool, convert, ordered_unique(rows), in_flight)
-        for item, record, label_id, digest in converted:
+        for item, record, label_ids, digest, dropped in converted:
             progress.add(1)
             if record is None:
                 yield item
                 continue
             writer.write(record)
-            row_lines.append(rows_line(PastRecord(item.key, digest, label_id)))
-            label_counts[label_id] = label_counts.get(label_id, 0) + 1
+            boxes_dropped += dropped
+            row_lines.append(rows_line(PastRecord(item.key, digest, label_ids)))
+            for label_id in label_ids:
+                label_counts[label_id] = label_counts.get(label_id, 0) + 1
     finally:
         writer.close()
         progress.flush()
@@ -263,6 +304,7 @@ def write_shard(
         staged,
         f"{ROWS_DIR}/{name}.rows",
         piece,
+        boxes_dropped,
     )
 
 
