@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import apache_beam as beam
+import numpy as np
 import pytest
 import tensorflow as tf
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
@@ -167,3 +168,24 @@ def test_jsonl_objects_bad_annotations_and_dropped_negatives(coco, tmp_path):
     )
     assert (version / "labels.txt").read_text() == "cat\ndog\n"
     assert example["image/object/class/label"].numpy().tolist() == [0]
+
+
+def test_load_gives_images_with_their_boxes_batched_ragged(coco, tmp_path):
+    from pipeline import load
+
+    version, info = _convert(coco.instances, tmp_path / "out", "--num_shards", "1")
+    dataset = load(str(version), "train", batch_size=4, image_size=(32, 48), shuffle_buffer=0)
+    expected = expected_objects(coco)
+    order = list(_records(version, info))  # the records in file order, as read unshuffled
+    seen = 0
+    for images, objects in dataset:
+        assert images.shape == (4, 32, 48, 3)
+        for index in range(4):
+            key = order[seen + index]
+            boxes = objects["boxes"][index].numpy()
+            want = [(y0, x0, y1, x1) for x0, y0, x1, y1 in (e.box for e in expected[key])]
+            np.testing.assert_allclose(boxes.reshape(-1, 4), np.reshape(want, (-1, 4)), atol=1e-6)
+            classes = objects["classes"][index].numpy().tolist()
+            assert classes == [e.category_id for e in expected[key]]
+        seen += 4
+    assert seen == 28  # 30 records, the last partial batch dropped

@@ -14,6 +14,7 @@ import struct
 from typing import NamedTuple
 
 LABEL_KEY, LABEL_TEXT_KEY = "image/class/label", "image/class/text"
+OBJECT_LABEL_KEY = "image/object/class/label"
 # (key, dtype) of every record; what tfrecord_pipeline.json publishes as the parsing spec.
 IMAGE_FEATURES = (
     ("image/encoded", "string"),
@@ -36,7 +37,7 @@ OBJECT_FEATURES = (
     ("image/object/bbox/ymin", "float32"),
     ("image/object/bbox/xmax", "float32"),
     ("image/object/bbox/ymax", "float32"),
-    ("image/object/class/label", "int64"),
+    (OBJECT_LABEL_KEY, "int64"),
     ("image/object/class/text", "string"),
     ("image/object/area", "float32"),
     ("image/object/is_crowd", "int64"),
