@@ -9,6 +9,7 @@ import argparse
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from pipeline.presets import PRESETS
 from transforms.images import ENCODINGS, RESAMPLE_FILTERS, VALIDATE_MODES
 from transforms.manifest import FEATURE_TYPES
 
@@ -52,7 +53,8 @@ FLAGS = (
          "CSV, JSONL or Parquet files, globs, or class-folder roots (local or `gs://`)"),
     Flag("--output", "DIR", {"required": True}, "output folder (local or `gs://`)"),
     Flag("--num_shards", "N|split=N,...", {},
-         "shards per split: N for every split, or a count for each split named", "by size"),
+         "shards per split: N for every split, or a count for each split named",
+         "by size, or `--preset`'s"),
     Flag("--target_shard_mb", "M", FLOAT,
          "shard size aimed at when `--num_shards` does not give a split's count (estimated "
          "from a fixed sample of 64 file sizes per split); on Beam, larger shards are written "
@@ -65,7 +67,11 @@ FLAGS = (
          "label missing from it is an error row"),
     Flag("--label_offset", "K", INT,
          "first id for name labels (1 for the TPU ImageNet readers). Labels that are all "
-         "integers are used as ids unchanged"),
+         "integers are used as ids unchanged", "0, or `--preset`'s"),
+    Flag("--preset", "|".join(PRESETS), _choices(PRESETS),
+         "the conventions of the readers named: `tpu-imagenet` (the TPU reference ImageNet "
+         "readers, which subtract 1 from the label) sets `--label_offset 1` and `--num_shards "
+         "train=1024,validation=128`; a flag given too wins (see \"Reading the shards\")"),
     Flag("--feature", f"name:{'|'.join(FEATURE_TYPES)}", {"action": "append"},
          "add a manifest column as a scalar feature (repeatable)"),
     Flag("--validate", "|".join(VALIDATE_MODES), _choices(VALIDATE_MODES),
