@@ -1,6 +1,7 @@
 """The readers users run, as they are, on our shards: the TensorFlow Model Garden's decoders
-(tf-models-official 2.20.0), the `tfrecord` package (PyTorch) through our index files, NVIDIA
-DALI's CPU reader, and the TPU reference ImageNet readers' parsing with `--preset tpu-imagenet`.
+(tf-models-official 2.20.0), the `tfrecord` package (PyTorch) and NVIDIA DALI's CPU reader
+through our index files (byte for byte what each one's `tfrecord2idx` writes), and the TPU
+reference ImageNet readers' parsing with `--preset tpu-imagenet`, with its label warning.
 
 `tfrecord` registers its own copy of TensorFlow's `example.proto` in protobuf's default pool,
 which refuses a second definition of `tensorflow.Example`: it cannot be imported in a process
@@ -161,10 +162,20 @@ for _ in range(pipe.epoch_size("reader")):
 """
 
 
-def test_dali_cpu_reader_reads_every_record_through_our_index(version):
+def test_dali_indexes_alike_and_its_cpu_reader_reads_every_record_through_our_index(
+    version, tmp_path
+):
     folder, info = version
     shards = _shards(folder, info)
     indexes = [str(folder / "index" / f"{path.name}.idx") for path in shards]
+    tfrecord2idx = str(Path(sys.executable).parent / "tfrecord2idx")  # DALI's script
+    made = [tmp_path / f"{number}.idx" for number in range(len(shards))]
+    processes = [
+        subprocess.Popen([tfrecord2idx, str(shard), str(path)], stdout=subprocess.DEVNULL)
+        for shard, path in zip(shards, made, strict=True)
+    ]
+    assert [process.wait() for process in processes] == [0] * len(shards)
+    assert [path.read_bytes() for path in made] == [Path(i).read_bytes() for i in indexes]
     lines = _run(_DALI, json.dumps([str(path) for path in shards]), json.dumps(indexes))
     read = [json.loads(line) for line in lines.splitlines()]
     expected = {hashlib.sha256(r["image/encoded"]).hexdigest(): r for r in
