@@ -72,6 +72,12 @@ FLAGS = (
          "the conventions of the readers named: `tpu-imagenet` (the TPU reference ImageNet "
          "readers, which subtract 1 from the label) sets `--label_offset 1` and `--num_shards "
          "train=1024,validation=128`; a flag given too wins (see \"Reading the shards\")"),
+    Flag("--multi_label", "", SWITCH,
+         "several labels an image: a CSV label cell is split on `--label_separator`, a JSONL "
+         "or Parquet label may be a list (`[]`: none); records hold lists of ids and texts, "
+         "and `load()` gives a multi-hot vector (see Multi-label classification)"),
+    Flag("--label_separator", "SEP", {},
+         "what separates the labels of a CSV cell (or a JSONL string) with `--multi_label`"),
     Flag("--feature", f"name:{'|'.join(FEATURE_TYPES)}", {"action": "append"},
          "add a manifest column as a scalar feature (repeatable)"),
     Flag("--validate", "|".join(VALIDATE_MODES), _choices(VALIDATE_MODES),

@@ -8,6 +8,7 @@ read side; the conversion path never imports this module.
 import json
 
 from pipeline.publish import resolve
+from transforms.examples import LABEL_KEY
 
 
 def _tf():
@@ -28,10 +29,38 @@ def _gfile_reader(tf):
     return read
 
 
-def _parse_and_decode(tf, info: dict, image_size, channels: int | None, with_features: bool):
+def parsing_spec(tf, info: dict) -> dict:
+    """The `tf.io.parse_single_example` spec of the dataset's records: a list feature (several
+    labels, a detection's objects) as a 1-D tensor of its values, any other as a scalar."""
     dtypes = {"int64": tf.int64, "float32": tf.float32, "string": tf.string}
-    spec = {k: tf.io.FixedLenFeature([], dtypes[t]) for k, t in info["features"].items()}
+    lists = set(info.get("list_features", ()))
+    return {
+        key: tf.io.RaggedFeature(dtypes[dtype])
+        if key in lists
+        else tf.io.FixedLenFeature([], dtypes[dtype])
+        for key, dtype in info["features"].items()
+    }
+
+
+def num_classes(info: dict) -> int:
+    """How long a multi-hot vector of the dataset's labels is: the largest label id + 1."""
+    labels = info["labels"]
+    if labels["kind"] == "names":
+        return labels["offset"] + len(labels["names"])
+    ids = [int(name) for name in labels["names"]]
+    if ids and (min(ids) < 0 or max(ids) >= 1 << 20):
+        raise ValueError(
+            f"integer labels {min(ids)}..{max(ids)} cannot index a multi-hot vector; "
+            "load with with_features=True and map the ids yourself"
+        )
+    return max(ids, default=-1) + 1
+
+
+def _parse_and_decode(tf, info: dict, image_size, channels: int | None, with_features: bool):
+    spec = parsing_spec(tf, info)
     raw = "image/raw" in spec
+    multi_hot = LABEL_KEY in info.get("list_features", ()) and not with_features
+    depth = num_classes(info) if multi_hot else 0
     channels = channels or (1 if info["options"].get("channels") == 1 else 3)
 
     def parse(record):
@@ -45,7 +74,10 @@ def _parse_and_decode(tf, info: dict, image_size, channels: int | None, with_fea
             image = tf.image.resize(image, image_size)  # float32, what TPU models take
         if with_features:
             return {**example, "image": image}
-        return image, example["image/class/label"]
+        if multi_hot:  # 1.0 at each of its (distinct) label ids; none: all zeros
+            hot = tf.reduce_sum(tf.one_hot(example[LABEL_KEY], depth), axis=0)
+            return image, tf.ensure_shape(hot, [depth])
+        return image, example[LABEL_KEY]
 
     return parse
 
@@ -63,7 +95,9 @@ def load(
     channels: int | None = None,
     seed: int | None = None,
 ):
-    """A tf.data.Dataset of `(image, label)` (or the full feature dict plus "image").
+    """A tf.data.Dataset of `(image, label)` (or the full feature dict plus "image"). With
+    several labels an image (--multi_label) the label is a float32 multi-hot vector as long as
+    the largest label id + 1.
 
     Args:
       output: the dataset root (its published version is read) or a version folder, local
@@ -76,7 +110,8 @@ def load(
       num_hosts, host_index: read only this host's share of the shard files (file-level
         sharding, as TPU pod slices do); needs at least `num_hosts` shards.
       drop_remainder: drop a last partial batch (static shapes for TPU).
-      with_features: return every recorded feature, with the decoded image under "image".
+      with_features: return every recorded feature, with the decoded image under "image";
+        a list feature is a 1-D tensor of its values, batched as a tf.RaggedTensor.
       channels: decode to this many channels (default: what the dataset stores).
       seed: shuffle seed, for reproducible order.
     """
@@ -107,6 +142,8 @@ def load(
         dataset = dataset.shuffle(shuffle_buffer, seed=seed)
     parse = _parse_and_decode(tf, info, image_size, channels, with_features)
     dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=not shuffle)
-    if batch_size is not None:
+    if batch_size is not None and with_features and info.get("list_features"):
+        dataset = dataset.ragged_batch(batch_size, drop_remainder=drop_remainder)
+    elif batch_size is not None:
         dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
     return dataset.prefetch(tf.data.AUTOTUNE)

@@ -50,7 +50,8 @@ class SplitInfo:
 class DatasetInfo:
     tool_version: str
     options: dict
-    features: dict[str, str]  # feature key → dtype; every feature is a scalar
+    features: dict[str, str]  # feature key → dtype
+    # Keys of the features that are lists (tf.io.VarLenFeature); every other is one value.
     compression: str
     labels: dict  # {"kind": "names" | "integers", "offset": int, "names": [...]}
     rows_in: int
@@ -61,6 +62,7 @@ class DatasetInfo:
     splits: dict[str, SplitInfo]
     failures: list[str]  # why the dataset was not committed; empty when it was
     error_files: list[ErrorFileInfo] = dataclasses.field(default_factory=list)
+    list_features: list[str] = dataclasses.field(default_factory=list)
     format_version: int = FORMAT_VERSION
 
     def to_json(self) -> str:
@@ -124,13 +126,16 @@ def build_info(
     (never the error rows themselves); raises if the count law (rows = records + errors) is
     broken, or if the errors files do not hold every counted error row."""
     errors_by_split = error_counts.by_split()
+    spec = feature_spec(
+        tuple(tuple(pair) for pair in options.get("features", ())),
+        options.get("image_encoding", "jpeg"),
+        options.get("multi_label", False),
+    )
     info = DatasetInfo(
         tool_version=tool_version,
         options=options,
-        features=feature_spec(
-            tuple(tuple(pair) for pair in options.get("features", ())),
-            options.get("image_encoding", "jpeg"),
-        ),
+        features=spec.dtypes,
+        list_features=list(spec.lists),
         compression="gzip" if options.get("compression") == "gzip" else "none",
         labels={
             "kind": "integers" if plan.labels.integers else "names",

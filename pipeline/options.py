@@ -13,7 +13,7 @@ from transforms import fileio
 from transforms.errors import UserError
 from transforms.examples import IMAGE_FEATURES, RAW_KEY
 from transforms.images import VALIDATE_MODES, ImageConfig
-from transforms.labels import LabelMap, parse_label_map
+from transforms.labels import CONTROL, LabelMap, parse_label_map
 from transforms.manifest import FEATURE_TYPES, ReadConfig
 from transforms.plan import LabelSource, ShardCounts, parse_shard_counts
 from transforms.records import MAX_RECORD_BYTES
@@ -50,6 +50,8 @@ class ConvertOptions:
     label_map: str | None = None
     label_offset: int | None = None  # None: the preset's, else 0
     preset: str | None = None
+    multi_label: bool = False
+    label_separator: str = "|"
     feature: list[str] = dataclasses.field(default_factory=list)
     validate: str = _IMAGE.validate
     channels: int = _IMAGE.channels
@@ -89,7 +91,8 @@ class ConvertOptions:
 
     def read_config(self) -> ReadConfig:
         split_spec = parse_split_spec(self.split) if self.split else None
-        return ReadConfig(split_spec, self.features())
+        separator = self.label_separator if self.multi_label else None
+        return ReadConfig(split_spec, self.features(), separator)
 
     def image_config(self) -> ImageConfig:
         return ImageConfig(
@@ -166,6 +169,10 @@ class ConvertOptions:
                 "--write_index needs uncompressed shards (DALI indexes raw file offsets)",
             ),
             ((self.max_side or 1) > 0, "--max_side must be positive"),
+            (
+                bool(self.label_separator) and not CONTROL.search(self.label_separator),
+                "--label_separator must be one or more printable characters",
+            ),
             ((self.resize_short_side or 1) > 0, "--resize_short_side must be positive"),
         )
         for ok, message in checks:

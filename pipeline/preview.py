@@ -11,7 +11,7 @@ from PIL import Image, ImageDraw
 
 from pipeline.reader import examples, open_dataset
 from transforms import fileio
-from transforms.examples import RAW_KEY
+from transforms.examples import LABEL_KEY, LABEL_TEXT_KEY, RAW_KEY
 
 THUMB = 128
 LABEL_HEIGHT = 14
@@ -30,9 +30,10 @@ def pick(records, per_class: int | None, sample: int | None, seed: int) -> list[
     if per_class:
         rows: dict[int, list[dict]] = {}
         for record in records:
-            row = rows.setdefault(record["image/class/label"], [])
-            if len(row) < per_class:
-                row.append(record)
+            for label in _as_list(record.get(LABEL_KEY, [])):  # each of its labels' rows
+                row = rows.setdefault(label, [])
+                if len(row) < per_class:
+                    row.append(record)
         return [rows[label] for label in sorted(rows)]
     chosen: list[dict] = []
     rng = random.Random(seed)
@@ -43,6 +44,18 @@ def pick(records, per_class: int | None, sample: int | None, seed: int) -> list[
             chosen[slot] = record
     columns = max(1, int(len(chosen) ** 0.5 + 0.999))
     return [chosen[i : i + columns] for i in range(0, len(chosen), columns)]
+
+
+def _as_list(value) -> list:
+    """A feature's values as a list: a scalar, or a list feature's (several labels)."""
+    return value if isinstance(value, list) else [value]
+
+
+def _caption(example: dict) -> str:
+    """The label text and id under a thumbnail; an image's several labels, comma-separated."""
+    texts = [text.decode("utf-8", "replace") for text in _as_list(example.get(LABEL_TEXT_KEY, []))]
+    ids = ",".join(map(str, _as_list(example.get(LABEL_KEY, []))))
+    return f"{','.join(texts)[:14]} ({ids})"
 
 
 def contact_sheet(rows: list[list[dict]]) -> Image.Image:
@@ -56,8 +69,7 @@ def contact_sheet(rows: list[list[dict]]) -> Image.Image:
             thumb.thumbnail((THUMB, THUMB))
             left, top = 4 + x * cell[0], 4 + y * cell[1]
             sheet.paste(thumb, (left, top))
-            text = example["image/class/text"].decode("utf-8", "replace")
-            caption = f"{text[:14]} ({example['image/class/label']})"
+            caption = _caption(example)
             draw.text((left, top + THUMB + 2), caption, fill="black")
     return sheet
 

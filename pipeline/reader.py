@@ -21,7 +21,9 @@ def open_dataset(path: str) -> tuple[str, DatasetInfo]:
 
 
 def examples(output: str, info: DatasetInfo, split: str) -> Iterator[dict]:
-    """Every record of `split` as {feature key: first value}, in shard order."""
+    """Every record of `split` as {feature key: value}, in shard order: a list feature's values
+    as a list (see DatasetInfo.list_features), any other feature's one value."""
+    lists = frozenset(info.list_features)
     if split not in info.splits:
         raise UserError(f"no split {split!r} in {output}; it has {sorted(info.splits)}")
     for shard in info.splits[split].shards:
@@ -29,7 +31,8 @@ def examples(output: str, info: DatasetInfo, split: str) -> Iterator[dict]:
         for _, record in read_records(shard_payload(data, info.compression)):
             features = Example.FromString(record).features.feature
             yield {
-                key: getattr(feature, feature.WhichOneof("kind")).value[0]
+                key: values if key in lists else values[0]
                 for key, feature in features.items()
-                if feature.WhichOneof("kind")
+                if (kind := feature.WhichOneof("kind"))
+                and ((values := list(getattr(feature, kind).value)) or key in lists)
             }

@@ -205,7 +205,7 @@ def carry_shard(
         if shard.index:
             fileio.write_bytes(f"{target}.idx", writer.index_text().encode())
         fileio.write_bytes(f"{target}.rows", "".join(map(rows_line, kept)).encode())
-    labels = tuple(sorted(Counter(record.label_id for record in kept).items()))
+    labels = tuple(sorted(Counter(i for record in kept for i in record.label_ids).items()))
     index = "index" if shard.index else ""
     return ShardResult(reuse.split, 0, 0, "", len(kept), size, crc, labels, index, staged, "rows")
 

@@ -11,22 +11,22 @@ import json
 import re
 
 from pipeline.metadata import INFO_FILE, DatasetInfo
-from transforms.examples import RAW_KEY
+from transforms.examples import LABEL_KEY, RAW_KEY
 
 NAME = "tfrecord_pipeline"
 VERSION = "1.0.0"  # TFDS wants X.Y.Z here; the dataset's own versions are folders
 # TFDS's names (tensorflow_datasets/core/naming.py): SHARD_X_OF_Y is `<index>-of-<count>`, both
 # zero-padded to at least five digits, which is transforms/sharding.py's ShardId.file_name.
 FILEPATH_TEMPLATE = "{SPLIT}-{SHARD_X_OF_Y}.tfrecord"
-LABEL_KEY = "image/class/label"
 # TFDS names a ClassLabel's file after its feature key, a `/` made `.` (features/feature.py).
 LABELS_FILE = LABEL_KEY.replace("/", ".") + ".labels.txt"
 _FEATURES = "tensorflow_datasets.core.features."
 
 
-def _tensor(dtype: str) -> dict:
-    """A scalar; int64 values are strings in proto3 JSON, as TFDS writes them."""
-    tensor = {"dtype": dtype, "encoding": "none", "shape": {}}
+def _tensor(dtype: str, shape: dict | None = None) -> dict:
+    """A scalar, or a list of any length with `shape` {"dimensions": ["-1"]}; int64 values
+    are strings in proto3 JSON, as TFDS writes them."""
+    tensor = {"dtype": dtype, "encoding": "none", "shape": shape or {}}
     return {"pythonClassName": _FEATURES + "tensor_feature.Tensor", "tensor": tensor}
 
 
@@ -46,6 +46,12 @@ def _class_label(num_classes: int) -> dict:
 _TEXT = {"pythonClassName": _FEATURES + "text_feature.Text", "text": {}}
 
 
+def _sequence(feature: dict) -> dict:
+    """Any number of `feature`s (several labels an image, and their texts)."""
+    sequence = {"feature": feature, "length": "-1"}
+    return {"pythonClassName": _FEATURES + "sequence_feature.Sequence", "sequence": sequence}
+
+
 def class_names(info: DatasetInfo) -> list[str] | None:
     """The ClassLabel's name of every id from 0, or None when labels are integers (their ids
     are the manifest's own: any int64, so no class count). TFDS numbers names from 0, each
@@ -63,6 +69,14 @@ def class_names(info: DatasetInfo) -> list[str] | None:
 
 
 def _feature(key: str, dtype: str, info: DatasetInfo, names: list[str] | None) -> dict:
+    if key in info.list_features:
+        if key == LABEL_KEY or (dtype == "string" and key.endswith("/text")):
+            return _sequence(_scalar_feature(key, dtype, info, names))
+        return _tensor(dtype, {"dimensions": ["-1"]})
+    return _scalar_feature(key, dtype, info, names)
+
+
+def _scalar_feature(key: str, dtype: str, info: DatasetInfo, names: list[str] | None) -> dict:
     if key == "image/encoded":  # with --image_encoding jpeg every stored image is a JPEG
         return _image(info.options.get("channels", 3))
     if key == LABEL_KEY and names is not None:

@@ -31,8 +31,11 @@ _KINDS = {"int64": "int64_list", "float32": "float_list", "string": "bytes_list"
 _CHANNELS = {"L": 1, "RGB": 3}
 
 
-def _check_example(record: bytes, features: dict[str, str]) -> tuple[str | None, dict]:
-    """(problem or None, {feature key: value}) for one serialized Example."""
+def _check_example(
+    record: bytes, features: dict[str, str], lists: frozenset = frozenset()
+) -> tuple[str | None, dict]:
+    """(problem or None, {feature key: value}) for one serialized Example: every feature of
+    its dtype, one value each, or any number for the keys in `lists`."""
     try:
         feature_map = Example.FromString(record).features.feature
     except DecodeError as error:
@@ -43,6 +46,11 @@ def _check_example(record: bytes, features: dict[str, str]) -> tuple[str | None,
             return f"feature {key} is missing", {}
         kind = feature_map[key].WhichOneof("kind")
         value = getattr(feature_map[key], kind).value if kind else []
+        if key in lists:
+            if kind != _KINDS[dtype]:
+                return f"feature {key} is not a list of {dtype}", {}
+            values[key] = list(value)
+            continue
         if kind != _KINDS[dtype] or len(value) != 1:
             return f"feature {key} is not one {dtype}", {}
         values[key] = value[0]
@@ -88,12 +96,12 @@ def verify_shard(output: str, info: DatasetInfo, shard: ShardInfo, decode: str) 
     problems, limits = [], _limits(info.options)
     if len(data) != shard.bytes or crc32c_of(data) != shard.crc32c:
         problems.append(f"{shard.file}: size or CRC-32C differs from {INFO_FILE}")
-    count, spans = 0, []
+    count, spans, lists = 0, [], frozenset(info.list_features)
     try:
         records = read_records(shard_payload(data, info.compression))
         for count, (offset, record) in enumerate(records, start=1):
             spans.append(f"{offset} {len(record) + 16}\n")
-            problem, values = _check_example(record, info.features)
+            problem, values = _check_example(record, info.features, lists)
             wanted = decode == "all" or (decode == "sample" and count <= SAMPLE_PER_SHARD)
             if problem is None and wanted:
                 problem = _check_pixels(values, limits)

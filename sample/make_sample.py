@@ -7,6 +7,7 @@ so the demo shows both paths. Run: python sample/make_sample.py [path/to/photos]
 
 import csv
 import io
+import json
 import random
 import sys
 from pathlib import Path
@@ -15,6 +16,14 @@ from PIL import Image
 
 CLASSES = ("astronaut.png", "chelsea.png", "coffee.png", "rocket.jpg", "camera.png")
 PER_CLASS = 8
+# tags.jsonl: the same images with several labels each, for --multi_label (README).
+TAGS = {
+    "astronaut": ["person", "space"],
+    "chelsea": ["animal", "cat"],
+    "coffee": ["drink"],
+    "rocket": ["space", "vehicle"],
+    "camera": ["person", "photography"],
+}
 
 
 def variant(photo: Image.Image, rng: random.Random) -> Image.Image:
@@ -51,6 +60,9 @@ def main(photos: Path, here: Path) -> None:
         writer = csv.DictWriter(handle, fieldnames=["image_uri", "label"])
         writer.writeheader()
         writer.writerows(rows)
+    with open(here / "tags.jsonl", "w") as handle:
+        for row in rows:
+            handle.write(json.dumps({**row, "label": TAGS[row["label"]]}) + "\n")
 
 
 if __name__ == "__main__":

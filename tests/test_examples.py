@@ -6,16 +6,23 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transforms.examples import build_example, encode_example
+from transforms.examples import Values, build_example, encode_example, label_features
 from transforms.images import StoredImage
 from transforms.proto.example_pb2 import Example
 
 INT64 = st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1)
+FLOAT32 = st.floats(allow_nan=False, width=32)
+lists = st.one_of(
+    st.builds(Values, st.just("int64"), st.tuples() | st.lists(INT64, max_size=20).map(tuple)),
+    st.builds(Values, st.just("float32"), st.lists(FLOAT32, max_size=20).map(tuple)),
+    st.builds(Values, st.just("string"), st.lists(st.binary(max_size=40), max_size=8).map(tuple)),
+)
 values = st.one_of(
     st.binary(max_size=300),
     st.text(max_size=200),
     INT64,
     st.floats(allow_nan=False, width=64),
+    lists,
 )
 keys = st.text(min_size=1, max_size=40)
 
@@ -24,7 +31,11 @@ def protobuf_bytes(features: dict) -> bytes:
     example = Example()
     for key, value in features.items():
         feature = example.features.feature[key]
-        if isinstance(value, str):
+        if isinstance(value, Values):  # an empty list is still a list of its kind
+            kind = {"int64": "int64_list", "float32": "float_list", "string": "bytes_list"}
+            getattr(feature, kind[value.dtype]).value.extend(value.items)
+            getattr(feature, kind[value.dtype]).SetInParent()
+        elif isinstance(value, str):
             feature.bytes_list.value.append(value.encode("utf-8"))
         elif isinstance(value, bytes):
             feature.bytes_list.value.append(value)
@@ -77,7 +88,8 @@ def test_sizes_past_one_and_two_varint_bytes_and_float32_edges():
 
 def test_a_records_features_are_the_reference_keys_and_the_extras():
     image = StoredImage(b"\xff\xd8jpeg", "JPEG", 2, 3, 3)
-    record = build_example(image, 4, "cat", "a.jpg", "k1", (("weight", 0.5), ("id", b"7")))
+    labels = label_features((4,), ("cat",), False)
+    record = build_example(image, labels, "a.jpg", "k1", (("weight", 0.5), ("id", b"7")))
     parsed = Example.FromString(record).features.feature
     assert sorted(parsed) == sorted(
         [
@@ -91,3 +103,15 @@ def test_a_records_features_are_the_reference_keys_and_the_extras():
     assert parsed["image/key/sha256"].bytes_list.value == [
         hashlib.sha256(image.data).hexdigest().encode()
     ]
+
+
+def test_several_labels_are_lists_of_ids_and_texts_and_none_is_an_empty_list():
+    image = StoredImage(b"\xff\xd8jpeg", "JPEG", 2, 3, 3)
+    labels = label_features((2, 5), ("cat", "dog"), True)
+    parsed = Example.FromString(build_example(image, labels, "a.jpg", "k", ())).features.feature
+    assert parsed["image/class/label"].int64_list.value == [2, 5]
+    assert parsed["image/class/text"].bytes_list.value == [b"cat", b"dog"]
+    none = label_features((), (), True)
+    parsed = Example.FromString(build_example(image, none, "a.jpg", "k", ())).features.feature
+    assert parsed["image/class/label"].WhichOneof("kind") == "int64_list"
+    assert list(parsed["image/class/label"].int64_list.value) == []

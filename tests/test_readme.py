@@ -86,8 +86,7 @@ def _expected_output(code: str) -> list[str]:
 def test_every_example_runs_as_written_on_the_sample(tmp_path):
     """In README order, in a folder holding the sample as the repository does: later examples
     read what earlier ones wrote (out/flowers)."""
-    shutil.copytree(ROOT / "sample" / "images", tmp_path / "sample" / "images")
-    shutil.copy(ROOT / "sample" / "manifest.csv", tmp_path / "sample")
+    shutil.copytree(ROOT / "sample", tmp_path / "sample")
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
     env = {**os.environ, "PATH": path, "PYTHONPATH": str(ROOT)}
     ran = 0

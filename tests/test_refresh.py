@@ -31,9 +31,9 @@ def _row(key: str, image: str = "", label: str = "cat", split: str = "train") ->
 
 
 def test_a_past_record_stays_only_when_one_row_has_its_key_and_fingerprint():
-    past = [("train", "s0", [PastRecord("a", "fa", 0), PastRecord("b", "fb", 0)]),
-            ("train", "s1", [PastRecord("c", "fc", 1), PastRecord("d", "fd", 1)]),
-            ("train", "s2", [PastRecord("e", "fe", 1)])]  # fmt: skip
+    past = [("train", "s0", [PastRecord("a", "fa", (0,)), PastRecord("b", "fb", (0,))]),
+            ("train", "s1", [PastRecord("c", "fc", (1,)), PastRecord("d", "fd", (1,))]),
+            ("train", "s2", [PastRecord("e", "fe", (1,))])]  # fmt: skip
     rows = [_row("a"), _row("b"), _row("c"), _row("d"), _row("d"), _row("n")]
     plan = classify(rows, ["fa", "fb", "CHANGED", "fd", "fd", "fn"], past)
     assert [(reuse.file, reuse.keep) for reuse in plan.reused] == [("s0", None)]
@@ -43,7 +43,12 @@ def test_a_past_record_stays_only_when_one_row_has_its_key_and_fingerprint():
 
 
 def test_rows_files_hold_any_key_on_one_line():
-    records = [PastRecord('a,"b"\tc\nd', "0123456789abcdef", 3), PastRecord("é", "f", -1)]
+    records = [
+        PastRecord('a,"b"\tc\nd', "0123456789abcdef", (3,)),
+        PastRecord("é", "f", (-1,)),
+        PastRecord("several", "f", (2, 7)),
+        PastRecord("none", "f", ()),
+    ]
     assert read_rows("".join(map(rows_line, records))) == records
 
 

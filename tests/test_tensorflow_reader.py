@@ -10,7 +10,7 @@ import tensorflow as tf
 from conftest import make_images, write_manifest
 from PIL import Image
 
-from transforms.examples import build_example
+from transforms.examples import build_example, label_features
 from transforms.images import StoredImage
 from transforms.records import frame
 
@@ -80,7 +80,7 @@ def test_integer_labels_extra_features_and_gzip(tmp_path, convert):
 
 def test_our_example_and_framing_are_what_tensorflow_writes(tmp_path):
     image = StoredImage(b"\xff\xd8jpeg", "JPEG", 2, 3, 3)
-    data = build_example(image, 4, "cat", "a.jpg", "k", (("w", 1.5),))
+    data = build_example(image, label_features((4,), ("cat",), False), "a.jpg", "k", (("w", 1.5),))
     parsed = tf.train.Example.FromString(data).features.feature
     assert parsed["image/class/label"].int64_list.value == [4]
     assert parsed["w"].float_list.value == [1.5]

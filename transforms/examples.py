@@ -11,13 +11,15 @@ import TensorFlow either.
 import functools
 import hashlib
 import struct
+from typing import NamedTuple
 
+LABEL_KEY, LABEL_TEXT_KEY = "image/class/label", "image/class/text"
 # (key, dtype) of every record; what tfrecord_pipeline.json publishes as the parsing spec.
 IMAGE_FEATURES = (
     ("image/encoded", "string"),
     ("image/format", "string"),
-    ("image/class/label", "int64"),
-    ("image/class/text", "string"),
+    (LABEL_KEY, "int64"),
+    (LABEL_TEXT_KEY, "string"),
     ("image/height", "int64"),
     ("image/width", "int64"),
     ("image/channels", "int64"),
@@ -35,13 +37,42 @@ def image_key(image_format: str) -> str:
     return RAW_KEY if image_format == "RAW" else "image/encoded"
 
 
-def feature_spec(extra_features: tuple[tuple[str, str], ...], encoding: str) -> dict[str, str]:
-    """Feature key → TF dtype name, for every scalar feature a record carries."""
-    spec = dict(IMAGE_FEATURES)
+class Values(NamedTuple):
+    """A list-valued feature: any number of values (none too), all of one dtype. Several
+    labels of one image, and a detection's per-object fields, are stored as lists."""
+
+    dtype: str  # "int64", "float32" or "string", as the parsing spec names them
+    items: tuple
+
+
+class FeatureSpec(NamedTuple):
+    """What tfrecord_pipeline.json publishes as the parsing spec: every feature's dtype, and
+    which of them are lists (read with `tf.io.VarLenFeature`; the others are scalars)."""
+
+    dtypes: dict[str, str]  # feature key → dtype
+    lists: tuple[str, ...]  # sorted keys of the list-valued features
+
+
+def feature_spec(
+    extra_features: tuple[tuple[str, str], ...], encoding: str, multi_label: bool = False
+) -> FeatureSpec:
+    """The feature keys and dtypes every record carries; with `multi_label`, the label and
+    its text are lists."""
+    dtypes = dict(IMAGE_FEATURES)
     if encoding == "raw":
-        spec = {RAW_KEY if key == "image/encoded" else key: dtype for key, dtype in spec.items()}
-    spec.update((name, _DTYPES[kind]) for name, kind in extra_features)
-    return spec
+        dtypes = {RAW_KEY if key == "image/encoded" else key: kind for key, kind in dtypes.items()}
+    dtypes.update((name, _DTYPES[kind]) for name, kind in extra_features)
+    return FeatureSpec(dtypes, (LABEL_KEY, LABEL_TEXT_KEY) if multi_label else ())
+
+
+def label_features(label_ids: tuple[int, ...], texts: tuple[str, ...], multi: bool) -> dict:
+    """A record's label features: one id and its text, or (multi-label) the lists of them."""
+    if multi:
+        return {
+            LABEL_KEY: Values("int64", label_ids),
+            LABEL_TEXT_KEY: Values("string", tuple(text.encode("utf-8") for text in texts)),
+        }
+    return {LABEL_KEY: label_ids[0], LABEL_TEXT_KEY: texts[0]}
 
 
 _ONE_BYTE = [bytes([value]) for value in range(0x80)]
@@ -81,9 +112,29 @@ def _key_field(key: str) -> bytes:
     return _TAG_1 + _varint(len(name)) + name + _TAG_2
 
 
-def _entry(key: str, value: bytes | str | int | float) -> tuple[bytes, ...]:
+def _list_payload(values: Values) -> tuple[bytes, bytes]:
+    """(tag of the Feature's list field, the list message's bytes) for a list feature; numbers
+    packed, as proto3 packs them (an empty list is an empty message)."""
+    if values.dtype == "string":
+        parts = []
+        for item in values.items:
+            parts += (_TAG_1, _varint(len(item)), item)
+        return _TAG_1, b"".join(parts)
+    if values.dtype == "float32":
+        tag, packed = _TAG_2, b"".join(map(_float32, values.items))
+    else:
+        tag, packed = _TAG_3, b"".join(map(_varint, values.items))
+    return tag, _TAG_1 + _varint(len(packed)) + packed if packed else b""
+
+
+def _entry(key: str, value: bytes | str | int | float | Values) -> tuple[bytes, ...]:
     """One map entry as parts; the value is a part of its own, so an image is copied once,
     into the record."""
+    if isinstance(value, Values):
+        list_tag, payload = _list_payload(value)
+        head = _key_field(key) + _varint(1 + len(_varint(len(payload))) + len(payload))
+        head += list_tag + _varint(len(payload))
+        return _TAG_1, _varint(len(head) + len(payload)), head, payload
     if isinstance(value, str):
         list_tag, value = _TAG_1, value.encode("utf-8")
     elif isinstance(value, bytes):
@@ -116,7 +167,7 @@ _RECURRING = frozenset(
 _recurring_entry = functools.lru_cache(maxsize=4096, typed=True)(_entry)  # typed: 3 is not 3.0
 
 
-def encode_example(features: dict[str, bytes | str | int | float]) -> bytes:
+def encode_example(features: dict[str, bytes | str | int | float | Values]) -> bytes:
     """The Example with one single-value feature per key, map entries in the byte order of
     their UTF-8 keys (as protobuf's C++ runtime sorts them; its upb runtime puts a longer key
     before its own prefix, which no two reference keys are)."""
@@ -128,14 +179,14 @@ def encode_example(features: dict[str, bytes | str | int | float]) -> bytes:
     return b"".join(parts)
 
 
-def build_example(image, label_id: int, label_text: str, filename: str, key: str, extras) -> bytes:
-    """Serialized Example for a `StoredImage` and its row's label, names and extra features."""
+def build_example(image, labels: dict, filename: str, key: str, extras) -> bytes:
+    """Serialized Example for a `StoredImage`, its label features (`label_features`), its
+    row's names and extra features."""
     return encode_example(
         {
             image_key(image.format): image.data,
             "image/format": image.format,
-            "image/class/label": label_id,
-            "image/class/text": label_text,
+            **labels,
             "image/height": image.height,
             "image/width": image.width,
             "image/channels": image.channels,

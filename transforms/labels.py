@@ -19,7 +19,7 @@ _INT64_DIGITS = 19
 # Characters a label cannot hold: C0 and C1 controls (NUL, tab, line ends, escapes) and the
 # Unicode line and paragraph separators. labels.txt holds one label a line, and is read back
 # with str.splitlines(), which breaks lines at several of them.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def is_integer_label(label: str) -> bool:
@@ -68,7 +68,7 @@ def check_label(label: str) -> str:
     label = label.strip()
     if not label:
         raise RowError(Reason.BAD_LABEL, "empty label")
-    if control := _CONTROL.search(label):
+    if control := CONTROL.search(label):
         raise RowError(Reason.BAD_LABEL, f"label holds control character U+{ord(control[0]):04X}")
     return label
 

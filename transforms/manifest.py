@@ -40,6 +40,7 @@ class ReadConfig(NamedTuple):
 
     split_spec: SplitSpec | None = None
     features: tuple[tuple[str, str], ...] = ()  # (column, type) for --feature
+    label_separator: str | None = None  # with --multi_label: a row's label is a tuple
 
 
 class ManifestRow(NamedTuple):
@@ -50,12 +51,13 @@ class ManifestRow(NamedTuple):
 
     key: str
     image: str  # as the manifest gives it: relative to its folder, absolute, or a scheme URI
-    label: str
+    label: str | tuple[str, ...]  # with --multi_label, the image's labels (sorted, distinct)
     split: str
     features: tuple[tuple[str, object], ...]  # (name, typed value) in --feature order
     manifest: str  # the manifest's path; in a class-folder tree the image path (image itself)
     position: int  # row_position(manifest number, offset): "first" among duplicate keys
     folder: str = ""  # the manifest's folder and a separator, for a relative `image`; else ""
+    objects: tuple | None = None  # a detection row's annotated objects; None when classifying
 
     @property
     def image_uri(self) -> str:
@@ -68,6 +70,14 @@ class ManifestRow(NamedTuple):
         tree, the image path."""
         stored = self.position & _OFFSET_MASK
         return record_source(self.manifest, stored - 1) if stored else self.image_uri
+
+
+def row_labels(row: ManifestRow) -> tuple[str, ...]:
+    """Every label a row carries, which the label map must give an id: its label, its labels
+    (--multi_label), or its objects' labels."""
+    if row.objects is not None:
+        return tuple(obj.label for obj in row.objects)
+    return (row.label,) if type(row.label) is str else row.label
 
 
 _OFFSET_BITS = 48  # a byte offset in a manifest of up to 256 TB
@@ -123,7 +133,8 @@ def manifest_kind(path: str) -> str:
 
 def error_row(row: ManifestRow, reason: Reason, message: str) -> ErrorRow:
     """A parsed row rejected later (by its label, its image, its key), with its fields."""
-    fields = (("image_uri", row.image_uri), ("label", row.label), ("split", row.split))
+    label = row.label if type(row.label) is str else json.dumps(row.label, ensure_ascii=False)
+    fields = (("image_uri", row.image_uri), ("label", label), ("split", row.split))
     return ErrorRow(row.key, row.source, reason, message, fields, row.split)
 
 
@@ -155,8 +166,12 @@ def make_row(
         image = get(IMAGE_ALIAS)
     if image is None or label is None or not (image := str(image).strip()):
         raise RowError(Reason.BAD_ROW, "image_uri and label are required")
-    if type(label) is not str and (isinstance(label, bool) or not isinstance(label, int)):
+    if config.label_separator is not None:
+        label = _labels(label, config.label_separator)
+    elif type(label) is not str and (isinstance(label, bool) or not isinstance(label, int)):
         raise RowError(Reason.BAD_LABEL, f"label must be text or an integer, not {shown(label)}")
+    else:
+        label = _label(label if type(label) is str else str(label))
     split = get("split") or ""
     if type(split) is not str:
         raise RowError(Reason.BAD_SPLIT, f"split must be text, not {shown(split)}")
@@ -170,7 +185,7 @@ def make_row(
     return ManifestRow(
         key,
         image,
-        _label(label if type(label) is str else str(label)),
+        label,
         assign_split(key, split, config.split_spec),
         features,
         manifest,
@@ -184,6 +199,28 @@ def _label(text: str) -> str:
     """A checked label, one string per label however many rows carry it (rows are held in
     memory until written); labels repeat, so each is checked once."""
     return sys.intern(check_label(text))
+
+
+def _labels(value: object, separator: str) -> tuple[str, ...]:
+    """A multi-label row's labels, sorted and each once: a list of texts and integers (empty:
+    an image with none of the labels), or a text split at `separator`, or one integer."""
+    if isinstance(value, str):
+        parts = [part for part in value.split(separator) if part.strip()]
+        if not parts:
+            raise RowError(Reason.BAD_LABEL, "empty label")
+    elif isinstance(value, int) and not isinstance(value, bool):
+        parts = [value]
+    elif isinstance(value, list | tuple):
+        parts = value
+    else:
+        raise RowError(Reason.BAD_LABEL, f"labels must be a list or a text, not {shown(value)}")
+    labels = set()
+    for part in parts:
+        if type(part) is not str and (isinstance(part, bool) or not isinstance(part, int)):
+            message = f"a label must be text or an integer, not {shown(part)}"
+            raise RowError(Reason.BAD_LABEL, message)
+        labels.add(_label(part if type(part) is str else str(part)))
+    return tuple(sorted(labels))
 
 
 def _feature(fields: dict, column: str, kind: str) -> tuple[str, object]:

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from transforms.errors import ErrorRow, RowError, UserError
 from transforms.labels import LabelMap, inherited_label_map, label_map_from_labels
-from transforms.manifest import ManifestRow, error_row
+from transforms.manifest import ManifestRow, error_row, row_labels
 from transforms.progress import write_total
 from transforms.sharding import (
     MAX_SHARDS,
@@ -83,7 +83,7 @@ class PlanAccumulator:
         self._sized: dict[str, bool] = {}  # split → whether its rows are sampled
 
     def add(self, row: ManifestRow) -> "PlanAccumulator":
-        self.labels.add(row.label)
+        self.labels.update(row_labels(row))
         self.rows[row.split] = self.rows.get(row.split, 0) + 1
         if self._is_sized(row.split):
             self._offer(row.split, (-key_hash(row.key, SHARD_SALT), row.image_uri))
@@ -209,7 +209,8 @@ def group_by_shard(
     shard_counts = dict(plan.shards)
     for row in rows:
         try:
-            plan.labels.id_of(row.label)
+            for label in row_labels(row):
+                plan.labels.id_of(label)
         except RowError as error:
             errors.append(error_row(row, error.reason, error.message))
             continue

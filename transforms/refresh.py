@@ -25,7 +25,7 @@ class PastRecord(NamedTuple):
 
     key: str
     fingerprint: str
-    label_id: int
+    label_ids: tuple[int, ...]  # the distinct label ids the record holds
 
 
 def fingerprint(row: ManifestRow, identity: str) -> str:
@@ -58,19 +58,21 @@ _QUOTED = re.compile(r'^"|[\x00-\x1f\x7f-\x9f\u2028\u2029\\]')
 
 
 def rows_line(record: PastRecord) -> str:
-    """One line of a rows file: fingerprint, label id and key, tab-separated; a key holding a
-    line end, tab or other control character (or starting with a quote) as a JSON string."""
+    """One line of a rows file: fingerprint, label ids (comma-separated; one for a single
+    label) and key, tab-separated; a key holding a line end, tab or other control character
+    (or starting with a quote) as a JSON string."""
     key = json.dumps(record.key) if _QUOTED.search(record.key) else record.key
-    return f"{record.fingerprint}\t{record.label_id}\t{key}\n"
+    ids = ",".join(map(str, record.label_ids))
+    return f"{record.fingerprint}\t{ids}\t{key}\n"
 
 
 def read_rows(text: str) -> list[PastRecord]:
     records = []
     for line in text.split("\n")[:-1]:
-        fingerprint, label_id, key = line.split("\t", 2)
+        fingerprint, ids, key = line.split("\t", 2)
         if key.startswith('"'):
             key = json.loads(key)
-        records.append(PastRecord(key, fingerprint, int(label_id)))
+        records.append(PastRecord(key, fingerprint, tuple(map(int, filter(None, ids.split(","))))))
     return records
 
 

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from transforms import fileio, gcs
 from transforms.errors import ErrorRow, Reason, RowError
-from transforms.examples import build_example
+from transforms.examples import build_example, label_features
 from transforms.images import ImageConfig, decodes_every_image, normalise
 from transforms.labels import LabelMap
 from transforms.manifest import ManifestRow, error_row
@@ -67,7 +67,7 @@ class ShardResult(NamedTuple):
     records: int
     bytes: int
     crc32c: str  # of the file as stored, in Cloud Storage's form
-    label_counts: tuple[tuple[int, int], ...]  # (label id, records)
+    label_counts: tuple[tuple[int, int], ...]  # (label id, records holding it)
     index_file: str = ""  # name of the shard's DALI .idx file in the version, when written
     staged: str = ""  # this attempt's file in the staging folder; its index and rows files
     # are that name + ".idx" / ".rows"
@@ -153,19 +153,33 @@ def stored_size(uri: str, max_file_bytes: int) -> int:
     return size if size <= max_file_bytes else 0
 
 
-def make_record(row: ManifestRow, labels: LabelMap, config: WriteConfig) -> tuple[bytes, int, str]:
-    """The serialized Example for a row, its label id and its fingerprint; raises RowError."""
-    label_id = labels.id_of(row.label)
+def class_labels(row: ManifestRow, labels: LabelMap) -> tuple[dict, tuple[int, ...]]:
+    """A classification row's label features and the distinct label ids it holds; several
+    labels (--multi_label) in id order."""
+    if type(row.label) is str:
+        label_id = labels.id_of(row.label)
+        return label_features((label_id,), (row.label,), False), (label_id,)
+    pairs = sorted((labels.id_of(label), label) for label in row.label)
+    ids, texts = tuple(i for i, _ in pairs), tuple(text for _, text in pairs)
+    return label_features(ids, texts, True), ids
+
+
+def make_record(
+    row: ManifestRow, labels: LabelMap, config: WriteConfig
+) -> tuple[bytes, tuple[int, ...], str]:
+    """The serialized Example for a row, the label ids it holds and its fingerprint; raises
+    RowError."""
+    label_fields, label_ids = class_labels(row, labels)
     data, identity = read_image(row.image_uri, config.max_file_bytes)
     stored = normalise(data, config.image)
     filename = posixpath.basename(row.image_uri.replace("\\", "/"))
-    record = build_example(stored, label_id, row.label, filename, row.key, row.features)
+    record = build_example(stored, label_fields, filename, row.key, row.features)
     if len(record) > config.max_record_bytes:
         raise RowError(
             Reason.RECORD_TOO_LARGE,
             f"record of {len(record):,} bytes is over {config.max_record_bytes:,}",
         )
-    return record, label_id, fingerprint(row, identity)
+    return record, label_ids, fingerprint(row, identity)
 
 
 def ordered_unique(rows: Iterable[ManifestRow]) -> Iterator[ManifestRow | ErrorRow]:
@@ -180,7 +194,7 @@ def ordered_unique(rows: Iterable[ManifestRow]) -> Iterator[ManifestRow | ErrorR
 
 
 def _record_or_error(item: ManifestRow | ErrorRow, labels: LabelMap, config: WriteConfig):
-    """Runs on a pool thread: (row or error, record or None, label id, row fingerprint)."""
+    """Runs on a pool thread: (row or error, record or None, label ids, row fingerprint)."""
     if isinstance(item, ErrorRow):
         return item, None, None, None
     try:
@@ -235,14 +249,15 @@ def write_shard(
     try:
         in_flight = IN_FLIGHT_PER_THREAD * threads
         converted = ordered_map(pool, convert, ordered_unique(rows), in_flight)
-        for item, record, label_id, digest in converted:
+        for item, record, label_ids, digest in converted:
             progress.add(1)
             if record is None:
                 yield item
                 continue
             writer.write(record)
-            row_lines.append(rows_line(PastRecord(item.key, digest, label_id)))
-            label_counts[label_id] = label_counts.get(label_id, 0) + 1
+            row_lines.append(rows_line(PastRecord(item.key, digest, label_ids)))
+            for label_id in label_ids:
+                label_counts[label_id] = label_counts.get(label_id, 0) + 1
     finally:
         writer.close()
         progress.flush()

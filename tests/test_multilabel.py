@@ -1,0 +1,186 @@
+"""Several labels an image (--multi_label): rows, records, both runners, refresh and load()."""
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import tensorflow as tf
+from conftest import BEAM, make_images, published, write_manifest
+
+from pipeline import load
+from pipeline.cli import main
+from pipeline.metadata import INFO_FILE, DatasetInfo
+from transforms.errors import Reason, RowError
+from transforms.manifest import ReadConfig, make_row
+
+ROOT = Path(__file__).resolve().parents[1]
+MULTI = ReadConfig(label_separator="|")
+
+
+def _row(label, config: ReadConfig = MULTI):
+    return make_row({"image_uri": "a.jpg", "label": label}, "", "m.csv", 1, config)
+
+
+@pytest.mark.parametrize(
+    "label, labels",
+    [
+        ("cat|dog", ("cat", "dog")),
+        ("dog | cat|dog", ("cat", "dog")),  # trimmed, each once, sorted
+        ("cat", ("cat",)),
+        (["dog", "cat", 3], ("3", "cat", "dog")),
+        ([], ()),  # a JSON list may say: none of the labels
+        (7, ("7",)),
+        ("a||b|", ("a", "b")),
+    ],
+)
+def test_a_label_cell_or_list_becomes_the_sorted_distinct_labels(label, labels):
+    assert _row(label).label == labels
+
+
+@pytest.mark.parametrize(
+    "label", ["", " | ", [["nested"]], [True], True, {"a": 1}, ["ok", "bad\nline"], 1.5]
+)
+def test_labels_that_cannot_be_a_list_of_labels_are_bad_label_rows(label):
+    with pytest.raises(RowError) as raised:
+        _row(label)
+    assert raised.value.reason == Reason.BAD_LABEL
+
+
+def test_without_the_flag_a_separator_is_part_of_the_one_label():
+    assert _row("cat|dog", ReadConfig()).label == "cat|dog"
+
+
+def _convert(manifest, output, *flags) -> None:
+    argv = ["convert", "--manifest", str(manifest), "--output", str(output), "--no_progress"]
+    assert main([*argv, "--multi_label", "--num_shards", "2", *flags]) == 0
+
+
+def _records(version):
+    info = DatasetInfo.from_json((version / INFO_FILE).read_text())
+    spec = {
+        key: tf.io.VarLenFeature(tf.as_dtype(dtype))
+        if key in info.list_features
+        else tf.io.FixedLenFeature([], tf.as_dtype(dtype))
+        for key, dtype in info.features.items()
+    }
+    files = [str(version / shard.file) for split in info.splits.values() for shard in split.shards]
+    for record in tf.data.TFRecordDataset(files):
+        example = tf.io.parse_single_example(record, spec)
+        yield {
+            key: tf.sparse.to_dense(value).numpy().tolist()
+            if isinstance(value, tf.SparseTensor)
+            else value.numpy()
+            for key, value in example.items()
+        }
+
+
+def _version_files(version) -> dict:
+    return {p.relative_to(version): p.read_bytes() for p in version.rglob("*") if p.is_file()}
+
+
+@pytest.fixture
+def tagged(tmp_path):
+    """20 images, tagged by source photo plus a tag of their own for some; one with none."""
+    rows = make_images(tmp_path)
+    for number, row in enumerate(rows):
+        tags = [row["label"], "even" if number % 2 else "odd"][: 1 + number % 3 % 2]
+        row["label"] = tags if number else []
+    return write_manifest(tmp_path / "tags.jsonl", rows), rows
+
+
+def test_records_hold_the_ids_and_texts_of_every_label_the_same_on_both_runners(tmp_path, tagged):
+    manifest, rows = tagged
+    _convert(manifest, tmp_path / "local")
+    _convert(manifest, tmp_path / "beam", *BEAM)
+    local, beam = published(tmp_path / "local"), published(tmp_path / "beam")
+    assert _version_files(local) == _version_files(beam)
+
+    info = json.loads((local / INFO_FILE).read_text())
+    names = info["labels"]["names"]
+    assert info["list_features"] == ["image/class/label", "image/class/text"]
+    wanted = {row["image_uri"]: sorted(set(row["label"])) for row in rows}
+    for record in _records(local):
+        labels = wanted.pop(record["image/source_id"].decode())
+        assert record["image/class/label"] == sorted(names.index(label) for label in labels)
+        assert [text.decode() for text in record["image/class/text"]] == sorted(labels)
+    assert not wanted
+    counts = {names[int(i)]: n for i, n in info["splits"]["train"]["label_counts"].items()}
+    assert counts == {
+        name: sum(name in row["label"] for row in rows) for name in names
+    }  # records holding each label
+    assert main(["verify", str(tmp_path / "local"), "--decode", "all"]) == 0
+
+
+def test_load_gives_multi_hot_vectors_and_ragged_features(tmp_path, tagged):
+    manifest, rows = tagged
+    _convert(manifest, tmp_path / "out", "--label_offset", "1")
+    info = json.loads((published(tmp_path / "out") / INFO_FILE).read_text())
+    names = info["labels"]["names"]
+    dataset = load(str(tmp_path / "out"), batch_size=None, image_size=(32, 32), shuffle_buffer=0)
+    features = load(
+        str(tmp_path / "out"), batch_size=4, image_size=(32, 32), shuffle_buffer=0,
+        with_features=True, drop_remainder=False,
+    )  # fmt: skip
+    keys = [key.decode() for batch in features for key in batch["image/source_id"].numpy()]
+    wanted = {row["image_uri"]: row["label"] for row in rows}
+    for key, (image, hot) in zip(keys, dataset, strict=True):
+        expected = np.zeros(len(names) + 1, np.float32)  # id 0 is below the offset: never hot
+        expected[[names.index(label) + 1 for label in wanted[key]]] = 1
+        assert image.shape == (32, 32, 3) and hot.numpy().tolist() == expected.tolist()
+    batch = next(iter(features))
+    assert isinstance(batch["image/class/label"], tf.RaggedTensor)
+
+
+def test_a_refresh_keeps_the_records_and_converts_a_row_whose_labels_changed(tmp_path, tagged):
+    manifest, rows = tagged
+    _convert(manifest, tmp_path / "out")
+    first = published(tmp_path / "out")
+    rows[3]["label"] = ["rocket", "new"]
+    write_manifest(manifest, rows)
+    _convert(manifest, tmp_path / "out", "--incremental")
+    refreshed = published(tmp_path / "out")
+    _convert(manifest, tmp_path / "full")
+    full = json.loads((published(tmp_path / "full") / INFO_FILE).read_text())
+    info = json.loads((refreshed / INFO_FILE).read_text())
+    assert info["labels"]["names"] == json.loads((first / INFO_FILE).read_text())["labels"][
+        "names"
+    ] + ["new"]  # ids inherited, the new label appended (a full run sorts it in)
+    old = {name: i for i, name in enumerate(full["labels"]["names"])}
+    new = {name: i for i, name in enumerate(info["labels"]["names"])}
+    count = {new[name]: full["splits"]["train"]["label_counts"][str(i)] for name, i in old.items()}
+    assert info["splits"]["train"]["label_counts"] == {str(k): v for k, v in sorted(count.items())}
+    by_key = {r["image/source_id"].decode(): r for r in _records(refreshed)}
+    assert by_key[rows[3]["image_uri"]]["image/class/text"] == [b"rocket", b"new"]  # id order
+    full_texts = {
+        r["image/source_id"]: set(r["image/class/text"])
+        for r in _records(published(tmp_path / "full"))
+    }
+    assert {key.encode(): set(r["image/class/text"]) for key, r in by_key.items()} == full_texts
+
+
+def test_a_csv_cell_a_parquet_list_and_a_jsonl_list_give_the_same_records(tmp_path):
+    rows = make_images(tmp_path, per_class=2)
+    for row in rows:
+        row["label"] = [row["label"], "photo"]
+    write_manifest(tmp_path / "a.csv", [{**r, "label": ";".join(r["label"])} for r in rows])
+    write_manifest(tmp_path / "a.jsonl", rows)
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "a.parquet")
+    versions = []
+    for name, flags in (("a.csv", ("--label_separator", ";")), ("a.jsonl", ()), ("a.parquet", ())):
+        _convert(tmp_path / name, tmp_path / name.replace(".", "-"), *flags)
+        versions.append(published(tmp_path / name.replace(".", "-")))
+    shards = [
+        {p.name: p.read_bytes() for p in version.glob("train-*")} for version in versions
+    ]  # the records alike; the rows files and metadata name their manifests
+    assert shards[0] == shards[1] == shards[2]
+
+
+def test_the_sample_tags_convert_as_the_readme_says(tmp_path):
+    shutil.copytree(ROOT / "sample", tmp_path / "sample")
+    _convert(tmp_path / "sample" / "tags.jsonl", tmp_path / "out")
+    info = json.loads((published(tmp_path / "out") / INFO_FILE).read_text())
+    assert info["records"] == 40 and len(info["labels"]["names"]) == 7
