@@ -23,6 +23,7 @@ from model_garden import dataloader
 
 from pipeline.cli import main
 from pipeline.convert import run
+from pipeline.load import load
 
 pytestmark = pytest.mark.slow
 SAMPLE = Path(__file__).resolve().parents[1] / "sample"
@@ -80,6 +81,28 @@ def test_model_garden_classification_decoder_and_parser_read_every_record(versio
         image, label = parse(fields)
         assert image.shape == (64, 64, 3) and label.numpy() == record["image/class/label"]
     assert sorted({int(f["image/class/label"]) for f in decoded}) == [0, 1, 2, 3, 4]
+
+
+def test_model_garden_multilabel_decoder_and_parser_give_load_s_multi_hot_vectors(tmp_path):
+    """Model Garden's task with `is_multilabel=True` on a `--multi_label` conversion: its
+    labels are the multi-hot vectors our own `load()` gives, record for record."""
+    argv = ["--manifest", str(SAMPLE / "tags.jsonl"), "--output", str(tmp_path / "tags"),
+            "--no_progress", "--multi_label", "--num_shards", "1"]  # fmt: skip
+    converted = run(argv)
+    classes = len(converted.info.labels["names"])
+    classification_input = dataloader("classification_input")
+    decoder = classification_input.Decoder(is_multilabel=True)
+    parse = classification_input.Parser(
+        output_size=[32, 32], num_classes=classes, is_multilabel=True
+    ).parse_fn(is_training=False)
+    shard = Path(converted.folder) / converted.info.splits["train"].shards[0].file
+    garden = [parse(decoder.decode(record))[1].numpy() for record in
+              tf.data.TFRecordDataset(str(shard))]  # fmt: skip
+    ours = load(str(tmp_path / "tags"), "train", batch_size=None, image_size=None,
+                shuffle_buffer=0)  # fmt: skip
+    ours = [label.numpy() for _, label in ours]
+    assert len(garden) == len(ours) == 40 and classes == 7
+    assert all(np.array_equal(a, b) for a, b in zip(garden, ours, strict=True))
 
 
 def test_model_garden_detection_decoder_reads_classification_records_as_images_without_boxes(
