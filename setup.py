@@ -26,6 +26,10 @@ setup(
             "hypothesis",
             "grpcio-tools",
             "gcp-storage-emulator",
+            # The PyTorch reader the tests run. torch 2.13.0 is the CPU build the machine's
+            # wheel folder holds (pip's find-links), so the lock installs no CUDA libraries.
+            "tfrecord[torch]>=1.14.6",
+            "torch==2.13.0",
         ],
     },
     entry_points={"console_scripts": ["tfrecord-pipeline=pipeline.cli:entry_point"]},

@@ -5,6 +5,7 @@ import dataclasses
 
 from pipeline.commit import Commit
 from pipeline.flags import FLAGS, help_text
+from pipeline.presets import PRESETS
 from pipeline.publish import Target
 from pipeline.runners import resolve
 from pipeline.version import __version__
@@ -49,7 +50,8 @@ class ConvertOptions:
     target_shard_mb: float = DEFAULT_TARGET_SHARD_MB
     split: str | None = None
     label_map: str | None = None
-    label_offset: int = 0
+    label_offset: int | None = None  # None: the preset's, else 0
+    preset: str | None = None
     multi_label: bool = False
     label_separator: str = "|"
     feature: list[str] = dataclasses.field(default_factory=list)
@@ -82,6 +84,11 @@ class ConvertOptions:
     debug: bool = False
 
     def __post_init__(self):
+        preset = PRESETS.get(self.preset or "")
+        if self.label_offset is None:
+            self.label_offset = preset.label_offset if preset else 0
+        if self.num_shards is None and preset:
+            self.num_shards = preset.num_shards
         if isinstance(self.num_shards, int):  # recorded as the command line gives it
             self.num_shards = str(self.num_shards)
 
@@ -160,6 +167,7 @@ class ConvertOptions:
             (self.target_shard_mb > 0, "--target_shard_mb must be positive"),
             (0 <= self.max_error_rate <= 1, "--max_error_rate must be between 0 and 1"),
             (self.label_offset >= 0, "--label_offset must be 0 or more"),
+            (self.preset in (None, *PRESETS), f"--preset must be one of {', '.join(PRESETS)}"),
             (self.max_pixels > 0, "--max_pixels must be positive"),
             (self.max_decode_mb > 0, "--max_decode_mb must be positive"),
             (self.max_scans > 0, "--max_scans must be positive"),
