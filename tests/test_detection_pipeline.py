@@ -209,3 +209,30 @@ def test_a_refresh_converts_again_the_images_whose_annotations_changed(coco, tmp
     for key, example in records.items():
         for name in ("image/object/bbox/xmin", "image/object/bbox/ymax", "image/encoded"):
             assert np.array_equal(example[name].numpy(), expected[key][name].numpy()), key
+
+
+@pytest.mark.parametrize("flags, turned", [((), {}), (("--max_side", "64"), {"resized": True})])
+def test_the_model_gardens_detection_decoder_reads_every_record(coco, tmp_path, flags, turned):
+    """tf-models-official 2.20.0's TfExampleDecoder, as the RetinaNet and Mask R-CNN input
+    pipelines call it, on every record: boxes (ymin, xmin, ymax, xmax) to 1e-6."""
+    from model_garden import dataloader
+
+    decoder = dataloader("tf_example_decoder").TfExampleDecoder()
+    version, info = _convert(coco.instances, tmp_path / "out", "--num_shards", "2", *flags)
+    expected = expected_objects(coco, **turned)
+    files = [str(version / s.file) for split in info.splits.values() for s in split.shards]
+    decoded = 0
+    for record in tf.data.TFRecordDataset(files):
+        tensors = decoder.decode(record)
+        want = expected[tensors["source_id"].numpy().decode()]
+        boxes = [(y0, x0, y1, x1) for x0, y0, x1, y1 in (item.box for item in want)]
+        got = tensors["groundtruth_boxes"].numpy()
+        np.testing.assert_allclose(got.reshape(-1, 4), np.reshape(boxes, (-1, 4)), atol=1e-6)
+        classes = tensors["groundtruth_classes"].numpy().tolist()
+        assert classes == [item.category_id for item in want]
+        crowds = tensors["groundtruth_is_crowd"].numpy().tolist()
+        assert crowds == [bool(item.is_crowd) for item in want]
+        assert tensors["image"].shape[:2] == (tensors["height"], tensors["width"])
+        assert len(tensors["groundtruth_area"].numpy()) == len(want)
+        decoded += 1
+    assert decoded == 30
