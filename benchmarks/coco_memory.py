@@ -1,12 +1,13 @@
-"""Memory of reading a COCO file: `python benchmarks/coco_memory.py [N ...]` (default 100
-100000 1000000 annotations).
+"""Memory of reading a COCO file: `python benchmarks/coco_memory.py [--masks] [N ...]`
+(default 100 100000 1000000 annotations).
 
 For each N, a synthetic COCO instances file of N annotations over N / 7 images (COCO's own
 ratio), 80 categories, every annotation with a box, an area and a small polygon, as COCO's
 carry. A fresh process reads it as the converter does (transforms/sources.py `read_coco`: the
 document parsed whole, then its rows made) and keeps the rows, as the local runner and the Beam
-step's output hold them; its peak RSS is the kernel's high-water mark (`VmHWM`). Writes
-benchmarks/results/coco-memory.json.
+step's output hold them; its peak RSS is the kernel's high-water mark (`VmHWM`). With
+`--masks` the rows keep their polygons (the converter's --masks). Writes
+benchmarks/results/coco-memory.json (coco-memory-masks.json).
 """
 
 import json
@@ -55,7 +56,7 @@ _READ = """
 import sys
 from transforms.manifest import ReadConfig
 from transforms.sources import check_manifests, detection_config, read_all
-config = ReadConfig()
+config = ReadConfig(masks=sys.argv[2] == "masks")
 manifests = check_manifests([sys.argv[1]], config)
 config = detection_config(manifests, config)
 rows = [item for manifest in manifests for item in read_all(manifest, config)]
@@ -65,14 +66,14 @@ print(len(rows), int(peak.split()[1]) // 1024)
 """
 
 
-def measure(annotations: int) -> dict:
+def measure(annotations: int, masks: bool = False) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "instances.json"
         write_coco(path, annotations)
         size = path.stat().st_size
         started = time.perf_counter()
-        done = subprocess.run([sys.executable, "-c", _READ, str(path)], capture_output=True,
-                              text=True, check=True, cwd=HERE.parent)  # fmt: skip
+        command = [sys.executable, "-c", _READ, str(path), "masks" if masks else "boxes"]
+        done = subprocess.run(command, capture_output=True, text=True, check=True, cwd=HERE.parent)
         seconds = time.perf_counter() - started
     rows, peak_mb = map(int, done.stdout.split())
     return {"annotations": annotations, "rows": rows, "file_mb": round(size / 2**20, 1),
@@ -80,9 +81,10 @@ def measure(annotations: int) -> dict:
 
 
 if __name__ == "__main__":
-    counts = [int(n) for n in sys.argv[1:]] or [100, 100_000, 1_000_000]
-    results = [measure(n) for n in counts]
+    masks = "--masks" in sys.argv[1:]
+    counts = [int(n) for n in sys.argv[1:] if n != "--masks"] or [100, 100_000, 1_000_000]
+    results = [measure(n, masks) for n in counts]
     for result in results:
         print(json.dumps(result), flush=True)
-    out = HERE / "results" / "coco-memory.json"
+    out = HERE / "results" / ("coco-memory-masks.json" if masks else "coco-memory.json")
     out.write_text(json.dumps({"machine": platform.machine(), "results": results}, indent=1))

@@ -86,6 +86,10 @@ FLAGS = (
     Flag("--drop_negatives", "", SWITCH,
          "detection: an image with no objects is left out and counted (`negatives_dropped`), "
          "not written as a negative example"),
+    Flag("--masks", "", SWITCH,
+         "detection: write each object's mask (a COCO `segmentation`: polygons or RLE) as a PNG "
+         "in `image/object/mask`, for Mask R-CNN; an object without one is a `bad_annotation` "
+         "(see Object detection)"),
     Flag("--validate", "|".join(VALIDATE_MODES), _choices(VALIDATE_MODES),
          "structural: walk every JPEG marker up to EOI (catches truncation, and a frame its scan "
          "data cannot fill); full: also decode every scan with libjpeg (luma at 1/8 scale: every "

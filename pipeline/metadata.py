@@ -138,6 +138,7 @@ def build_info(
         options.get("image_encoding", "jpeg"),
         options.get("multi_label", False),
         plan.detection,
+        options.get("masks", False),
     )
     info = DatasetInfo(
         tool_version=tool_version,

@@ -56,6 +56,7 @@ class ConvertOptions:
     label_separator: str = "|"
     feature: list[str] = dataclasses.field(default_factory=list)
     drop_negatives: bool = False
+    masks: bool = False
     validate: str = _IMAGE.validate
     channels: int = _IMAGE.channels
     jpeg_quality: int = _IMAGE.jpeg_quality
@@ -104,6 +105,7 @@ class ConvertOptions:
             separator,
             image_root=image_root,
             drop_negatives=self.drop_negatives,
+            masks=self.masks,
         )
 
     def image_config(self) -> ImageConfig:
@@ -214,6 +216,7 @@ class ConvertOptions:
             self.max_file_bytes,
             sdk_processes,
             self.drop_negatives,
+            self.masks,
         )
 
     def commit(self, target: Target) -> Commit:

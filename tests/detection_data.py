@@ -10,6 +10,12 @@ same bytes every time.
 image's record must hold: every box that keeps an area after clipping, normalised to the
 stored image and turned as the converter turns its pixels (a decoded image always; a JPEG
 stored as it is never, unless `exif_transpose`).
+
+With `masks=True` every annotation also has a segmentation, an octagon inscribed in its box
+(a third of them with a second ring, a triangle over the box's corner): polygons, and for
+crowds the same outline drawn as an RLE, uncompressed or as a compressed string in turn.
+`expected_masks` draws each kept object's outline afresh on the stored image's grid (turned
+and scaled as its box is), by the textbook rule: a pixel is inside when its centre is.
 """
 
 import io
@@ -18,6 +24,7 @@ import random
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
 from PIL import Image
 
 PHOTOS = Path(__file__).resolve().parents[1] / "sample" / "photos"
@@ -34,6 +41,7 @@ class CocoDataset(NamedTuple):
     instances: Path  # the COCO file; its file_names are images/<name>, beside it
     images: dict[str, tuple[str, int]]  # key (image id) -> (format, EXIF orientation)
     document: dict  # the COCO document as written
+    outlines: dict[int, list[list[float]]] = {}  # with masks: annotation id -> its rings
 
 
 def _image(rng: random.Random, photo: Image.Image) -> Image.Image:
@@ -71,7 +79,7 @@ def _box(rng: random.Random, width: int, height: int, index: int) -> list[float]
 
 
 def make_coco(
-    root: Path, images: int = 30, boxes_per_image: int = 11, seed: int = 18
+    root: Path, images: int = 30, boxes_per_image: int = 11, seed: int = 18, masks: bool = False
 ) -> CocoDataset:
     rng = random.Random(seed)
     photos = [Image.open(PHOTOS / name).convert("RGB") for name in SOURCES]
@@ -96,6 +104,7 @@ def make_coco(
             if rng.random() < 0.5:
                 annotation["area"] = round(box[2] * box[3] * rng.uniform(0.5, 0.9), 2)
             annotations.append(annotation)
+    outlines = _add_segmentations(annotations, entries) if masks else {}
     document = {
         "info": {"description": "tfrecord-pipeline test data, from sample/photos"},
         "images": entries,
@@ -104,7 +113,110 @@ def make_coco(
     }
     instances = root / "instances.json"
     instances.write_text(json.dumps(document, indent=1))
-    return CocoDataset(instances, kinds, document)
+    return CocoDataset(instances, kinds, document, outlines)
+
+
+_OCTAGON = ((0.3, 0), (0.7, 0), (1, 0.3), (1, 0.7), (0.7, 1), (0.3, 1), (0, 0.7), (0, 0.3))
+
+
+def _add_segmentations(annotations: list[dict], entries: list[dict]) -> dict[int, list]:
+    """Each annotation's segmentation (made from its box, so the boxes drawn are as without
+    masks), and the rings it was drawn from, by annotation id."""
+    sizes = {entry["id"]: (entry["width"], entry["height"]) for entry in entries}
+    outlines = {}
+    for item in annotations:
+        x, y, w, h = item["bbox"]
+        rings = [[round(v, 2) for a, b in _OCTAGON for v in (x + a * w, y + b * h)]]
+        if item["id"] % 3 == 0:
+            rings.append([x, y, x + 0.25 * w, y, x, y + 0.25 * h])
+        outlines[item["id"]] = rings
+        if not item["iscrowd"]:
+            item["segmentation"] = rings
+            continue
+        width, height = sizes[item["image_id"]]
+        counts = rle_counts(rasterised(rings, width, height))
+        compressed = item["id"] % 2 == 1
+        item["segmentation"] = {"size": [height, width],
+                                "counts": rle_string(counts) if compressed else counts}  # fmt: skip
+    return outlines
+
+
+def rasterised(rings, width: int, height: int) -> np.ndarray:
+    """The rings drawn on a width x height grid (uint8, 1 inside): a pixel is inside a ring
+    when its centre is (even-odd, left and top edges in), inside the mask when in any ring."""
+    ys, xs = np.mgrid[0:height, 0:width] + 0.5
+    mask = np.zeros((height, width), bool)
+    for ring in rings:
+        px, py = ring[0::2], ring[1::2]
+        inside = np.zeros_like(mask)
+        for x0, y0, x1, y1 in zip(px, py, px[1:] + px[:1], py[1:] + py[:1], strict=True):
+            if y0 != y1:
+                crossing = x0 + (ys - y0) * (x1 - x0) / (y1 - y0)
+                inside ^= (ys >= min(y0, y1)) & (ys < max(y0, y1)) & (xs < crossing)
+        mask |= inside
+    return mask.astype(np.uint8)
+
+
+def rle_counts(mask: np.ndarray) -> list[int]:
+    """COCO's uncompressed RLE counts of a mask: runs of 0s and 1s, 0s first, column by
+    column."""
+    flat = mask.T.reshape(-1)
+    changes = np.flatnonzero(np.diff(flat)) + 1
+    counts = np.diff([0, *changes.tolist(), flat.size]).tolist()
+    return [0, *counts] if flat[0] else counts
+
+
+def rle_string(counts: list[int]) -> str:
+    """COCO's compressed RLE string of counts: from the third count on, each as the change
+    from the count two before; then 5 bits a character (+48), low bits first, 0x20 set on
+    every character but a count's last, whose 0x10 is the sign."""
+    text = []
+    for index, count in enumerate(counts):
+        value = count - counts[index - 2] if index > 2 else count
+        while True:
+            bits, value = value & 0x1F, value >> 5
+            last = value == (-1 if bits & 0x10 else 0)
+            text.append(chr(48 + bits + (0 if last else 0x20)))
+            if last:
+                break
+    return "".join(text)
+
+
+def _turned_point(x: float, y: float, orientation: int) -> tuple[float, float]:
+    """A normalised point of a file's grid on its upright image, per EXIF orientation."""
+    return {1: (x, y), 2: (1 - x, y), 3: (1 - x, 1 - y), 4: (x, 1 - y), 5: (y, x),
+            6: (1 - y, x), 7: (1 - y, 1 - x), 8: (y, 1 - x)}[orientation]  # fmt: skip
+
+
+def expected_masks(
+    dataset: CocoDataset, sizes: dict[str, tuple[int, int]], exif_transpose: bool = False,
+    resized: bool = False,
+) -> dict[str, list[np.ndarray]]:  # fmt: skip
+    """Per key, the masks of the objects `expected_objects` keeps, in order: each outline
+    normalised to its file's grid, turned as the pixels are, drawn at the stored `sizes`
+    (key -> width, height, as the records say)."""
+    grids = {str(e["id"]): (e["width"], e["height"]) for e in dataset.document["images"]}
+    expected: dict[str, list[np.ndarray]] = {key: [] for key in grids}
+    kept = expected_objects(dataset, exif_transpose, resized)
+    ids = {key: iter(kept[key]) for key in kept}
+    for item in dataset.document["annotations"]:
+        key = str(item["image_id"])
+        width, height = grids[key]
+        x, y, w, h = item["bbox"]
+        if min(x + w, width) <= max(x, 0) or min(y + h, height) <= max(y, 0):
+            continue  # its box was dropped
+        next(ids[key])
+        fmt, orientation = dataset.images[key]
+        turn = orientation if fmt != "JPEG" or exif_transpose or resized else 1
+        stored_width, stored_height = sizes[key]
+        rings = []
+        for ring in dataset.outlines[item["id"]]:
+            points = (_turned_point(u / width, v / height, turn)
+                      for u, v in zip(ring[0::2], ring[1::2], strict=True))  # fmt: skip
+            rings.append([c for u, v in points for c in (u * stored_width, v * stored_height)])
+        expected[key].append(rasterised(rings, stored_width, stored_height))
+    assert all(next(rest, None) is None for rest in ids.values())
+    return expected
 
 
 def _turned(box, orientation):

@@ -7,7 +7,8 @@ same from run to run. An annotation's `bbox` is [x, y, width, height] in pixels 
 grid, which the image's `width` and `height` describe (transforms/detection.py); its
 `category_id` is its label, kept as the integer it is (COCO's ids run 1-90 with gaps, and
 models are configured for them), its category's `name` the label's text. An image no
-annotation names is a negative: a row with no objects.
+annotation names is a negative: a row with no objects. An annotation's `segmentation` (its
+mask, transforms/masks.py) is kept only with --masks.
 
 The document is parsed whole, so reading it holds it in memory (see the README for the
 figures); the launcher reads only its start, and on Beam one worker reads the file.
@@ -18,6 +19,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
+from transforms import masks
 from transforms.detection import Annotation, Frame, bad, box_corners
 from transforms.errors import ErrorRow, Reason, RowError, shown
 
@@ -57,11 +59,14 @@ class CocoImage(NamedTuple):
     annotations: tuple[Annotation, ...] | RowError
 
 
-def read_document(data: bytes, path: str) -> tuple[list[CocoImage], list[ErrorRow]]:
+def read_document(
+    data: bytes, path: str, with_masks: bool = False
+) -> tuple[list[CocoImage], list[ErrorRow]]:
     """The images of a COCO document, and error rows for what no image can carry: a document
-    that is not COCO (one row, for the file) and annotations naming no image (one each)."""
+    that is not COCO (one row, for the file) and annotations naming no image (one each).
+    `with_masks`: the annotations' segmentations are kept (--masks)."""
     try:
-        document = json.loads(data, object_hook=_without_masks)
+        document = json.loads(data, object_hook=_with_masks if with_masks else _without_masks)
         images, annotations, categories = _sections(document)
         names = _category_names(categories)
     except (ValueError, RowError) as error:
@@ -73,7 +78,7 @@ def read_document(data: bytes, path: str) -> tuple[list[CocoImage], list[ErrorRo
     for entry in images:
         if isinstance(entry, dict) and entry.get("id") is not None:
             frames.setdefault(_id_key(entry["id"]), _image_frame(entry))
-    by_image, orphans = _group(annotations, frames, names, path)
+    by_image, orphans = _group(annotations, frames, names, path, with_masks)
     read = [_image(index, entry, by_image, frames) for index, entry in enumerate(images)]
     return read, orphans
 
@@ -82,6 +87,18 @@ def _without_masks(entry: dict) -> dict:
     """A JSON object as parsed, an annotation's `segmentation` let go as soon as it is read:
     polygons and RLE masks are most of a COCO file, and no record holds them."""
     entry.pop("segmentation", None)
+    return entry
+
+
+def _with_masks(entry: dict) -> dict:
+    """A JSON object as parsed, an annotation's `segmentation` parsed as soon as it is read
+    into its compact form (or the error that makes its image a `bad_annotation`): the
+    document's lists of coordinates are let go as it is read, not all held at once."""
+    if "segmentation" in entry:
+        try:
+            entry["segmentation"] = masks.parse(entry["segmentation"])
+        except RowError as error:
+            entry["segmentation"] = error
     return entry
 
 
@@ -127,7 +144,7 @@ def _image_frame(entry: dict) -> Frame:
 
 
 def _group(
-    annotations: list, frames: dict, names: dict[int, str], path: str
+    annotations: list, frames: dict, names: dict[int, str], path: str, with_masks: bool
 ) -> tuple[dict, list[ErrorRow]]:
     """Annotations by image id (each parsed, or the RowError of its image), and error rows for
     annotations whose image is not listed."""
@@ -146,13 +163,16 @@ def _group(
         if isinstance(parsed, RowError):
             continue
         try:
-            parsed.append(_annotation(item, index, frames[key], names, seen_ids))
+            annotation = _annotation(item, index, frames[key], names, seen_ids, with_masks)
+            parsed.append(annotation)
         except RowError as error:
             by_image[key] = error
     return by_image, orphans
 
 
-def _annotation(item: dict, index: int, frame: Frame, names: dict, seen_ids: set) -> Annotation:
+def _annotation(
+    item: dict, index: int, frame: Frame, names: dict, seen_ids: set, with_masks: bool
+) -> Annotation:
     where = f"annotations[{index}]"
     if "id" in item:
         id_key = _id_key(item["id"])
@@ -171,7 +191,19 @@ def _annotation(item: dict, index: int, frame: Frame, names: dict, seen_ids: set
         if isinstance(area, bool) or not isinstance(area, int | float) or not area >= 0:
             raise bad(f"{where}: area must be a number of 0 or more, not {shown(area)}")
         area = float(area)
-    return Annotation(str(category), *corners, bool(crowd), area, frame, names[category])
+    segmentation = _segmentation(item, where) if with_masks else None
+    label, text = str(category), names[category]
+    return Annotation(label, *corners, bool(crowd), area, frame, text, segmentation)
+
+
+def _segmentation(item: dict, where: str) -> masks.Segmentation:
+    """An annotation's mask, parsed as the file was read (`_with_masks`)."""
+    if "segmentation" not in item:
+        raise bad(f"{where}: {masks.MISSING}")
+    segmentation = item["segmentation"]
+    if isinstance(segmentation, RowError):
+        raise bad(f"{where}: {segmentation.message}")
+    return segmentation
 
 
 def _image(index: int, entry: object, by_image: dict, frames: dict) -> CocoImage:
@@ -189,10 +221,10 @@ def _image(index: int, entry: object, by_image: dict, frames: dict) -> CocoImage
 
 
 def read_images(
-    data: bytes, path: str, make_row: Callable[[CocoImage], object]
+    data: bytes, path: str, make_row: Callable[[CocoImage], object], with_masks: bool = False
 ) -> Iterator[object]:
     """The rows (`make_row` of each image) and error rows of a COCO document."""
-    images, orphans = read_document(data, path)
+    images, orphans = read_document(data, path, with_masks)
     yield from orphans
     for image in images:
         yield make_row(image)

@@ -20,7 +20,9 @@ import math
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from transforms.errors import Reason, RowError, shown
+from transforms import masks
+from transforms.errors import RowError, shown
+from transforms.errors import bad_annotation as bad
 
 BOX_FORMATS = ("xywh", "xyxy", "xywh_normalized", "xyxy_normalized")
 _NUMBER = (int, float)
@@ -62,6 +64,7 @@ class Annotation(NamedTuple):
     area: float | None = None  # in pixels of the image the boxes were drawn on, if given
     frame: Frame = Frame(normalized=True)
     text: str = ""  # the label's name, when the label is an id (a COCO category's); else ""
+    segmentation: masks.Segmentation | None = None  # with --masks, in the box's frame
 
 
 class PlacedObject(NamedTuple):
@@ -75,6 +78,7 @@ class PlacedObject(NamedTuple):
     ymax: float
     is_crowd: bool
     area: float  # in pixels of the stored image
+    mask: bytes = b""  # with --masks: a PNG of the stored image's size (masks.placed_mask)
 
 
 class Placement(NamedTuple):
@@ -86,10 +90,6 @@ class Placement(NamedTuple):
     applied: int  # the orientation the stored pixels were turned by: `orientation` or 1
     width: int  # the stored image
     height: int
-
-
-def bad(message: str) -> RowError:
-    return RowError(Reason.BAD_ANNOTATION, message)
 
 
 def _finite(value: object, what: str) -> float:
@@ -136,9 +136,12 @@ def box_corners(box: object, box_format: str, where: str) -> tuple[float, float,
     return a, b, c, d
 
 
-def annotation(item: object, index: int, box_format: str, frame: Frame, label_of) -> Annotation:
+def annotation(
+    item: object, index: int, box_format: str, frame: Frame, label_of, with_masks: bool = False
+) -> Annotation:
     """One object of a JSONL row: {"bbox": [...], "label": text or integer, "is_crowd":
-    optional 0/1, "area": optional number}. `label_of` checks and shares the label text."""
+    optional 0/1, "area": optional number, "segmentation": with --masks, COCO's polygons (in
+    the box's units) or RLE}. `label_of` checks and shares the label text."""
     where = f"objects[{index}]"
     if not isinstance(item, dict):
         raise bad(f"{where} must be an object, not {shown(item)}")
@@ -150,8 +153,19 @@ def annotation(item: object, index: int, box_format: str, frame: Frame, label_of
     except RowError as error:
         raise bad(f"{where}: {error.message}") from None
     corners = box_corners(item.get("bbox"), box_format, where)
+    segmentation = segmentation_of(item, where) if with_masks else None
     return Annotation(label, *corners, _crowd(item.get("is_crowd", 0), where),
-                      _area(item.get("area"), where), frame)  # fmt: skip
+                      _area(item.get("area"), where), frame, "", segmentation)  # fmt: skip
+
+
+def segmentation_of(item: dict, where: str) -> masks.Segmentation:
+    """An object's mask with --masks (one it does not have is a `bad_annotation`)."""
+    if "segmentation" not in item:
+        raise bad(f"{where}: {masks.MISSING}")
+    try:
+        return masks.parse(item["segmentation"])
+    except RowError as error:
+        raise bad(f"{where}: {error.message}") from None
 
 
 def _crowd(value: object, where: str) -> bool:
@@ -169,7 +183,7 @@ def _area(value: object, where: str) -> float | None:
     return area
 
 
-def row_annotations(fields: dict, label_of) -> tuple[Annotation, ...]:
+def row_annotations(fields: dict, label_of, with_masks: bool = False) -> tuple[Annotation, ...]:
     """The `objects` of a JSONL row (an empty list: an image with none, a negative)."""
     objects = fields.get("objects")
     if not isinstance(objects, list):
@@ -179,7 +193,8 @@ def row_annotations(fields: dict, label_of) -> tuple[Annotation, ...]:
     frame = row_frame(fields)
     box_format = fields["box_format"]
     return tuple(
-        annotation(item, index, box_format, frame, label_of) for index, item in enumerate(objects)
+        annotation(item, index, box_format, frame, label_of, with_masks)
+        for index, item in enumerate(objects)
     )
 
 
@@ -212,30 +227,34 @@ def drawn_upright(frame: Frame, placement: Placement) -> bool:
     )
 
 
+def annotated_grid(frame: Frame, placement: Placement) -> tuple[int, int, int]:
+    """The grid a row's objects were drawn on (width, height), and the orientation that turns
+    it as the stored pixels were turned."""
+    width, height = placement.source_width, placement.source_height
+    if not drawn_upright(frame, placement):
+        return width, height, placement.applied
+    if placement.applied != 1:
+        return height, width, 1
+    return height, width, _INVERSE.get(placement.orientation, placement.orientation)
+
+
 def placed(
     annotations: Iterable[Annotation], placement: Placement
 ) -> tuple[tuple[PlacedObject, ...], int]:
     """The objects as the stored image has them, and how many were dropped: each box
-    normalised, clipped to the image, turned as its pixels were; one left with no area
-    (outside the image, or of no width or height) is dropped."""
+    normalised, clipped to the image, turned as its pixels were (and its mask, if it has
+    one, drawn, turned and resized with them); one left with no area (outside the image, or
+    of no width or height) is dropped."""
     kept, dropped = [], 0
     stored_pixels = placement.width * placement.height
     for item in annotations:
-        upright = drawn_upright(item.frame, placement)
-        width, height = placement.source_width, placement.source_height
-        if upright:
-            width, height = height, width
+        width, height, turn = annotated_grid(item.frame, placement)
         if item.frame.normalized:
             box = (item.xmin, item.ymin, item.xmax, item.ymax)
         else:
             box = (item.xmin / width, item.ymin / height, item.xmax / width, item.ymax / height)
         box = tuple(min(1.0, max(0.0, value)) for value in box)
-        if upright:
-            if placement.applied == 1:
-                box = oriented(box, _INVERSE.get(placement.orientation, placement.orientation))
-        else:
-            box = oriented(box, placement.applied)
-        xmin, ymin, xmax, ymax = box
+        xmin, ymin, xmax, ymax = oriented(box, turn)
         if xmax <= xmin or ymax <= ymin:
             dropped += 1
             continue
@@ -243,6 +262,13 @@ def placed(
             area = (xmax - xmin) * (ymax - ymin) * stored_pixels
         else:
             area = item.area * stored_pixels / (width * height)
+        mask = b""
+        if item.segmentation is not None:
+            grid, stored = (width, height), (placement.width, placement.height)
+            normalized = item.frame.normalized
+            mask = masks.placed_mask(item.segmentation, normalized, grid, turn, stored)
         text = item.text or item.label
-        kept.append(PlacedObject(item.label, text, xmin, ymin, xmax, ymax, item.is_crowd, area))
+        kept.append(
+            PlacedObject(item.label, text, xmin, ymin, xmax, ymax, item.is_crowd, area, mask)
+        )
     return tuple(kept), dropped

@@ -65,6 +65,11 @@ class RowError(Exception):
         self.message = message
 
 
+def bad_annotation(message: str) -> RowError:
+    """A detection row's objects are not usable as given (`Reason.BAD_ANNOTATION`)."""
+    return RowError(Reason.BAD_ANNOTATION, message)
+
+
 class ErrorRow(NamedTuple):
     """A rejected row: where it came from, what it said, and why it was rejected."""
 

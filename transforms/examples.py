@@ -42,6 +42,8 @@ OBJECT_FEATURES = (
     ("image/object/area", "float32"),
     ("image/object/is_crowd", "int64"),
 )
+# With --masks, each object's mask: a PNG of the stored image's size, 1 inside, 0 outside.
+MASK_FEATURE = ("image/object/mask", "string")
 _DTYPES = {"int64": "int64", "float": "float32", "bytes": "string"}
 
 
@@ -73,17 +75,20 @@ def feature_spec(
     encoding: str,
     multi_label: bool = False,
     detection: bool = False,
+    masks: bool = False,
 ) -> FeatureSpec:
     """The feature keys and dtypes every record carries; with `multi_label`, the label and
-    its text are lists; with `detection`, the objects' lists replace them."""
+    its text are lists; with `detection`, the objects' lists replace them (`masks`: their
+    masks too)."""
     dtypes = dict(IMAGE_FEATURES)
     if encoding == "raw":
         dtypes = {RAW_KEY if key == "image/encoded" else key: kind for key, kind in dtypes.items()}
     dtypes.update((name, _DTYPES[kind]) for name, kind in extra_features)
     if detection:
         del dtypes[LABEL_KEY], dtypes[LABEL_TEXT_KEY]
-        dtypes.update(OBJECT_FEATURES)
-        return FeatureSpec(dtypes, tuple(sorted(dict(OBJECT_FEATURES))))
+        objects = (*OBJECT_FEATURES, MASK_FEATURE) if masks else OBJECT_FEATURES
+        dtypes.update(objects)
+        return FeatureSpec(dtypes, tuple(sorted(dict(objects))))
     return FeatureSpec(dtypes, (LABEL_KEY, LABEL_TEXT_KEY) if multi_label else ())
 
 
@@ -97,10 +102,10 @@ def label_features(label_ids: tuple[int, ...], texts: tuple[str, ...], multi: bo
     return {LABEL_KEY: label_ids[0], LABEL_TEXT_KEY: texts[0]}
 
 
-def object_features(objects, label_ids: tuple[int, ...]) -> dict:
+def object_features(objects, label_ids: tuple[int, ...], masks: bool = False) -> dict:
     """A detection record's object lists, from its placed objects (transforms/detection.py
     `PlacedObject`) and their label ids, in the objects' order (an image without any: empty
-    lists, a negative)."""
+    lists, a negative); `masks`: their masks' PNGs too."""
     columns = (
         tuple(o.xmin for o in objects),
         tuple(o.ymin for o in objects),
@@ -111,10 +116,13 @@ def object_features(objects, label_ids: tuple[int, ...]) -> dict:
         tuple(o.area for o in objects),
         tuple(int(o.is_crowd) for o in objects),
     )
-    return {
+    features = {
         key: Values(dtype, values)
         for (key, dtype), values in zip(OBJECT_FEATURES, columns, strict=True)
     }
+    if masks:
+        features[MASK_FEATURE[0]] = Values(MASK_FEATURE[1], tuple(o.mask for o in objects))
+    return features
 
 
 _ONE_BYTE = [bytes([value]) for value in range(0x80)]

@@ -49,6 +49,7 @@ class ReadConfig(NamedTuple):
     image_root: str = ""  # --image_root with a trailing separator: relative images are under it
     detection: bool = False  # rows list objects (transforms/detection.py), not one label
     drop_negatives: bool = False  # a detection row with no objects is counted, not converted
+    masks: bool = False  # a detection row's objects keep their masks (transforms/masks.py)
 
 
 class ManifestRow(NamedTuple):
@@ -193,7 +194,7 @@ def make_row(
         image = get(IMAGE_ALIAS)
     if config.detection:
         if objects is None:
-            objects = row_annotations(fields, _label)
+            objects = row_annotations(fields, _label, config.masks)
         label = ""  # a detection row's labels are its objects'
     elif "objects" in fields:
         raise RowError(Reason.BAD_ANNOTATION, NOT_DETECTION)

@@ -24,6 +24,16 @@ from transforms.images import (
 from transforms.jpeg import JpegInfo, padded
 
 _WIDE_INTEGER = ("I;16", "I;16B", "I;16L", "I")  # scaled to 8 bits through a 32-bit copy
+# How exif_transpose turns an image for each EXIF orientation (1: not at all).
+_TURNS = {
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_270,
+    7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_90,
+}
 
 
 def _open(data: bytes, config: ImageConfig) -> Image.Image:
@@ -188,3 +198,21 @@ def convert_pixels(data: bytes, config: ImageConfig, held: int = 0) -> StoredIma
         return _encode(image, config, (width, height), _turned_by(orientation))
     except DECODER_ERRORS as error:
         raise RowError(Reason.UNSUPPORTED_FORMAT, f"cannot convert image: {error}") from None
+
+
+def mask_png(column_major: bytes, grid: tuple[int, int], turn: int, size: tuple[int, int]) -> bytes:
+    """A mask (a byte a pixel of the `grid`, column by column) as an 8-bit grayscale PNG of
+    `size`, turned by the EXIF orientation `turn` as exif_transpose turns pixels, then
+    resized with NEAREST (its pixels stay 0 or 1, none made between). 0 and 1, not 0 and
+    255: Google's converter writes pycocotools' masks so, and the Model Garden's decoder
+    reads the PNG's values as the mask's (1.0 inside)."""
+    width, height = grid
+    image = Image.frombytes("L", (height, width), column_major)  # the mask, transposed
+    image = image.transpose(Image.Transpose.TRANSPOSE)
+    if turn in _TURNS:
+        image = image.transpose(_TURNS[turn])
+    if image.size != size:
+        image = image.resize(size, Image.Resampling.NEAREST)
+    buffer = io.BytesIO()
+    image.save(buffer, "PNG")
+    return buffer.getvalue()

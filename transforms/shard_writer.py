@@ -59,6 +59,7 @@ class WriteConfig(NamedTuple):
     # (Dataflow's SDK harness). Their cores are shared out: process_cores().
     sdk_processes: int = 1
     drop_negatives: bool = False  # a detection row whose every box is dropped is an error row
+    masks: bool = False  # detection records hold `image/object/mask` (--masks)
 
 
 class ShardResult(NamedTuple):
@@ -168,7 +169,7 @@ def class_labels(row: ManifestRow, labels: LabelMap) -> tuple[dict, tuple[int, .
 
 
 def object_labels(
-    row: ManifestRow, ids: dict[str, int], stored: StoredImage, drop_negatives: bool
+    row: ManifestRow, ids: dict[str, int], stored: StoredImage, config: WriteConfig
 ) -> tuple[dict, tuple[int, ...], int]:
     """A detection row's object features on its stored image, the distinct label ids they
     hold, and how many boxes were dropped (no area left in the image). With --drop_negatives
@@ -176,10 +177,11 @@ def object_labels(
     placement = Placement(stored.source_width, stored.source_height, stored.orientation,
                           stored.applied, stored.width, stored.height)  # fmt: skip
     kept, dropped = placed(row.objects, placement)
-    if drop_negatives and dropped and not kept:
+    if config.drop_negatives and dropped and not kept:
         raise RowError(Reason.BAD_ANNOTATION, f"none of its {dropped} boxes is in the image")
     object_ids = tuple(ids[item.label] for item in kept)
-    return object_features(kept, object_ids), tuple(sorted(set(object_ids))), dropped
+    features = object_features(kept, object_ids, config.masks)
+    return features, tuple(sorted(set(object_ids))), dropped
 
 
 def make_record(
@@ -195,7 +197,7 @@ def make_record(
     stored = normalise(data, config.image)
     dropped = 0
     if row.objects is not None:
-        label_fields, label_ids, dropped = object_labels(row, ids, stored, config.drop_negatives)
+        label_fields, label_ids, dropped = object_labels(row, ids, stored, config)
     filename = posixpath.basename(row.image_uri.replace("\\", "/"))
     record = build_example(stored, label_fields, filename, row.key, row.features)
     if len(record) > config.max_record_bytes:

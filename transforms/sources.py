@@ -234,7 +234,7 @@ def read_coco(manifest: ManifestFile, config: ReadConfig) -> Iterator[Item]:
         fields, number = image.fields, manifest.number
         return record_row(fields, image.index, folder, rows_of, number, config, image.annotations)
 
-    return read_images(fileio.read_bytes(manifest.path), manifest.path, row)
+    return read_images(fileio.read_bytes(manifest.path), manifest.path, row, config.masks)
 
 
 def read_all(manifest: ManifestFile, config: ReadConfig) -> Iterator[TreeItem]:
