@@ -188,15 +188,30 @@ def _turned_point(x: float, y: float, orientation: int) -> tuple[float, float]:
             6: (1 - y, x), 7: (1 - y, 1 - x), 8: (y, 1 - x)}[orientation]  # fmt: skip
 
 
+def outline(mask: np.ndarray) -> np.ndarray:
+    """The pixels of a mask next to (or on) its edge: those with a neighbour of the other
+    value, among the 8 around them."""
+    height, width = mask.shape
+    padded = np.pad(mask, 1, mode="edge")
+    near = [padded[1 + dy : 1 + dy + height, 1 + dx : 1 + dx + width]
+            for dy in (-1, 0, 1) for dx in (-1, 0, 1)]  # fmt: skip
+    return np.any([pixels != mask for pixels in near], axis=0)
+
+
+class ExpectedMask(NamedTuple):
+    pixels: np.ndarray  # height x width, 1 inside
+    edges: np.ndarray  # bool: the pixels near the outline of any of its rings
+
+
 def expected_masks(
     dataset: CocoDataset, sizes: dict[str, tuple[int, int]], exif_transpose: bool = False,
     resized: bool = False,
-) -> dict[str, list[np.ndarray]]:  # fmt: skip
+) -> dict[str, list[ExpectedMask]]:  # fmt: skip
     """Per key, the masks of the objects `expected_objects` keeps, in order: each outline
     normalised to its file's grid, turned as the pixels are, drawn at the stored `sizes`
     (key -> width, height, as the records say)."""
     grids = {str(e["id"]): (e["width"], e["height"]) for e in dataset.document["images"]}
-    expected: dict[str, list[np.ndarray]] = {key: [] for key in grids}
+    expected: dict[str, list[ExpectedMask]] = {key: [] for key in grids}
     kept = expected_objects(dataset, exif_transpose, resized)
     ids = {key: iter(kept[key]) for key in kept}
     for item in dataset.document["annotations"]:
@@ -214,7 +229,8 @@ def expected_masks(
             points = (_turned_point(u / width, v / height, turn)
                       for u, v in zip(ring[0::2], ring[1::2], strict=True))  # fmt: skip
             rings.append([c for u, v in points for c in (u * stored_width, v * stored_height)])
-        expected[key].append(rasterised(rings, stored_width, stored_height))
+        edges = np.any([outline(rasterised([ring], *sizes[key])) for ring in rings], axis=0)
+        expected[key].append(ExpectedMask(rasterised(rings, *sizes[key]), edges))
     assert all(next(rest, None) is None for rest in ids.values())
     return expected
 
