@@ -136,7 +136,5 @@ def test_preview_draws_a_detection_records_boxes_and_files_it_under_each_label(t
     sheet = Image.open(target).convert("RGB")
     cat = Image.new("RGB", (1, 1), BOX_COLOURS[0]).getpixel((0, 0))
     assert sheet.getpixel((4 + 25, 4 + 60)) == cat  # the cat box's left edge, half way down
-    assert (
-        sheet.getpixel((4 + 50, 4 + 20)) == (128, 128, 128)
-        or abs(sheet.getpixel((4 + 50, 4 + 20))[0] - 128) <= 2
-    )  # inside: the image itself
+    inside = sheet.getpixel((4 + 50, 4 + 20))  # the image itself: flat grey, as JPEG keeps it
+    assert all(abs(channel - 128) <= 3 for channel in inside)
