@@ -124,3 +124,20 @@ def test_objects_without_masks_are_bad_annotations_and_jsonl_masks_convert(coco,
     left, whole = tf.io.decode_png(left)[..., 0].numpy(), tf.io.decode_png(whole)[..., 0].numpy()
     assert whole.shape == (height, width) and whole.all()
     assert left[:, : width // 2].all() and not left[:, -(-width // 2) :].any()
+
+
+def test_tfds_and_load_read_the_same_masks(coco, tmp_path):
+    import tensorflow_datasets as tfds
+
+    from pipeline.load import load
+
+    version, _ = _convert(coco.instances, tmp_path / "out", "--num_shards", "1", "--masks")
+    ours = load(str(version), "train", batch_size=None, image_size=None, shuffle_buffer=0,
+                with_features=True)  # fmt: skip
+    theirs = tfds.builder_from_directory(str(version)).as_dataset(split="train")
+
+    def masks(examples) -> dict:
+        return {e["image/source_id"].numpy(): e[MASK_KEY].numpy().tolist() for e in examples}
+
+    read = masks(ours)
+    assert read == masks(theirs) and sum(map(len, read.values())) > 200
