@@ -135,6 +135,14 @@ def test_an_rle_of_another_size_than_its_grid_is_a_bad_annotation():
         drawn(masks.parse({"size": [2, 3], "counts": [6]}), 2, 3)
 
 
+def test_an_outline_far_longer_than_the_images_is_a_bad_annotation():
+    """Drawing walks the outline: one with a coordinate of 1e12 would walk for hours."""
+    with pytest.raises(RowError, match="over 16 times as long as the image's"):
+        drawn(masks.parse([[0, 0, 1e12, 0, 0, 5]]), 8, 6)
+    along = [0, 0, 8, 0, 8, 6, 0, 6] * 15  # the image's own outline, 15 times: drawn
+    assert drawn(masks.parse([along]), 8, 6).all()
+
+
 # A mask on a 5 x 3 grid whose every turn is told apart: one pixel, at column 1 of row 0.
 ONE_PIXEL = masks.parse({"size": [3, 5], "counts": [3, 1, 11]})
 

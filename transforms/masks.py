@@ -8,11 +8,11 @@ outside (transforms/pixels.py `mask_png` turns, resizes and encodes them).
 
 Polygons are rasterised by pycocotools' own rule (`rleFrPoly` in its maskApi.c), ported
 here operation for operation, so a mask is the one Google's converter writes for the same
-polygon (tests compare the two on many shapes). Pillow's ImageDraw is not used for them: it
-truncates vertices to whole pixels and fills a closed boundary, so its shapes are a pixel
-wider and taller than COCO's. The rule: vertices are taken to a fifth of a pixel, and a pixel
-is inside when its centre is, left and top edges included. The rings of one object are
-unioned, each filled by the even-odd rule (a hole is its own ring only in an RLE).
+polygon (the README says how the two were compared; pycocotools is no dependency). Pillow's
+ImageDraw is not used for them: it truncates vertices to whole pixels and fills a closed
+outline, so its shapes are a pixel wider and taller than COCO's. The rule, roughly: a pixel
+is inside when its centre is, vertices taken to a fifth of a pixel. Each ring is filled by
+the even-odd rule, and the rings of one object are unioned.
 
 Parsed segmentations are held until their shard is written, so they are kept compact:
 polygon coordinates as arrays of doubles, RLE counts as an array of integers.
@@ -27,6 +27,10 @@ from transforms.errors import bad_annotation as bad
 from transforms.errors import shown
 
 _SCALE = 5  # pycocotools draws polygons on a grid five times finer than the pixels'
+# Drawing walks an outline step by step, so its length is its cost: an object's rings may be
+# this many times as long as the image's own outline (real ones are a fraction of it; a
+# coordinate of 1e12 would walk for hours).
+MAX_LAPS = 16
 _NUMBER = (int, float)
 # With --masks, an object without one is a `bad_annotation`: a record holds a mask for every
 # box, and an empty one would teach a model that the object is not there.
@@ -126,12 +130,12 @@ def decoded_counts(text: str) -> array:
     return counts
 
 
-def polygon_counts(ring: Sequence[float], height: int, width: int) -> list[int]:
+def polygon_counts(vertices: tuple[list, list], height: int, width: int) -> list[int]:
     """A ring's column-major run-length counts on a height x width grid, as pycocotools'
-    `rleFrPoly` makes them: the outline walked on the finer grid, the points where it crosses
-    a column of pixel centres kept (clamped to the image), and each of them toggling inside
-    and outside from there down the column."""
-    crossings = sorted(x * height + y for x, y in _column_crossings(ring, height, width))
+    `rleFrPoly` makes them from its `vertices` on the finer grid (`_fine`): the outline
+    walked, the points where it crosses a column of pixel centres kept (clamped to the
+    image), and each of them toggling inside and outside from there down the column."""
+    crossings = sorted(x * height + y for x, y in _column_crossings(vertices, height, width))
     runs, previous = [], 0
     for position in (*crossings, height * width):
         runs.append(position - previous)
@@ -148,15 +152,25 @@ def polygon_counts(ring: Sequence[float], height: int, width: int) -> list[int]:
     return counts
 
 
-def _outline(ring: Sequence[float]) -> Iterator[tuple[int, int]]:
-    """The ring's outline as points of the finer grid, edge after edge, each edge's points
-    from its start to its end one step apart along its longer side."""
+def _fine(ring: Sequence[float]) -> tuple[list[int], list[int]]:
+    """A ring's vertices on the finer grid (x's, y's), the first again at the end."""
     points = len(ring) // 2
     xs = [int(_SCALE * ring[2 * j] + 0.5) for j in range(points)]
     ys = [int(_SCALE * ring[2 * j + 1] + 0.5) for j in range(points)]
-    xs.append(xs[0])
-    ys.append(ys[0])
-    for j in range(points):
+    return xs + xs[:1], ys + ys[:1]
+
+
+def _steps(vertices: tuple[list, list]) -> int:
+    """How many points walking the ring's outline visits (`_outline`)."""
+    xs, ys = vertices
+    return sum(max(abs(xs[j + 1] - xs[j]), abs(ys[j + 1] - ys[j])) + 1 for j in range(len(xs) - 1))
+
+
+def _outline(vertices: tuple[list, list]) -> Iterator[tuple[int, int]]:
+    """The ring's outline as points of the finer grid, edge after edge, each edge's points
+    from its start to its end one step apart along its longer side."""
+    xs, ys = vertices
+    for j in range(len(xs) - 1):
         x0, x1, y0, y1 = xs[j], xs[j + 1], ys[j], ys[j + 1]
         dx, dy = abs(x1 - x0), abs(y0 - y1)
         flip = (dx >= dy and x0 > x1) or (dx < dy and y0 > y1)
@@ -174,11 +188,11 @@ def _outline(ring: Sequence[float]) -> Iterator[tuple[int, int]]:
                 yield int(x0 + slope * t + 0.5), t + y0
 
 
-def _column_crossings(ring: Sequence[float], height: int, width: int) -> Iterator[tuple]:
+def _column_crossings(vertices: tuple, height: int, width: int) -> Iterator[tuple]:
     """(column, row) where the outline passes a column of pixel centres: the first pixel of
     that column below the outline."""
     previous = None
-    for u, v in _outline(ring):
+    for u, v in _outline(vertices):
         if previous is not None and u != previous[0]:
             column = ((u if u < previous[0] else u - 1) + 0.5) / _SCALE - 0.5
             if math.floor(column) == column and 0 <= column <= width - 1:
@@ -190,7 +204,8 @@ def _column_crossings(ring: Sequence[float], height: int, width: int) -> Iterato
 def mask_bytes(segmentation: Segmentation, width: int, height: int, normalized: bool) -> bytes:
     """The mask on a width x height grid, a byte a pixel (1 inside, 0 outside), column by
     column. Polygons in fractions of the image (`normalized`) are scaled to it first; an RLE
-    must be of the grid's size."""
+    must be of the grid's size; an outline longer than MAX_LAPS times the image's is a
+    `bad_annotation`."""
     if isinstance(segmentation, Rle):
         if (segmentation.height, segmentation.width) != (height, width):
             raise bad(
@@ -201,7 +216,10 @@ def mask_bytes(segmentation: Segmentation, width: int, height: int, normalized: 
     rings = segmentation.rings
     if normalized:
         rings = tuple(_scaled(ring, width, height) for ring in rings)
-    return _painted((polygon_counts(ring, height, width) for ring in rings), height * width)
+    vertices = [_fine(ring) for ring in rings]
+    if sum(map(_steps, vertices)) > MAX_LAPS * 2 * _SCALE * (width + height):
+        raise bad(f"the segmentation's outline is over {MAX_LAPS} times as long as the image's")
+    return _painted((polygon_counts(ring, height, width) for ring in vertices), height * width)
 
 
 def _scaled(ring: array, width: int, height: int) -> array:
