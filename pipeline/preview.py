@@ -1,7 +1,8 @@
 """`tfrecord-pipeline preview OUTPUT -o grid.png`: a contact sheet of what went into the shards.
 
 Decoded from the records themselves (so it shows what training will see), labelled with the
-class text and id: N per class, one row each, or N random records. No TensorFlow.
+class text and id: N per class, one row each, or N random records. A detection record's
+classes are its objects' (each once), and its boxes are drawn. No TensorFlow.
 """
 
 import io
@@ -11,10 +12,12 @@ from PIL import Image, ImageDraw
 
 from pipeline.reader import examples, open_dataset
 from transforms import fileio
-from transforms.examples import LABEL_KEY, LABEL_TEXT_KEY, RAW_KEY
+from transforms.examples import LABEL_KEY, LABEL_TEXT_KEY, OBJECT_LABEL_KEY, RAW_KEY
 
 THUMB = 128
 LABEL_HEIGHT = 14
+OBJECT_TEXT_KEY = "image/object/class/text"
+_BOX_SIDES = tuple(f"image/object/bbox/{side}" for side in ("xmin", "ymin", "xmax", "ymax"))
 
 
 def _image(example: dict) -> Image.Image:
@@ -30,7 +33,7 @@ def pick(records, per_class: int | None, sample: int | None, seed: int) -> list[
     if per_class:
         rows: dict[int, list[dict]] = {}
         for record in records:
-            for label in _as_list(record.get(LABEL_KEY, [])):  # each of its labels' rows
+            for label in _labels(record, LABEL_KEY, OBJECT_LABEL_KEY):  # each label's row
                 row = rows.setdefault(label, [])
                 if len(row) < per_class:
                     row.append(record)
@@ -46,16 +49,29 @@ def pick(records, per_class: int | None, sample: int | None, seed: int) -> list[
     return [chosen[i : i + columns] for i in range(0, len(chosen), columns)]
 
 
-def _as_list(value) -> list:
-    """A feature's values as a list: a scalar, or a list feature's (several labels)."""
-    return value if isinstance(value, list) else [value]
+def _labels(example: dict, key: str, object_key: str) -> list:
+    """A record's label ids (or texts): its label, its several labels, or (a detection
+    record) its objects' labels, each once."""
+    if key in example:
+        value = example[key]
+        return value if isinstance(value, list) else [value]
+    return list(dict.fromkeys(example.get(object_key, [])))
 
 
 def _caption(example: dict) -> str:
     """The label text and id under a thumbnail; an image's several labels, comma-separated."""
-    texts = [text.decode("utf-8", "replace") for text in _as_list(example.get(LABEL_TEXT_KEY, []))]
-    ids = ",".join(map(str, _as_list(example.get(LABEL_KEY, []))))
+    texts = _labels(example, LABEL_TEXT_KEY, OBJECT_TEXT_KEY)
+    texts = [text.decode("utf-8", "replace") for text in texts]
+    ids = ",".join(map(str, _labels(example, LABEL_KEY, OBJECT_LABEL_KEY)))
     return f"{','.join(texts)[:14]} ({ids})"
+
+
+def _draw_boxes(draw: ImageDraw.ImageDraw, example: dict, left: int, top: int, size) -> None:
+    """A detection record's boxes (normalised to its image) on its thumbnail at (left, top)."""
+    for xmin, ymin, xmax, ymax in zip(*(example.get(key, []) for key in _BOX_SIDES), strict=False):
+        corners = (left + xmin * size[0], top + ymin * size[1],
+                   left + xmax * size[0], top + ymax * size[1])  # fmt: skip
+        draw.rectangle(corners, outline="yellow")
 
 
 def contact_sheet(rows: list[list[dict]]) -> Image.Image:
@@ -69,6 +85,7 @@ def contact_sheet(rows: list[list[dict]]) -> Image.Image:
             thumb.thumbnail((THUMB, THUMB))
             left, top = 4 + x * cell[0], 4 + y * cell[1]
             sheet.paste(thumb, (left, top))
+            _draw_boxes(draw, example, left, top, thumb.size)
             caption = _caption(example)
             draw.text((left, top + THUMB + 2), caption, fill="black")
     return sheet
