@@ -1,17 +1,25 @@
 """Detection, multi-label and preset inputs as a hostile user writes them: each test names what
 must hold where an earlier build did not."""
 
+import json
+import random
 import struct
+from pathlib import Path
 
 import pytest
-from conftest import read_manifest, write_manifest
+from conftest import crop, encode, photo, read_manifest, write_manifest
 from detection_data import make_coco
 
 from pipeline.convert import run
+from pipeline.metadata import INFO_FILE, DatasetInfo
 from pipeline.preview import preview
+from pipeline.reader import examples
 from transforms.detection import Annotation, Frame, Placement, placed
+from transforms.errors import UserError
 from transforms.manifest import ManifestRow, ReadConfig
 from transforms.sources import describe
+
+PHOTO = photo()
 
 
 def _float32(value: float) -> float:
@@ -51,3 +59,66 @@ def coco_dataset(tmp_path_factory):
 def test_preview_of_a_detection_dataset_shows_its_images_by_object_class(coco_dataset, tmp_path):
     shown = preview(str(coco_dataset), "train", str(tmp_path / "grid.png"), 2, None)
     assert shown > 0
+
+
+def _coco(path, image_id: int, image: str, category: dict):
+    document = {
+        "images": [{"id": image_id, "file_name": image}],
+        "annotations": [
+            {"id": 1, "image_id": image_id, "category_id": category["id"], "bbox": [1, 1, 20, 20]}
+        ],  # fmt: skip
+        "categories": [category],
+    }
+    path.write_text(json.dumps(document))
+    return path
+
+
+def _object_labels(version) -> dict[str, tuple[list[int], list[str]]]:
+    """Each record's (object label ids, texts) by key, read without TensorFlow."""
+    info = DatasetInfo.from_json((version / INFO_FILE).read_text())
+    return {
+        example["image/source_id"].decode(): (
+            example["image/object/class/label"],
+            [text.decode() for text in example["image/object/class/text"]],
+        )
+        for example in examples(str(version), info, "train")
+    }
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="COCO and JSONL labels go into one label map: names among them renumber COCO's "
+    "category ids (a fix needs the label stage to know which labels are category ids)",
+)
+def test_a_coco_category_id_is_kept_beside_a_jsonl_manifest_with_label_names(tmp_path):
+    photo = tmp_path / "a.jpg"
+    photo.write_bytes(encode(crop(PHOTO, random.Random(1))))
+    instances = _coco(tmp_path / "instances.json", 7, "a.jpg", {"id": 1, "name": "person"})
+    named = write_manifest(tmp_path / "more.jsonl", [
+        {"image_uri": "a.jpg", "key": "b", "box_format": "xywh",
+         "objects": [{"bbox": [1, 1, 5, 5], "label": "cup"}]}])  # fmt: skip
+    argv = ["--manifest", str(instances), str(named), "--output", str(tmp_path / "out")]
+    try:
+        converted = run([*argv, "--no_progress"])
+    except UserError:
+        return  # refusing the mix is as good as keeping the id
+    assert _object_labels(Path(converted.folder))["7"] == ([1], ["person"])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="each COCO file's categories are checked on their own: one id named two ways "
+    "across files is not found (a fix needs the ids' names gathered across manifests)",
+)
+def test_one_category_id_named_two_ways_in_two_coco_files_is_not_converted(tmp_path):
+    photo = tmp_path / "a.jpg"
+    photo.write_bytes(encode(crop(PHOTO, random.Random(1))))
+    first = _coco(tmp_path / "a.json", 1, "a.jpg", {"id": 1, "name": "person"})
+    second = _coco(tmp_path / "b.json", 2, "a.jpg", {"id": 1, "name": "dog"})
+    argv = ["--manifest", str(first), str(second), "--output", str(tmp_path / "out")]
+    try:
+        converted = run([*argv, "--no_progress", "--max_error_rate", "1"])
+    except UserError:
+        return
+    texts = {texts[0] for _, texts in _object_labels(Path(converted.folder)).values()}
+    assert len(texts) == 1, f"label 1 stored as {sorted(texts)}"
