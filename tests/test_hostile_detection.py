@@ -122,3 +122,23 @@ def test_one_category_id_named_two_ways_in_two_coco_files_is_not_converted(tmp_p
         return
     texts = {texts[0] for _, texts in _object_labels(Path(converted.folder)).values()}
     assert len(texts) == 1, f"label 1 stored as {sorted(texts)}"
+
+
+def test_the_tpu_imagenet_preset_refuses_multi_label(tmp_path):
+    # The reference readers parse image/class/label as one int64: a list fails them.
+    argv = ["--manifest", str(tmp_path / "tags.jsonl"), "--output", str(tmp_path / "out")]
+    with pytest.raises(UserError, match="one label an image"):
+        run([*argv, "--multi_label", "--preset", "tpu-imagenet"])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a dataset is found to be detection after the options are checked; nothing then "
+    "refuses the classification-only --multi_label and --preset (both silently ignored)",
+)
+@pytest.mark.parametrize("flags", [["--multi_label"], ["--preset", "tpu-imagenet"]])
+def test_a_detection_dataset_refuses_classification_only_flags(coco_dataset, tmp_path, flags):
+    instances = coco_dataset.parent / "instances.json"
+    argv = ["--manifest", str(instances), "--output", str(tmp_path / "out"), "--no_progress"]
+    with pytest.raises(UserError):
+        run([*argv, "--num_shards", "1", *flags])
