@@ -17,6 +17,7 @@ with them (`placed`).
 """
 
 import math
+import struct
 from collections.abc import Iterable
 from typing import NamedTuple
 
@@ -86,6 +87,11 @@ class Placement(NamedTuple):
     applied: int  # the orientation the stored pixels were turned by: `orientation` or 1
     width: int  # the stored image
     height: int
+
+
+def _as_stored(value: float) -> float:
+    """A coordinate as the record stores it: float32, which tells fewer boxes apart."""
+    return struct.unpack("<f", struct.pack("<f", value))[0]
 
 
 def bad(message: str) -> RowError:
@@ -217,7 +223,7 @@ def placed(
 ) -> tuple[tuple[PlacedObject, ...], int]:
     """The objects as the stored image has them, and how many were dropped: each box
     normalised, clipped to the image, turned as its pixels were; one left with no area
-    (outside the image, or of no width or height) is dropped."""
+    (outside the image, or of no width or height once stored as float32) is dropped."""
     kept, dropped = [], 0
     stored_pixels = placement.width * placement.height
     for item in annotations:
@@ -236,7 +242,8 @@ def placed(
         else:
             box = oriented(box, placement.applied)
         xmin, ymin, xmax, ymax = box
-        if xmax <= xmin or ymax <= ymin:
+        left, top, right, bottom = map(_as_stored, box)  # narrower than float32 tells: none
+        if right <= left or bottom <= top:
             dropped += 1
             continue
         if item.area is None:
