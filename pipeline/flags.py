@@ -74,7 +74,8 @@ FLAGS = (
     Flag("--preset", "|".join(PRESETS), _choices(PRESETS),
          "the conventions of the readers named: `tpu-imagenet` (the TPU reference ImageNet "
          "readers, which subtract 1 from the label) sets `--label_offset 1` and `--num_shards "
-         "train=1024,validation=128`; a flag given too wins (see \"Reading the shards\")"),
+         "train=1024,validation=128`; a flag given too wins (see \"Reading the shards\"); its "
+         "readers take one label an image, so `--multi_label` is refused"),
     Flag("--multi_label", "", SWITCH,
          "several labels an image: a CSV label cell is split on `--label_separator`, a JSONL "
          "or Parquet label may be a list (`[]`: none); records hold lists of ids and texts, "

@@ -170,6 +170,10 @@ class ConvertOptions:
             (0 <= self.max_error_rate <= 1, "--max_error_rate must be between 0 and 1"),
             (self.label_offset >= 0, "--label_offset must be 0 or more"),
             (self.preset in (None, *PRESETS), f"--preset must be one of {', '.join(PRESETS)}"),
+            (
+                not (self.preset and self.multi_label),
+                f"--preset {self.preset}: its readers take one label an image, not --multi_label",
+            ),
             (self.max_pixels > 0, "--max_pixels must be positive"),
             (self.max_decode_mb > 0, "--max_decode_mb must be positive"),
             (self.max_scans > 0, "--max_scans must be positive"),

@@ -17,6 +17,7 @@ with them (`placed`).
 """
 
 import math
+import struct
 from collections.abc import Iterable
 from typing import NamedTuple
 
@@ -90,6 +91,11 @@ class Placement(NamedTuple):
     applied: int  # the orientation the stored pixels were turned by: `orientation` or 1
     width: int  # the stored image
     height: int
+
+
+def _as_stored(value: float) -> float:
+    """A coordinate as the record stores it: float32, which tells fewer boxes apart."""
+    return struct.unpack("<f", struct.pack("<f", value))[0]
 
 
 def _finite(value: object, what: str) -> float:
@@ -244,7 +250,7 @@ def placed(
     """The objects as the stored image has them, and how many were dropped: each box
     normalised, clipped to the image, turned as its pixels were (and its mask, if it has
     one, drawn, turned and resized with them); one left with no area (outside the image, or
-    of no width or height) is dropped."""
+    of no width or height once stored as float32) is dropped."""
     kept, dropped = [], 0
     stored_pixels = placement.width * placement.height
     for item in annotations:
@@ -254,8 +260,10 @@ def placed(
         else:
             box = (item.xmin / width, item.ymin / height, item.xmax / width, item.ymax / height)
         box = tuple(min(1.0, max(0.0, value)) for value in box)
-        xmin, ymin, xmax, ymax = oriented(box, turn)
-        if xmax <= xmin or ymax <= ymin:
+        box = oriented(box, turn)
+        xmin, ymin, xmax, ymax = box
+        left, top, right, bottom = map(_as_stored, box)  # narrower than float32 tells: none
+        if right <= left or bottom <= top:
             dropped += 1
             continue
         if item.area is None:

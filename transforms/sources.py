@@ -106,7 +106,7 @@ def describe(path: str, number: int, config: ReadConfig) -> ManifestFile:
             size = stream.seek(0, io.SEEK_END)
             detection = False
             if kind == "jsonl":
-                kind, detection = _json_kind(stream)
+                kind, detection = _json_kind(stream, size)
             if kind == "parquet":
                 columns, body, has_rows = _read_footer(stream, path, config)
             elif kind == "coco":
@@ -124,14 +124,20 @@ def describe(path: str, number: int, config: ReadConfig) -> ManifestFile:
     return ManifestFile(number, path, kind, columns, body, size, detection)
 
 
-def _json_kind(stream) -> tuple[str, bool]:
-    """("coco" or "jsonl", whether its rows list objects), from a JSON manifest's start."""
+def _json_kind(stream, size: int) -> tuple[str, bool]:
+    """("coco" or "jsonl", whether its rows list objects), from a JSON manifest's start: its
+    first row is read whole (a crowded image's objects run past the first read), up to the
+    longest line a manifest may hold."""
     stream.seek(0)
     head = stream.read(HEAD_BYTES).removeprefix(BOM)
-    text = head.decode("utf-8", "replace")  # a JSONL file's first lines are checked after
-    if is_coco_start(text):
+    if is_coco_start(head.decode("utf-8", "replace")):
         return "coco", True
-    first = next((line for line in text.split("\n") if line.strip()), "")
+    first = ""
+    for _, line in piece_lines(stream.seek, stream.read, 0, size, 0, HEAD_BYTES):
+        # a JSONL file's first lines are checked after; one too long is a bad row
+        first = "" if line is None else line.removeprefix(BOM).decode("utf-8", "replace")
+        if line is None or first.strip():
+            break
     try:
         row = json.loads(first)
     except ValueError:
