@@ -19,7 +19,6 @@ from pipeline.publish import Target
 from pipeline.refresh import assemble
 from pipeline.runners import describe, writer_processes
 from transforms import error_files
-from transforms.sources import check_manifests, detection_config
 from transforms.steps import (
     AssignShards,
     DropDuplicateContent,
@@ -65,9 +64,7 @@ def build_pipeline(
 ):
     """Add the conversion into `target` to `p`; returns the PCollection holding the one
     DatasetInfo."""
-    read_config = options.read_config()
-    manifests = check_manifests(options.manifest, read_config)
-    read_config = detection_config(manifests, read_config)
+    manifests, read_config = options.manifests()
     runner = describe(p.runner, p.options)
     processes = writer_processes(options.processes, runner)
     write_config = options.write_config(

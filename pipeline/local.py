@@ -37,7 +37,7 @@ from transforms.shard_writer import (
     available_cores,
     stored_size,
 )
-from transforms.sources import ManifestFile, check_manifests, detection_config, read_all
+from transforms.sources import ManifestFile, read_all
 
 
 def convert_here(options: ConvertOptions, target: Target) -> DatasetInfo:
@@ -65,9 +65,7 @@ def write_here(
     if progress_dir:
         stack.enter_context(ProgressBar(progress_dir))
     previous = refresh.published(target, options.label_offset)
-    read_config = options.read_config()
-    manifests = check_manifests(options.manifest, read_config)
-    read_config = detection_config(manifests, read_config)
+    manifests, read_config = options.manifests()
     rows, errors, skipped, negatives = read_rows(manifests, read_config)
     inherited = previous.labels() if previous else None
     plan = _plan(rows, options, progress_dir, inherited, read_config.detection)

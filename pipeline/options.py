@@ -19,6 +19,7 @@ from transforms.plan import LabelSource, ShardCounts, parse_shard_counts
 from transforms.records import MAX_RECORD_BYTES
 from transforms.shard_writer import DEFAULT_MAX_FILE_MB, WriteConfig
 from transforms.sharding import DEFAULT_TARGET_SHARD_MB
+from transforms.sources import ManifestFile, check_manifests, detection_config
 from transforms.splits import parse_split_spec
 
 # Flags that change how this machine runs the job, not the dataset: kept out of its metadata.
@@ -107,6 +108,25 @@ class ConvertOptions:
             drop_negatives=self.drop_negatives,
             masks=self.masks,
         )
+
+    def manifests(self) -> tuple[list[ManifestFile], ReadConfig]:
+        """The manifests, each checked from its start, and how their rows are read: a
+        detection dataset when they list objects. Raises UserError for manifests of both
+        kinds, a COCO file beside other manifests (its labels are category ids, which other
+        manifests' labels would renumber), and classification-only flags on detection."""
+        manifests = check_manifests(self.manifest, self.read_config())
+        read_config = detection_config(manifests, self.read_config())
+        coco = [manifest.path for manifest in manifests if manifest.kind == "coco"]
+        if coco and len(coco) < len(manifests):
+            other = next(m.path for m in manifests if m.kind != "coco")
+            raise UserError(
+                f"{coco[0]} is COCO and {other} is not: a COCO file's labels are its category "
+                "ids, which other manifests' labels would renumber; convert them apart"
+            )
+        if read_config.detection and (self.multi_label or self.preset):
+            flag = "--multi_label" if self.multi_label else f"--preset {self.preset}"
+            raise UserError(f"{flag} is for classification; {manifests[0].path} lists objects")
+        return manifests, read_config
 
     def image_config(self) -> ImageConfig:
         return ImageConfig(

@@ -7,7 +7,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from conftest import crop, encode, photo, read_manifest, write_manifest
+from conftest import BEAM, crop, encode, error_rows, photo, read_manifest, write_manifest
 from detection_data import make_coco
 
 from pipeline.convert import run
@@ -85,11 +85,6 @@ def _object_labels(version) -> dict[str, tuple[list[int], list[str]]]:
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="COCO and JSONL labels go into one label map: names among them renumber COCO's "
-    "category ids (a fix needs the label stage to know which labels are category ids)",
-)
 def test_a_coco_category_id_is_kept_beside_a_jsonl_manifest_with_label_names(tmp_path):
     photo = tmp_path / "a.jpg"
     photo.write_bytes(encode(crop(PHOTO, random.Random(1))))
@@ -105,23 +100,21 @@ def test_a_coco_category_id_is_kept_beside_a_jsonl_manifest_with_label_names(tmp
     assert _object_labels(Path(converted.folder))["7"] == ([1], ["person"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="each COCO file's categories are checked on their own: one id named two ways "
-    "across files is not found (a fix needs the ids' names gathered across manifests)",
-)
-def test_one_category_id_named_two_ways_in_two_coco_files_is_not_converted(tmp_path):
+@pytest.mark.parametrize("runner", [[], BEAM])
+def test_one_category_id_named_two_ways_in_two_coco_files_is_not_converted(tmp_path, runner):
     photo = tmp_path / "a.jpg"
     photo.write_bytes(encode(crop(PHOTO, random.Random(1))))
     first = _coco(tmp_path / "a.json", 1, "a.jpg", {"id": 1, "name": "person"})
     second = _coco(tmp_path / "b.json", 2, "a.jpg", {"id": 1, "name": "dog"})
-    argv = ["--manifest", str(first), str(second), "--output", str(tmp_path / "out")]
-    try:
-        converted = run([*argv, "--no_progress", "--max_error_rate", "1"])
-    except UserError:
-        return
-    texts = {texts[0] for _, texts in _object_labels(Path(converted.folder)).values()}
-    assert len(texts) == 1, f"label 1 stored as {sorted(texts)}"
+    argv = ["--manifest", str(second), str(first), "--output", str(tmp_path / "out")]
+    converted = run([*argv, "--no_progress", "--max_error_rate", "1", *runner])
+    labels = _object_labels(Path(converted.folder))
+    assert labels == {"2": ([1], ["dog"])}  # the first manifest's name; the other image is an error
+    (error,) = error_rows(Path(converted.folder))
+    assert (
+        error["reason"] == "bad_annotation"
+        and "'person' here, 'dog' in manifest 1" in error["message"]
+    )
 
 
 def test_the_tpu_imagenet_preset_refuses_multi_label(tmp_path):
@@ -131,11 +124,6 @@ def test_the_tpu_imagenet_preset_refuses_multi_label(tmp_path):
         run([*argv, "--multi_label", "--preset", "tpu-imagenet"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a dataset is found to be detection after the options are checked; nothing then "
-    "refuses the classification-only --multi_label and --preset (both silently ignored)",
-)
 @pytest.mark.parametrize("flags", [["--multi_label"], ["--preset", "tpu-imagenet"]])
 def test_a_detection_dataset_refuses_classification_only_flags(coco_dataset, tmp_path, flags):
     instances = coco_dataset.parent / "instances.json"

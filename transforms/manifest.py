@@ -103,6 +103,11 @@ def row_position(manifest_number: int, offset: int | None) -> int:
 COCO_IMAGES = "#images"  # what a COCO file's rows add to its path: their offset is an index
 
 
+def manifest_number(row: ManifestRow) -> int:
+    """The place among --manifest of the manifest a row came from (see row_position)."""
+    return row.position >> _OFFSET_BITS
+
+
 def record_source(manifest: str, offset: int) -> str:
     """Where a record is, for error reports: `<manifest>@<byte offset>` for a CSV or JSONL line
     (`tail -c +<offset + 1> <manifest> | head -n 1` prints it), `<manifest>#<row index>` for a
