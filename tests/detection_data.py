@@ -235,7 +235,7 @@ def expected_masks(
     return expected
 
 
-def _turned(box, orientation):
+def turned_box(box, orientation):
     """A normalised box of a file's grid on its upright image, per EXIF orientation."""
     x0, y0, x1, y1 = box
     return {
@@ -277,7 +277,7 @@ def expected_objects(
             continue
         fmt, orientation = dataset.images[key]
         if fmt != "JPEG" or exif_transpose or resized:
-            box = _turned(box, orientation)
+            box = turned_box(box, orientation)
         area = item.get("area")
         fraction = None if area is None else area / (width * height)
         category = item["category_id"]

@@ -6,6 +6,7 @@ import io
 
 import pytest
 from conftest import encode, photo
+from detection_data import turned_box
 from PIL import Image, ImageDraw
 
 from transforms.detection import Annotation, Frame, Placement, placed
@@ -14,22 +15,6 @@ from transforms.images import ImageConfig, normalise
 WIDTH, HEIGHT = 240, 160
 # (colour, box in pixels of the file's grid: xmin, ymin, xmax, ymax)
 RECTANGLES = (((255, 0, 0), (24, 16, 96, 64)), ((0, 0, 255), (144, 80, 216, 144)))
-
-
-def _expected(box, orientation):
-    """A normalised box of the file's grid on the upright image, written out for each EXIF
-    orientation (as Pillow's exif_transpose turns pixels: 6 a quarter turn clockwise)."""
-    x0, y0, x1, y1 = box
-    return {
-        1: (x0, y0, x1, y1),
-        2: (1 - x1, y0, 1 - x0, y1),
-        3: (1 - x1, 1 - y1, 1 - x0, 1 - y0),
-        4: (x0, 1 - y1, x1, 1 - y0),
-        5: (y0, x0, y1, x1),
-        6: (1 - y1, x0, 1 - y0, x1),
-        7: (1 - y1, 1 - x1, 1 - y0, 1 - x0),
-        8: (y0, 1 - x1, y1, 1 - x0),
-    }[orientation]
 
 
 def _file(orientation: int, fmt: str = "JPEG") -> bytes:
@@ -83,7 +68,7 @@ def test_boxes_cover_their_rectangles_in_the_stored_image(orientation, name):
     assert pixels.size == (stored.width, stored.height)
     for item, (colour, box) in zip(objects, RECTANGLES, strict=True):
         normalised = (box[0] / WIDTH, box[1] / HEIGHT, box[2] / WIDTH, box[3] / HEIGHT)
-        expected = _expected(normalised, stored.applied)
+        expected = turned_box(normalised, stored.applied)
         assert item[2:6] == pytest.approx(expected, abs=1e-6)
         inside = _inside_colour(pixels, item[2:6])
         assert all(abs(a - b) < 40 for a, b in zip(inside, colour, strict=True)), inside
@@ -100,7 +85,7 @@ def test_boxes_drawn_on_the_upright_image_land_on_the_stored_one(orientation):
     placement = Placement(WIDTH, HEIGHT, orientation, 1, stored.width, stored.height)
     upright = []
     for index, (_, box) in enumerate(RECTANGLES):
-        turned = _expected((box[0] / WIDTH, box[1] / HEIGHT, box[2] / WIDTH, box[3] / HEIGHT),
+        turned = turned_box((box[0] / WIDTH, box[1] / HEIGHT, box[2] / WIDTH, box[3] / HEIGHT),
                            orientation)  # fmt: skip
         upright.append(Annotation(str(index), *turned, frame=Frame(True, HEIGHT, WIDTH)))
     objects, _ = placed(upright, placement)

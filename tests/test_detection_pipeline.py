@@ -12,10 +12,9 @@ import pytest
 import tensorflow as tf
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
-from conftest import BEAM, error_rows, write_manifest
+from conftest import BEAM, convert_into, error_rows, version_files, write_manifest
 from detection_data import NEGATIVES, expected_objects, make_coco
 
-from pipeline.convert import run
 from pipeline.load import parsing_spec
 from transforms.examples import OBJECT_FEATURES
 from transforms.labels import label_map_from_labels
@@ -103,16 +102,6 @@ def test_the_read_step_gives_coco_rows_negatives_and_orphans(tmp_path):
                     label="Orphans")  # fmt: skip
 
 
-def _convert(manifest, output, *flags):
-    argv = ["--manifest", str(manifest), "--output", str(output), "--no_progress", *flags]
-    converted = run(argv)
-    return Path(converted.folder), converted.info
-
-
-def _files(version: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(version)): p.read_bytes() for p in version.rglob("*") if p.is_file()}
-
-
 @pytest.mark.parametrize(
     "flags, turned",
     [((), {}), (("--max_side", "64", "--exif_transpose"), {"exif_transpose": True,
@@ -121,11 +110,11 @@ def _files(version: Path) -> dict[str, bytes]:
 )  # fmt: skip
 def test_a_coco_file_converts_alike_on_both_runners_with_its_boxes(coco, tmp_path, flags, turned):
     flags = ("--num_shards", "3", "--split", "train=0.7,validation=0.3", *flags)
-    local, info = _convert(coco.instances, tmp_path / "local", *flags)
-    beam_version, beam_info = _convert(coco.instances, tmp_path / "beam", *flags, *BEAM)
-    assert _files(local) == _files(beam_version)  # the same bytes, every file
-    again, _ = _convert(coco.instances, tmp_path / "again", *flags)
-    assert _files(again) == _files(local)
+    local, info = convert_into(coco.instances, tmp_path / "local", *flags)
+    beam_version, beam_info = convert_into(coco.instances, tmp_path / "beam", *flags, *BEAM)
+    assert version_files(local) == version_files(beam_version)  # the same bytes, every file
+    again, _ = convert_into(coco.instances, tmp_path / "again", *flags)
+    assert version_files(again) == version_files(local)
     assert info.records == 30 and info.errors == 0 and not info.failures
     assert info.boxes_dropped == sum(s.boxes_dropped for s in info.splits.values()) > 0
     assert sorted(info.list_features) == sorted(key for key, _ in OBJECT_FEATURES)
@@ -158,7 +147,7 @@ def test_jsonl_objects_bad_annotations_and_dropped_negatives(coco, tmp_path):
          "objects": [{"bbox": [1, 2, 3, 4], "label": "dog", "is_crowd": 1}]},  # other size
     ]  # fmt: skip
     manifest = write_manifest(tmp_path / "m.jsonl", rows)
-    version, info = _convert(manifest, tmp_path / "out", "--drop_negatives", "--max_error_rate",
+    version, info = convert_into(manifest, tmp_path / "out", "--drop_negatives", "--max_error_rate",
                              "1")  # fmt: skip
     assert (info.rows_in, info.records, info.errors, info.negatives_dropped) == (3, 1, 2, 1)
     assert {row["reason"] for row in error_rows(version)} == {"bad_annotation"}
@@ -173,7 +162,7 @@ def test_jsonl_objects_bad_annotations_and_dropped_negatives(coco, tmp_path):
 def test_load_gives_images_with_their_boxes_batched_ragged(coco, tmp_path):
     from pipeline import load
 
-    version, info = _convert(coco.instances, tmp_path / "out", "--num_shards", "1")
+    version, info = convert_into(coco.instances, tmp_path / "out", "--num_shards", "1")
     dataset = load(str(version), "train", batch_size=4, image_size=(32, 48), shuffle_buffer=0)
     expected = expected_objects(coco)
     order = list(_records(version, info))  # the records in file order, as read unshuffled
@@ -195,13 +184,13 @@ def test_a_refresh_converts_again_the_images_whose_annotations_changed(coco, tmp
     root = tmp_path / "data"
     shutil.copytree(coco.instances.parent, root)
     manifest = root / "instances.json"
-    _convert(manifest, tmp_path / "out", "--num_shards", "2")
+    convert_into(manifest, tmp_path / "out", "--num_shards", "2")
     document = json.loads(manifest.read_text())
     moved = document["annotations"][0]
     moved["bbox"] = [1.0, 2.0, 3.0, 4.0]
     manifest.write_text(json.dumps(document))
-    refreshed, info = _convert(manifest, tmp_path / "out", "--num_shards", "2", "--incremental")
-    full, full_info = _convert(manifest, tmp_path / "full", "--num_shards", "2")
+    refreshed, info = convert_into(manifest, tmp_path / "out", "--num_shards", "2", "--incremental")
+    full, full_info = convert_into(manifest, tmp_path / "full", "--num_shards", "2")
     assert info.records == full_info.records == 30
     assert info.boxes_dropped <= full_info.boxes_dropped  # carried records' drops are not recounted
     records, expected = _records(refreshed, info), _records(full, full_info)
@@ -218,7 +207,7 @@ def test_the_model_gardens_detection_decoder_reads_every_record(coco, tmp_path, 
     from model_garden import dataloader
 
     decoder = dataloader("tf_example_decoder").TfExampleDecoder()
-    version, info = _convert(coco.instances, tmp_path / "out", "--num_shards", "2", *flags)
+    version, info = convert_into(coco.instances, tmp_path / "out", "--num_shards", "2", *flags)
     expected = expected_objects(coco, **turned)
     files = [str(version / s.file) for split in info.splits.values() for s in split.shards]
     decoded = 0

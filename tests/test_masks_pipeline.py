@@ -8,11 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import BEAM, error_rows, write_manifest
+from conftest import BEAM, convert_into, error_rows, version_files, write_manifest
 from detection_data import expected_masks, expected_objects, make_coco
 from test_masks import assert_on_the_outline
-
-from pipeline.convert import run
 
 pytestmark = pytest.mark.slow
 MASK_KEY = "image/object/mask"
@@ -21,16 +19,6 @@ MASK_KEY = "image/object/mask"
 @pytest.fixture(scope="module")
 def coco(tmp_path_factory):
     return make_coco(tmp_path_factory.mktemp("coco"), masks=True)
-
-
-def _convert(manifest, output, *flags):
-    argv = ["--manifest", str(manifest), "--output", str(output), "--no_progress", *flags]
-    converted = run(argv)
-    return Path(converted.folder), converted.info
-
-
-def _files(version: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(version)): p.read_bytes() for p in version.rglob("*") if p.is_file()}
 
 
 def _shards(version: Path, info) -> list[str]:
@@ -53,11 +41,11 @@ def test_the_model_gardens_decoder_reads_every_mask_alike_from_both_runners(
     from model_garden import dataloader
 
     flags = ("--num_shards", "2", *flags)
-    local, info = _convert(coco.instances, tmp_path / "local", *flags)
-    beam_version, _ = _convert(coco.instances, tmp_path / "beam", *flags, *BEAM)
-    assert _files(local) == _files(beam_version)
-    again, _ = _convert(coco.instances, tmp_path / "again", *flags)
-    assert _files(again) == _files(local)
+    local, info = convert_into(coco.instances, tmp_path / "local", *flags)
+    beam_version, _ = convert_into(coco.instances, tmp_path / "beam", *flags, *BEAM)
+    assert version_files(local) == version_files(beam_version)
+    again, _ = convert_into(coco.instances, tmp_path / "again", *flags)
+    assert version_files(again) == version_files(local)
     assert info.records == 30 and info.errors == 0
     assert MASK_KEY in info.list_features and info.features[MASK_KEY] == "string"
 
@@ -83,8 +71,8 @@ def test_the_model_gardens_decoder_reads_every_mask_alike_from_both_runners(
 
 
 def test_masks_cost_their_bytes_only_when_asked(coco, tmp_path):
-    boxes, boxes_info = _convert(coco.instances, tmp_path / "boxes", "--num_shards", "1")
-    masked, masked_info = _convert(coco.instances, tmp_path / "masks", "--num_shards", "1",
+    boxes, boxes_info = convert_into(coco.instances, tmp_path / "boxes", "--num_shards", "1")
+    masked, masked_info = convert_into(coco.instances, tmp_path / "masks", "--num_shards", "1",
                                    "--masks")  # fmt: skip
     assert MASK_KEY not in boxes_info.features
     assert masked_info.options["masks"] is True and not boxes_info.options["masks"]
@@ -92,7 +80,7 @@ def test_masks_cost_their_bytes_only_when_asked(coco, tmp_path):
     assert sum(p.stat().st_size for p in masked.glob("train-*")) > size
 
 
-def test_objects_without_masks_are_bad_annotations_and_jsonl_masks_convert(coco, tmp_path):
+def test_objects_without_masks_are_bad_annotations_and_jsonl_masksconvert_into(coco, tmp_path):
     images = sorted((coco.instances.parent / "images").glob("*.jpeg"))[:3]
     side = {str(p): (e["width"], e["height"]) for p in images for e in coco.document["images"]
             if e["file_name"] == f"images/{p.name}"}  # fmt: skip
@@ -110,7 +98,7 @@ def test_objects_without_masks_are_bad_annotations_and_jsonl_masks_convert(coco,
                       "segmentation": {"size": [2, 3], "counts": [6]}}]},
     ]  # fmt: skip
     manifest = write_manifest(tmp_path / "m.jsonl", rows)
-    version, info = _convert(manifest, tmp_path / "out", "--masks", "--max_error_rate", "1")
+    version, info = convert_into(manifest, tmp_path / "out", "--masks", "--max_error_rate", "1")
     assert (info.records, info.errors) == (1, 2)
     messages = sorted(row["message"] for row in error_rows(version))
     assert {row["reason"] for row in error_rows(version)} == {"bad_annotation"}
@@ -131,7 +119,7 @@ def test_tfds_and_load_read_the_same_masks(coco, tmp_path):
 
     from pipeline.load import load
 
-    version, _ = _convert(coco.instances, tmp_path / "out", "--num_shards", "1", "--masks")
+    version, _ = convert_into(coco.instances, tmp_path / "out", "--num_shards", "1", "--masks")
     ours = load(str(version), "train", batch_size=None, image_size=None, shuffle_buffer=0,
                 with_features=True)  # fmt: skip
     theirs = tfds.builder_from_directory(str(version)).as_dataset(split="train")
