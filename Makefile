@@ -7,11 +7,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint format lock bench browser
 
-$(STAMP): requirements.lock setup.py
+$(STAMP): requirements.lock requirements-readers.txt setup.py
 	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements.lock
+	$(BIN)/pip install --quiet --no-deps -r requirements-readers.txt
 	$(BIN)/pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
@@ -56,9 +57,12 @@ BENCH_IMAGES ?= 2000
 bench: $(STAMP)
 	cd benchmarks && ../$(BIN)/python bench.py $(BENCH_IMAGES)
 
-# Re-pin after changing setup.py: resolve the full set again and freeze it.
+# Re-pin after changing setup.py: resolve the full set again and freeze it. The CPU build's
+# local label (+cpu) is dropped, so a machine without the wheel folder still finds torch.
+# requirements-readers.txt is pinned by hand: see the comment at its top.
 lock:
 	rm -rf /tmp/tfrp-lock && $(PYTHON) -m venv /tmp/tfrp-lock
 	/tmp/tfrp-lock/bin/pip install --quiet --upgrade pip
 	/tmp/tfrp-lock/bin/pip install --quiet -e '.[test]'
-	/tmp/tfrp-lock/bin/pip freeze --exclude-editable | grep -v tfrecord > requirements.lock
+	/tmp/tfrp-lock/bin/pip freeze --exclude-editable | grep -v '^tfrecord-pipeline' \
+		| sed 's/+cpu$$//' > requirements.lock

@@ -32,6 +32,10 @@ setup(
             "grpcio-tools",
             "gcp-storage-emulator",
             "opencv-python-headless",  # the resampling study's area and aliasing witnesses
+            # The PyTorch reader the tests run. torch 2.13.0 is the CPU build the machine's
+            # wheel folder holds (pip's find-links), so the lock installs no CUDA libraries.
+            "tfrecord[torch]>=1.14.6",
+            "torch==2.13.0",
         ],
     },
     entry_points={"console_scripts": ["tfrecord-pipeline=pipeline.cli:entry_point"]},

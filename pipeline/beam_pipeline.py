@@ -19,7 +19,6 @@ from pipeline.publish import Target
 from pipeline.refresh import assemble
 from pipeline.runners import describe, writer_processes
 from transforms import error_files
-from transforms.sources import check_manifests
 from transforms.steps import (
     AssignShards,
     DropDuplicateContent,
@@ -41,12 +40,12 @@ class _CommitFn(beam.DoFn):
         self._refreshed = refreshed
         self._compress = compress
 
-    def process(self, plan, results, error_files, error_counts, skipped):
+    def process(self, plan, results, error_files, error_counts, skipped, negatives):
         results = list(results)
         if self._refreshed:
             results, counts = assemble(results, self._commit.target.staging, self._compress)
             plan = plan._replace(shards=counts)
-        inputs = CommitInputs(plan, results, list(error_files), error_counts, skipped)
+        inputs = CommitInputs(plan, results, list(error_files), error_counts, skipped, negatives)
         yield commit_dataset(self._commit, inputs)
 
 
@@ -65,8 +64,7 @@ def build_pipeline(
 ):
     """Add the conversion into `target` to `p`; returns the PCollection holding the one
     DatasetInfo."""
-    read_config = options.read_config()
-    manifests = check_manifests(options.manifest, read_config)
+    manifests, read_config = options.manifests()
     runner = describe(p.runner, p.options)
     processes = writer_processes(options.processes, runner)
     write_config = options.write_config(
@@ -82,6 +80,7 @@ def build_pipeline(
         options.target_shard_mb,
         progress_dir,
         options.max_file_bytes,
+        read_config.detection,
     )
     rows, errors = read["rows"], [read["errors"]]
     if options.dedup:  # after the plan, which counts every row, so rows = records + errors
@@ -105,6 +104,7 @@ def build_pipeline(
         target.staging, error_files.ROWS_PER_ERRORS_FILE
     )
     skipped = read["skipped"] | "CountSkippedFiles" >> beam.combiners.Count.Globally()
+    negatives = read["negatives"] | "CountDroppedNegatives" >> beam.combiners.Count.Globally()
     commit = _CommitFn(options.commit(target), refreshed, options.compression == "gzip")
     return plan | "CommitDataset" >> beam.ParDo(
         commit,
@@ -112,6 +112,7 @@ def build_pipeline(
         AsList(rejected["files"]),
         AsSingleton(rejected["counts"]),
         AsSingleton(skipped),
+        AsSingleton(negatives),
     )
 
 

@@ -15,6 +15,7 @@ from pipeline.commit import read_info
 from pipeline.convert import convert
 from pipeline.faults import as_fault, report_fault
 from pipeline.options import UserErrorParser, parse_args
+from pipeline.presets import one_based_warning
 from pipeline.progress import format_counters, format_summary
 from pipeline.publish import SupersededError
 from pipeline.runners import resolve
@@ -43,6 +44,9 @@ EXIT_INTERRUPTED = 130  # as a shell reports a command stopped by Ctrl-C (128 + 
 
 def _finish(info, folder: str) -> int:
     print(format_summary(info, folder))
+    warning = one_based_warning(info)
+    if warning:
+        print(warning, file=sys.stderr)
     for failure in info.failures:
         print(f"tfrecord-pipeline: version not published: {failure}", file=sys.stderr)
     return EXIT_FAILED_GATES if info.failures else EXIT_OK

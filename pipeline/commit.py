@@ -92,13 +92,14 @@ class CommitInputs(NamedTuple):
     error_files: list[ErrorFileResult]
     error_counts: ErrorCounts
     skipped: int  # files a class-folder tree skipped
+    negatives_dropped: int = 0  # detection rows without objects, with --drop_negatives
 
 
 def commit_dataset(commit: Commit, inputs: CommitInputs) -> DatasetInfo:
     """Describe the run's version, move its shards and errors files in, and publish it if it
     passed its gates; runs once, after every shard and errors file exists. A retry of this
     step repeats it harmlessly."""
-    plan, results, error_files, error_counts, skipped = inputs
+    plan, results, error_files, error_counts, skipped, negatives_dropped = inputs
     info = build_info(
         plan,
         results,
@@ -108,6 +109,7 @@ def commit_dataset(commit: Commit, inputs: CommitInputs) -> DatasetInfo:
         commit.options,
         commit.tool_version,
         commit.max_error_rate,
+        negatives_dropped,
     )
     target = commit.target
     current, _ = publish.read_pointer(target.root)

@@ -9,6 +9,7 @@ import argparse
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from pipeline.presets import PRESETS
 from transforms.images import ENCODINGS, RESAMPLE_FILTERS, VALIDATE_MODES
 from transforms.manifest import FEATURE_TYPES
 
@@ -51,8 +52,12 @@ FLAGS = (
     Flag("--manifest", "M", {"nargs": "+", "required": True},
          "CSV, JSONL or Parquet files, globs, or class-folder roots (local or `gs://`)"),
     Flag("--output", "DIR", {"required": True}, "output folder (local or `gs://`)"),
+    Flag("--image_root", "DIR", {},
+         "folder that relative image paths (a COCO file's `file_name`s too) are under",
+         "the manifest's folder"),
     Flag("--num_shards", "N|split=N,...", {},
-         "shards per split: N for every split, or a count for each split named", "by size"),
+         "shards per split: N for every split, or a count for each split named",
+         "by size, or `--preset`'s"),
     Flag("--target_shard_mb", "M", FLOAT,
          "shard size aimed at when `--num_shards` does not give a split's count (estimated "
          "from a fixed sample of 64 file sizes per split); on Beam, larger shards are written "
@@ -65,7 +70,12 @@ FLAGS = (
          "label missing from it is an error row"),
     Flag("--label_offset", "K", INT,
          "first id for name labels (1 for the TPU ImageNet readers). Labels that are all "
-         "integers are used as ids unchanged"),
+         "integers are used as ids unchanged", "0, or `--preset`'s"),
+    Flag("--preset", "|".join(PRESETS), _choices(PRESETS),
+         "the conventions of the readers named: `tpu-imagenet` (the TPU reference ImageNet "
+         "readers, which subtract 1 from the label) sets `--label_offset 1` and `--num_shards "
+         "train=1024,validation=128`; a flag given too wins (see \"Reading the shards\"); its "
+         "readers take one label an image, so `--multi_label` is refused"),
     Flag("--multi_label", "", SWITCH,
          "several labels an image: a CSV label cell is split on `--label_separator`, a JSONL "
          "or Parquet label may be a list (`[]`: none); records hold lists of ids and texts, "
@@ -74,6 +84,13 @@ FLAGS = (
          "what separates the labels of a CSV cell (or a JSONL string) with `--multi_label`"),
     Flag("--feature", f"name:{'|'.join(FEATURE_TYPES)}", {"action": "append"},
          "add a manifest column as a scalar feature (repeatable)"),
+    Flag("--drop_negatives", "", SWITCH,
+         "detection: an image with no objects is left out and counted (`negatives_dropped`), "
+         "not written as a negative example"),
+    Flag("--masks", "", SWITCH,
+         "detection: write each object's mask (a COCO `segmentation`: polygons or RLE) as a PNG "
+         "in `image/object/mask`, for Mask R-CNN; an object without one is a `bad_annotation` "
+         "(see Object detection)"),
     Flag("--validate", "|".join(VALIDATE_MODES), _choices(VALIDATE_MODES),
          "structural: walk every JPEG marker up to EOI (catches truncation, and a frame its scan "
          "data cannot fill); full: also decode every scan with libjpeg (luma at 1/8 scale: every "

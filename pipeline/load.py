@@ -8,7 +8,7 @@ read side; the conversion path never imports this module.
 import json
 
 from pipeline.publish import resolve
-from transforms.examples import LABEL_KEY
+from transforms.examples import LABEL_KEY, OBJECT_LABEL_KEY
 
 
 def _tf():
@@ -56,10 +56,28 @@ def num_classes(info: dict) -> int:
     return max(ids, default=-1) + 1
 
 
+def is_detection(info: dict) -> bool:
+    """Whether the dataset's records hold objects (boxes) rather than a label."""
+    return OBJECT_LABEL_KEY in info.get("list_features", ())
+
+
+def _objects(tf, example: dict) -> dict:
+    """A detection record's objects as the TPU detection models take them: boxes [N, 4] as
+    (ymin, xmin, ymax, xmax), normalised (so they hold after `image_size`'s resize)."""
+    sides = ("ymin", "xmin", "ymax", "xmax")
+    return {
+        "boxes": tf.stack([example[f"image/object/bbox/{side}"] for side in sides], axis=-1),
+        "classes": example[OBJECT_LABEL_KEY],
+        "is_crowd": example["image/object/is_crowd"],
+        "area": example["image/object/area"],
+    }
+
+
 def _parse_and_decode(tf, info: dict, image_size, channels: int | None, with_features: bool):
     spec = parsing_spec(tf, info)
     raw = "image/raw" in spec
     multi_hot = LABEL_KEY in info.get("list_features", ()) and not with_features
+    detection = is_detection(info)
     depth = num_classes(info) if multi_hot else 0
     channels = channels or (1 if info["options"].get("channels") == 1 else 3)
 
@@ -74,6 +92,8 @@ def _parse_and_decode(tf, info: dict, image_size, channels: int | None, with_fea
             image = tf.image.resize(image, image_size)  # float32, what TPU models take
         if with_features:
             return {**example, "image": image}
+        if detection:
+            return image, _objects(tf, example)
         if multi_hot:  # 1.0 at each of its (distinct) label ids; none: all zeros
             hot = tf.reduce_sum(tf.one_hot(example[LABEL_KEY], depth), axis=0)
             return image, tf.ensure_shape(hot, [depth])
@@ -97,7 +117,9 @@ def load(
 ):
     """A tf.data.Dataset of `(image, label)` (or the full feature dict plus "image"). With
     several labels an image (--multi_label) the label is a float32 multi-hot vector as long as
-    the largest label id + 1.
+    the largest label id + 1. A detection dataset gives `(image, objects)`: "boxes" [N, 4]
+    (ymin, xmin, ymax, xmax, normalised), "classes", "is_crowd" and "area" [N], batched as
+    tf.RaggedTensors (N differs from image to image; `.to_tensor()` pads them).
 
     Args:
       output: the dataset root (its published version is read) or a version folder, local
@@ -142,7 +164,8 @@ def load(
         dataset = dataset.shuffle(shuffle_buffer, seed=seed)
     parse = _parse_and_decode(tf, info, image_size, channels, with_features)
     dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=not shuffle)
-    if batch_size is not None and with_features and info.get("list_features"):
+    ragged = with_features or is_detection(info)  # lists of another length each record
+    if batch_size is not None and ragged and info.get("list_features"):
         dataset = dataset.ragged_batch(batch_size, drop_remainder=drop_remainder)
     elif batch_size is not None:
         dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)

@@ -27,7 +27,7 @@ from transforms import error_files, fileio
 from transforms.dedup import content_digest, keep_first
 from transforms.errors import ErrorRow
 from transforms.labels import LabelMap
-from transforms.manifest import ManifestRow, ReadConfig, SkippedFile
+from transforms.manifest import DroppedNegative, ManifestRow, ReadConfig, SkippedFile
 from transforms.plan import PlanAccumulator, all_shards, decide_plan, group_by_shard
 from transforms.refresh import classify
 from transforms.shard_processes import ShardWriters
@@ -37,7 +37,7 @@ from transforms.shard_writer import (
     available_cores,
     stored_size,
 )
-from transforms.sources import ManifestFile, check_manifests, read_all
+from transforms.sources import ManifestFile, read_all
 
 
 def convert_here(options: ConvertOptions, target: Target) -> DatasetInfo:
@@ -65,11 +65,10 @@ def write_here(
     if progress_dir:
         stack.enter_context(ProgressBar(progress_dir))
     previous = refresh.published(target, options.label_offset)
-    read_config = options.read_config()
-    manifests = check_manifests(options.manifest, read_config)
-    rows, errors, skipped = read_rows(manifests, read_config)
+    manifests, read_config = options.manifests()
+    rows, errors, skipped, negatives = read_rows(manifests, read_config)
     inherited = previous.labels() if previous else None
-    plan = _plan(rows, options, progress_dir, inherited)
+    plan = _plan(rows, options, progress_dir, inherited, read_config.detection)
     if options.dedup:  # after the plan, which counts every row, so rows = records + errors
         rows, duplicates = drop_duplicate_content(rows, options.max_file_bytes)
         errors += duplicates
@@ -93,19 +92,21 @@ def write_here(
         plan = plan._replace(shards=counts)
     files = error_files.write_error_files(target.staging, errors, error_files.ROWS_PER_ERRORS_FILE)
     tally = error_files.count_errors(errors)
-    return CommitInputs(plan, results, files, tally, len(skipped))
+    return CommitInputs(plan, results, files, tally, len(skipped), len(negatives))
 
 
 def read_rows(
     manifests: list[ManifestFile], config: ReadConfig
-) -> tuple[list[ManifestRow], list[ErrorRow], list[SkippedFile]]:
-    """Every manifest's rows, the records that are errors, and the files a folder tree skipped:
-    each manifest read whole here, by the rules its pieces are read by on Beam."""
-    found: dict[type, list] = {ManifestRow: [], ErrorRow: [], SkippedFile: []}
+) -> tuple[list[ManifestRow], list[ErrorRow], list[SkippedFile], list[DroppedNegative]]:
+    """Every manifest's rows, the records that are errors, the files a folder tree skipped and
+    the negatives --drop_negatives left out: each manifest read whole here, by the rules its
+    pieces are read by on Beam."""
+    kinds = (ManifestRow, ErrorRow, SkippedFile, DroppedNegative)
+    found: dict[type, list] = {kind: [] for kind in kinds}
     for manifest in manifests:
         for item in read_all(manifest, config):
             found[type(item)].append(item)
-    return found[ManifestRow], found[ErrorRow], found[SkippedFile]
+    return tuple(found[kind] for kind in kinds)
 
 
 def _plan(
@@ -113,6 +114,7 @@ def _plan(
     options: ConvertOptions,
     progress_dir: str | None,
     inherited: LabelMap | None,
+    detection: bool,
 ):
     counts = options.shard_counts()
     accumulator = PlanAccumulator(counts)
@@ -125,6 +127,7 @@ def _plan(
         options.target_shard_mb,
         progress_dir,
         functools.partial(stored_size, max_file_bytes=options.max_file_bytes),
+        detection,
     )
 
 

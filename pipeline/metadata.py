@@ -44,6 +44,7 @@ class SplitInfo:
     errors: int
     label_counts: dict[str, int]  # label id (as JSON object keys are strings) → records
     shards: list[ShardInfo]
+    boxes_dropped: int = 0  # detection: boxes with no area inside their image, left out
 
 
 @dataclasses.dataclass
@@ -63,6 +64,10 @@ class DatasetInfo:
     failures: list[str]  # why the dataset was not committed; empty when it was
     error_files: list[ErrorFileInfo] = dataclasses.field(default_factory=list)
     list_features: list[str] = dataclasses.field(default_factory=list)
+    # Detection: images without objects left out (--drop_negatives; not rows in), and boxes
+    # dropped from records for having no area inside the image (by split: SplitInfo).
+    negatives_dropped: int = 0
+    boxes_dropped: int = 0
     format_version: int = FORMAT_VERSION
 
     def to_json(self) -> str:
@@ -89,6 +94,7 @@ def _split_info(name: str, results: list[ShardResult], errors: int) -> SplitInfo
         bytes=sum(s.bytes for s in shards),
         errors=errors,
         label_counts={str(k): v for k, v in sorted(labels.items())},
+        boxes_dropped=sum(s.boxes_dropped for s in shards),
         shards=[
             ShardInfo(s.file, s.records, s.bytes, s.crc32c, s.index_file, s.rows_file)
             for s in shards
@@ -121,6 +127,7 @@ def build_info(
     options: dict,
     tool_version: str,
     max_error_rate: float,
+    negatives_dropped: int = 0,
 ) -> DatasetInfo:
     """The dataset's description, from per-shard and per-file results and the counted errors
     (never the error rows themselves); raises if the count law (rows = records + errors) is
@@ -130,6 +137,8 @@ def build_info(
         tuple(tuple(pair) for pair in options.get("features", ())),
         options.get("image_encoding", "jpeg"),
         options.get("multi_label", False),
+        plan.detection,
+        options.get("masks", False),
     )
     info = DatasetInfo(
         tool_version=tool_version,
@@ -153,6 +162,8 @@ def build_info(
         },
         failures=[],
         error_files=[ErrorFileInfo(f.file, f.rows) for f in sorted(error_files)],
+        negatives_dropped=negatives_dropped,
+        boxes_dropped=sum(r.boxes_dropped for r in results),
     )
     if info.rows_in != info.records + info.errors:
         raise AssertionError(f"count law broken: {info.rows_in} rows != {info.records} + errors")

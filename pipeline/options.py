@@ -5,6 +5,7 @@ import dataclasses
 
 from pipeline.commit import Commit
 from pipeline.flags import FLAGS, help_text
+from pipeline.presets import PRESETS
 from pipeline.publish import Target
 from pipeline.runners import resolve
 from pipeline.version import __version__
@@ -18,10 +19,12 @@ from transforms.plan import LabelSource, ShardCounts, parse_shard_counts
 from transforms.records import MAX_RECORD_BYTES
 from transforms.shard_writer import DEFAULT_MAX_FILE_MB, WriteConfig
 from transforms.sharding import DEFAULT_TARGET_SHARD_MB
+from transforms.sources import ManifestFile, check_manifests, detection_config
 from transforms.splits import parse_split_spec
 
 # Flags that change how this machine runs the job, not the dataset: kept out of its metadata.
 _LOCAL_ONLY = (
+    "image_root",  # a path, as the manifests' are: moving the images changes no record
     "keep_versions",
     "incremental",
     "progress",
@@ -43,14 +46,18 @@ class ConvertOptions:
 
     manifest: list[str]
     output: str
+    image_root: str | None = None
     num_shards: int | str | None = None  # 8, "8" or "train=8,validation=2"
     target_shard_mb: float = DEFAULT_TARGET_SHARD_MB
     split: str | None = None
     label_map: str | None = None
-    label_offset: int = 0
+    label_offset: int | None = None  # None: the preset's, else 0
+    preset: str | None = None
     multi_label: bool = False
     label_separator: str = "|"
     feature: list[str] = dataclasses.field(default_factory=list)
+    drop_negatives: bool = False
+    masks: bool = False
     validate: str = _IMAGE.validate
     channels: int = _IMAGE.channels
     jpeg_quality: int = _IMAGE.jpeg_quality
@@ -79,13 +86,47 @@ class ConvertOptions:
     debug: bool = False
 
     def __post_init__(self):
+        preset = PRESETS.get(self.preset or "")
+        if self.label_offset is None:
+            self.label_offset = preset.label_offset if preset else 0
+        if self.num_shards is None and preset:
+            self.num_shards = preset.num_shards
         if isinstance(self.num_shards, int):  # recorded as the command line gives it
             self.num_shards = str(self.num_shards)
 
     def read_config(self) -> ReadConfig:
+        """How rows are read; whether they list objects is the manifests' to say
+        (transforms/sources.py `detection_config`)."""
         split_spec = parse_split_spec(self.split) if self.split else None
         separator = self.label_separator if self.multi_label else None
-        return ReadConfig(split_spec, self.features(), separator)
+        image_root = fileio.join(self.image_root, "") if self.image_root else ""
+        return ReadConfig(
+            split_spec,
+            self.features(),
+            separator,
+            image_root=image_root,
+            drop_negatives=self.drop_negatives,
+            masks=self.masks,
+        )
+
+    def manifests(self) -> tuple[list[ManifestFile], ReadConfig]:
+        """The manifests, each checked from its start, and how their rows are read: a
+        detection dataset when they list objects. Raises UserError for manifests of both
+        kinds, a COCO file beside other manifests (its labels are category ids, which other
+        manifests' labels would renumber), and classification-only flags on detection."""
+        manifests = check_manifests(self.manifest, self.read_config())
+        read_config = detection_config(manifests, self.read_config())
+        coco = [manifest.path for manifest in manifests if manifest.kind == "coco"]
+        if coco and len(coco) < len(manifests):
+            other = next(m.path for m in manifests if m.kind != "coco")
+            raise UserError(
+                f"{coco[0]} is COCO and {other} is not: a COCO file's labels are its category "
+                "ids, which other manifests' labels would renumber; convert them apart"
+            )
+        if read_config.detection and (self.multi_label or self.preset):
+            flag = "--multi_label" if self.multi_label else f"--preset {self.preset}"
+            raise UserError(f"{flag} is for classification; {manifests[0].path} lists objects")
+        return manifests, read_config
 
     def image_config(self) -> ImageConfig:
         return ImageConfig(
@@ -148,6 +189,11 @@ class ConvertOptions:
             (self.target_shard_mb > 0, "--target_shard_mb must be positive"),
             (0 <= self.max_error_rate <= 1, "--max_error_rate must be between 0 and 1"),
             (self.label_offset >= 0, "--label_offset must be 0 or more"),
+            (self.preset in (None, *PRESETS), f"--preset must be one of {', '.join(PRESETS)}"),
+            (
+                not (self.preset and self.multi_label),
+                f"--preset {self.preset}: its readers take one label an image, not --multi_label",
+            ),
             (self.max_pixels > 0, "--max_pixels must be positive"),
             (self.max_decode_mb > 0, "--max_decode_mb must be positive"),
             (self.max_scans > 0, "--max_scans must be positive"),
@@ -159,6 +205,12 @@ class ConvertOptions:
             (
                 not (self.write_index and self.compression == "gzip"),
                 "--write_index needs uncompressed shards (DALI indexes raw file offsets)",
+            ),
+            (
+                not self.image_root
+                or fileio.is_remote(self.image_root)
+                or fileio.is_dir(self.image_root),
+                f"--image_root {self.image_root}: no such folder",
             ),
             ((self.max_side or 1) > 0, "--max_side must be positive"),
             (
@@ -187,6 +239,8 @@ class ConvertOptions:
             self.write_index,
             self.max_file_bytes,
             sdk_processes,
+            self.drop_negatives,
+            self.masks,
         )
 
     def commit(self, target: Target) -> Commit:

@@ -1,7 +1,8 @@
 """`tfrecord-pipeline preview OUTPUT -o grid.png`: a contact sheet of what went into the shards.
 
 Decoded from the records themselves (so it shows what training will see), labelled with the
-class text and id: N per class, one row each, or N random records. No TensorFlow.
+class text and id, and a detection record's boxes drawn where its record puts them: N per class
+(an image in the row of each label it holds), one row each, or N random records. No TensorFlow.
 """
 
 import io
@@ -11,10 +12,13 @@ from PIL import Image, ImageDraw
 
 from pipeline.reader import examples, open_dataset
 from transforms import fileio
-from transforms.examples import LABEL_KEY, LABEL_TEXT_KEY, RAW_KEY
+from transforms.examples import LABEL_KEY, LABEL_TEXT_KEY, OBJECT_LABEL_KEY, RAW_KEY
 
 THUMB = 128
 LABEL_HEIGHT = 14
+CAPTION_CHARS = 21  # what a thumbnail's width holds in Pillow's default font
+BOX_COLOURS = ("#e6194b", "#3cb44b", "#4363d8", "#f58231", "#911eb4", "#42d4f4")
+_BOX_KEYS = tuple(f"image/object/bbox/{side}" for side in ("xmin", "ymin", "xmax", "ymax"))
 
 
 def _image(example: dict) -> Image.Image:
@@ -30,7 +34,7 @@ def pick(records, per_class: int | None, sample: int | None, seed: int) -> list[
     if per_class:
         rows: dict[int, list[dict]] = {}
         for record in records:
-            for label in _as_list(record.get(LABEL_KEY, [])):  # each of its labels' rows
+            for label in sorted(set(_labels(record))):  # in the row of each label it holds
                 row = rows.setdefault(label, [])
                 if len(row) < per_class:
                     row.append(record)
@@ -51,11 +55,33 @@ def _as_list(value) -> list:
     return value if isinstance(value, list) else [value]
 
 
+def _labels(example: dict) -> list:
+    """The label ids a record holds: its label, its labels, or its objects' labels."""
+    return _as_list(example.get(LABEL_KEY, example.get(OBJECT_LABEL_KEY, [])))
+
+
 def _caption(example: dict) -> str:
-    """The label text and id under a thumbnail; an image's several labels, comma-separated."""
-    texts = [text.decode("utf-8", "replace") for text in _as_list(example.get(LABEL_TEXT_KEY, []))]
-    ids = ",".join(map(str, _as_list(example.get(LABEL_KEY, []))))
-    return f"{','.join(texts)[:14]} ({ids})"
+    """The label text and id under a thumbnail; several, comma-separated, each once."""
+    key = LABEL_TEXT_KEY if LABEL_KEY in example else "image/object/class/text"
+    texts = dict.fromkeys(
+        text.decode("utf-8", "replace") for text in _as_list(example.get(key, []))
+    )
+    ids = ",".join(map(str, dict.fromkeys(_labels(example))))
+    caption = f"{','.join(texts)[:14]} ({ids})"
+    return caption if len(caption) <= CAPTION_CHARS else caption[: CAPTION_CHARS - 2] + ".."
+
+
+def _draw_boxes(thumb: Image.Image, example: dict) -> None:
+    """A detection record's boxes on its thumbnail, one colour a label id (normalised
+    coordinates: the thumbnail's size scales them)."""
+    if _BOX_KEYS[0] not in example:
+        return
+    draw, (width, height) = ImageDraw.Draw(thumb), thumb.size
+    boxes = zip(example[OBJECT_LABEL_KEY], *(example[k] for k in _BOX_KEYS), strict=True)
+    for label, *box in boxes:
+        xmin, ymin, xmax, ymax = box
+        outline = BOX_COLOURS[label % len(BOX_COLOURS)]
+        draw.rectangle((xmin * width, ymin * height, xmax * width, ymax * height), outline=outline)
 
 
 def contact_sheet(rows: list[list[dict]]) -> Image.Image:
@@ -67,6 +93,7 @@ def contact_sheet(rows: list[list[dict]]) -> Image.Image:
         for x, example in enumerate(row):
             thumb = _image(example).convert("RGB")
             thumb.thumbnail((THUMB, THUMB))
+            _draw_boxes(thumb, example)
             left, top = 4 + x * cell[0], 4 + y * cell[1]
             sheet.paste(thumb, (left, top))
             caption = _caption(example)

@@ -171,6 +171,16 @@ def format_summary(info: DatasetInfo, folder: str) -> str:
         lines.append(f"rejected rows by reason: {reasons}  (errors/*.jsonl)")
     if info.skipped_files:
         lines.append(f"{info.skipped_files:,} non-image files or deeper folders skipped in trees")
+    if info.boxes_dropped:
+        by_split = ", ".join(
+            f"{name} {split.boxes_dropped:,}"
+            for name, split in sorted(info.splits.items())
+            if split.boxes_dropped
+        )
+        lines.append(f"boxes dropped, no area inside their image: {by_split}")
+    if info.negatives_dropped:
+        left_out = info.negatives_dropped
+        lines.append(f"{left_out:,} images without objects left out (--drop_negatives)")
     state = "published" if not info.failures else "NOT published"
     lines.append(f"version: {folder}  ({state})")
     return "\n".join(lines)

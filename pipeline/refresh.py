@@ -49,7 +49,8 @@ from transforms.shard_writer import (
 from transforms.sharding import ShardId
 
 # Recorded options a refresh may differ in: they change no record's bytes.
-# (label_offset: ids are inherited, and another offset is refused before any work.)
+# (label_offset: ids are inherited, and another offset is refused before any work; preset:
+# it changes records only through the options it sets, which are compared themselves.)
 FREE_OPTIONS = frozenset(
     (
         "num_shards",
@@ -58,6 +59,7 @@ FREE_OPTIONS = frozenset(
         "freeze_labels",
         "label_map",
         "label_offset",
+        "preset",
     )
 )
 

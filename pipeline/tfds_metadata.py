@@ -11,15 +11,13 @@ import json
 import re
 
 from pipeline.metadata import INFO_FILE, DatasetInfo
-from transforms.examples import LABEL_KEY, RAW_KEY
+from transforms.examples import LABEL_KEY, OBJECT_LABEL_KEY, RAW_KEY
 
 NAME = "tfrecord_pipeline"
 VERSION = "1.0.0"  # TFDS wants X.Y.Z here; the dataset's own versions are folders
 # TFDS's names (tensorflow_datasets/core/naming.py): SHARD_X_OF_Y is `<index>-of-<count>`, both
 # zero-padded to at least five digits, which is transforms/sharding.py's ShardId.file_name.
 FILEPATH_TEMPLATE = "{SPLIT}-{SHARD_X_OF_Y}.tfrecord"
-# TFDS names a ClassLabel's file after its feature key, a `/` made `.` (features/feature.py).
-LABELS_FILE = LABEL_KEY.replace("/", ".") + ".labels.txt"
 _FEATURES = "tensorflow_datasets.core.features."
 
 
@@ -68,9 +66,19 @@ def class_names(info: DatasetInfo) -> list[str] | None:
     return unused + names
 
 
+def label_key(info: DatasetInfo) -> str:
+    """The feature holding label ids: an image's, or (detection) its objects'."""
+    return OBJECT_LABEL_KEY if OBJECT_LABEL_KEY in info.features else LABEL_KEY
+
+
+def labels_file(key: str) -> str:
+    """TFDS names a ClassLabel's file after its feature key, a `/` made `.`."""
+    return key.replace("/", ".") + ".labels.txt"
+
+
 def _feature(key: str, dtype: str, info: DatasetInfo, names: list[str] | None) -> dict:
     if key in info.list_features:
-        if key == LABEL_KEY or (dtype == "string" and key.endswith("/text")):
+        if key == label_key(info) or (dtype == "string" and key.endswith("/text")):
             return _sequence(_scalar_feature(key, dtype, info, names))
         return _tensor(dtype, {"dimensions": ["-1"]})
     return _scalar_feature(key, dtype, info, names)
@@ -79,7 +87,7 @@ def _feature(key: str, dtype: str, info: DatasetInfo, names: list[str] | None) -
 def _scalar_feature(key: str, dtype: str, info: DatasetInfo, names: list[str] | None) -> dict:
     if key == "image/encoded":  # with --image_encoding jpeg every stored image is a JPEG
         return _image(info.options.get("channels", 3))
-    if key == LABEL_KEY and names is not None:
+    if key == label_key(info) and names is not None:
         return _class_label(len(names))
     if dtype == "string" and key != RAW_KEY:  # text from the manifest or the converter
         return _TEXT
@@ -120,8 +128,9 @@ def tfds_files(info: DatasetInfo) -> dict[str, bytes]:
         "description": f"Converted by tfrecord-pipeline {info.tool_version}; see {INFO_FILE}.",
         "fileFormat": "tfrecord",
         "splits": splits,
-        "supervisedKeys": {"input": image, "output": LABEL_KEY},
     }
+    if LABEL_KEY in info.features:  # (image, label); a detection record has no one label
+        dataset_info["supervisedKeys"] = {"input": image, "output": LABEL_KEY}
     files = {
         "dataset_info.json": _json(dataset_info),
         "features.json": _json(
@@ -132,5 +141,5 @@ def tfds_files(info: DatasetInfo) -> dict[str, bytes]:
         ),
     }
     if names is not None:
-        files[LABELS_FILE] = "".join(f"{name}\n" for name in names).encode("utf-8")
+        files[labels_file(label_key(info))] = "".join(f"{name}\n" for name in names).encode("utf-8")
     return files

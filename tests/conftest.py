@@ -119,6 +119,19 @@ def error_rows(version: Path) -> list[dict]:
     return [json.loads(line) for path in files for line in path.read_text().splitlines()]
 
 
+def convert_into(manifest, output, *flags) -> tuple[Path, object]:
+    """Convert `manifest` into the root `output` (no progress bar); the new version's folder
+    and its DatasetInfo."""
+    argv = ["--manifest", str(manifest), "--output", str(output), "--no_progress", *flags]
+    converted = run(argv)
+    return Path(converted.folder), converted.info
+
+
+def version_files(version: Path) -> dict[str, bytes]:
+    """Every file of a version folder by its path inside it: what two conversions compare."""
+    return {str(p.relative_to(version)): p.read_bytes() for p in version.rglob("*") if p.is_file()}
+
+
 def published(root) -> Path:
     """The folder of the version the dataset at `root` publishes (checked as readers check it)."""
     return Path(resolve(str(root)).folder)

@@ -25,6 +25,7 @@ PARDO = "beam:transform:pardo:v1"
 ROW_LEVEL_PRODUCERS = {
     "PlanDataset/CollectStats/KeyWithVoid",
     "CountSkippedFiles/CombineGlobally(CountCombineFn)/KeyWithVoid",
+    "CountDroppedNegatives/CombineGlobally(CountCombineFn)/KeyWithVoid",
     "WriteShards/AddEmptyShards",
     "DropDuplicateContent/DigestContent",
     *ERROR_ROW_PRODUCERS,

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import tensorflow as tf
-from conftest import BEAM, make_images, published, write_manifest
+from conftest import BEAM, make_images, published, version_files, write_manifest
 
 from pipeline import load
 from pipeline.cli import main
@@ -78,10 +78,6 @@ def _records(version):
         }
 
 
-def _version_files(version) -> dict:
-    return {p.relative_to(version): p.read_bytes() for p in version.rglob("*") if p.is_file()}
-
-
 @pytest.fixture
 def tagged(tmp_path):
     """20 images, tagged by source photo plus a tag of their own for some; one with none."""
@@ -97,7 +93,7 @@ def test_records_hold_the_ids_and_texts_of_every_label_the_same_on_both_runners(
     _convert(manifest, tmp_path / "local")
     _convert(manifest, tmp_path / "beam", *BEAM)
     local, beam = published(tmp_path / "local"), published(tmp_path / "beam")
-    assert _version_files(local) == _version_files(beam)
+    assert version_files(local) == version_files(beam)
 
     info = json.loads((local / INFO_FILE).read_text())
     names = info["labels"]["names"]

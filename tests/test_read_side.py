@@ -14,7 +14,7 @@ from PIL import Image
 from pipeline.cli import main
 from pipeline.convert import run
 from pipeline.metadata import INFO_FILE
-from pipeline.preview import LABEL_HEIGHT, THUMB
+from pipeline.preview import BOX_COLOURS, LABEL_HEIGHT, THUMB
 
 pytestmark = pytest.mark.slow
 SAMPLE = Path(__file__).resolve().parents[1] / "sample" / "manifest.csv"
@@ -118,3 +118,23 @@ def test_stats_report_as_a_browser_shows_it(sample, tmp_path, width):
     assert not page["scrolls_sideways"]
     for chart, longest in zip(page["chart_widths"], page["longest_bars"], strict=True):
         assert chart >= 0.9 * page["page"] and longest >= 0.4 * page["page"]
+
+
+def test_preview_draws_a_detection_records_boxes_and_files_it_under_each_label(tmp_path, capsys):
+    Image.new("RGB", (100, 80), (128, 128, 128)).save(tmp_path / "grey.jpg", quality=95)
+    objects = [
+        {"bbox": [0.25, 0.5, 0.75, 1.0], "label": "cat"},
+        {"bbox": [0, 0, 1, 1], "label": "mat"},
+    ]
+    row = {"image_uri": "grey.jpg", "box_format": "xyxy_normalized", "objects": objects}
+    output = tmp_path / "out"
+    run(["--manifest", str(write_manifest(tmp_path / "m.jsonl", [row])), "--output", str(output),
+         "--no_progress"])  # fmt: skip
+    target = tmp_path / "boxes.png"
+    assert main(["preview", str(output), "-o", str(target), "--per_class", "1"]) == 0
+    assert "2 images" in capsys.readouterr().out  # one row per label: cat, mat
+    sheet = Image.open(target).convert("RGB")
+    cat = Image.new("RGB", (1, 1), BOX_COLOURS[0]).getpixel((0, 0))
+    assert sheet.getpixel((4 + 25, 4 + 60)) == cat  # the cat box's left edge, half way down
+    inside = sheet.getpixel((4 + 50, 4 + 20))  # the image itself: flat grey, as JPEG keeps it
+    assert all(abs(channel - 128) <= 3 for channel in inside)

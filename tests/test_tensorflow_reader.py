@@ -94,7 +94,7 @@ def test_our_example_and_framing_are_what_tensorflow_writes(tmp_path):
 def test_the_readme_tf_data_snippet_reads_a_converted_dataset(convert):
     output, info = convert(SAMPLE / "manifest.csv", "--num_shards", "2")
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme[readme.index("## Reading the shards with tf.data") :]
+    section = readme[readme.index("### Keras and tf.data") :]
     blocks = [part.split("```", 1)[0] for part in section.split("```python\n")[1:]]
     code = next(block for block in blocks if "TFRecordDataset" in block)
     namespace = {}

@@ -14,7 +14,7 @@ from conftest import make_images, write_manifest
 from pipeline import load
 from pipeline.convert import run
 from pipeline.metadata import INFO_FILE
-from pipeline.tfds_metadata import LABELS_FILE, class_names, tfds_files
+from pipeline.tfds_metadata import class_names, labels_file, tfds_files
 from pipeline.verify import verify
 from transforms.examples import RAW_KEY
 
@@ -138,7 +138,9 @@ def test_tfds_files_are_checked_by_verify_and_left_out_for_gzip(tmp_path):
     problems = verify(str(output))[1]
     assert problems == [f"dataset_info.json: differs from what {INFO_FILE} describes"]
     gzip, info = _convert(tmp_path, rows, "--compression", "gzip", name="gzip")
-    assert not {"dataset_info.json", "features.json", LABELS_FILE} & set(_files(gzip))
+    assert not {"dataset_info.json", "features.json", labels_file("image/class/label")} & set(
+        _files(gzip)
+    )
     assert verify(str(gzip)) == (info.records, [])
 
 
@@ -154,3 +156,27 @@ def test_what_tfds_cannot_name_or_read(tmp_path):
     assert builder.info.features["image/class/label"].names == names
     for odd in ("_", "all"):
         assert tfds_files(dataclasses.replace(info, splits={odd: info.splits["train"]})) == {}
+
+
+def test_a_detection_dataset_reads_with_its_objects_and_named_classes(tmp_path):
+    rows = make_images(tmp_path, per_class=2)
+    for number, row in enumerate(rows):
+        row["box_format"] = "xyxy_normalized"
+        row["objects"] = [{"bbox": [0.1, 0.2, 0.5, 0.6], "label": row.pop("label")}] * (number % 3)
+    folder, _ = _convert(tmp_path, rows)
+    builder = tfds.builder_from_directory(str(folder))
+    names = json.loads((folder / INFO_FILE).read_text())["labels"]["names"]
+    labels = builder.info.features["image/object/class/label"].feature
+    assert isinstance(labels, tfds.features.ClassLabel) and labels.names == names
+    assert builder.info.supervised_keys is None  # a record has objects, not one label
+    ours = load(str(folder), "train", batch_size=None, image_size=None, shuffle_buffer=0,
+                with_features=True)  # fmt: skip
+    keys = ("image/object/bbox/ymin", "image/object/class/label", "image/object/area")
+
+    def objects(examples) -> dict:
+        return {
+            e["image/source_id"].numpy(): [e[k].numpy().tolist() for k in keys] for e in examples
+        }
+
+    theirs = objects(builder.as_dataset(split="train"))
+    assert objects(ours) == theirs and any(labels for _, labels, _ in theirs.values())

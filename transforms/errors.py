@@ -29,6 +29,8 @@ class Reason(enum.StrEnum):
     UNKNOWN_LABEL = "unknown_label"  # label absent from --label_map
     BAD_SPLIT = "bad_split"  # split name unusable in a file name
     BAD_FEATURE = "bad_feature"  # a --feature column value of the wrong type
+    BAD_ANNOTATION = "bad_annotation"  # an object's box, label, is_crowd or area unusable, or
+    # boxes drawn on an image of another size than the file
     DUPLICATE_KEY = "duplicate_key"  # a second row with a key already seen
     DUPLICATE_CONTENT = "duplicate_content"  # with --dedup: same file bytes as an earlier row
     MISSING_FILE = "missing_file"
@@ -61,6 +63,11 @@ class RowError(Exception):
         super().__init__(message)
         self.reason = reason
         self.message = message
+
+
+def bad_annotation(message: str) -> RowError:
+    """A detection row's objects are not usable as given (`Reason.BAD_ANNOTATION`)."""
+    return RowError(Reason.BAD_ANNOTATION, message)
 
 
 class ErrorRow(NamedTuple):

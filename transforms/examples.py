@@ -14,6 +14,7 @@ import struct
 from typing import NamedTuple
 
 LABEL_KEY, LABEL_TEXT_KEY = "image/class/label", "image/class/text"
+OBJECT_LABEL_KEY = "image/object/class/label"
 # (key, dtype) of every record; what tfrecord_pipeline.json publishes as the parsing spec.
 IMAGE_FEATURES = (
     ("image/encoded", "string"),
@@ -27,6 +28,22 @@ IMAGE_FEATURES = (
     ("image/source_id", "string"),
     ("image/key/sha256", "string"),
 )
+# A detection record's objects, a list each, one entry an object (the TPU detection readers'
+# keys): boxes normalised to the stored image; the label (a COCO category id stays its id) and
+# its name; the area in pixels of the stored image; COCO's crowd flag. Such a record has no
+# image/class/label: no one label describes a detection image.
+OBJECT_FEATURES = (
+    ("image/object/bbox/xmin", "float32"),
+    ("image/object/bbox/ymin", "float32"),
+    ("image/object/bbox/xmax", "float32"),
+    ("image/object/bbox/ymax", "float32"),
+    (OBJECT_LABEL_KEY, "int64"),
+    ("image/object/class/text", "string"),
+    ("image/object/area", "float32"),
+    ("image/object/is_crowd", "int64"),
+)
+# With --masks, each object's mask: a PNG of the stored image's size, 1 inside, 0 outside.
+MASK_FEATURE = ("image/object/mask", "string")
 _DTYPES = {"int64": "int64", "float": "float32", "bytes": "string"}
 
 
@@ -54,14 +71,24 @@ class FeatureSpec(NamedTuple):
 
 
 def feature_spec(
-    extra_features: tuple[tuple[str, str], ...], encoding: str, multi_label: bool = False
+    extra_features: tuple[tuple[str, str], ...],
+    encoding: str,
+    multi_label: bool = False,
+    detection: bool = False,
+    masks: bool = False,
 ) -> FeatureSpec:
     """The feature keys and dtypes every record carries; with `multi_label`, the label and
-    its text are lists."""
+    its text are lists; with `detection`, the objects' lists replace them (`masks`: their
+    masks too)."""
     dtypes = dict(IMAGE_FEATURES)
     if encoding == "raw":
         dtypes = {RAW_KEY if key == "image/encoded" else key: kind for key, kind in dtypes.items()}
     dtypes.update((name, _DTYPES[kind]) for name, kind in extra_features)
+    if detection:
+        del dtypes[LABEL_KEY], dtypes[LABEL_TEXT_KEY]
+        objects = (*OBJECT_FEATURES, MASK_FEATURE) if masks else OBJECT_FEATURES
+        dtypes.update(objects)
+        return FeatureSpec(dtypes, tuple(sorted(dict(objects))))
     return FeatureSpec(dtypes, (LABEL_KEY, LABEL_TEXT_KEY) if multi_label else ())
 
 
@@ -73,6 +100,29 @@ def label_features(label_ids: tuple[int, ...], texts: tuple[str, ...], multi: bo
             LABEL_TEXT_KEY: Values("string", tuple(text.encode("utf-8") for text in texts)),
         }
     return {LABEL_KEY: label_ids[0], LABEL_TEXT_KEY: texts[0]}
+
+
+def object_features(objects, label_ids: tuple[int, ...], masks: bool = False) -> dict:
+    """A detection record's object lists, from its placed objects (transforms/detection.py
+    `PlacedObject`) and their label ids, in the objects' order (an image without any: empty
+    lists, a negative); `masks`: their masks' PNGs too."""
+    columns = (
+        tuple(o.xmin for o in objects),
+        tuple(o.ymin for o in objects),
+        tuple(o.xmax for o in objects),
+        tuple(o.ymax for o in objects),
+        label_ids,
+        tuple(o.text.encode("utf-8") for o in objects),
+        tuple(o.area for o in objects),
+        tuple(int(o.is_crowd) for o in objects),
+    )
+    features = {
+        key: Values(dtype, values)
+        for (key, dtype), values in zip(OBJECT_FEATURES, columns, strict=True)
+    }
+    if masks:
+        features[MASK_FEATURE[0]] = Values(MASK_FEATURE[1], tuple(o.mask for o in objects))
+    return features
 
 
 _ONE_BYTE = [bytes([value]) for value in range(0x80)]

@@ -66,13 +66,19 @@ class ImageConfig(NamedTuple):
 
 
 class StoredImage(NamedTuple):
-    """The bytes that go into the record, described truthfully."""
+    """The bytes that go into the record, described truthfully, and what they were made from:
+    the file's own pixel grid and how it was turned (object boxes follow it:
+    transforms/detection.py)."""
 
     data: bytes
     format: str  # "JPEG" or "RAW" (uint8, height x width x channels, row-major)
     height: int
     width: int
     channels: int
+    source_width: int = 0  # the file's pixel grid, before any rotation or resize
+    source_height: int = 0
+    orientation: int = 1  # the file's EXIF orientation (1: none, or not one of the 8)
+    applied: int = 1  # the orientation the stored pixels were turned by: `orientation` or 1
 
 
 def sniff(data: bytes) -> str | None:
@@ -175,8 +181,8 @@ def _convert_jpeg(data: bytes, info: JpegInfo, config: ImageConfig) -> StoredIma
     held = coefficient_bytes(info)
     if fastpath().covers(info, config):
         stored = fastpath().convert_jpeg(data, info, config, held)
-        if stored is not None:
-            return stored
+        if stored is not None:  # upright: boxes on the file's grid need only its size
+            return stored._replace(source_width=info.width, source_height=info.height)
     return pixels().convert_pixels(data, config, held)
 
 
@@ -203,4 +209,7 @@ def normalise(data: bytes, config: ImageConfig) -> StoredImage:
         luma = -(-info.width // 8) * -(-info.height // 8)
         check_decode_bytes(info.width, info.height, coefficient_bytes(info) + luma, config)
         pixels().check_jpeg_decodes(data, info)
-    return StoredImage(data, "JPEG", info.height, info.width, info.components)
+    orientation = info.orientation or 1
+    return StoredImage(
+        data, "JPEG", info.height, info.width, info.components, info.width, info.height, orientation
+    )

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from transforms import fileio
+from transforms.detection import row_annotations
 from transforms.errors import ErrorRow, Reason, RowError, UserError, shown
 from transforms.labels import check_label
 from transforms.pieces import BOM, MAX_LINE_BYTES
@@ -31,6 +32,10 @@ MAX_JSON_DEPTH = 16
 _JSON_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"')
 _JSON_BRACKET = re.compile(r"[\[\]{}]")
 _CSV_FIELD_LIMIT = csv.field_size_limit()  # longer fields are the csv module's to refuse
+NOT_DETECTION = (
+    "objects in a classification dataset (the first row of a JSONL manifest of a detection "
+    "dataset lists objects)"
+)
 LONG_LINE = f"a line over {MAX_LINE_BYTES:,} bytes"
 QUOTED_NEWLINE = "a quoted field runs past the end of its line (a CSV record is one line)"
 
@@ -41,6 +46,10 @@ class ReadConfig(NamedTuple):
     split_spec: SplitSpec | None = None
     features: tuple[tuple[str, str], ...] = ()  # (column, type) for --feature
     label_separator: str | None = None  # with --multi_label: a row's label is a tuple
+    image_root: str = ""  # --image_root with a trailing separator: relative images are under it
+    detection: bool = False  # rows list objects (transforms/detection.py), not one label
+    drop_negatives: bool = False  # a detection row with no objects is counted, not converted
+    masks: bool = False  # a detection row's objects keep their masks (transforms/masks.py)
 
 
 class ManifestRow(NamedTuple):
@@ -91,10 +100,20 @@ def row_position(manifest_number: int, offset: int | None) -> int:
     return manifest_number << _OFFSET_BITS | (0 if offset is None else offset + 1)
 
 
+COCO_IMAGES = "#images"  # what a COCO file's rows add to its path: their offset is an index
+
+
+def manifest_number(row: ManifestRow) -> int:
+    """The place among --manifest of the manifest a row came from (see row_position)."""
+    return row.position >> _OFFSET_BITS
+
+
 def record_source(manifest: str, offset: int) -> str:
     """Where a record is, for error reports: `<manifest>@<byte offset>` for a CSV or JSONL line
     (`tail -c +<offset + 1> <manifest> | head -n 1` prints it), `<manifest>#<row index>` for a
-    Parquet row, both counted from 0."""
+    Parquet row, `<file>#images[<index>]` for an image of a COCO file, all counted from 0."""
+    if manifest.endswith(COCO_IMAGES):
+        return f"{manifest}[{offset}]"
     mark = "#" if manifest.lower().endswith(PARQUET_SUFFIX) else "@"
     return f"{manifest}{mark}{offset}"
 
@@ -114,6 +133,13 @@ class SkippedFile(NamedTuple):
     counted, not converted."""
 
     path: str
+
+
+class DroppedNegative(NamedTuple):
+    """With --drop_negatives, a detection row listing no objects: counted, not converted (so
+    rows in = records out + error rows still holds: it is not a row in)."""
+
+    source: str
 
 
 def manifest_kind(path: str) -> str:
@@ -155,23 +181,34 @@ def _typed(value: object, kind: str, column: str) -> object:
 
 
 def make_row(
-    fields: dict, folder: str, manifest: str, position: int, config: ReadConfig
+    fields: dict,
+    folder: str,
+    manifest: str,
+    position: int,
+    config: ReadConfig,
+    objects: tuple | None = None,
 ) -> ManifestRow:
     """Validate one manifest record and turn it into a row; raises RowError. `folder` is the
-    manifest's, with a trailing separator: relative image paths are under it. (Every row of
-    every run passes here, a refresh's unchanged ones too: it is kept to plain comparisons.)"""
+    manifest's, with a trailing separator: relative image paths are under it (or under
+    --image_root). A detection row's objects are parsed from its `objects`, unless given
+    (a COCO file's). (Every row of every run passes here, a refresh's unchanged ones too: it
+    is kept to plain comparisons.)"""
     get = fields.get
-    image, label = get(IMAGE_COLUMN), get("label")
+    image = get(IMAGE_COLUMN)
     if image is None:
         image = get(IMAGE_ALIAS)
+    if config.detection:
+        if objects is None:
+            objects = row_annotations(fields, _label, config.masks)
+        label = ""  # a detection row's labels are its objects'
+    elif "objects" in fields:
+        raise RowError(Reason.BAD_ANNOTATION, NOT_DETECTION)
+    else:
+        label = get("label")
     if image is None or label is None or not (image := str(image).strip()):
         raise RowError(Reason.BAD_ROW, "image_uri and label are required")
-    if config.label_separator is not None:
-        label = _labels(label, config.label_separator)
-    elif type(label) is not str and (isinstance(label, bool) or not isinstance(label, int)):
-        raise RowError(Reason.BAD_LABEL, f"label must be text or an integer, not {shown(label)}")
-    else:
-        label = _label(label if type(label) is str else str(label))
+    if not config.detection:
+        label = _row_label(label, config)
     split = get("split") or ""
     if type(split) is not str:
         raise RowError(Reason.BAD_SPLIT, f"split must be text, not {shown(split)}")
@@ -190,8 +227,18 @@ def make_row(
         features,
         manifest,
         position,
-        "" if fileio.is_absolute(image) else folder,
+        "" if fileio.is_absolute(image) else config.image_root or folder,
+        objects,
     )
+
+
+def _row_label(label: object, config: ReadConfig) -> str | tuple[str, ...]:
+    """A classification row's label, checked: one, or with --multi_label a tuple."""
+    if config.label_separator is not None:
+        return _labels(label, config.label_separator)
+    if type(label) is not str and (isinstance(label, bool) or not isinstance(label, int)):
+        raise RowError(Reason.BAD_LABEL, f"label must be text or an integer, not {shown(label)}")
+    return _label(label if type(label) is str else str(label))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -251,13 +298,20 @@ def record_row(
     path: str,
     number: int,
     config: ReadConfig,
-) -> ManifestRow | ErrorRow:
+    objects: tuple | RowError | None = None,
+) -> ManifestRow | ErrorRow | DroppedNegative:
     """The row of one parsed record at `offset` (see `row_position`) of manifest number
-    `number` (or its RowError, as the parser found it), or an ErrorRow of what it said."""
+    `number` (or its RowError, as the parser found it), or an ErrorRow of what it said; with
+    --drop_negatives, a detection row without objects is a DroppedNegative. `objects`: a COCO
+    image's, parsed already (or why they cannot be)."""
     try:
-        if isinstance(fields, RowError):
-            raise fields
-        return make_row(fields, folder, path, row_position(number, offset), config)
+        for error in (fields, objects):
+            if isinstance(error, RowError):
+                raise error
+        row = make_row(fields, folder, path, row_position(number, offset), config, objects)
+        if config.drop_negatives and row.objects == ():
+            return DroppedNegative(row.source)
+        return row
     except RowError as error:
         source = path if offset is None else record_source(path, offset)
         raw = fields if isinstance(fields, dict) else {}

@@ -10,6 +10,7 @@ import warnings
 
 from PIL import Image, ImageOps
 
+from transforms.detection import ORIENTATIONS, TRANSPOSING
 from transforms.errors import Reason, RowError
 from transforms.images import (
     DECODER_ERRORS,
@@ -22,8 +23,17 @@ from transforms.images import (
 )
 from transforms.jpeg import JpegInfo, padded
 
-_TRANSPOSING = frozenset({5, 6, 7, 8})  # EXIF orientations that swap width and height
 _WIDE_INTEGER = ("I;16", "I;16B", "I;16L", "I")  # scaled to 8 bits through a 32-bit copy
+# How exif_transpose turns an image for each EXIF orientation (1: not at all).
+_TURNS = {
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_270,
+    7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_90,
+}
 
 
 def _open(data: bytes, config: ImageConfig) -> Image.Image:
@@ -136,14 +146,24 @@ def _to_mode(image: Image.Image, config: ImageConfig) -> Image.Image:
     return image if image.mode == mode else image.convert(mode)  # convert() copies when equal
 
 
-def _encode(image: Image.Image, config: ImageConfig) -> StoredImage:
+def _encode(
+    image: Image.Image, config: ImageConfig, source: tuple[int, int], orientation: int
+) -> StoredImage:
+    """The stored image, and the file's grid (`source`) and `orientation` it was turned by."""
     if config.encoding == "raw":
         data, fmt = image.tobytes(), "RAW"
     else:
         buffer = io.BytesIO()
         image.save(buffer, "JPEG", quality=config.jpeg_quality)
         data, fmt = buffer.getvalue(), "JPEG"
-    return StoredImage(data, fmt, image.height, image.width, config.channels)
+    return StoredImage(
+        data, fmt, image.height, image.width, config.channels, *source, orientation, orientation
+    )
+
+
+def _turned_by(orientation: object) -> int:
+    """The orientation exif_transpose turned an image by: the tag, when it is one of the 8."""
+    return orientation if orientation in ORIENTATIONS else 1
 
 
 def target_size(width: int, height: int, scale: float, transposed: bool) -> tuple[int, int]:
@@ -168,13 +188,31 @@ def convert_pixels(data: bytes, config: ImageConfig, held: int = 0) -> StoredIma
     try:
         # Read EXIF only after the guarded load: for PNG, getexif() itself decodes the image.
         orientation = image.getexif().get(0x0112)
-        size = target_size(width, height, min(scale, 1.0), orientation in _TRANSPOSING)
+        size = target_size(width, height, min(scale, 1.0), orientation in TRANSPOSING)
         if not is_upright(orientation):  # exif_transpose copies the image even when upright
             check_decode_bytes(width, height, peak_bytes(image, config, rotated=True), config)
             image = ImageOps.exif_transpose(image)
         image = _to_mode(image, config)
         if image.size != size:
             image = image.resize(size, Image.Resampling[config.resample.upper()])
-        return _encode(image, config)
+        return _encode(image, config, (width, height), _turned_by(orientation))
     except DECODER_ERRORS as error:
         raise RowError(Reason.UNSUPPORTED_FORMAT, f"cannot convert image: {error}") from None
+
+
+def mask_png(column_major: bytes, grid: tuple[int, int], turn: int, size: tuple[int, int]) -> bytes:
+    """A mask (a byte a pixel of the `grid`, column by column) as an 8-bit grayscale PNG of
+    `size`, turned by the EXIF orientation `turn` as exif_transpose turns pixels, then
+    resized with NEAREST (its pixels stay 0 or 1, none made between). 0 and 1, not 0 and
+    255: Google's converter writes pycocotools' masks so, and the Model Garden's decoder
+    reads the PNG's values as the mask's (1.0 inside)."""
+    width, height = grid
+    image = Image.frombytes("L", (height, width), column_major)  # the mask, transposed
+    image = image.transpose(Image.Transpose.TRANSPOSE)
+    if turn in _TURNS:
+        image = image.transpose(_TURNS[turn])
+    if image.size != size:
+        image = image.resize(size, Image.Resampling.NEAREST)
+    buffer = io.BytesIO()
+    image.save(buffer, "PNG")
+    return buffer.getvalue()

@@ -11,9 +11,9 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
-from transforms.errors import ErrorRow, RowError, UserError
+from transforms.errors import ErrorRow, Reason, RowError, UserError, shown
 from transforms.labels import LabelMap, inherited_label_map, label_map_from_labels
-from transforms.manifest import ManifestRow, error_row, row_labels
+from transforms.manifest import ManifestRow, error_row, manifest_number, row_labels
 from transforms.progress import write_total
 from transforms.sharding import (
     MAX_SHARDS,
@@ -66,6 +66,9 @@ class PlanStats(NamedTuple):
     labels: frozenset
     rows: tuple[tuple[str, int], ...]  # (split, row count)
     samples: tuple[tuple[str, tuple], ...]  # (split, ((shard hash, image uri), ...))
+    # A named label id's name (a COCO category's) as the first manifest naming it gives it:
+    # (label, (manifest number, name)), sorted.
+    label_names: tuple[tuple[str, tuple[int, str]], ...] = ()
 
 
 class PlanAccumulator:
@@ -76,6 +79,7 @@ class PlanAccumulator:
 
     def __init__(self, counts: ShardCounts | None = None, sample_every_split: bool = False):
         self.labels: set[str] = set()
+        self.label_names: dict[str, tuple[int, str]] = {}
         self.rows: dict[str, int] = {}
         self.samples: dict[str, list] = {}  # split → heap of (-shard hash, image uri)
         self._counts = counts or ShardCounts()
@@ -84,6 +88,11 @@ class PlanAccumulator:
 
     def add(self, row: ManifestRow) -> "PlanAccumulator":
         self.labels.update(row_labels(row))
+        if row.objects:
+            number = manifest_number(row)
+            for obj in row.objects:
+                if obj.text:
+                    self._name(obj.label, (number, obj.text))
         self.rows[row.split] = self.rows.get(row.split, 0) + 1
         if self._is_sized(row.split):
             self._offer(row.split, (-key_hash(row.key, SHARD_SALT), row.image_uri))
@@ -96,8 +105,17 @@ class PlanAccumulator:
             self._sized[split] = sized
         return sized
 
+    def _name(self, label: str, named: tuple[int, str]) -> None:
+        """Keep the name of the first manifest (then the smallest name) for a label id, so
+        where rows are counted does not change which name wins."""
+        known = self.label_names.get(label)
+        if known is None or named < known:
+            self.label_names[label] = named
+
     def merge(self, other: "PlanAccumulator") -> "PlanAccumulator":
         self.labels |= other.labels
+        for label, named in other.label_names.items():
+            self._name(label, named)
         for split, count in other.rows.items():
             self.rows[split] = self.rows.get(split, 0) + count
         for split, heap in other.samples.items():
@@ -119,7 +137,10 @@ class PlanAccumulator:
             for split, heap in self.samples.items()
         )
         return PlanStats(
-            frozenset(self.labels), tuple(sorted(self.rows.items())), tuple(sorted(samples))
+            frozenset(self.labels),
+            tuple(sorted(self.rows.items())),
+            tuple(sorted(samples)),
+            tuple(sorted(self.label_names.items())),
         )
 
 
@@ -128,6 +149,8 @@ class DatasetPlan(NamedTuple):
     rows: tuple[tuple[str, int], ...]  # (split, manifest rows)
     shards: tuple[tuple[str, int], ...]  # (split, shard count)
     pieces: tuple[tuple[str, int], ...] = ()  # (split, pieces a shard is written in), if over 1
+    detection: bool = False  # records hold objects (boxes), not one label
+    label_names: tuple[tuple[str, tuple[int, str]], ...] = ()  # PlanStats.label_names
 
     def pieces_of(self, split: str) -> int:
         return dict(self.pieces).get(split, 1)
@@ -176,7 +199,9 @@ def make_plan(
             and (split_pieces := pieces_for(estimate / count, target_shard_mb)) > 1
         ):
             pieces.append((split, split_pieces))
-    return DatasetPlan(labels, stats.rows, tuple(shards), tuple(pieces))
+    return DatasetPlan(
+        labels, stats.rows, tuple(shards), tuple(pieces), label_names=stats.label_names
+    )
 
 
 def _size_or_zero(size_of: Callable[[str], int], uri: str) -> int:
@@ -194,29 +219,47 @@ def decide_plan(
     target_shard_mb: float,
     progress_dir: str | None,
     size_of: Callable[[str], int],
+    detection: bool = False,
 ) -> DatasetPlan:
     """`make_plan`, once every row is counted: the progress bar learns its total here."""
     write_total(progress_dir, sum(rows for _, rows in stats.rows))
-    return make_plan(stats, label_source, counts, target_shard_mb, size_of)
+    plan = make_plan(stats, label_source, counts, target_shard_mb, size_of)
+    return plan._replace(detection=detection)
 
 
 def group_by_shard(
     rows: Iterable[ManifestRow], plan: DatasetPlan
 ) -> tuple[dict[ShardId, list[ManifestRow]], list[ErrorRow]]:
-    """Rows by the shard they go to, and the rows whose label has no id as errors."""
+    """Rows by the shard they go to, and as errors the rows whose label has no id, or names a
+    label id otherwise than the first manifest naming it does."""
     by_shard: dict[ShardId, list[ManifestRow]] = {}
     errors = []
     shard_counts = dict(plan.shards)
+    names = dict(plan.label_names)
     for row in rows:
         try:
             for label in row_labels(row):
                 plan.labels.id_of(label)
+            if row.objects and names:
+                check_names(row, names)
         except RowError as error:
             errors.append(error_row(row, error.reason, error.message))
             continue
         shard = shard_for(row.key, row.split, shard_counts[row.split])
         by_shard.setdefault(shard, []).append(row)
     return by_shard, errors
+
+
+def check_names(row: ManifestRow, names: dict[str, tuple[int, str]]) -> None:
+    """Raise a bad_annotation RowError when the row names one of its objects' label ids
+    otherwise than the first manifest that names it (two COCO files, one category id)."""
+    for obj in row.objects:
+        if obj.text and (first := names.get(obj.label)) and first[1] != obj.text:
+            raise RowError(
+                Reason.BAD_ANNOTATION,
+                f"category {obj.label} is {shown(obj.text)} here, {shown(first[1])} in manifest "
+                f"{first[0] + 1} of --manifest: one id, one name",
+            )
 
 
 def all_shards(plan: DatasetPlan) -> Iterator[ShardId]:

@@ -3,11 +3,12 @@ it converts, and how its shards are named and compacted. Pure functions; pipelin
 moves the files.
 
 A row is known again by its fingerprint: a digest of everything its record is made from (split,
-label, extra features, image path) and of the image file's identity, its size and modification
-time (an object's size and CRC-32C, from its metadata), taken with one stat and no read. The
-alternative, a hash of a local image's bytes, would read every image every night, which is most
-of what a conversion costs; the price of the stat is that a rewrite keeping both size and time
-goes unseen (`touch` the file, or run without `--incremental`, to convert it again).
+label, extra features, a detection row's objects, image path) and of the image file's identity,
+its size and modification time (an object's size and CRC-32C, from its metadata), taken with
+one stat and no read. The alternative, a hash of a local image's bytes, would read every image
+every night, which is most of what a conversion costs; the price of the stat is that a rewrite
+keeping both size and time goes unseen (`touch` the file, or run without `--incremental`, to
+convert it again).
 """
 
 import hashlib
@@ -35,6 +36,8 @@ def fingerprint(row: ManifestRow, identity: str) -> str:
     if not identity:
         return ""
     features = repr(row.features) if row.features else ""
+    if row.objects is not None:  # a detection row: its annotations make its record too
+        features += repr(row.objects)
     made_of = f"{row.split}\0{row.label}\0{features}\0{row.image_uri}\0{identity}"
     return hashlib.blake2b(made_of.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 

@@ -16,11 +16,12 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import NamedTuple
 
 from transforms import fileio, gcs
+from transforms.detection import Placement, placed
 from transforms.errors import ErrorRow, Reason, RowError
-from transforms.examples import build_example, label_features
-from transforms.images import ImageConfig, decodes_every_image, normalise
+from transforms.examples import build_example, label_features, object_features
+from transforms.images import ImageConfig, StoredImage, decodes_every_image, normalise
 from transforms.labels import LabelMap
-from transforms.manifest import ManifestRow, error_row
+from transforms.manifest import ManifestRow, error_row, row_labels
 from transforms.progress import ProgressReporter
 from transforms.records import (
     MAX_RECORD_BYTES,
@@ -57,6 +58,8 @@ class WriteConfig(NamedTuple):
     # Beam worker processes on each machine, each with writers of its own; 0: one per core
     # (Dataflow's SDK harness). Their cores are shared out: process_cores().
     sdk_processes: int = 1
+    drop_negatives: bool = False  # a detection row whose every box is dropped is an error row
+    masks: bool = False  # detection records hold `image/object/mask` (--masks)
 
 
 class ShardResult(NamedTuple):
@@ -73,6 +76,7 @@ class ShardResult(NamedTuple):
     # are that name + ".idx" / ".rows"
     rows_file: str = ""  # name of the shard's rows file in the version (refresh.py)
     piece: Piece = WHOLE  # the part of its shard this file holds (`join_staged` joins them)
+    boxes_dropped: int = 0  # detection: boxes left out of records, with no area in the image
 
 
 def available_cores() -> int:
@@ -164,14 +168,36 @@ def class_labels(row: ManifestRow, labels: LabelMap) -> tuple[dict, tuple[int, .
     return label_features(ids, texts, True), ids
 
 
+def object_labels(
+    row: ManifestRow, ids: dict[str, int], stored: StoredImage, config: WriteConfig
+) -> tuple[dict, tuple[int, ...], int]:
+    """A detection row's object features on its stored image, the distinct label ids they
+    hold, and how many boxes were dropped (no area left in the image). With --drop_negatives
+    a row whose every box was dropped is a `bad_annotation`: it was counted as a row in."""
+    placement = Placement(stored.source_width, stored.source_height, stored.orientation,
+                          stored.applied, stored.width, stored.height)  # fmt: skip
+    kept, dropped = placed(row.objects, placement)
+    if config.drop_negatives and dropped and not kept:
+        raise RowError(Reason.BAD_ANNOTATION, f"none of its {dropped} boxes is in the image")
+    object_ids = tuple(ids[item.label] for item in kept)
+    features = object_features(kept, object_ids, config.masks)
+    return features, tuple(sorted(set(object_ids))), dropped
+
+
 def make_record(
     row: ManifestRow, labels: LabelMap, config: WriteConfig
-) -> tuple[bytes, tuple[int, ...], str]:
-    """The serialized Example for a row, the label ids it holds and its fingerprint; raises
-    RowError."""
-    label_fields, label_ids = class_labels(row, labels)
+) -> tuple[bytes, tuple[int, ...], str, int]:
+    """The serialized Example for a row, the label ids it holds, its fingerprint and the boxes
+    it dropped; raises RowError. Labels are looked up before the image is read."""
+    if row.objects is None:
+        label_fields, label_ids = class_labels(row, labels)
+    else:
+        ids = {label: labels.id_of(label) for label in row_labels(row)}
     data, identity = read_image(row.image_uri, config.max_file_bytes)
     stored = normalise(data, config.image)
+    dropped = 0
+    if row.objects is not None:
+        label_fields, label_ids, dropped = object_labels(row, ids, stored, config)
     filename = posixpath.basename(row.image_uri.replace("\\", "/"))
     record = build_example(stored, label_fields, filename, row.key, row.features)
     if len(record) > config.max_record_bytes:
@@ -179,7 +205,7 @@ def make_record(
             Reason.RECORD_TOO_LARGE,
             f"record of {len(record):,} bytes is over {config.max_record_bytes:,}",
         )
-    return record, label_ids, fingerprint(row, identity)
+    return record, label_ids, fingerprint(row, identity), dropped
 
 
 def ordered_unique(rows: Iterable[ManifestRow]) -> Iterator[ManifestRow | ErrorRow]:
@@ -194,13 +220,14 @@ def ordered_unique(rows: Iterable[ManifestRow]) -> Iterator[ManifestRow | ErrorR
 
 
 def _record_or_error(item: ManifestRow | ErrorRow, labels: LabelMap, config: WriteConfig):
-    """Runs on a pool thread: (row or error, record or None, label ids, row fingerprint)."""
+    """Runs on a pool thread: (row or error, record or None, label ids, row fingerprint,
+    boxes dropped)."""
     if isinstance(item, ErrorRow):
-        return item, None, None, None
+        return item, None, None, None, 0
     try:
         return item, *make_record(item, labels, config)
     except RowError as error:
-        return error_row(item, error.reason, error.message), None, None, None
+        return error_row(item, error.reason, error.message), None, None, None, 0
 
 
 def ordered_map(pool: Executor | None, function, items: Iterable, window: int) -> Iterator:
@@ -245,16 +272,18 @@ def write_shard(
     progress = ProgressReporter(config.progress_dir, name)
     label_counts: dict[int, int] = {}
     row_lines: list[str] = []
+    boxes_dropped = 0
     convert = functools.partial(_record_or_error, labels=labels, config=config)
     try:
         in_flight = IN_FLIGHT_PER_THREAD * threads
         converted = ordered_map(pool, convert, ordered_unique(rows), in_flight)
-        for item, record, label_ids, digest in converted:
+        for item, record, label_ids, digest, dropped in converted:
             progress.add(1)
             if record is None:
                 yield item
                 continue
             writer.write(record)
+            boxes_dropped += dropped
             row_lines.append(rows_line(PastRecord(item.key, digest, label_ids)))
             for label_id in label_ids:
                 label_counts[label_id] = label_counts.get(label_id, 0) + 1
@@ -277,6 +306,7 @@ def write_shard(
         staged,
         f"{ROWS_DIR}/{name}.rows",
         piece,
+        boxes_dropped,
     )
 
 
@@ -317,6 +347,7 @@ def join_staged(parts: list[ShardResult], staging: str, compress: bool) -> Shard
         label_counts=tuple(sorted(labels.items())),
         staged=staged,
         piece=WHOLE,
+        boxes_dropped=sum(part.boxes_dropped for part in parts),
     )
 
 

@@ -14,12 +14,16 @@ reads it, and never ends the run.
 
 import glob as local_glob
 import io
+import json
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from transforms import fileio, parquet
+from transforms.coco import CocoImage, is_coco_start, read_images
 from transforms.errors import ErrorRow, RowError, UserError
 from transforms.manifest import (
+    COCO_IMAGES,
+    DroppedNegative,
     ManifestRow,
     ReadConfig,
     check_columns,
@@ -33,7 +37,7 @@ from transforms.pieces import BOM, MAX_LINE_BYTES, READ_BYTES, piece_lines
 from transforms.trees import TreeItem, read_folders, read_tree, tree_root
 
 HEAD_BYTES = 64 << 10  # the launcher's reads of a text manifest: its header and first lines
-Item = ManifestRow | ErrorRow
+Item = ManifestRow | ErrorRow | DroppedNegative
 
 
 class ManifestFile(NamedTuple):
@@ -41,10 +45,23 @@ class ManifestFile(NamedTuple):
 
     number: int  # its place among the manifests, which decides the "first" of a repeated key
     path: str
-    kind: str  # "csv", "jsonl", "parquet", or "tree" (a class-folder root)
+    kind: str  # "csv", "jsonl", "parquet", "coco" (read whole), or "tree" (a class-folder root)
     columns: tuple[str, ...] = ()  # a CSV's header; the Parquet columns a row can use
     body: int = 0  # the byte where records begin (after a CSV's header line)
     size: int = 0  # the file's size in bytes when the launcher looked: where reading ends
+    detection: bool = False  # its rows list objects: a COCO file, or JSONL whose first row does
+
+
+def detection_config(manifests: list[ManifestFile], config: ReadConfig) -> ReadConfig:
+    """The read settings for these manifests: a detection dataset when they list objects; a
+    dataset is one or the other, so manifests that disagree are a usage error."""
+    kinds = {manifest.detection: manifest.path for manifest in manifests}
+    if len(kinds) > 1:
+        raise UserError(
+            f"{kinds[True]} lists objects (detection) and {kinds[False]} does not "
+            "(classification): convert them as two datasets"
+        )
+    return config._replace(detection=True in kinds)
 
 
 def check_manifests(patterns: list[str], config: ReadConfig) -> list[ManifestFile]:
@@ -87,8 +104,13 @@ def describe(path: str, number: int, config: ReadConfig) -> ManifestFile:
     try:
         with fileio.open_bytes(path, HEAD_BYTES) as stream:
             size = stream.seek(0, io.SEEK_END)
+            detection = False
+            if kind == "jsonl":
+                kind, detection = _json_kind(stream, size)
             if kind == "parquet":
                 columns, body, has_rows = _read_footer(stream, path, config)
+            elif kind == "coco":
+                columns, body, has_rows = (), 0, True  # its images are counted where read
             else:
                 columns, body, has_rows = _read_start(stream, path, kind, size, config)
     except fileio.MISSING:
@@ -99,7 +121,28 @@ def describe(path: str, number: int, config: ReadConfig) -> ManifestFile:
         raise UserError(f"{path}: cannot read manifest ({error})") from None
     if not has_rows:
         raise UserError(f"{path}: the manifest has no rows")
-    return ManifestFile(number, path, kind, columns, body, size)
+    return ManifestFile(number, path, kind, columns, body, size, detection)
+
+
+def _json_kind(stream, size: int) -> tuple[str, bool]:
+    """("coco" or "jsonl", whether its rows list objects), from a JSON manifest's start: its
+    first row is read whole (a crowded image's objects run past the first read), up to the
+    longest line a manifest may hold."""
+    stream.seek(0)
+    head = stream.read(HEAD_BYTES).removeprefix(BOM)
+    if is_coco_start(head.decode("utf-8", "replace")):
+        return "coco", True
+    first = ""
+    for _, line in piece_lines(stream.seek, stream.read, 0, size, 0, HEAD_BYTES):
+        # a JSONL file's first lines are checked after; one too long is a bad row
+        first = "" if line is None else line.removeprefix(BOM).decode("utf-8", "replace")
+        if line is None or first.strip():
+            break
+    try:
+        row = json.loads(first)
+    except ValueError:
+        return "jsonl", False  # its first row is a bad row, read as any other
+    return "jsonl", isinstance(row, dict) and "objects" in row
 
 
 def _read_start(stream, path: str, kind: str, size: int, config: ReadConfig):
@@ -187,8 +230,23 @@ def read_piece(
         claim(end)
 
 
+def read_coco(manifest: ManifestFile, config: ReadConfig) -> Iterator[Item]:
+    """Every row and error row of a COCO file, read whole (one JSON document); its images'
+    `file_name`s are under --image_root, else the file's folder."""
+    folder = fileio.join(fileio.dirname(manifest.path), "")
+    rows_of = manifest.path + COCO_IMAGES  # row sources: <file>#images[<index>]
+
+    def row(image: CocoImage) -> Item:
+        fields, number = image.fields, manifest.number
+        return record_row(fields, image.index, folder, rows_of, number, config, image.annotations)
+
+    return read_images(fileio.read_bytes(manifest.path), manifest.path, row, config.masks)
+
+
 def read_all(manifest: ManifestFile, config: ReadConfig) -> Iterator[TreeItem]:
     """Every row, error row and skipped file of one manifest, read in this process."""
     if manifest.kind == "tree":
         return read_folders(tree_root(manifest.path, manifest.number), config)
+    if manifest.kind == "coco":
+        return read_coco(manifest, config)
     return read_piece(manifest, manifest.body, manifest.size, config)

@@ -1,8 +1,10 @@
 """The Beam steps of a conversion: thin wrappers over the pure modules beside this one.
 
 Element shapes between steps (a RowBatch holds up to ROWS_PER_BATCH ManifestRows):
-    ReadManifests   -> {"rows": RowBatch, "errors": ErrorRow, "skipped": SkippedFile}
+    ReadManifests   -> {"rows": RowBatch, "errors": ErrorRow, "skipped": SkippedFile,
+                        "negatives": DroppedNegative}
         files: ManifestFile -> pieces of it (an OffsetRange restriction) -> rows
+        COCO files: ManifestFile -> rows (one JSON document, read whole)
         trees: TreeFolder -> rows, and subfolders to list at the next level
     DropDuplicateContent (--dedup) -> {"rows": RowBatch, "errors": ErrorRow}
     PlanDataset     -> DatasetPlan            (one element; a side input downstream)
@@ -36,7 +38,7 @@ from transforms.error_files import (
     write_error_file,
 )
 from transforms.errors import ErrorRow
-from transforms.manifest import ManifestRow, ReadConfig, RowBatch
+from transforms.manifest import DroppedNegative, ManifestRow, ReadConfig, RowBatch
 from transforms.plan import (
     LabelSource,
     PlanAccumulator,
@@ -48,7 +50,7 @@ from transforms.plan import (
 from transforms.shard_processes import ShardTask, ShardWriters
 from transforms.shard_writer import ShardResult, WriteConfig, join_staged, stored_size
 from transforms.sharding import Piece, ShardId, piece_of
-from transforms.sources import ManifestFile, read_piece
+from transforms.sources import ManifestFile, read_coco, read_piece
 from transforms.trees import TREE_DEPTH, TreeFolder, list_folder, tree_root
 
 NAMESPACE = "tfrecord_pipeline"
@@ -80,6 +82,9 @@ def _outputs(items):
             yield _count_error(item)
         elif isinstance(item, TreeFolder):
             yield TaggedOutput("folders", item)
+        elif isinstance(item, DroppedNegative):
+            Metrics.counter(NAMESPACE, "negatives_dropped").inc()
+            yield TaggedOutput("negatives", item)
         else:
             Metrics.counter(NAMESPACE, "skipped_files").inc()
             yield TaggedOutput("skipped", item)
@@ -128,6 +133,17 @@ class _ReadPiecesFn(beam.DoFn, RestrictionProvider):
 
 
 @beam.typehints.with_output_types(RowBatch)
+class _ReadCocoFn(beam.DoFn):
+    """A COCO file, one JSON document, read whole by one worker."""
+
+    def __init__(self, config: ReadConfig):
+        self._config = config
+
+    def process(self, manifest: ManifestFile):
+        yield from _outputs(read_coco(manifest, self._config))
+
+
+@beam.typehints.with_output_types(RowBatch)
 class _ListFolderFn(beam.DoFn):
     def __init__(self, config: ReadConfig):
         self._config = config
@@ -151,28 +167,40 @@ class ReadManifests(beam.PTransform):
         self, manifests: list[ManifestFile], config: ReadConfig, piece_bytes: int | None = None
     ):
         super().__init__()
-        self._files = [m for m in manifests if m.kind != "tree"]
+        self._files = [m for m in manifests if m.kind not in ("tree", "coco")]
+        self._documents = [m for m in manifests if m.kind == "coco"]
         self._trees = [tree_root(m.path, m.number) for m in manifests if m.kind == "tree"]
         self._config = config
         self._piece_bytes = piece_bytes or PIECE_BYTES
 
     def expand(self, pbegin):
-        outputs = {"rows": [], "errors": [], "skipped": []}
+        outputs = {"rows": [], "errors": [], "skipped": [], "negatives": []}
+        reads = []
         if self._files:
-            read = (
+            reads.append(
                 pbegin
                 | "ListManifestFiles" >> beam.Create(self._files)
                 | "ReadPieces"
                 >> beam.ParDo(_ReadPiecesFn(self._config, self._piece_bytes)).with_outputs(
-                    "errors", main="rows"
+                    "errors", "negatives", main="rows"
                 )
             )
-            outputs["rows"].append(read.rows)
-            outputs["errors"].append(read.errors)
+        if self._documents:
+            reads.append(
+                pbegin
+                | "ListCocoFiles" >> beam.Create(self._documents)
+                | "ReadCocoFiles"
+                >> beam.ParDo(_ReadCocoFn(self._config)).with_outputs(
+                    "errors", "negatives", main="rows"
+                )
+            )
+        for read in reads:
+            for tag in ("rows", "errors", "negatives"):
+                outputs[tag].append(read[tag])
         if self._trees:
             for level in self._list_trees(pbegin):
-                for tag, collections in outputs.items():
-                    collections.append(level[tag])
+                for tag in ("rows", "errors", "skipped"):
+                    outputs[tag].append(level[tag])
         return {
             tag: collections | f"Collect{tag.title()}" >> beam.Flatten(pipeline=pbegin.pipeline)
             for tag, collections in outputs.items()
@@ -223,9 +251,11 @@ def PlanDataset(
     target_shard_mb: float,
     progress_dir: str | None,
     max_file_bytes: int,
+    detection: bool = False,
 ):
     """All rows → one DatasetPlan: label ids and each split's shard count (files over
-    `max_file_bytes` weigh nothing in a split's size: they become error rows)."""
+    `max_file_bytes` weigh nothing in a split's size: they become error rows), and whether
+    its records hold objects."""
     return (
         rows
         | "CollectStats" >> beam.CombineGlobally(_PlanStatsFn(counts))
@@ -237,6 +267,7 @@ def PlanDataset(
             target_shard_mb,
             progress_dir,
             functools.partial(stored_size, max_file_bytes=max_file_bytes),
+            detection,
         )
     )
 
