@@ -114,8 +114,9 @@ class ConvertOptions:
         detection dataset when they list objects. Raises UserError for manifests of both
         kinds, a COCO file beside other manifests (its labels are category ids, which other
         manifests' labels would renumber), and classification-only flags on detection."""
-        manifests = check_manifests(self.manifest, self.read_config())
-        read_config = detection_config(manifests, self.read_config())
+        read_config = self.read_config()
+        manifests = check_manifests(self.manifest, read_config)
+        read_config = detection_config(manifests, read_config)
         coco = [manifest.path for manifest in manifests if manifest.kind == "coco"]
         if coco and len(coco) < len(manifests):
             other = next(m.path for m in manifests if m.kind != "coco")

@@ -545,8 +545,7 @@ def test_ctrl_c_is_exit_130_and_leaves_nothing(tmp_path, photos):
     os.killpg(run.pid, signal.SIGINT)  # as Ctrl-C does: the whole process group
     os.killpg(run.pid, signal.SIGCONT)
     status, _, err = _ended(run)
-    assert status == EXIT_INTERRUPTED
-    assert err.strip() == "tfrecord-pipeline: interrupted"
+    assert (status, err.strip()) == (EXIT_INTERRUPTED, "tfrecord-pipeline: interrupted")
     _wait_until(lambda: _gone(children), "the shard writers' exit")
     _nothing_published(root)
 
