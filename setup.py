@@ -13,6 +13,11 @@ setup(
     install_requires=[
         "apache-beam[gcp]>=2.60",
         "pillow>=10",
+        # The fast path for 8-bit JPEGs (transforms/fastpath.py): libjpeg-turbo's decoder and
+        # encoder, libvips' resampling; wheels for Linux x86-64 and arm64, libvips included.
+        "simplejpeg>=1.8",
+        "pyvips>=3",
+        "pyvips-binary>=8.16",
         "google-cloud-storage>=2",
         "google-crc32c>=1.5",
         "protobuf>=6.33,<7",
@@ -26,6 +31,7 @@ setup(
             "hypothesis",
             "grpcio-tools",
             "gcp-storage-emulator",
+            "opencv-python-headless",  # the resampling study's area and aliasing witnesses
             # The PyTorch reader the tests run. torch 2.13.0 is the CPU build the machine's
             # wheel folder holds (pip's find-links), so the lock installs no CUDA libraries.
             "tfrecord[torch]>=1.14.6",

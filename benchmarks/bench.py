@@ -37,6 +37,7 @@ RUNS = {
     "2 TF loop": lambda m, o: [PYTHON, str(HERE / "peers.py"), "tf_loop", m, o],
     "3 Beam tutorial": lambda m, o: [PYTHON, str(HERE / "peers.py"), "beam_tutorial", m, o],
     "4 Pillow resize": lambda m, o: [PYTHON, str(HERE / "peers.py"), "pillow_resize", m, o],
+    "4 turbo + vips resize": lambda m, o: [PYTHON, str(HERE / "peers.py"), "turbo_vips", m, o],
     "5 Pillow validate": lambda m, o: [PYTHON, str(HERE / "peers.py"), "pillow_validate", m, o],
     "6 converter": lambda m, o: [CLI, "convert", "--manifest", m, "--output", o, *CONVERT],
     "7 full, 1 worker": lambda m, o: [
@@ -59,13 +60,14 @@ RUNS = {
 
 # (label, numerator run, denominator run, target)
 TARGETS = (
-    ("converter / copy floor", "6 converter", "1 copy floor", 0.5),
+    ("converter / copy floor", "6 converter", "1 copy floor", 0.75),
     ("converter / TF loop", "6 converter", "2 TF loop", 1.5),
     ("converter / Beam tutorial", "6 converter", "3 Beam tutorial", 10.0),
-    ("full validate 1 worker / Pillow validate", "7 full, 1 worker", "5 Pillow validate", 0.9),
+    ("full validate 1 worker / Pillow validate", "7 full, 1 worker", "5 Pillow validate", 1.25),
     ("full validate 2 workers / Pillow validate", "7 full, 2 workers", "5 Pillow validate", 1.0),
     ("full validate 2 workers / 1 worker", "7 full, 2 workers", "7 full, 1 worker", 1.0),
-    ("resize 1 worker / Pillow resize", "8 resize, 1 worker", "4 Pillow resize", 0.9),
+    ("resize 1 worker / Pillow resize", "8 resize, 1 worker", "4 Pillow resize", 1.1),
+    ("resize 1 worker / turbo + vips resize", "8 resize, 1 worker", "4 turbo + vips resize", 0.95),
     ("resize 2 workers / Pillow resize", "8 resize, 2 workers", "4 Pillow resize", 1.7),
 )
 

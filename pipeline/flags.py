@@ -109,7 +109,8 @@ FLAGS = (
     Flag("--resize_short_side", "N", INT,
          "downscale so the short side is N (the ImageNet recipe); never upscales"),
     Flag("--resample", "FILTER", _choices(RESAMPLE_FILTERS),
-         f"resampling filter for resizing: {', '.join(RESAMPLE_FILTERS)}"),
+         f"resampling filter for resizing: {', '.join(RESAMPLE_FILTERS)} (see Images: what "
+         "each maps to)"),
     Flag("--exif_transpose", "", SWITCH,
          "also re-encode JPEGs that would pass through but carry an EXIF rotation"),
     Flag("--background", "white|black|R,G,B", {}, "colour alpha is composited onto"),

@@ -12,7 +12,6 @@ Rows are held in memory, as the DirectRunner holds them: a few hundred bytes per
 
 import contextlib
 import functools
-import threading
 from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
@@ -30,7 +29,7 @@ from transforms.labels import LabelMap
 from transforms.manifest import DroppedNegative, ManifestRow, ReadConfig, SkippedFile
 from transforms.plan import PlanAccumulator, all_shards, decide_plan, group_by_shard
 from transforms.refresh import classify
-from transforms.shard_processes import ShardWriters
+from transforms.shard_processes import ShardWriters, only_thread
 from transforms.shard_writer import (
     REMOTE_THREADS_PER_CORE,
     ShardResult,
@@ -61,7 +60,7 @@ def write_here(
     if not fileio.is_remote(options.output):
         # First of all, while no other thread runs here (the bar's starts next), so the
         # children can be forks: ready at once, with nothing to import.
-        writers.start_children(processes, fork=threading.active_count() == 1)
+        writers.start_children(processes, fork=only_thread())
     if progress_dir:
         stack.enter_context(ProgressBar(progress_dir))
     previous = refresh.published(target, options.label_offset)

@@ -169,6 +169,23 @@ def pixels():
     return pixels
 
 
+def fastpath():
+    """libjpeg-turbo and libvips (`fastpath.py`), imported by the first JPEG decoded."""
+    from transforms import fastpath
+
+    return fastpath
+
+
+def _convert_jpeg(data: bytes, info: JpegInfo, config: ImageConfig) -> StoredImage:
+    """The fast path where it covers the file and libjpeg decodes it cleanly, else Pillow."""
+    held = coefficient_bytes(info)
+    if fastpath().covers(info, config):
+        stored = fastpath().convert_jpeg(data, info, config, held)
+        if stored is not None:  # upright: boxes on the file's grid need only its size
+            return stored._replace(source_width=info.width, source_height=info.height)
+    return pixels().convert_pixels(data, config, held)
+
+
 def normalise(data: bytes, config: ImageConfig) -> StoredImage:
     """The bytes to store for one source image; raises RowError with the reason it cannot be."""
     if not data:
@@ -187,7 +204,7 @@ def normalise(data: bytes, config: ImageConfig) -> StoredImage:
             f"JPEG frame type 0x{info.sof:02X} with {info.precision}-bit samples",
         )
     if not _keeps_bytes(info, config):
-        return pixels().convert_pixels(data, config, coefficient_bytes(info))
+        return _convert_jpeg(data, info, config)
     if config.validate == "full":
         luma = -(-info.width // 8) * -(-info.height // 8)
         check_decode_bytes(info.width, info.height, coefficient_bytes(info) + luma, config)

@@ -6,9 +6,10 @@ every row crosses gRPC. Instead the write step hands whole shards to child proce
 rows go in, its error rows and ShardResult come back; image bytes never cross a process
 boundary.
 
-A child is a fork of this process when the caller knows no other thread runs here (the local
-runner, before its progress bar starts): it has every module loaded and takes a shard at once.
-Otherwise (Beam's threads, a notebook's) a fork could copy a lock another thread holds, so the
+A child is a fork of this process when no other thread runs here (the local runner, before its
+progress bar starts, counting native threads too: `only_thread`): it has every module loaded and
+takes a shard at once. Otherwise (Beam's threads, a notebook's, libvips' or TensorFlow's thread
+pools once loaded) a fork could copy a lock another thread holds, so the
 child is a fresh `python -m` interpreter importing only the writer (about 0.15 s) — rather than
 multiprocessing's spawn or forkserver, which re-import the caller's `__main__` in every child.
 
@@ -148,6 +149,16 @@ class ShardWriters:
             pool.shutdown()
         for child in self._children:
             child.close()
+
+
+def only_thread() -> bool:
+    """Whether this process runs a single thread, native ones included: a library's thread
+    pool (libvips', TensorFlow's) is invisible to `threading`, and a fork beside it can copy
+    one of its locks held, leaving the child waiting on it for ever."""
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:  # no procfs: Python's own threads are all that can be counted
+        return threading.active_count() == 1
 
 
 class ShardProcess:

@@ -1,0 +1,80 @@
+"""The fast path (libjpeg-turbo and libvips) against Pillow's: what it takes, what it leaves to
+Pillow, and that what it makes is what the options ask for."""
+
+import io
+
+import numpy as np
+import pytest
+from conftest import encode, photo
+from PIL import Image
+
+from transforms import fastpath, pixels
+from transforms.images import ImageConfig, normalise
+from transforms.jpeg import coefficient_bytes, parse_jpeg
+
+PHOTO = photo("chelsea.png")  # 451x300
+RESIZE = ImageConfig(resize_short_side=128, jpeg_quality=90)
+
+
+def _decoded(data: bytes) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(data)))
+
+
+def _short_scan(data: bytes) -> bytes:
+    """The JPEG with its scan cut at 90% and its EOI kept: structurally whole, and libjpeg
+    warns (premature end of data segment) and fills the rest with grey."""
+    start, end = parse_jpeg(data).scans[-1]
+    return data[: start + (end - start) * 9 // 10] + data[end:]
+
+
+@pytest.mark.parametrize("progressive", [False, True])
+def test_a_resize_takes_the_fast_path_and_is_the_same_every_time(progressive):
+    data = encode(PHOTO, quality=92, progressive=progressive)
+    assert fastpath.covers(parse_jpeg(data), RESIZE)
+    stored = normalise(data, RESIZE)
+    assert (stored.format, stored.height, stored.width, stored.channels) == ("JPEG", 128, 192, 3)
+    assert normalise(data, RESIZE).data == stored.data
+    reference = np.asarray(PHOTO.resize((192, 128), Image.Resampling.LANCZOS), np.float64)
+    assert np.abs(_decoded(stored.data) - reference).mean() < 4
+
+
+def test_filters_libvips_lacks_rotated_and_cmyk_jpegs_stay_on_pillows_path():
+    data = encode(PHOTO, quality=92)
+    for resample in ("nearest", "box", "hamming"):
+        assert not fastpath.covers(parse_jpeg(data), RESIZE._replace(resample=resample))
+        assert fastpath.covers(parse_jpeg(data), ImageConfig(encoding="raw", resample=resample))
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    rotated = encode(PHOTO, quality=92, exif=exif.tobytes())
+    assert not fastpath.covers(parse_jpeg(rotated), RESIZE)
+    assert normalise(rotated, RESIZE)[2:4] == (192, 128)  # rotated by Pillow: portrait
+    assert not fastpath.covers(parse_jpeg(encode(PHOTO.convert("CMYK"))), RESIZE)
+
+
+def test_a_file_libjpeg_warns_about_is_converted_as_pillow_converts_it():
+    data = _short_scan(encode(PHOTO, quality=92))
+    info = parse_jpeg(data)
+    assert fastpath.convert_jpeg(data, info, RESIZE, 0) is None
+    assert normalise(data, RESIZE) == pixels.convert_pixels(data, RESIZE, coefficient_bytes(info))
+
+
+@pytest.mark.parametrize("mode", ["RGB", "L"])
+@pytest.mark.parametrize("channels", [1, 3])
+def test_raw_and_channel_changes_decode_to_the_stored_shape(mode, channels):
+    data = encode(PHOTO.convert(mode), quality=92)
+    raw = normalise(data, ImageConfig(encoding="raw", channels=channels, max_side=100))
+    assert (raw.format, raw.height, raw.width, raw.channels) == ("RAW", 67, 100, channels)
+    assert len(raw.data) == 67 * 100 * channels
+    jpeg = normalise(data, ImageConfig(channels=channels, max_side=100))
+    assert _decoded(jpeg.data).shape[:2] == (67, 100)
+    assert Image.open(io.BytesIO(jpeg.data)).mode == ("RGB" if channels == 3 else "L")
+
+
+@pytest.mark.parametrize("resample", ["bilinear", "bicubic", "lanczos"])
+def test_each_libvips_kernel_antialiases_as_pillows_filter_of_its_name(resample):
+    """A grating finer than the output's pixels shrinks to flat grey, as Pillow's does."""
+    stripes = np.round(127.5 + 127.5 * np.cos(np.pi * np.arange(400) / 1.2)).astype(np.uint8)
+    grating = np.repeat(np.repeat(stripes[None, :, None], 300, 0), 3, 2)
+    ours = fastpath.resample(grating, (100, 75), fastpath.VIPS_KERNELS[resample])
+    pillows = Image.fromarray(grating).resize((100, 75), Image.Resampling[resample.upper()])
+    assert ours.shape == (75, 100, 3) and ours.std() < 3 and np.asarray(pillows).std() < 3
