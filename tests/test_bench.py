@@ -75,6 +75,16 @@ def test_one_tiny_dataflow_costs_sitting_measures_every_stage(tmp_path, monkeypa
     assert "| 10^8 |" in dataflow_costs.markdown(report["estimates"])
 
 
+def test_one_tiny_image_costs_sitting_times_every_stage(tmp_path, monkeypatch):
+    import image_costs
+
+    monkeypatch.setenv("CORPUS_DIR", str(tmp_path))
+    costs = image_costs.measure(12)
+    assert len(costs) == 11 and all(us > 0 for us in costs.values())
+    table = image_costs.markdown(costs)
+    assert all(f"| {stage} |" in table for stage in costs)
+
+
 @pytest.mark.slow
 def test_one_tiny_manifest_scale_sitting_measures_the_launcher_and_the_read_step(
     tmp_path, monkeypatch

@@ -110,17 +110,27 @@ def test_conversion_writes_the_documented_layout(dataset, convert):
         assert sum(split.label_counts.values()) == split.examples
 
 
+IMAGE_PATHS = {
+    "pass-through": (),
+    # libjpeg-turbo decodes and encodes, libvips resamples (transforms/fastpath.py)
+    "resized": ("--resize_short_side", "40", "--jpeg_quality", "90"),
+    "raw, grey": ("--max_side", "48", "--image_encoding", "raw", "--channels", "1"),
+}
+
+
+@pytest.mark.parametrize("image_flags", IMAGE_PATHS.values(), ids=IMAGE_PATHS.keys())
 def test_same_input_gives_identical_bytes_whatever_the_runner_and_parallelism(
-    dataset, tmp_path, monkeypatch
+    dataset, tmp_path, monkeypatch, image_flags
 ):
     """The runner (local or Beam), threads per shard, shard-writer processes and Beam's worker
-    processes must not change a byte, errors files included (several here)."""
+    processes must not change a byte, errors files included (several here), whether images
+    pass through or are decoded, resized and encoded again."""
     monkeypatch.setattr(error_files, "ROWS_PER_ERRORS_FILE", 2)
     with open(dataset, "a") as manifest:  # rows rejected by the reader and by shard writers
         manifest.writelines(f"images/gone-{i}.jpg,coffee\n" for i in range(5))
         manifest.write("images/coffee/0.jpg,\n,rocket\n")
     flags = ("--num_shards", "2", "--split", "train=0.5,validation=0.5", "--no_progress",
-             "--max_error_rate", "1")  # fmt: skip
+             "--max_error_rate", "1", *image_flags)  # fmt: skip
 
     def convert(name, *more):
         run(["--manifest", str(dataset), "--output", str(tmp_path / name), *flags, *more])

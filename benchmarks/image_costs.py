@@ -1,0 +1,147 @@
+"""Where one image's CPU goes on the local writer, and what the fastest decoder leaves for full
+validation: `python benchmarks/image_costs.py [N]` (the benchmark corpus of N images, 2,000 by
+default).
+
+Each stage is timed alone, in one thread of this process, as CPU time (user + system) per image
+over the N images, the median of 5 rounds: the stages the shard writer runs for a pass-through
+image (read the file, walk the JPEG's markers, SHA-256 for `image/key/sha256`, encode the
+Example, frame + CRC-32C + buffered write), the whole writer for comparison, the copy floor's own
+work (read, append), and the decodes full validation could use. The images are held in memory
+for every stage but the reads. Writes benchmarks/results/image-costs.json and prints the
+README's table.
+"""
+
+import collections
+import hashlib
+import io
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import simplejpeg
+from corpus import make_corpus
+from dataflow_costs import cpu_us_per
+from PIL import Image
+
+from transforms.examples import build_example, encode_example
+from transforms.images import ImageConfig, normalise
+from transforms.jpeg import parse_jpeg
+from transforms.labels import LabelMap
+from transforms.manifest import ReadConfig
+from transforms.pixels import check_jpeg_decodes
+from transforms.records import ShardFileWriter
+from transforms.shard_writer import WriteConfig, read_image, write_shard
+from transforms.sharding import ShardId
+from transforms.sources import check_manifests, read_all
+
+HERE = Path(__file__).resolve().parent
+ROUNDS = 5
+
+
+def _luma_eighth_simplejpeg(data: bytes) -> None:
+    height, width, _, _ = simplejpeg.decode_jpeg_header(data)
+    simplejpeg.decode_jpeg(data, "GRAY", min_height=-(-height // 8), min_width=-(-width // 8),
+                           strict=True)  # fmt: skip
+
+
+def _pillow_validate_peer(data: bytes) -> None:
+    image = Image.open(io.BytesIO(data))
+    image.draft(image.mode, (max(1, image.width // 8), max(1, image.height // 8)))
+    image.load()
+
+
+def stages(rows, out: str) -> dict:
+    """Each stage's work over every row, as functions of no argument."""
+    datas = [read_image(row.image_uri, 1 << 30)[0] for row in rows]
+    infos = [parse_jpeg(data) for data in datas]
+    stored = [normalise(data, ImageConfig()) for data in datas]
+    features = [
+        {"image/encoded": data, "image/format": "JPEG", "image/class/label": 1,
+         "image/class/text": row.label, "image/height": s.height, "image/width": s.width,
+         "image/channels": 3, "image/filename": os.path.basename(row.image_uri),
+         "image/source_id": row.key, "image/key/sha256": hashlib.sha256(data).hexdigest()}
+        for row, data, s in zip(rows, datas, stored, strict=True)
+    ]  # fmt: skip
+    records = [encode_example(f) for f in features]
+    labels = LabelMap(tuple(sorted({row.label for row in rows})))
+
+    def framed_and_written() -> None:
+        with open(os.path.join(out, "framed"), "wb", buffering=1 << 20) as handle:
+            writer = ShardFileWriter(handle)
+            for record in records:
+                writer.write(record)
+
+    def copied() -> None:
+        with open(os.path.join(out, "copied"), "wb") as sink:
+            for row in rows:
+                with open(row.image_uri, "rb") as source:
+                    sink.write(source.read())
+
+    def each(function, items):
+        """Calls `function` on each item, keeping no result: a list of them would cost the
+        stage its memory's page faults, which the writer (one image at a time) never pays."""
+        return lambda: collections.deque(map(function, items), maxlen=0)
+
+    return {
+        "read the file (open, fstat, read, close)": each(
+            lambda row: read_image(row.image_uri, 1 << 30), rows
+        ),
+        "walk the JPEG's markers (the structure check)": each(parse_jpeg, datas),
+        "SHA-256 of the image (image/key/sha256)": each(
+            lambda data: hashlib.sha256(data).hexdigest(), datas
+        ),
+        "encode the Example": each(encode_example, features),
+        "build the Example (SHA-256 and encoding)": each(
+            lambda image: build_example(image, {"image/class/label": 1}, "x.jpg", "x", ()), stored
+        ),
+        "frame, CRC-32C, buffered write": framed_and_written,
+        "the whole shard writer, pass-through": lambda: collections.deque(
+            write_shard(ShardId("train", 0, 1), rows, labels, WriteConfig(out, ImageConfig())),
+            maxlen=0,
+        ),
+        "the copy floor's work (read, append)": copied,
+        "full validation's decode: luma at 1/8, Pillow's decoder called directly": each(
+            lambda pair: check_jpeg_decodes(*pair), list(zip(datas, infos, strict=True))
+        ),
+        "the same through libjpeg-turbo's own bindings (simplejpeg, strict)": each(
+            _luma_eighth_simplejpeg, datas
+        ),
+        "the Pillow validate peer's decode (draft 1/8, file's mode)": each(
+            _pillow_validate_peer, datas
+        ),
+    }
+
+
+def measure(count: int) -> dict:
+    corpus_root = Path(os.environ.get("CORPUS_DIR", tempfile.gettempdir()))
+    corpus = make_corpus(corpus_root / f"tfrp-corpus-{count}", count)
+    (manifest,) = check_manifests([str(corpus)], ReadConfig())
+    rows = list(read_all(manifest, ReadConfig()))
+    with tempfile.TemporaryDirectory() as out:
+        work = stages(rows, out)
+        rounds = [{name: cpu_us_per(len(rows), run) for name, run in work.items()}
+                  for _ in range(ROUNDS)]  # fmt: skip
+    return {name: round(statistics.median(r[name] for r in rounds), 1) for name in work}
+
+
+def markdown(costs: dict) -> str:
+    lines = ["| stage | CPU per image |", "|---|---:|"]
+    lines += [f"| {name} | {us:,.1f} us |" for name, us in costs.items()]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    count = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
+    costs = measure(count)
+    print(markdown(costs))
+    report = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}",
+        "images": count,
+        "cpu_us_per_image": costs,
+    }
+    (HERE / "results" / "image-costs.json").write_text(json.dumps(report, indent=2) + "\n")
