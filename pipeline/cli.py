@@ -201,7 +201,7 @@ def entry_point() -> None:
     """The `tfrecord-pipeline` command: `main`, then, when no Beam or TensorFlow was loaded,
     an exit without the interpreter's teardown.
 
-    Freeing every module and object of a finished local conversion takes 15-30 ms, as long as
+    Freeing every module and object of a finished local conversion takes as long as
     converting a few hundred images. By then every file is closed, every child process reaped
     and the progress folder removed: the teardown would only free memory. Beam and TensorFlow
     keep exit handlers of their own, so with either loaded the process ends the usual way.

@@ -1,8 +1,8 @@
 """The conversion on this machine without Beam: the pipeline's steps, called in order.
 
 On one machine Beam buys nothing a conversion needs (there is no shuffle to distribute, and the
-write step spreads shards over child processes itself) and costs about 3 s before the first
-image: 1.8 s to import, then translating the graph and coding every row between steps. So a
+write step spreads shards over child processes itself) and costs seconds before the first
+image: its import, then translating the graph and coding every row between steps. So a
 conversion given no Beam flags calls the functions the Beam steps wrap (transforms/steps.py), in
 the same order, and writes the same bytes; any Beam flag (`--runner DirectRunner`,
 `--runner DataflowRunner`, ...) runs the Beam pipeline instead (pipeline/beam_pipeline.py).

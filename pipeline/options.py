@@ -304,7 +304,7 @@ def option_defaults() -> dict[str, object]:
 
 
 def _beam_options():
-    """Beam's options module, imported only when there are Beam flags: Beam takes 1.8 s to
+    """Beam's options module, imported only when there are Beam flags: Beam takes seconds to
     import, and a local run without Beam flags never needs it."""
     from apache_beam.options import pipeline_options
 

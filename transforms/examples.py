@@ -4,7 +4,7 @@ Encoded here, in the wire format of TensorFlow's example.proto (`proto/example.p
 than through protobuf's message classes: the bytes are those of protobuf's deterministic
 serialization (map entries sorted by key, which byte-reproducible shards depend on; tests
 compare the two and read the records with TensorFlow), at the same cost per record, and the
-writer never imports the protobuf runtime (30 ms of every run's start-up). Workers never
+writer never imports the protobuf runtime (a share of every run's start-up). Workers never
 import TensorFlow either.
 """
 

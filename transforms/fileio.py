@@ -1,7 +1,7 @@
 """Paths and file access that behave the same for local paths and `gs://` (Beam FileSystems).
 
 Local paths take the plain `open`/`os` route: it is what FileSystems does underneath, minus a
-layer of dispatch per image, and it keeps Beam (1.8 s to import) out of local runs altogether.
+layer of dispatch per image, and it keeps Beam (seconds to import) out of local runs altogether.
 Everything else goes through FileSystems with compression detection off, so an image whose name
 ends in `.gz` is never silently decompressed.
 """
@@ -30,8 +30,8 @@ _RAW = "uncompressed"  # Beam's CompressionTypes.UNCOMPRESSED
 @functools.cache
 def _error_types() -> dict[str, tuple[type[BaseException], ...]]:
     """What file access raises, sorted once. Object stores raise their own exception types, not
-    OSError; they are imported here, on first use, because with grpc they take 0.17 s, which a
-    local run would pay in every process for the sake of a missing file. (Which failures are
+    OSError; they are imported here, on first use, because with grpc they are slow to import,
+    which a local run would pay in every process for the sake of a missing file. (Which failures are
     transient, and retried, is transforms/gcs.py's to say.)"""
     from google.api_core import exceptions as gcs_errors
 
@@ -174,7 +174,7 @@ def _read_filesystem(path: str, max_bytes: int | None) -> bytes:
 
 def _read_local(path: str, max_bytes: int | None) -> bytes:
     """A local regular file's bytes, in one read when it has the size it says: `open()` would
-    build a buffered file object and ask whether the file is a terminal, 12-24 us an image."""
+    build a buffered file object and ask whether the file is a terminal, for every image."""
     return _read_local_identified(path, max_bytes)[0]
 
 

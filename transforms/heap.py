@@ -4,10 +4,9 @@ A shard writer allocates and frees several image-sized buffers per record: the f
 the serialized Example, its framing. glibc serves a block over its mmap threshold (128 KiB at
 start, then adjusted) with fresh mmap'd pages, and returns the top of the heap to the OS once
 more than its trim threshold is free, so an image-sized buffer keeps landing on pages the kernel
-must fault in again. Here that made serializing a 140 KB Example cost 193 us instead of 9, and
-a 6,000-image conversion of 177 KB photos spend 1.3-1.5 s in the kernel instead of 0.75-1.15 s
-(wall 2.6-3.1 s against 2.2-2.8 s). Fixed thresholds (which also stop glibc adjusting them)
-keep the pages in the process. Other C libraries are left as they are.
+must fault in again: a conversion of large photos then spends much of its time in the kernel,
+faulting. Fixed thresholds (which also stop glibc adjusting them) keep the pages in the
+process. Other C libraries are left as they are.
 """
 
 import ctypes

@@ -1,7 +1,7 @@
 """Decoding, converting and encoding with Pillow: every image that is not stored as it is.
 
 Kept apart from `images.py` so that a pass-through conversion, whose JPEGs are checked by
-walking their markers and stored byte-identical, never loads Pillow (25 ms of start-up).
+walking their markers and stored byte-identical, never pays for loading Pillow.
 """
 
 import io

@@ -1,7 +1,7 @@
 """Writing whole shards in child processes, so a local run uses every core.
 
 A pass-through shard writer is Python work under the GIL: threads cannot spread it over cores.
-Beam's multi-process DirectRunner can, but each of its workers imports Beam (1.8 s here) and
+Beam's multi-process DirectRunner can, but each of its workers imports Beam (seconds) and
 every row crosses gRPC. Instead the write step hands whole shards to child processes: a shard's
 rows go in, its error rows and ShardResult come back; image bytes never cross a process
 boundary.
@@ -10,7 +10,7 @@ A child is a fork of this process when no other thread runs here (the local runn
 progress bar starts, counting native threads too: `only_thread`): it has every module loaded and
 takes a shard at once. Otherwise (Beam's threads, a notebook's, libvips' or TensorFlow's thread
 pools once loaded) a fork could copy a lock another thread holds, so the
-child is a fresh `python -m` interpreter importing only the writer (about 0.15 s) — rather than
+child is a fresh `python -m` interpreter importing only the writer — rather than
 multiprocessing's spawn or forkserver, which re-import the caller's `__main__` in every child.
 
 The protocol is one pickle per message over two pipes: a `ShardTask` in, then
@@ -369,6 +369,6 @@ if __name__ == "__main__":
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     _serve(sys.stdin.buffer, replies)
     # Every reply is flushed and every shard file closed: skip the interpreter's teardown of
-    # the image libraries (60-70 ms that the parent's close() would wait for).
+    # the image libraries, which the parent's close() would wait for.
     sys.stderr.flush()
     os._exit(0)

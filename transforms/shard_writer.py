@@ -101,9 +101,9 @@ def writer_threads(config: WriteConfig, remote: bool, cores: int) -> int:
     that is 0, what pays here.
 
     Threads pay where images wait or decode outside the GIL: object-store reads, and options
-    that decode every image. A local pass-through conversion is Python glue under the GIL;
-    there a second thread made each image cost 2.3x as much (284 vs 126 us, 2 cores), so it
-    gets one (local runs spread shards over processes instead: shard_processes.py).
+    that decode every image. A local pass-through conversion is Python glue under the GIL,
+    where a second thread only contends for it, so it gets one (local runs spread shards over
+    processes instead: shard_processes.py).
     """
     if config.threads:
         return config.threads

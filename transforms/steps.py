@@ -57,8 +57,9 @@ NAMESPACE = "tfrecord_pipeline"
 # Rows per element between steps: large enough that Beam's per-element cost vanishes, small
 # enough that an element stays around a megabyte.
 ROWS_PER_BATCH = 1000
-# Bytes of a manifest file per piece read by one worker: about a million rows, 10-20 s of
-# parsing; a runner may split a piece further while it is read.
+# Bytes of a manifest file per piece read by one worker: about a million rows, a piece big
+# enough to amortise its start and small enough to spread; a runner may split a piece further
+# while it is read.
 PIECE_BYTES = 64 << 20
 # Coded as plain tuples, with a size estimate that codes nothing (transforms/coders.py).
 beam.coders.registry.register_coder(RowBatch, RowBatchCoder)
