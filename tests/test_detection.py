@@ -186,6 +186,7 @@ def test_orphan_annotations_repeated_ids_and_broken_files_are_reported():
         (b'{"images": [], "annotations": []}', "categories must be a list"),
         (b"[1, 2]", "not an object"),
         (b'{"images": ', "not JSON"),
+        (_coco([_image(1)], []).replace(b'"cat"', b'"cat\\udc00"'), "half a surrogate pair"),
     ]:
         images, (error,) = read_document(data, "f")
         assert images == [] and error.source == "f" and says in error.message

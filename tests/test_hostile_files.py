@@ -140,6 +140,23 @@ def test_json_nested_past_the_limit_is_one_bad_row(tmp_path):
     assert rows[3].reason is Reason.BAD_ROW and rows[4].label == "[" * 100 + "{" * 100
 
 
+def test_half_a_surrogate_pair_in_a_jsonl_string_is_one_bad_row(tmp_path):
+    """JSON lets `\\ud800` stand alone; no path, key or label can hold it (UTF-8 has no
+    surrogates), and it once reached the key's hash as a traceback. A whole pair is an emoji."""
+    lines = [
+        r'{"image_uri": "a.jpg", "label": "cat\ud800"}',
+        r'{"image_uri": "b.jpg", "label": "cat", "key": "k\uDFFF"}',
+        r'{"image_uri": "c.jpg", "label": "cat\ud83d\ude00"}',
+        r'{"image_uri": "d.jpg", "label": "cat\\ud800"}',  # an escaped backslash, then text
+    ]
+    path = tmp_path / "m.jsonl"
+    path.write_text("".join(line + "\n" for line in lines))
+    rows = read_manifest(str(path), 0, ReadConfig())
+    assert [getattr(row, "reason", None) for row in rows] == [Reason.BAD_ROW] * 2 + [None] * 2
+    assert "half a surrogate pair" in rows[0].message
+    assert [row.label for row in rows[2:]] == ["cat\U0001f600", "cat\\ud800"]
+
+
 @pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
 def test_nul_and_control_characters_are_error_rows(tmp_path, suffix):
     rows = [

@@ -22,6 +22,7 @@ from typing import NamedTuple
 from transforms import masks
 from transforms.detection import Annotation, Frame, bad, box_corners
 from transforms.errors import ErrorRow, Reason, RowError, shown
+from transforms.manifest import check_unicode
 
 # The keys of a COCO document's top level; a `.json` manifest whose first key is one of them
 # is read as COCO (a JSONL file's first line holds a row, whose keys are columns).
@@ -67,6 +68,7 @@ def read_document(
     `with_masks`: the annotations' segmentations are kept (--masks)."""
     try:
         document = json.loads(data, object_hook=_with_masks if with_masks else _without_masks)
+        check_unicode(data, document)
         images, annotations, categories = _sections(document)
         names = _category_names(categories)
     except (ValueError, RowError) as error:
