@@ -1,6 +1,7 @@
 """`verify`: a sound dataset passes; every kind of damage is caught and named."""
 
 import dataclasses
+import gzip
 import json
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from pipeline.commit import read_info
 from pipeline.metadata import INFO_FILE
 from pipeline.publish import MARKER, marker_bytes
 from pipeline.verify import verify, verify_shard
-from transforms.records import crc32c_of
+from transforms.records import crc32c_of, read_records
 
 pytestmark = pytest.mark.slow
 SAMPLE = Path(__file__).resolve().parents[1] / "sample" / "manifest.csv"
@@ -58,6 +59,40 @@ def test_every_flipped_byte_is_caught_even_by_the_crcs_alone(converted):
         claimed = dataclasses.replace(shard, crc32c=crc32c_of(bytes(damaged)))
         assert verify_shard(str(converted), info, claimed, "none"), position
     (converted / shard.file).write_bytes(original)
+
+
+def test_an_empty_gzip_member_before_more_records_is_where_tensorflow_may_stop(tmp_path):
+    """A gzip shard may hold several members; TensorFlow's reader can end at one that holds
+    nothing (it does here, with the first of four records before it; where the member falls in
+    its buffers decides), so verify says so, even of bytes the metadata claims."""
+    import tensorflow as tf
+
+    from pipeline.convert import run
+
+    root = tmp_path / "out"
+    flags = ["--num_shards", "1", "--compression", "gzip", "--no_progress"]
+    run(["--manifest", str(SAMPLE), "--output", str(root), *flags])
+    output = published(root)
+    info = read_info(str(output))
+    (shard,) = info.splits["train"].shards
+    path = output / shard.file
+    payload = gzip.decompress(path.read_bytes())
+    ends = [offset + len(record) + 16 for offset, record in read_records(payload)]
+
+    def claimed(*members: bytes):
+        """The shard as these gzip members, four records in all, as its metadata claims."""
+        path.write_bytes(b"".join(gzip.compress(member, mtime=0) for member in members))
+        data = path.read_bytes()
+        return dataclasses.replace(shard, records=4, bytes=len(data), crc32c=crc32c_of(data))
+
+    first, rest = payload[: ends[0]], payload[ends[0] : ends[3]]
+    assert verify_shard(str(output), info, claimed(first, rest), "none") == []
+    empty_between = claimed(first, b"", rest)
+    read = tf.data.TFRecordDataset(str(path), compression_type="GZIP")
+    assert int(read.reduce(0, lambda count, _: count + 1)) == 1
+    (problem,) = verify_shard(str(output), info, empty_between, "none")
+    assert f"an empty gzip member at byte {len(gzip.compress(first, mtime=0)):,}: " in problem
+    assert "TensorFlow's reader may stop there" in problem
 
 
 @pytest.mark.parametrize("damage", ["marker", "shard", "truncate", "info", "pointer"])

@@ -58,9 +58,30 @@ def shard_payload(data: bytes, compression: str) -> bytes:
     if compression != "gzip":
         return data
     try:
-        return gzip.decompress(data)
-    except (OSError, EOFError, zlib.error) as error:
+        return _gunzipped(data)
+    except zlib.error as error:
         raise RecordError(f"not valid gzip ({error})") from None
+
+
+def _gunzipped(data: bytes) -> bytes:
+    """Every gzip member's bytes, joined. TensorFlow's reader may stop at a member that holds
+    nothing (where the member falls in its buffers decides), so such a member before more data
+    is an error here, rather than records read past it that training may never see."""
+    members, position, view = [], 0, memoryview(data)
+    while position < len(data):
+        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)  # a gzip wrapper, checked
+        member = inflater.decompress(view[position:])
+        if not inflater.eof:
+            raise RecordError(f"not valid gzip (the member at byte {position:,} is cut short)")
+        after = len(inflater.unused_data)
+        if not member and after:
+            raise RecordError(
+                f"an empty gzip member at byte {position:,}: TensorFlow's reader may stop "
+                f"there, before the {after:,} bytes after it"
+            )
+        members.append(member)
+        position = len(data) - after
+    return b"".join(members)
 
 
 def read_records(data: bytes) -> Iterator[tuple[int, bytes]]:
