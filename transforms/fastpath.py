@@ -52,8 +52,9 @@ def _decode_step(width: int, height: int, size: tuple[int, int]) -> int:
 
 
 def convert_jpeg(data: bytes, info: JpegInfo, config: ImageConfig, held: int) -> StoredImage | None:
-    """Decode (DCT-scaled), resample, encode; None when libjpeg warns or fails (Pillow's
-    path then decides). `held`: what the decoder keeps (a progressive JPEG's coefficients)."""
+    """Decode (DCT-scaled), resample, encode; None when libjpeg warns or fails, or libvips
+    cannot reduce that far (Pillow's path then decides). `held`: what the decoder keeps (a
+    progressive JPEG's coefficients)."""
     scale = min(scale_for(info.width, info.height, config), 1.0)
     size = (max(1, round(info.width * scale)), max(1, round(info.height * scale)))
     step = _decode_step(info.width, info.height, size)
@@ -69,7 +70,11 @@ def convert_jpeg(data: bytes, info: JpegInfo, config: ImageConfig, held: int) ->
     except ValueError:
         return None
     if pixels.shape[1::-1] != size:
-        pixels = resample(pixels, size, VIPS_KERNELS[config.resample])
+        extent = (info.width / step, info.height / step)
+        try:
+            pixels = resample(pixels, size, VIPS_KERNELS[config.resample], extent)
+        except pyvips.Error:  # "reduce factor too large": a strip shrunk hundreds of times
+            return None
     return encode(pixels, config)
 
 
@@ -86,9 +91,23 @@ def encode(pixels: np.ndarray, config: ImageConfig) -> StoredImage:
     return StoredImage(data, "JPEG", height, width, channels)
 
 
-def resample(pixels: np.ndarray, size: tuple[int, int], kernel: str) -> np.ndarray:
-    """libvips' reduce of uint8 height x width x channels pixels to `size` (width, height)."""
+def resample(
+    pixels: np.ndarray,
+    size: tuple[int, int],
+    kernel: str,
+    extent: tuple[float, float] | None = None,
+) -> np.ndarray:
+    """libvips' reduce of uint8 height x width x channels pixels to `size` (width, height).
+
+    `extent` (width, height): how much of the image the pixels hold, when a DCT-scaled decode's
+    last column and row stand for part of a pixel (a 257-pixel-wide image decoded at 1/8 is 33
+    columns, the last of them one source pixel wide). The shrink is measured on it, as Pillow's
+    `resize(box=...)` measures on its box, so that part-pixel does not stretch the image across
+    a whole output pixel; a column or row reduce makes beyond `size` is cropped away.
+    """
     height, width, channels = pixels.shape
+    extent = extent or (width, height)
     image = pyvips.Image.new_from_memory(pixels.data, width, height, channels, "uchar")
-    image = image.reduce(width / size[0], height / size[1], kernel=kernel)
+    image = image.reduce(extent[0] / size[0], extent[1] / size[1], kernel=kernel)
+    image = image.crop(0, 0, *size)
     return np.frombuffer(image.write_to_memory(), np.uint8).reshape(size[1], size[0], channels)

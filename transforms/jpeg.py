@@ -43,7 +43,7 @@ class JpegInfo(NamedTuple):
     sampling: bytes = b""  # each component's sampling factors (horizontal:vertical nibbles)
     scans: tuple[tuple[int, int], ...] = ()  # each scan's entropy-coded data: (start, end)
     adobe_transform: int | None = None  # APP14 colour transform: 0 RGB/CMYK, 1 YCbCr, 2 YCCK
-    orientation: int | None = None  # EXIF orientation 1-8, when present
+    orientation: int | None = None  # EXIF orientation 1-8, when present; 0: only Pillow reads it
 
 
 def _truncated() -> RowError:
@@ -55,23 +55,34 @@ def _corrupt(what: str) -> RowError:
 
 
 def exif_orientation(segment: bytes) -> int | None:
-    """The orientation tag of an APP1 Exif segment, or None if absent or unreadable."""
-    if not segment.startswith(b"Exif\x00\x00") or len(segment) < 14:
-        return None
+    """The orientation tag of an APP1 Exif segment, or None if it has none that is one of the 8.
+
+    0 when the segment is too irregular to read here (no TIFF header, an IFD that runs past the
+    segment, the tag twice, or not one SHORT): Pillow's reader, which turns the pixels of every
+    file decoded on its path, also reads the tag as LONG or signed and takes the last of two,
+    so only Pillow can tell whether such a file needs turning.
+    """
     tiff = segment[6:]
-    order = {b"II": "<", b"MM": ">"}.get(tiff[:2])
+    order = {b"II*\x00": "<", b"MM\x00*": ">"}.get(tiff[:4])
     if order is None:
-        return None
+        return 0
+    found = []
     try:
         (ifd,) = struct.unpack_from(order + "I", tiff, 4)
         (entries,) = struct.unpack_from(order + "H", tiff, ifd)
         for index in range(entries):
-            tag, kind, _, value = struct.unpack_from(order + "HHIH", tiff, ifd + 2 + 12 * index)
-            if tag == _ORIENTATION_TAG and kind == 3:
-                return value if 1 <= value <= 8 else None
+            tag, kind, count, value = struct.unpack_from(
+                order + "HHIH2x", tiff, ifd + 2 + 12 * index
+            )
+            if tag == _ORIENTATION_TAG:
+                found.append((kind, count, value))
     except struct.error:
+        return 0
+    if not found:
         return None
-    return None
+    if len(found) > 1 or found[0][:2] != (3, 1):
+        return 0
+    return found[0][2] if 1 <= found[0][2] <= 8 else None
 
 
 def _frame(marker: int, segment: bytes) -> JpegInfo:
@@ -145,7 +156,7 @@ def parse_jpeg(data: bytes) -> JpegInfo:
             frame = _frame(marker, segment)
         elif marker == 0xEE and segment.startswith(b"Adobe") and len(segment) >= 12:
             extras["adobe_transform"] = segment[11]
-        elif marker == 0xE1 and "orientation" not in extras:
+        elif marker == 0xE1 and segment.startswith(b"Exif\x00\x00") and "orientation" not in extras:
             extras["orientation"] = exif_orientation(segment)
         pos += length
         if marker == 0xDA:
