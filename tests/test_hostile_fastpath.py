@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import simplejpeg
 from conftest import REPOSITORY, encode, photo, write_manifest
-from PIL import Image
+from PIL import Image, ImageOps
 
 from pipeline.convert import run
 from transforms import fastpath, pixels
@@ -94,6 +94,23 @@ def test_a_dct_scaled_decode_is_not_stretched_by_its_part_pixel(size, resample):
     reference = full.resize((stored.width, stored.height), Image.Resampling[resample.upper()])
     error = np.abs(np.frombuffer(stored.data, np.uint8) - np.asarray(reference, np.float64).ravel())
     assert error.mean() < 8
+
+
+@pytest.mark.parametrize("orientation", [1, 3, 6])
+@pytest.mark.parametrize("size", [(257, 256), (129, 400)])
+def test_pillows_path_is_not_stretched_by_the_part_pixel_either(size, orientation):
+    """Pillow's path decodes at 1/8 too (draft) and resized without the box draft gives; it
+    now resizes on the file's grid, measured on the box, then turns the image (turned first,
+    the part-pixel's edge moves: to the left for 3, the top for 6)."""
+    data = encode(ASTRONAUT.resize(size, Image.Resampling.BOX), quality=92, subsampling=0)
+    data = data[:2] + _exif(b"II", (0x0112, 3, struct.pack("<HH", orientation, 0))) + data[2:]
+    config = ImageConfig(resize_short_side=min(size) // 8, resample="box", encoding="raw")
+    assert not fastpath.covers(parse_jpeg(data), config)  # box: Pillow's filter alone
+    stored = normalise(data, config)
+    upright = ImageOps.exif_transpose(Image.open(io.BytesIO(data)))
+    reference = upright.resize((stored.width, stored.height), Image.Resampling.BOX)
+    error = np.abs(np.frombuffer(stored.data, np.uint8) - np.asarray(reference, np.float64).ravel())
+    assert stored.orientation == orientation and error.mean() < 8
 
 
 @pytest.mark.parametrize("resample", ["bilinear", "bicubic", "lanczos"])

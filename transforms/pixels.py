@@ -8,7 +8,7 @@ import io
 import math
 import warnings
 
-from PIL import Image, ImageOps
+from PIL import Image
 
 from transforms.detection import ORIENTATIONS, TRANSPOSING
 from transforms.errors import Reason, RowError
@@ -18,7 +18,6 @@ from transforms.images import (
     StoredImage,
     check_decode_bytes,
     check_pixels,
-    is_upright,
     scale_for,
 )
 from transforms.jpeg import JpegInfo, padded
@@ -161,8 +160,20 @@ def _encode(
     )
 
 
+# How each EXIF orientation turns the pixels upright, as ImageOps.exif_transpose turns them.
+_TRANSPOSES = {
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_270,
+    7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_90,
+}
+
+
 def _turned_by(orientation: object) -> int:
-    """The orientation exif_transpose turned an image by: the tag, when it is one of the 8."""
+    """The orientation an image is turned by: the tag, when it is one of the 8, else 1."""
     return orientation if orientation in ORIENTATIONS else 1
 
 
@@ -173,29 +184,37 @@ def target_size(width: int, height: int, scale: float, transposed: bool) -> tupl
 
 
 def convert_pixels(data: bytes, config: ImageConfig, held: int = 0) -> StoredImage:
-    """Decode (at reduced size where the resize allows), orient, convert, resize, encode.
+    """Decode (at reduced size where the resize allows), convert, resize, orient, encode.
 
     `held`: what the decoder itself keeps while decoding (a progressive JPEG's coefficients).
     Memory is checked before decoding, and again before rotating (EXIF is read after decoding).
+    The image is resized on the file's grid, then turned: a reduced-size decode's last column
+    and row may stand for part of a pixel (a 257-pixel side decoded at 1/8 is 33 pixels, the
+    last one source pixel wide), and the resize measures on the file's `extent` on that grid,
+    so the part-pixel does not stretch the image; turned first, that edge would move.
     """
     image = _open(data, config)
     width, height = image.size
     scale = scale_for(width, height, config)
+    extent = None
     if scale < 1:  # JPEG: libjpeg decodes at 1/2, 1/4 or 1/8 size, never below the request
-        image.draft(image.mode, (math.ceil(width * scale), math.ceil(height * scale)))
+        drafted = image.draft(image.mode, (math.ceil(width * scale), math.ceil(height * scale)))
+        extent = drafted[1] if drafted else None
     check_decode_bytes(width, height, held + peak_bytes(image, config), config)
     _load(image)
     try:
         # Read EXIF only after the guarded load: for PNG, getexif() itself decodes the image.
         orientation = image.getexif().get(0x0112)
-        size = target_size(width, height, min(scale, 1.0), orientation in TRANSPOSING)
-        if not is_upright(orientation):  # exif_transpose copies the image even when upright
-            check_decode_bytes(width, height, peak_bytes(image, config, rotated=True), config)
-            image = ImageOps.exif_transpose(image)
+        turn = _turned_by(orientation)
+        size = target_size(width, height, min(scale, 1.0), turn in TRANSPOSING)
         image = _to_mode(image, config)
-        if image.size != size:
-            image = image.resize(size, Image.Resampling[config.resample.upper()])
-        return _encode(image, config, (width, height), _turned_by(orientation))
+        on_grid = size[::-1] if turn in TRANSPOSING else size
+        if image.size != on_grid:
+            image = image.resize(on_grid, Image.Resampling[config.resample.upper()], box=extent)
+        if turn != 1:
+            check_decode_bytes(width, height, peak_bytes(image, config, rotated=True), config)
+            image = image.transpose(_TRANSPOSES[turn])
+        return _encode(image, config, (width, height), turn)
     except DECODER_ERRORS as error:
         raise RowError(Reason.UNSUPPORTED_FORMAT, f"cannot convert image: {error}") from None
 
