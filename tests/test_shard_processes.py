@@ -112,7 +112,7 @@ def test_a_workers_exception_is_raised_here_with_its_traceback(rows, tmp_path, p
     assert list(pool.write(_tasks(rows, tmp_path / "out", shards=1)))  # the pool lives on
 
 
-class _Fatal:
+class _Killed:
     """A row whose first use kills the worker using it, as the OOM killer would."""
 
     def __getattr__(self, name):
@@ -121,14 +121,27 @@ class _Fatal:
         raise AttributeError(name)
 
 
-def test_a_worker_that_dies_is_a_fault_with_its_signal_and_shard(rows, tmp_path, pool):
+class _Exits:
+    """A row whose first use ends the worker using it, as a library's exit() would."""
+
+    def __getattr__(self, name):
+        if not name.startswith("__"):
+            os._exit(3)
+        raise AttributeError(name)
+
+
+@pytest.mark.parametrize(
+    "row, how", [(_Killed(), "killed by SIGKILL"), (_Exits(), "exited with code 3")]
+)
+def test_a_worker_that_dies_is_a_fault_with_how_and_its_shard(rows, tmp_path, pool, row, how):
     (task,) = _tasks(rows, tmp_path / "out", shards=1)
-    fatal = task._replace(shard=ShardId("train", 2, 3), rows=[_Fatal()])
+    fatal = task._replace(shard=ShardId("train", 2, 3), rows=[row])
     with pytest.raises(FaultError) as raised:
         list(pool.write([task, fatal]))
-    message = str(raised.value)
-    assert message.startswith("a shard writer process killed by SIGKILL while writing ")
-    assert "train-00002-of-00003.tfrecord; rerun the same command" in message
+    assert str(raised.value).startswith(
+        f"a shard writer process {how} while writing train-00002-of-00003.tfrecord; rerun the"
+        " same command"
+    )
 
 
 def test_a_failure_cancels_the_shards_not_started(rows, tmp_path):

@@ -142,9 +142,10 @@ class ShardPool:
     def write(self, tasks: Iterable[ShardTask]) -> Iterator[ErrorRow | ShardResult]:
         """The outputs of every task, largest first (the last shard to finish is short); a
         failure cancels the shards not yet started, and is raised here."""
-        ordered = sorted(tasks, key=lambda task: -len(task.rows))
-        futures = [self._pool.submit(_write_alone, task) for task in ordered]
+        futures = []
         try:
+            for task in sorted(tasks, key=lambda task: -len(task.rows)):
+                futures.append(self._pool.submit(_write_alone, task))
             for future in futures:
                 yield from future.result()
         except BrokenProcessPool:
@@ -156,19 +157,20 @@ class ShardPool:
     def _death(self) -> str:
         """The line that reports a worker's death: how it ended, its shard, and what to do."""
         # concurrent.futures names neither the worker that died nor its exit status: its
-        # processes do. Once one has died, the pool ends the others with SIGTERM.
-        processes = self._pool._processes.items()
-        ended = {pid: process.exitcode for pid, process in processes if process.exitcode}
-        pid = next((pid for pid, code in ended.items() if code != -signal.SIGTERM), min(ended))
+        # processes do, once the broken pool has ended the others (SIGTERM) and reaped them all.
+        processes = list(self._pool._processes.values())
+        self._pool.shutdown()
+        ended = {process.pid: process.exitcode for process in processes if process.exitcode}
+        dead = [pid for pid, code in ended.items() if code != -signal.SIGTERM] or list(ended)
         writing = {}
         while not self._started.empty():
-            started_pid, name = self._started.get()
-            writing[started_pid] = name
-        code = ended[pid]
-        how = f"killed by {_signal_name(-code)}" if code < 0 else f"exited with code {code}"
+            pid, name = self._started.get()
+            writing[pid] = name
+        how = _how(ended[dead[0]]) if dead else "ended"
+        shard = writing.get(dead[0], "a shard") if dead else "a shard"
         return (
-            f"a shard writer process {how} while writing {writing.get(pid, 'a shard')}; rerun"
-            " the same command (if the system killed it for memory, with fewer --processes)"
+            f"a shard writer process {how} while writing {shard}; rerun the same command (if"
+            " the system killed it for memory, with fewer --processes)"
         )
 
     def __enter__(self):
@@ -184,11 +186,14 @@ class ShardPool:
         self._pool.shutdown(cancel_futures=True)
 
 
-def _signal_name(number: int) -> str:
+def _how(code: int) -> str:
+    """How a process with exit status `code` ended."""
+    if code >= 0:
+        return f"exited with code {code}"
     try:
-        return signal.Signals(number).name
+        return f"killed by {signal.Signals(-code).name}"
     except ValueError:  # a real-time signal has no name of its own
-        return f"signal {number}"
+        return f"killed by signal {-code}"
 
 
 def _write_alone(task: ShardTask) -> list[ErrorRow | ShardResult]:
@@ -221,8 +226,9 @@ PARENT_CHECK_S = 0.2
 
 
 def _exit_with_parent() -> None:
-    """End this worker soon after its parent dies, however the parent died (SIGKILL, the OOM
-    killer): an orphan would go on writing a shard nobody will commit. The kernel's parent-death
+    """End this worker soon after its parent dies (this process, or the forkserver, which ends
+    with it), however the parent died (SIGKILL, the OOM killer): an orphan would go on writing
+    a shard nobody will commit. The kernel's parent-death
     signal would fire when the parent's forking thread ends, not the parent, so a thread of the
     worker watches for its adoption instead."""
     parent = os.getppid()
