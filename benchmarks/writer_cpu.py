@@ -1,9 +1,10 @@
 """CPU per image of the Beam pipeline's shard-writer path against the local runner's writer, on
 one corpus: `python benchmarks/writer_cpu.py 10000`.
 
-Each run is a whole `tfrecord-pipeline convert` with one shard writer (`--processes 1`), and
-its CPU time is the user + system time of its process tree: the launcher, Beam's job server
-and SDK harness processes, shard-writer children, every one waited for by its parent and so
+Each run is a whole `tfrecord-pipeline convert` with one shard writer (the local runner's
+`--processes 1`; Beam's write step writes one shard at a time), and its CPU time is the user +
+system time of its process tree: the launcher, Beam's job server and SDK harness processes,
+every one waited for by its parent and so
 counted in getrusage(RUSAGE_CHILDREN) when the run ends. Per image: the difference between a
 run over the whole corpus and one over its first fifth, divided by the images between them.
 Start-up (imports, Beam's job server and harness, translating the graph) is the same in both
@@ -12,8 +13,8 @@ adds per row anywhere in the pipeline (coding rows between steps and over the Fn
 shuffle, side inputs, bundles). So the Beam figure charges its write path with the pipeline's
 other per-row costs too, and the ratio is a bound the write step alone can only beat.
 
-Why not time `_WriteShardFn` called directly: it hands each shard to the same ShardWriters the
-local runner calls, so the ratio would be 1.0 by construction and nothing the engine does
+Why not time `_WriteShardFn` called directly: it hands each shard to the same shard writer the
+local runner's workers call, so the ratio would be 1.0 by construction and nothing the engine does
 around the step would count.
 
 Runs: the local runner; the DirectRunner (Beam's FnApiRunner in this process); the portable
@@ -40,9 +41,9 @@ from pipeline.publish import resolve
 
 HERE = Path(__file__).resolve().parent
 CLI = str(Path(sys.executable).parent / "tfrecord-pipeline")
-CONVERT = ["--num_shards", "8", "--no_progress", "--processes", "1"]
+CONVERT = ["--num_shards", "8", "--no_progress"]
 ENGINES = {
-    "local": [],
+    "local": ["--processes", "1"],
     "DirectRunner": ["--runner", "DirectRunner"],
     "PortableRunner": ["--runner", "PortableRunner", "--job_endpoint", "embed",
                        "--environment_type", "LOOPBACK",

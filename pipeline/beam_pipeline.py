@@ -17,7 +17,7 @@ from pipeline.metadata import DatasetInfo
 from pipeline.options import ConvertOptions
 from pipeline.publish import Target
 from pipeline.refresh import assemble
-from pipeline.runners import describe, writer_processes
+from pipeline.runners import describe
 from transforms import error_files
 from transforms.steps import (
     AssignShards,
@@ -66,10 +66,7 @@ def build_pipeline(
     DatasetInfo."""
     manifests, read_config = options.manifests()
     runner = describe(p.runner, p.options)
-    processes = writer_processes(options.processes, runner)
-    write_config = options.write_config(
-        target.staging, progress_dir, processes, runner.sdk_processes
-    )
+    write_config = options.write_config(target.staging, progress_dir, 1, runner.sdk_processes)
 
     previous = refresh.published(target, options.label_offset)
     inherited = previous.labels() if previous else None

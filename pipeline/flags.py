@@ -146,7 +146,7 @@ FLAGS = (
     Flag("--threads", "N", INT,
          "image threads per shard writer (see Runners)", "automatic"),
     Flag("--processes", "N", INT,
-         "local runs: shards written at once, by this process and N−1 child processes "
+         "local runs without Beam flags: shards written at once, by N worker processes "
          "(see Runners)", "one per core"),
     Flag("--wait", "", SWITCH,
          "on Dataflow: wait for the job, then print its counters and the summary"),

@@ -1,7 +1,7 @@
 """The conversion on this machine without Beam: the pipeline's steps, called in order.
 
 On one machine Beam buys nothing a conversion needs (there is no shuffle to distribute, and the
-write step spreads shards over child processes itself) and costs seconds before the first
+write step spreads shards over processes itself) and costs seconds before the first
 image: its import, then translating the graph and coding every row between steps. So a
 conversion given no Beam flags calls the functions the Beam steps wrap (transforms/steps.py), in
 the same order, and writes the same bytes; any Beam flag (`--runner DirectRunner`,
@@ -13,6 +13,7 @@ Rows are held in memory, as the DirectRunner holds them: a few hundred bytes per
 import contextlib
 import functools
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 from pipeline import refresh
@@ -29,7 +30,13 @@ from transforms.labels import LabelMap
 from transforms.manifest import DroppedNegative, ManifestRow, ReadConfig, SkippedFile
 from transforms.plan import PlanAccumulator, all_shards, decide_plan, group_by_shard
 from transforms.refresh import classify
-from transforms.shard_processes import ShardWriters, only_thread
+from transforms.shard_processes import (
+    ShardPool,
+    ShardTask,
+    ShardWriter,
+    shard_task,
+    writers_at_once,
+)
 from transforms.shard_writer import (
     REMOTE_THREADS_PER_CORE,
     ShardResult,
@@ -41,7 +48,7 @@ from transforms.sources import ManifestFile, read_all
 
 def convert_here(options: ConvertOptions, target: Target) -> DatasetInfo:
     """Run the whole conversion (its options checked) into `target`, in this process and its
-    shard-writer children."""
+    shard-writer processes."""
     with contextlib.ExitStack() as stack:
         return commit_dataset(options.commit(target), write_here(options, target, stack))
 
@@ -50,17 +57,18 @@ def write_here(
     options: ConvertOptions, target: Target, stack: contextlib.ExitStack
 ) -> CommitInputs:
     """Every step before the commit: shards and errors files staged for `target`; returns
-    what the commit step is given. The shard writers and progress bar live on in `stack`."""
+    what the commit step is given. The shard-writer processes and progress bar live on in
+    `stack`."""
     progress_dir = None
     if options.progress:
         progress_dir = progress_folder(stack)
     processes = local_processes(options.processes)
-    writers = ShardWriters(options.write_config(target.staging, progress_dir, processes))
-    stack.callback(writers.close)
-    if not fileio.is_remote(options.output):
+    config = options.write_config(target.staging, progress_dir, processes)
+    pool = None
+    if processes > 1 and not fileio.is_remote(options.output):
         # First of all, while no other thread runs here (the bar's starts next), so the
-        # children can be forks: ready at once, with nothing to import.
-        writers.start_children(processes, fork=only_thread())
+        # workers can be forks: ready at once, with nothing to import.
+        pool = stack.enter_context(ShardPool(processes, config.image))
     if progress_dir:
         stack.enter_context(ProgressBar(progress_dir))
     previous = refresh.published(target, options.label_offset)
@@ -79,12 +87,14 @@ def write_here(
         results += refresh.reuse_shards(update, previous, target.staging, progress_dir)
         rows = update.to_convert
         write_plan = refresh.delta_plan(plan, Counter(row.split for row in rows), previous)
+    writers = writers_at_once(config, rows, write_plan)
     by_shard, unlabelled = group_by_shard(rows, write_plan)
     del rows  # the shards' lists hold them now
     errors += unlabelled
     shards = all_shards(write_plan)
-    tasks = [writers.task(shard, by_shard.pop(shard, []), write_plan) for shard in shards]
-    for output in writers.write(tasks):
+    tasks = [shard_task(s, by_shard.pop(s, []), write_plan, config, writers) for s in shards]
+    written = pool.write(tasks) if pool and writers > 1 else write_in_process(tasks)
+    for output in written:
         (errors if isinstance(output, ErrorRow) else results).append(output)
     if write_plan is not plan:
         results, counts = refresh.assemble(results, target.staging, options.compression == "gzip")
@@ -92,6 +102,15 @@ def write_here(
     files = error_files.write_error_files(target.staging, errors, error_files.ROWS_PER_ERRORS_FILE)
     tally = error_files.count_errors(errors)
     return CommitInputs(plan, results, files, tally, len(skipped), len(negatives))
+
+
+def write_in_process(tasks: list[ShardTask]) -> Iterator[ErrorRow | ShardResult]:
+    writer = ShardWriter()
+    try:
+        for task in tasks:
+            yield from writer.write(task)
+    finally:
+        writer.close()
 
 
 def read_rows(

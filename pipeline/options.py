@@ -327,9 +327,12 @@ def parse_args(argv: list[str]) -> tuple[ConvertOptions, list[str]]:
     known, beam_args = _parser().parse_known_args(argv)
     if beam_args:
         _check_beam_flags(beam_args)
-    runner = resolve(beam_args)
+    resolve(beam_args)  # the runner's flags checked as Beam checks them
     options = ConvertOptions(**vars(known))
     options.validate_values()
-    if options.processes and not runner.here:
-        raise UserError("--processes is for local runs; other runners start their own workers")
+    if options.processes and beam_args:
+        raise UserError(
+            "--processes is for local runs without Beam flags; Beam runners start their own "
+            "workers (on this machine: --direct_num_workers)"
+        )
     return options, beam_args

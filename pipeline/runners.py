@@ -195,13 +195,3 @@ def _is_a(runner, module: str, name: str) -> bool:
 def local_processes(requested: int) -> int:
     """Shards written at once on this machine: `--processes`, or when that is 0, one per core."""
     return requested or available_cores()
-
-
-def writer_processes(requested: int, runner: Runner) -> int:
-    """Shards written at once by the Beam pipeline's write step: `local_processes` where Beam
-    runs the whole pipeline in this process (the DirectRunner's default), `--processes` or 1
-    where Beam's worker processes share the machine, and 1 where the runner spreads the work
-    over machines itself (Dataflow)."""
-    if not runner.here:
-        return 1
-    return local_processes(requested) if runner.one_process else requested or 1

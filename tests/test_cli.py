@@ -11,7 +11,7 @@ from conftest import BEAM, DATAFLOW, make_images, published, write_manifest
 from pipeline.cli import main
 from pipeline.flags import FLAGS, help_text, synopsis
 from pipeline.options import option_defaults
-from pipeline.runners import local_processes, resolve, writer_processes
+from pipeline.runners import local_processes
 from transforms.shard_writer import available_cores
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,6 +44,8 @@ def _fail(capsys, *argv):
         (["convert", "--manifest", "{bad}", "--output", "o"], "missing column"),
         (["convert", "--manifest", "{m}", "--output", "o", "--processes", "2", *DATAFLOW],
          "--processes is for local runs"),
+        (["convert", "--manifest", "{m}", "--output", "o", "--processes", "2", "--runner=direct"],
+         "--processes is for local runs without Beam flags"),
         (["convert", "--manifest", "{m}", "--output", "{m}"], "a file, not a folder"),
         (["convert", "--manifest", "{m}", "--output", "{m}/under/it"], "a file, not a folder"),
         (["convert", "--manifest", "{m}", "--output", ""], "--output is empty"),
@@ -145,16 +147,8 @@ def test_generated_proto_code_matches_the_proto(tmp_path):
     assert generated == (ROOT / "transforms/proto/example_pb2.py").read_text()
 
 
-def test_shard_writers_fill_the_cores_only_where_beam_runs_in_this_process():
-    def processes(requested, *beam_args):
-        return writer_processes(requested, resolve(beam_args))
-
-    assert local_processes(0) == processes(0) == available_cores()
-    assert local_processes(3) == 3
-    assert processes(3) == 3 and processes(0, "--runner=direct") == available_cores()
-    multi = ("--direct_num_workers=2", "--direct_running_mode=multi_processing")
-    assert processes(0, *multi) == 1 and processes(2, *multi) == 2
-    assert processes(0, *DATAFLOW) == 1
+def test_local_runs_write_one_shard_per_core_unless_told():
+    assert local_processes(0) == available_cores() and local_processes(3) == 3
 
 
 def test_convert_help_gives_every_flag_its_meaning_and_default(capsys):

@@ -44,7 +44,7 @@ from transforms.errors import FaultError, UserError
 from transforms.labels import LabelMap
 from transforms.manifest import ReadConfig
 from transforms.plan import DatasetPlan
-from transforms.shard_processes import ShardProcess, ShardTask, run_task
+from transforms.shard_processes import ShardPool, ShardTask, run_task
 from transforms.sharding import ShardId
 
 COMMAND = Path(sys.executable).parent / "tfrecord-pipeline"
@@ -270,10 +270,9 @@ def _rerun_completes(tmp_path, manifest, root, before, flags=()) -> Path:
     return version
 
 
-@pytest.mark.parametrize("runner", sorted(RUNNERS))
-def test_a_parent_killed_alone_midway_takes_its_writers_with_it(tmp_path, photos, runner):
+def test_a_parent_killed_alone_midway_takes_its_writers_with_it(tmp_path, photos):
     root = tmp_path / "root"
-    flags = [*SLOW, *RUNNERS[runner]]
+    flags = SLOW
     _convert(tmp_path, photos, root, *flags)
     before, versions = _published_files(root), _versions(root)
     run = _start(tmp_path, "--manifest", photos, "--output", root, *flags)
@@ -412,17 +411,14 @@ def test_a_duplicate_attempt_at_a_shard_is_never_published(tmp_path, small):
     attempt = (Path(target.staging) / result.staged).read_bytes()
     missing = Path(rows[0].image_uri)
     missing.rename(tmp_path / "away")  # a transient failure the other attempts meet
-    other = ShardProcess()
-    try:
-        early = other.write(task)[-1]
+    with ShardPool(1, config.image) as other:
+        early = list(other.write([task]))[-1]
         assert early.records == result.records - 1
         plan = DatasetPlan(labels, (("train", len(rows)),), (("train", 1),))
         files = write_error_files(target.staging, errors, ROWS_PER_ERRORS_FILE)
         inputs = CommitInputs(plan, [result], files, count_errors(errors), 0)
         info = commit_dataset(options.commit(target), inputs)
-        late = other.write(task)[-1]  # into a staging folder no commit will read
-    finally:
-        assert other.close() == 0
+        late = list(other.write([task]))[-1]  # into a staging folder no commit will read
     assert info.records == len(rows) and not errors
     version = published(root)
     assert (version / result.file).read_bytes() == attempt

@@ -1,6 +1,7 @@
 """The Beam steps with TestPipeline, and whole conversions run on a temp folder."""
 
 import json
+import multiprocessing
 import threading
 from pathlib import Path
 
@@ -224,9 +225,9 @@ def test_local_children_are_forks_only_while_no_other_thread_runs(dataset, tmp_p
     notebook), the local runner's children are fresh interpreters, and the bytes the same."""
     from transforms import shard_processes
 
-    forks = []
-    real = shard_processes._ForkedChild
-    monkeypatch.setattr(shard_processes, "_ForkedChild", lambda: forks.append(1) or real())
+    methods = []  # how each run's shard-writer processes start
+    real = multiprocessing.get_context
+    monkeypatch.setattr(multiprocessing, "get_context", lambda m: methods.append(m) or real(m))
     flags = ("--num_shards", "4", "--processes", "2", "--no_progress")
 
     def convert(name):
@@ -236,7 +237,6 @@ def test_local_children_are_forks_only_while_no_other_thread_runs(dataset, tmp_p
         return shards
 
     alone = convert("alone") if shard_processes.only_thread() else None
-    forked = len(forks)
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()
@@ -245,9 +245,9 @@ def test_local_children_are_forks_only_while_no_other_thread_runs(dataset, tmp_p
     finally:
         stop.set()
         other.join()
-    assert len(forks) == forked  # no fork with the other thread running
+    assert methods[-1] == "forkserver"  # no fork with the other thread running
     if alone is not None:  # no thread ran here, native ones included: the first run forked
-        assert forked == 1 and alone == beside_a_thread
+        assert methods == ["fork", "forkserver"] and alone == beside_a_thread
 
 
 def test_count_law_and_error_rows_with_hostile_rows(tmp_path, convert):

@@ -1,6 +1,9 @@
-"""Shards written in child processes: same bytes as in-process, failures surface in the parent."""
+"""Shards written in the local runner's process pool: same bytes as in this process, failures
+surface here."""
 
+import os
 import platform
+import signal
 import subprocess
 import sys
 import threading
@@ -13,15 +16,25 @@ from transforms.heap import keep_freed_memory
 from transforms.images import ImageConfig
 from transforms.labels import LabelMap
 from transforms.manifest import ReadConfig
+from transforms.plan import DatasetPlan
 from transforms.shard_processes import (
-    ShardProcess,
+    ShardPool,
     ShardTask,
+    ShardWriter,
     only_thread,
-    run_task,
-    write_shards,
+    shard_task,
+    writers_at_once,
 )
-from transforms.shard_writer import ErrorRow, ShardResult, WriteConfig
+from transforms.shard_writer import (
+    REMOTE_THREADS_PER_CORE,
+    ErrorRow,
+    ShardResult,
+    WriteConfig,
+    available_cores,
+)
 from transforms.sharding import ShardId
+
+RESIZE = ImageConfig(resize_short_side=32)  # decodes every image: threads matter here
 
 
 @pytest.fixture
@@ -32,21 +45,28 @@ def rows(tmp_path):
     return list(read_manifest(str(manifest), 0, ReadConfig()))
 
 
-def _child(fork: bool) -> ShardProcess:
-    """A fork only where the product would fork: in a process running one thread. Once an
-    earlier test has resized in this process, libvips' idle pool threads are there, and a fork
-    would wait for them for ever; `test_forks_in_a_process_running_one_thread` then runs the
-    fork tests again in a fresh process, where they cannot be skipped."""
-    if fork and not only_thread():
+@pytest.fixture(params=["fork", "forkserver"])
+def pool(request):
+    """A pool of two workers, made as the product makes it: forks in a process running one
+    thread, else forkserver workers (made here beside a thread). Once an earlier test has
+    resized in this process, libvips' idle pool threads are there, and a fork would wait for
+    them for ever; `test_forks_in_a_process_running_one_thread` then runs the fork tests
+    again in a fresh process, where they cannot be skipped."""
+    if request.param == "fork" and not only_thread():
         pytest.skip("native threads run here: the fork tests run in a fresh process")
-    return ShardProcess(fork)
-
-
-@pytest.fixture(params=[False, True], ids=["interpreter", "fork"])
-def child(request):
-    process = _child(request.param)
-    yield process
-    process.close()
+    stop = threading.Event()
+    beside = threading.Thread(target=stop.wait)
+    if request.param == "forkserver":
+        beside.start()
+    try:
+        made = ShardPool(2, RESIZE)
+    finally:
+        stop.set()
+        if beside.is_alive():
+            beside.join()
+    assert made._pool._mp_context.get_start_method() == request.param
+    with made:
+        yield made
 
 
 def _tasks(rows, output, shards=3, threads=1, image: ImageConfig | None = None):
@@ -61,109 +81,109 @@ def _tasks(rows, output, shards=3, threads=1, image: ImageConfig | None = None):
 def _shard_files(output, outputs) -> dict[str, bytes]:
     """Each shard's bytes by its name, from the staged file its result names: the only files
     in `output` beside their rows files."""
-    results = [o for each in outputs for o in each if isinstance(o, ShardResult)]
+    results = [o for o in outputs if isinstance(o, ShardResult)]
     staged = [name for r in results for name in (r.staged, f"{r.staged}.rows")]
     assert sorted(p.name for p in output.iterdir()) == sorted(staged)
     return {r.file: (output / r.staged).read_bytes() for r in results}
 
 
-def _named_apart(outputs) -> list:
-    """Outputs with each attempt's own staging name left out: the rest is the same anywhere."""
-    return [
-        [o._replace(staged="") if isinstance(o, ShardResult) else o for o in each]
-        for each in outputs
-    ]
+def _by_shard(outputs) -> list:
+    """Outputs in shard order, each attempt's own staging name left out: the rest is the same
+    anywhere."""
+    results = sorted((o for o in outputs if isinstance(o, ShardResult)), key=lambda r: r.index)
+    errors = sorted((o for o in outputs if isinstance(o, ErrorRow)), key=lambda e: e.key)
+    return [*errors, *(result._replace(staged="") for result in results)]
 
 
-RESIZE = ImageConfig(resize_short_side=32)  # decodes every image: threads matter here
-
-
-def _same_writes(rows, tmp_path, here, there) -> None:
-    """`here` and `there` (a task's outputs from each) write the same bytes and error rows."""
-    ours = [here(t) for t in _tasks(rows, tmp_path / "here", image=RESIZE)]
-    theirs = [there(t) for t in _tasks(rows, tmp_path / "there", threads=2, image=RESIZE)]
-    assert _named_apart(ours) == _named_apart(theirs)
-    assert _shard_files(tmp_path / "here", ours) == _shard_files(tmp_path / "there", theirs)
-    errors = [o for outputs in theirs for o in outputs if isinstance(o, ErrorRow)]
-    assert [e.reason for e in errors] == [Reason.MISSING_FILE]
-
-
-def test_a_fresh_interpreter_writes_the_same_bytes_and_rows_as_this_process(rows, tmp_path):
-    child = ShardProcess(fork=False)
-    try:
-        _same_writes(rows, tmp_path, lambda task: list(run_task(task)), child.write)
-    finally:
-        child.close()
-
-
-def test_a_fork_writes_the_same_bytes_and_rows_as_a_fresh_interpreter(rows, tmp_path):
-    """Against a child, not this process: resizing here would start libvips' threads."""
-    fork, fresh = _child(fork=True), ShardProcess(fork=False)
-    try:
-        _same_writes(rows, tmp_path, fresh.write, fork.write)
-    finally:
-        fork.close(), fresh.close()
-
-
-@pytest.mark.parametrize("fork", [False, True], ids=["interpreter", "fork"])
-def test_every_shard_is_written_once_between_this_process_and_children(rows, tmp_path, fork):
-    children = [_child(fork) for _ in range(3)]
-    try:
-        tasks = _tasks(rows, tmp_path / "out", shards=7)
-        written = list(write_shards(tasks, children, run_task))
-    finally:
-        # Each ends when its input does: a fork holding a copy of a sibling's input would
-        # keep that sibling waiting until it was killed (-9).
-        codes = [process.close() for process in children]
-    assert codes == [0, 0, 0]
+def test_every_shard_is_written_once(rows, tmp_path, pool):
+    written = list(pool.write(_tasks(rows, tmp_path / "out", shards=7)))
     results = sorted(o.index for o in written if isinstance(o, ShardResult))
     assert results == list(range(7))
     assert sum(o.records for o in written if isinstance(o, ShardResult)) == len(rows) - 1
-    assert len(_shard_files(tmp_path / "out", [written])) == 7
+    assert len(_shard_files(tmp_path / "out", written)) == 7
 
 
-def test_a_childs_exception_is_raised_here_with_its_traceback(rows, tmp_path, child):
+def test_a_workers_exception_is_raised_here_with_its_traceback(rows, tmp_path, pool):
     blocked = tmp_path / "a-file"
     blocked.write_text("not a folder")
-    (task,) = _tasks(rows, blocked, shards=1)
     with pytest.raises(OSError) as raised:
-        child.write(task)
+        list(pool.write(_tasks(rows, blocked, shards=1)))
     assert "in the shard writer process" in "".join(raised.value.__notes__)
-    assert child.write(_tasks(rows, tmp_path / "out", shards=1)[0])  # the child lives on
+    assert list(pool.write(_tasks(rows, tmp_path / "out", shards=1)))  # the pool lives on
 
 
-def test_a_child_that_dies_is_a_fault_with_its_signal(rows, tmp_path, child):
-    child._child.kill()
-    with pytest.raises(FaultError, match="process killed by SIGKILL while writing train-00000"):
-        child.write(_tasks(rows, tmp_path / "out", shards=1)[0])
+class _Killed:
+    """A row whose first use kills the worker using it, as the OOM killer would."""
+
+    def __getattr__(self, name):
+        if not name.startswith("__"):  # not pickle's questions
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise AttributeError(name)
 
 
-def test_a_child_that_cannot_read_its_input_exits_and_is_reported(rows, tmp_path, child):
-    child._child.stdin.write(b"not a pickle")
-    child._child.stdin.flush()
-    with pytest.raises(FaultError, match="shard writer process exited with code 1"):
-        child.write(_tasks(rows, tmp_path / "out", shards=1)[0])
+class _Exits:
+    """A row whose first use ends the worker using it, as a library's exit() would."""
+
+    def __getattr__(self, name):
+        if not name.startswith("__"):
+            os._exit(3)
+        raise AttributeError(name)
 
 
-def test_a_failure_in_this_process_stops_the_queue(rows, tmp_path, child):
-    failed = threading.Event()
+@pytest.mark.parametrize(
+    "row, how", [(_Killed(), "killed by SIGKILL"), (_Exits(), "exited with code 3")]
+)
+def test_a_worker_that_dies_is_a_fault_with_how_and_its_shard(rows, tmp_path, pool, row, how):
+    (task,) = _tasks(rows, tmp_path / "out", shards=1)
+    fatal = task._replace(shard=ShardId("train", 2, 3), rows=[row])
+    with pytest.raises(FaultError) as raised:
+        list(pool.write([task, fatal]))
+    assert str(raised.value).startswith(
+        f"a shard writer process {how} while writing train-00002-of-00003.tfrecord; rerun the"
+        " same command"
+    )
 
-    def failing(task):
-        failed.set()
-        raise OSError("disk full")
 
-    class AfterTheFailure:
-        """The child, held back until this process has failed: else a fast child may take
-        every task before this process takes one."""
+def test_a_failure_cancels_the_shards_not_started(rows, tmp_path):
+    """One worker: the failing shard (the largest, so the first) and at most the one queued
+    behind it run; the others never start."""
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    (failing,) = _tasks(rows, blocked, shards=1)
+    others = _tasks(rows[:4], tmp_path / "out", shards=4)
+    with pytest.raises(OSError), ShardPool(1, ImageConfig()) as pool:
+        list(pool.write([failing, *others]))
+    assert len(list((tmp_path / "out").glob("train-*.rows"))) < 4
 
-        def write(self, task):
-            failed.wait(30)
-            return child.write(task)
 
-    tasks = _tasks(rows, tmp_path / "out", shards=5)
-    with pytest.raises(OSError, match="disk full"):
-        list(write_shards(tasks, [AfterTheFailure()], failing))
-    assert len(list((tmp_path / "out").glob("train-*"))) < 5
+def test_the_pool_writes_the_same_bytes_and_rows_as_this_process(rows, tmp_path, pool):
+    """The pool made first: resizing here starts libvips' threads, so this test comes after
+    the other fork tests."""
+    writer = ShardWriter()
+    try:
+        ours = [o for task in _tasks(rows, tmp_path / "here", image=RESIZE)
+                for o in writer.write(task)]  # fmt: skip
+    finally:
+        writer.close()
+    theirs = list(pool.write(_tasks(rows, tmp_path / "there", threads=2, image=RESIZE)))
+    assert _by_shard(ours) == _by_shard(theirs)
+    assert _shard_files(tmp_path / "here", ours) == _shard_files(tmp_path / "there", theirs)
+    errors = [o for o in theirs if isinstance(o, ErrorRow)]
+    assert [e.reason for e in errors] == [Reason.MISSING_FILE]
+
+
+def test_shard_tasks_share_the_cores_and_remote_work_stays_here(rows):
+    plan = DatasetPlan(LabelMap(("coffee", "rocket")), (("train", 8),), (("train", 4),))
+    local = WriteConfig("out", RESIZE, processes=3)
+    assert writers_at_once(local, rows, plan) == 3
+    assert writers_at_once(local._replace(processes=8), rows, plan) == 4  # never more than shards
+    assert writers_at_once(local._replace(output="gs://bucket/out"), rows, plan) == 1
+    cores = available_cores()
+    assert shard_task(ShardId("train", 0, 4), rows, plan, local).threads == cores
+    assert shard_task(ShardId("train", 0, 4), rows, plan, local, writers=cores).threads == 1
+    remote = [rows[0]._replace(image="gs://bucket/a.jpg")]
+    threads = shard_task(ShardId("train", 0, 4), remote, plan, local, writers=cores).threads
+    assert threads == REMOTE_THREADS_PER_CORE
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt thresholds are glibc's")

@@ -1,40 +1,33 @@
-"""Writing whole shards in child processes, so a local run uses every core.
+"""Writing whole shards: in this process with its threads, or on the local runner in a process
+pool, so a run uses every core.
 
 A pass-through shard writer is Python work under the GIL: threads cannot spread it over cores.
-Beam's multi-process DirectRunner can, but each of its workers imports Beam (seconds) and
-every row crosses gRPC. Instead the write step hands whole shards to child processes: a shard's
-rows go in, its error rows and ShardResult come back; image bytes never cross a process
-boundary.
+So the local runner hands whole shards to a `concurrent.futures` process pool: a shard's rows
+go in, its error rows and ShardResult come back; image bytes never cross a process boundary.
+The Beam pipeline writes in its worker's process (`ShardWriter`): its runner spreads the work
+over processes itself (Dataflow's, one per core).
 
-A child is a fork of this process when no other thread runs here (the local runner, before its
-progress bar starts, counting native threads too: `only_thread`): it has every module loaded and
-takes a shard at once. Otherwise (Beam's threads, a notebook's, libvips' or TensorFlow's thread
-pools once loaded) a fork could copy a lock another thread holds, so the
-child is a fresh `python -m` interpreter importing only the writer — rather than
-multiprocessing's spawn or forkserver, which re-import the caller's `__main__` in every child.
-
-The protocol is one pickle per message over two pipes: a `ShardTask` in, then
-`("ok", [ErrorRow..., ShardResult])` or `("raised", exception, traceback text)` out.
+The pool's workers are forks of this process when no other thread runs here (the local
+runner, before its progress bar starts, counting native threads too: `only_thread`): they have
+every module loaded. Otherwise a fork could copy a lock another thread holds, so they are forks
+of multiprocessing's forkserver, a fresh interpreter that has imported only this writer.
 """
 
-import contextlib
+import multiprocessing
 import os
-import pickle
 import signal
-import subprocess
-import sys
 import threading
 import time
 import traceback
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import NamedTuple
 
 from transforms import fileio
 from transforms.errors import ErrorRow, FaultError
 from transforms.heap import keep_freed_memory
-from transforms.images import decodes_every_image, pixels
+from transforms.images import ImageConfig, decodes_every_image, pixels
 from transforms.labels import LabelMap
 from transforms.manifest import ManifestRow
 from transforms.plan import DatasetPlan
@@ -48,8 +41,6 @@ from transforms.shard_writer import (
 )
 from transforms.sharding import WHOLE, Piece, ShardId
 
-_PROTOCOL = pickle.HIGHEST_PROTOCOL
-
 
 class ShardTask(NamedTuple):
     shard: ShardId
@@ -57,8 +48,36 @@ class ShardTask(NamedTuple):
     labels: LabelMap
     config: WriteConfig
     threads: int  # image threads of this shard's writer
-    writers: int = 1  # shards written at once with this one; over 1, a child may take it
     piece: Piece = WHOLE  # the part of the shard these rows are (Beam: large shards in pieces)
+
+    def file_name(self) -> str:
+        return self.shard.file_name(self.config.compress)
+
+
+def shard_task(
+    shard: ShardId,
+    rows: list[ManifestRow],
+    plan: DatasetPlan,
+    config: WriteConfig,
+    writers: int = 1,
+    piece: Piece = WHOLE,
+) -> ShardTask:
+    """The shard's (or its piece's) work, with the threads its writer gets: its share of this
+    process's cores among `writers` writing at once, or threads to wait on the network when
+    its images are remote."""
+    remote = bool(rows) and fileio.is_remote(rows[0].image_uri)
+    cores = process_cores(config.sdk_processes, available_cores())
+    threads = writer_threads(config, remote, max(1, cores // writers))
+    return ShardTask(shard, rows, plan.labels, config, threads, piece)
+
+
+def writers_at_once(config: WriteConfig, rows: list[ManifestRow], plan: DatasetPlan) -> int:
+    """Shards the local runner writes at once: one per process (never more than shards) for
+    local paths; 1 for `gs://` work, which waits on the network, where this process's threads
+    serve (a worker would import Beam and authenticate all over again)."""
+    if any(map(fileio.is_remote, [config.output, *(row.image_uri for row in rows[:1])])):
+        return 1
+    return max(1, min(config.processes, sum(count for _, count in plan.shards)))
 
 
 def run_task(task: ShardTask, pool: ThreadPoolExecutor | None = None) -> Iterator:
@@ -72,83 +91,23 @@ def run_task(task: ShardTask, pool: ThreadPoolExecutor | None = None) -> Iterato
     )
 
 
-def _run_alone(task: ShardTask) -> list[ErrorRow | ShardResult]:
-    """A child's run of one task, with a thread pool of its own when the task wants one."""
-    if task.threads == 1:
-        return list(run_task(task))
-    with ThreadPoolExecutor(task.threads, "image") as pool:
-        return list(run_task(task, pool))
+class ShardWriter:
+    """Writes shards in this process, each on a thread pool of its task's size, made once and
+    kept for every shard (a Beam worker writes many)."""
 
-
-class ShardWriters:
-    """One worker's shard writers: its thread pools, and on a local run with cores to spare,
-    child processes that write shards beside it.
-
-    `task` decides how a shard is written; `write` writes tasks, those that children may take
-    (`writers` > 1) largest first over this process and the children at once, the others here.
-    """
-
-    def __init__(self, config: WriteConfig):
-        self._config = config
+    def __init__(self):
         self._thread_pools: dict[int, ThreadPoolExecutor] = {}
-        self._children: list[ShardProcess] = []
 
-    def task(
-        self, shard: ShardId, rows: list[ManifestRow], plan: DatasetPlan, piece: Piece = WHOLE
-    ) -> ShardTask:
-        """The shard's (or its piece's) work, with the threads it gets: its share of this
-        process's cores, or threads to wait on the network when its images are remote."""
-        remote = bool(rows) and fileio.is_remote(rows[0].image_uri)
-        writers = self._writers(rows, plan)
-        cores = process_cores(self._config.sdk_processes, available_cores())
-        threads = writer_threads(self._config, remote, max(1, cores // writers))
-        return ShardTask(shard, rows, plan.labels, self._config, threads, writers, piece)
-
-    def _writers(self, rows: list[ManifestRow], plan: DatasetPlan) -> int:
-        """Shards written at once: one per process (never more than shards) for local paths;
-        1 for `gs://` work, which waits on the network, where this process's threads serve (a
-        child would import Beam and authenticate all over again)."""
-        paths = [self._config.output, *(row.image_uri for row in rows[:1])]
-        if any(map(fileio.is_remote, paths)):
-            return 1
-        return max(1, min(self._config.processes, sum(count for _, count in plan.shards)))
-
-    def start_children(self, writers: int, fork: bool = False) -> None:
-        """Children for `writers` writers at once: forks of this process if `fork` (only when
-        no other thread runs here), else fresh interpreters, started ahead so they import the
-        writer meanwhile."""
-        if fork and decodes_every_image(self._config.image):
-            pixels()  # loaded once here and shared, rather than by every fork
-        while len(self._children) < writers - 1:
-            self._children.append(ShardProcess(fork))
-
-    def write(self, tasks: Iterable[ShardTask]) -> Iterator[ErrorRow | ShardResult]:
-        """The outputs of every task: error rows, then its ShardResult, task by task."""
-        tasks = list(tasks)
-        shared = [task for task in tasks if task.writers > 1]
-        if shared:
-            self.start_children(max(task.writers for task in shared))
-            yield from write_shards(shared, self._children, self.write_here)
-        for task in tasks:
-            if task.writers == 1:
-                yield from self.write_here(task)
-
-    def write_here(self, task: ShardTask) -> Iterator[ErrorRow | ShardResult]:
-        return run_task(task, self._thread_pool(task.threads))
-
-    def _thread_pool(self, threads: int) -> ThreadPoolExecutor | None:
-        """A pool of `threads`, made once and kept for every shard."""
-        if threads == 1:
-            return None
-        if threads not in self._thread_pools:
-            self._thread_pools[threads] = ThreadPoolExecutor(threads, "image")
-        return self._thread_pools[threads]
+    def write(self, task: ShardTask) -> Iterator[ErrorRow | ShardResult]:
+        if task.threads == 1:
+            return run_task(task)
+        if task.threads not in self._thread_pools:
+            self._thread_pools[task.threads] = ThreadPoolExecutor(task.threads, "image")
+        return run_task(task, self._thread_pools[task.threads])
 
     def close(self) -> None:
         for pool in self._thread_pools.values():
             pool.shutdown()
-        for child in self._children:
-            child.close()
 
 
 def only_thread() -> bool:
@@ -161,175 +120,117 @@ def only_thread() -> bool:
         return threading.active_count() == 1
 
 
-class ShardProcess:
-    """One child process that writes one shard at a time: a fork of this process, or a fresh
-    interpreter running this module."""
+class ShardPool:
+    """The local runner's `processes` shard-writer processes; a context manager that, left by
+    an exception (Ctrl-C included), kills them: none writes on after this process has cleaned
+    up its staging folder."""
 
-    def __init__(self, fork: bool = False):
+    def __init__(self, processes: int, image: ImageConfig):
+        fork = only_thread()
+        if fork and decodes_every_image(image):
+            pixels()  # loaded once here and shared, rather than by every fork
+        context = multiprocessing.get_context("fork" if fork else "forkserver")
+        if not fork:
+            context.set_forkserver_preload([__name__])
+        self._started = context.SimpleQueue()  # (worker pid, shard file) as each shard starts
+        self._pool = ProcessPoolExecutor(
+            processes, context, initializer=_start_worker, initargs=(self._started,)
+        )
         if fork:
-            self._child = _ForkedChild()
-        else:
-            self._child = subprocess.Popen(
-                [sys.executable, "-m", __name__],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},  # our imports
-            )
-        self._pipe_ends = {self._child.stdin.fileno(), self._child.stdout.fileno()}
-        _parent_ends.update(self._pipe_ends)
+            self._pool.submit(int)  # makes every fork now, while no other thread runs here
 
-    def write(self, task: ShardTask) -> list[ErrorRow | ShardResult]:
-        """Runs `task` in the child; its exception is raised here, with the child's traceback,
-        and its death as a FaultError."""
+    def write(self, tasks: Iterable[ShardTask]) -> Iterator[ErrorRow | ShardResult]:
+        """The outputs of every task, largest first (the last shard to finish is short); a
+        failure cancels the shards not yet started, and is raised here."""
+        futures = []
         try:
-            pickle.dump(task, self._child.stdin, _PROTOCOL)
-            self._child.stdin.flush()
-            reply = pickle.load(self._child.stdout)
-        except (BrokenPipeError, EOFError):
-            raise FaultError(_death(self._child.wait(), task)) from None
-        if reply[0] == "ok":
-            return reply[1]
-        _, error, child_traceback = reply
-        error.add_note(f"in the shard writer process:\n{child_traceback}")
-        raise error
-
-    def close(self) -> int:
-        """Ends the child's input and returns its exit code (-9 if it had to be killed)."""
-        _parent_ends.difference_update(self._pipe_ends)
-        with contextlib.suppress(BrokenPipeError):  # the child died already
-            self._child.stdin.close()  # the end of its input: it exits
-        self._child.stdout.close()
-        try:
-            return self._child.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self._child.kill()
-            return self._child.wait()
-
-
-def _death(code: int, task: ShardTask) -> str:
-    """The line that reports a child's death: how it ended, the shard, and what to do."""
-    how = f"killed by {_signal_name(-code)}" if code < 0 else f"exited with code {code}"
-    return (
-        f"a shard writer process {how} while writing {task.shard.file_name(task.config.compress)}"
-        "; rerun the same command (if the system killed it for memory, with fewer --processes)"
-    )
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:  # a real-time signal has no name of its own
-        return f"signal {number}"
-
-
-# This process's ends of every child's pipes. A forked child closes them all but its own: a
-# copy of a sibling's input kept open would keep that sibling from ever seeing its end.
-_parent_ends: set[int] = set()
-
-
-class _ForkedChild:
-    """A fork of this process serving tasks from one pipe and replying on another, with the
-    part of `subprocess.Popen`'s interface ShardProcess uses (stdin, stdout, wait, kill)."""
-
-    def __init__(self):
-        task_read, task_write = os.pipe()
-        reply_read, reply_write = os.pipe()
-        for stream in (sys.stdout, sys.stderr):  # else the child holds a copy of their buffers
-            stream.flush()
-        self.returncode: int | None = None
-        self.pid = os.fork()
-        if self.pid == 0:
-            _serve_forked(task_read, reply_write, (task_write, reply_read, *_parent_ends))
-        os.close(task_read)
-        os.close(reply_write)
-        self.stdin = open(task_write, "wb")  # noqa: SIM115 - closed by ShardProcess.close
-        self.stdout = open(reply_read, "rb")  # noqa: SIM115
-
-    def wait(self, timeout: float | None = None) -> int:
-        """The child's exit code, once it has exited (as Popen's, asked again it is kept)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.returncode is None:
-            pid, status = os.waitpid(self.pid, 0 if deadline is None else os.WNOHANG)
-            if pid:
-                self.returncode = os.waitstatus_to_exitcode(status)
-            elif time.monotonic() > deadline:
-                raise subprocess.TimeoutExpired(f"shard writer {self.pid}", timeout)
-            else:
-                time.sleep(0.002)
-        return self.returncode
-
-    def kill(self) -> None:
-        if self.returncode is None:
-            os.kill(self.pid, signal.SIGKILL)
-
-
-def _serve_forked(requests: int, replies: int, inherited: Iterable[int]) -> None:
-    """The forked child's whole life: it never returns into the code that forked it."""
-    code = 1
-    try:
-        for fd in inherited:
-            os.close(fd)
-        _serve(open(requests, "rb"), open(replies, "wb"))  # noqa: SIM115 - it exits below
-        code = 0
-    except KeyboardInterrupt:
-        pass  # the parent reports the interruption
-    except BaseException:  # noqa: BLE001 - reported, then the child exits
-        traceback.print_exc()
-    finally:
-        sys.stderr.flush()
-        os._exit(code)
-
-
-def write_shards(
-    tasks: list[ShardTask],
-    children: list[ShardProcess],
-    write_here: Callable[[ShardTask], Iterable[ErrorRow | ShardResult]],
-) -> Iterator[ErrorRow | ShardResult]:
-    """Writes every task, largest first, with `write_here` in this process and on each child
-    at once, each taking the next task as it frees up; yields the outputs of every shard.
-
-    Largest first keeps the last shard to finish short. A failure anywhere empties the queue,
-    so the other writers stop after their current shard, and is raised here.
-    """
-    todo = deque(sorted(tasks, key=lambda task: -len(task.rows)))
-
-    def serve(child: ShardProcess) -> list[ErrorRow | ShardResult]:
-        outputs = []
-        try:
-            while (task := _take(todo)) is not None:
-                outputs += child.write(task)
-        except BaseException:
-            todo.clear()
-            raise
-        return outputs
-
-    with ThreadPoolExecutor(max(1, len(children)), "shard-process") as threads:
-        served = [threads.submit(serve, child) for child in children]  # threads wait on pipes
-        try:
-            while (task := _take(todo)) is not None:
-                yield from write_here(task)
+            for task in sorted(tasks, key=lambda task: -len(task.rows)):
+                futures.append(self._pool.submit(_write_alone, task))
+            for future in futures:
+                yield from future.result()
+        except BrokenProcessPool:
+            raise FaultError(self._death()) from None
         finally:
-            todo.clear()  # on a failure here, or when the caller stops early
-        for outputs in served:
-            yield from outputs.result()
+            for future in futures:
+                future.cancel()
+
+    def _death(self) -> str:
+        """The line that reports a worker's death: how it ended, its shard, and what to do."""
+        # concurrent.futures names neither the worker that died nor its exit status: its
+        # processes do, once the broken pool has ended the others (SIGTERM) and reaped them all.
+        processes = list(self._pool._processes.values())
+        self._pool.shutdown()
+        ended = {process.pid: process.exitcode for process in processes if process.exitcode}
+        dead = [pid for pid, code in ended.items() if code != -signal.SIGTERM] or list(ended)
+        writing = {}
+        while not self._started.empty():
+            pid, name = self._started.get()
+            writing[pid] = name
+        how = _how(ended[dead[0]]) if dead else "ended"
+        shard = writing.get(dead[0], "a shard") if dead else "a shard"
+        return (
+            f"a shard writer process {how} while writing {shard}; rerun the same command (if"
+            " the system killed it for memory, with fewer --processes)"
+        )
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, trace) -> None:
+        if error is None:
+            self._pool.shutdown()
+            return
+        # Python 3.14's ProcessPoolExecutor.kill_workers(), by hand.
+        for process in (self._pool._processes or {}).values():
+            process.kill()
+        self._pool.shutdown(cancel_futures=True)
 
 
-def _take(todo: deque) -> ShardTask | None:
-    """The next task, or None; safe while other threads take from `todo` too."""
+def _how(code: int) -> str:
+    """How a process with exit status `code` ended."""
+    if code >= 0:
+        return f"exited with code {code}"
     try:
-        return todo.popleft()
-    except IndexError:
-        return None
+        return f"killed by {signal.Signals(-code).name}"
+    except ValueError:  # a real-time signal has no name of its own
+        return f"killed by signal {-code}"
+
+
+def _write_alone(task: ShardTask) -> list[ErrorRow | ShardResult]:
+    """A worker's run of one task, with a thread pool of its own when the task wants one; an
+    exception carries the worker's traceback to this process as a note."""
+    _started.put((os.getpid(), task.file_name()))
+    try:
+        if task.threads == 1:
+            return list(run_task(task))
+        with ThreadPoolExecutor(task.threads, "image") as pool:
+            return list(run_task(task, pool))
+    except Exception as error:
+        error.add_note(f"in the shard writer process:\n{traceback.format_exc()}")
+        raise
+
+
+_started = None  # a worker's end of ShardPool._started
+
+
+def _start_worker(started) -> None:
+    """A worker dies of Ctrl-C, as this process's other children do (concurrent.futures would
+    catch the KeyboardInterrupt and go on to the next shard), and with its parent."""
+    global _started
+    _started = started
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    _exit_with_parent()
 
 
 PARENT_CHECK_S = 0.2
 
 
 def _exit_with_parent() -> None:
-    """End this child soon after its parent dies, however the parent died (SIGKILL, the OOM
-    killer): an orphan would go on writing a shard nobody will commit. The kernel's parent-death
-    signal would fire when the parent's starting thread ends, not the parent, so a thread of the
-    child watches for its adoption instead."""
+    """End this worker soon after its parent dies (this process, or the forkserver, which ends
+    with it), however the parent died (SIGKILL, the OOM killer): an orphan would go on writing
+    a shard nobody will commit. The kernel's parent-death
+    signal would fire when the parent's forking thread ends, not the parent, so a thread of the
+    worker watches for its adoption instead."""
     parent = os.getppid()
 
     def watch() -> None:
@@ -338,37 +239,3 @@ def _exit_with_parent() -> None:
         os._exit(1)
 
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
-
-
-def _serve(requests, replies) -> None:
-    """The child's loop: a task in, its outputs (or the exception it raised) out, until EOF."""
-    _exit_with_parent()
-    while True:
-        try:
-            task = pickle.load(requests)
-        except EOFError:
-            return
-        try:
-            reply = pickle.dumps(("ok", _run_alone(task)), _PROTOCOL)
-        except Exception as error:  # noqa: BLE001 - it is raised again in the parent
-            reply = _pickled_failure(error, traceback.format_exc())
-        replies.write(reply)
-        replies.flush()
-
-
-def _pickled_failure(error: Exception, child_traceback: str) -> bytes:
-    try:
-        return pickle.dumps(("raised", error, child_traceback), _PROTOCOL)
-    except Exception:  # noqa: BLE001 - some client libraries' exceptions do not pickle
-        return pickle.dumps(("raised", RuntimeError(repr(error)), child_traceback), _PROTOCOL)
-
-
-if __name__ == "__main__":
-    # Replies own the real stdout; anything a library prints goes to stderr instead.
-    replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    _serve(sys.stdin.buffer, replies)
-    # Every reply is flushed and every shard file closed: skip the interpreter's teardown of
-    # the image libraries, which the parent's close() would wait for.
-    sys.stderr.flush()
-    os._exit(0)

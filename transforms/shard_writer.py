@@ -51,7 +51,7 @@ class WriteConfig(NamedTuple):
     compress: bool = False
     progress_dir: str | None = None  # local runs: where workers leave counts for the progress bar
     threads: int = 0  # image threads per shard writer; 0: chosen by writer_threads()
-    processes: int = 1  # shards written at once on a local run (this process and children)
+    processes: int = 1  # shards written at once on a local run (its worker processes)
     max_record_bytes: int = MAX_RECORD_BYTES
     write_index: bool = False  # a DALI `index/<shard>.idx` for each (uncompressed) shard
     max_file_bytes: int = DEFAULT_MAX_FILE_MB << 20

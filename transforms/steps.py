@@ -25,7 +25,6 @@ from apache_beam.io.restriction_trackers import OffsetRange, OffsetRestrictionTr
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import AsSingleton, TaggedOutput
 from apache_beam.transforms.core import RestrictionProvider
-from apache_beam.transforms.window import GlobalWindows
 
 from transforms.coders import RowBatchCoder
 from transforms.dedup import content_digest, keep_first
@@ -47,7 +46,7 @@ from transforms.plan import (
     decide_plan,
     group_by_shard,
 )
-from transforms.shard_processes import ShardTask, ShardWriters
+from transforms.shard_processes import ShardWriter, shard_task
 from transforms.shard_writer import ShardResult, WriteConfig, join_staged, stored_size
 from transforms.sharding import Piece, ShardId, piece_of
 from transforms.sources import ManifestFile, read_coco, read_piece
@@ -340,38 +339,24 @@ def _all_pieces(plan):
 
 @beam.typehints.with_output_types(ShardResult)
 class _WriteShardFn(beam.DoFn):
-    """Writes each shard as it comes; on a local run with cores to spare, queues the bundle's
-    shards and writes them in finish_bundle, here and in child processes at once
-    (transforms/shard_processes.py)."""
+    """Writes each shard as it comes, in this worker's process: the runner spreads the shards
+    over its worker processes (transforms/shard_processes.py)."""
 
     def __init__(self, config: WriteConfig):
         self._config = config
 
     def setup(self):
-        self._writers = ShardWriters(self._config)
-
-    def start_bundle(self):
-        self._queued: list[ShardTask] = []
+        self._writer = ShardWriter()
 
     def process(self, keyed_batches, plan):
         (split, index, count, piece, pieces), batches = keyed_batches
         rows = [row for batch in batches for row in batch.rows]
-        task = self._writers.task(ShardId(split, index, count), rows, plan, Piece(piece, pieces))
-        if task.writers > 1:
-            self._writers.start_children(task.writers)
-            self._queued.append(task)
-        else:
-            yield from _shard_outputs(self._writers.write_here(task))
-
-    def finish_bundle(self):
-        for output in _shard_outputs(self._writers.write(self._queued)):
-            if isinstance(output, TaggedOutput):
-                yield TaggedOutput(output.tag, GlobalWindows.windowed_value(output.value))
-            else:
-                yield GlobalWindows.windowed_value(output)
+        shard, part = ShardId(split, index, count), Piece(piece, pieces)
+        task = shard_task(shard, rows, plan, self._config, piece=part)
+        yield from _shard_outputs(self._writer.write(task))
 
     def teardown(self):
-        self._writers.close()
+        self._writer.close()
 
 
 def _shard_outputs(written: Iterable[ErrorRow | ShardResult]):
