@@ -160,18 +160,6 @@ def _encode(
     )
 
 
-# How each EXIF orientation turns the pixels upright, as ImageOps.exif_transpose turns them.
-_TRANSPOSES = {
-    2: Image.Transpose.FLIP_LEFT_RIGHT,
-    3: Image.Transpose.ROTATE_180,
-    4: Image.Transpose.FLIP_TOP_BOTTOM,
-    5: Image.Transpose.TRANSPOSE,
-    6: Image.Transpose.ROTATE_270,
-    7: Image.Transpose.TRANSVERSE,
-    8: Image.Transpose.ROTATE_90,
-}
-
-
 def _turned_by(orientation: object) -> int:
     """The orientation an image is turned by: the tag, when it is one of the 8, else 1."""
     return orientation if orientation in ORIENTATIONS else 1
@@ -213,7 +201,7 @@ def convert_pixels(data: bytes, config: ImageConfig, held: int = 0) -> StoredIma
             image = image.resize(on_grid, Image.Resampling[config.resample.upper()], box=extent)
         if turn != 1:
             check_decode_bytes(width, height, peak_bytes(image, config, rotated=True), config)
-            image = image.transpose(_TRANSPOSES[turn])
+            image = image.transpose(_TURNS[turn])
         return _encode(image, config, (width, height), turn)
     except DECODER_ERRORS as error:
         raise RowError(Reason.UNSUPPORTED_FORMAT, f"cannot convert image: {error}") from None
