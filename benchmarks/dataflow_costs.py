@@ -26,7 +26,7 @@ import apache_beam as beam
 from corpus import make_corpus
 from emulator import BUCKET, environment, storage_emulator
 
-from transforms import fileio
+from transforms import fileio, gcs
 from transforms.images import ImageConfig
 from transforms.manifest import ManifestRow, ReadConfig, RowBatch
 from transforms.plan import LabelSource, PlanAccumulator, ShardCounts, make_plan
@@ -114,11 +114,12 @@ def gcs_read_us(rows: list[ManifestRow]) -> float:
         for row in rows:
             bucket.blob(row.image).upload_from_filename(row.image_uri)
         uris = [f"gs://{BUCKET}/{row.image}" for row in rows]
+        gcs.client.cache_clear()  # a client made before knows another emulator's address
         try:
             fileio.read_identified(uris[0])  # the client's connection and imports, not timed
             return cpu_us_per(len(uris), lambda: [fileio.read_identified(uri) for uri in uris])
         finally:
-            fileio.gcs_client.cache_clear()  # its emulator is about to go
+            gcs.client.cache_clear()  # its emulator is about to go
 
 
 def estimate(measured: dict, rows: int, assumptions: dict = ASSUMPTIONS) -> dict:

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from pipeline.metadata import INFO_FILE
-from transforms import fileio
+from transforms import fileio, gcs
 from transforms.errors import FaultError, UserError
 
 POINTER = "LATEST"
@@ -158,7 +158,7 @@ def read_pointer(root: str) -> tuple[Pointer | None, int]:
 
 def _blob(path: str):
     bucket, _, name = path.removeprefix("gs://").partition("/")
-    return fileio.gcs_client().bucket(bucket).blob(name)
+    return gcs.client().bucket(bucket).blob(name)
 
 
 def superseded(target: Target, current: Pointer | None) -> SupersededError:

@@ -195,7 +195,6 @@ def faulty_gcs(gcs, monkeypatch):
     milliseconds rather than seconds. Returns the function that starts it."""
     from fault_proxy import FaultProxy
 
-    from transforms import fileio
     from transforms import gcs as store
 
     monkeypatch.setattr(store, "FIRST_DELAY_S", 0.001)
@@ -205,11 +204,11 @@ def faulty_gcs(gcs, monkeypatch):
         proxy = FaultProxy(gcs.port, prefix, **faults).__enter__()
         proxies.append(proxy)
         monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{proxy.port}")
-        fileio.gcs_client.cache_clear()  # it knows the emulator's address
+        store.client.cache_clear()  # it knows the emulator's address
         return proxy
 
     yield start
     monkeypatch.undo()
-    fileio.gcs_client.cache_clear()
+    store.client.cache_clear()
     for proxy in proxies:
         proxy.__exit__(None, None, None)

@@ -18,6 +18,7 @@ from pipeline.convert import run
 from pipeline.publish import MARKER, POINTER, STAGING, VERSIONS, resolve
 from pipeline.verify import verify
 from transforms import fileio
+from transforms import gcs as store
 from transforms.manifest import ReadConfig
 from transforms.sources import check_manifests, read_all
 from transforms.steps import ReadManifests
@@ -195,7 +196,7 @@ def test_a_gs_tree_is_listed_folder_by_folder_as_a_local_walk_lists_it(tmp_path,
         (tree / relative).write_bytes(b"x")
     root = gcs(tree, f"{tmp_path.name}-tree")
     listed = []
-    client = fileio.gcs_client()
+    client = store.client()
     list_blobs = client.list_blobs
 
     def counted(*args, **kwargs):

@@ -301,7 +301,7 @@ def list_prefix(folder: str) -> Iterator[tuple[str, bool]]:
     """(name, whether a subfolder) of what is directly in a `gs://` folder: its objects as the
     listing streams them (in name order, a page at a time), then its subfolders (prefixes)."""
     bucket, prefix = _bucket_and_prefix(folder)
-    listing = gcs_client().list_blobs(bucket, prefix=prefix, delimiter="/")
+    listing = gcs.client().list_blobs(bucket, prefix=prefix, delimiter="/")
     for blob in listing:
         if name := blob.name[len(prefix) :]:  # not the folder's own placeholder object
             yield name, False
@@ -312,7 +312,7 @@ def list_prefix(folder: str) -> Iterator[tuple[str, bool]]:
 def holds_objects(folder: str) -> bool:
     """Whether any object's name starts with a `gs://` folder's prefix (one listed, not all)."""
     bucket, prefix = _bucket_and_prefix(folder)
-    return any(True for _ in gcs_client().list_blobs(bucket, prefix=prefix, max_results=1))
+    return any(True for _ in gcs.client().list_blobs(bucket, prefix=prefix, max_results=1))
 
 
 def delete_tree(folder: str) -> None:
@@ -322,27 +322,6 @@ def delete_tree(folder: str) -> None:
             shutil.rmtree(folder)
         return
     delete(glob(folder.rstrip("/") + "/**"))
-
-
-# Connections to Cloud Storage a process keeps open for reuse: more than its threads ever use
-# at once (requests' default of 10 would close and reopen the connections of any more threads,
-# warning each time).
-GCS_CONNECTIONS = 256
-
-
-@functools.cache
-def gcs_client():
-    """One Cloud Storage client per process (STORAGE_EMULATOR_HOST points it at an emulator),
-    its connections shared by every thread. The pool is set as the client's maintainers advise
-    (googleapis/python-storage#253): the client has no option for it."""
-    import requests
-    from google.cloud import storage
-
-    client = storage.Client()
-    pool = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=GCS_CONNECTIONS)
-    for scheme in ("https://", "http://"):
-        client._http.mount(scheme, pool)
-    return client
 
 
 def check_writable_folder(path: str) -> None:
@@ -419,7 +398,7 @@ def _compose(sources: list[str], destination: str) -> int:
     from google.api_core.retry import Retry
 
     bucket_name, _, name = destination.removeprefix("gs://").partition("/")
-    bucket = gcs_client().bucket(bucket_name)
+    bucket = gcs.client().bucket(bucket_name)
     target = bucket.blob(name)
     pending = [bucket.blob(source.removeprefix(f"gs://{bucket_name}/")) for source in sources]
     joined: list = []  # the target itself, from the second request on

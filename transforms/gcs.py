@@ -14,6 +14,7 @@ the object or the service is to blame (`store_answers`).
 """
 
 import errno
+import functools
 import io
 import random
 import time
@@ -107,10 +108,25 @@ def split(path: str) -> tuple[str, str]:
     return bucket, name
 
 
-def _client():
-    from transforms.fileio import gcs_client
+# Connections to Cloud Storage a process keeps open for reuse: more than its threads ever use
+# at once (requests' default of 10 would close and reopen the connections of any more threads,
+# warning each time).
+GCS_CONNECTIONS = 256
 
-    return gcs_client()
+
+@functools.cache
+def client():
+    """One Cloud Storage client per process (STORAGE_EMULATOR_HOST points it at an emulator),
+    its connections shared by every thread. The pool is set as the client's maintainers advise
+    (googleapis/python-storage#253): the client has no option for it."""
+    import requests
+    from google.cloud import storage
+
+    client = storage.Client()
+    pool = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=GCS_CONNECTIONS)
+    for scheme in ("https://", "http://"):
+        client._http.mount(scheme, pool)
+    return client
 
 
 class _Bounded(io.BytesIO):
@@ -149,7 +165,7 @@ def read(path: str, max_bytes: int | None) -> Read | None:
     bucket, name = split(path)
 
     def download() -> Read | None:
-        blob = _client().bucket(bucket).blob(name)
+        blob = client().bucket(bucket).blob(name)
         sink = _Bounded(max_bytes)
         try:
             # No checksum by the client: it is computed below, once, for the identity too.
@@ -176,7 +192,7 @@ def stat(path: str) -> Stat:
     """The object's size and identity from its metadata (one request); FileNotFoundError if it
     does not exist."""
     bucket, name = split(path)
-    blob = retried(lambda: _client().bucket(bucket).get_blob(name, retry=None), path)
+    blob = retried(lambda: client().bucket(bucket).get_blob(name, retry=None), path)
     if blob is None:
         raise FileNotFoundError(errno.ENOENT, "no such object", path)
     return Stat(blob.size, identity(blob.size, blob.crc32c))
@@ -190,7 +206,7 @@ class RangeReader(io.RawIOBase):
     def __init__(self, path: str):
         super().__init__()
         self._path = path
-        self._blob = _client().bucket(split(path)[0]).blob(split(path)[1])
+        self._blob = client().bucket(split(path)[0]).blob(split(path)[1])
         self._size = stat(path).size
         self._position = 0
 
@@ -238,7 +254,7 @@ def store_answers(path: str) -> bool:
     bucket, name = split(path)
 
     def list_name() -> None:
-        listing = _client().list_blobs(bucket, prefix=name, max_results=1, retry=None)
+        listing = client().list_blobs(bucket, prefix=name, max_results=1, retry=None)
         next(iter(listing.pages), None)
 
     try:
