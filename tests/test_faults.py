@@ -234,6 +234,14 @@ def _stop_mid_shards(run: subprocess.Popen, root: Path) -> tuple[str, list[int]]
     return version, members[1:]
 
 
+def _writes_in(pid: int, folder: Path) -> bool:
+    """Whether process `pid` holds a file under `folder` open."""
+    fds = Path(f"/proc/{pid}/fd")
+    with contextlib.suppress(OSError):
+        return any(os.readlink(fd).startswith(f"{folder}/") for fd in fds.iterdir())
+    return False
+
+
 @contextlib.contextmanager
 def _publishing_held(root: Path, lock: Path | None = None):
     """While this holds the root's lock, a run into `root` stops at publishing: its version
@@ -525,7 +533,8 @@ def test_a_killed_shard_writer_is_one_line_exit_3(tmp_path, photos):
     root = tmp_path / "root"
     run = _start(tmp_path, "--manifest", photos, "--output", root, *SLOW)
     _, children = _stop_mid_shards(run, root)
-    os.kill(children[0], signal.SIGKILL)
+    (writing,) = [pid for pid in children if _writes_in(pid, root / STAGING)][:1]
+    os.kill(writing, signal.SIGKILL)  # not a worker yet to take a shard: its death names none
     os.killpg(run.pid, signal.SIGCONT)
     status, _, err = _ended(run)
     assert status == EXIT_FAULT
