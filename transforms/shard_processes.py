@@ -167,10 +167,11 @@ class ShardPool:
             pid, name = self._started.get()
             writing[pid] = name
         how = _how(ended[dead[0]]) if dead else "ended"
-        shard = writing.get(dead[0], "a shard") if dead else "a shard"
+        shard = writing.get(dead[0]) if dead else None  # none: it died before taking one
+        during = f" while writing {shard}" if shard else ""
         return (
-            f"a shard writer process {how} while writing {shard}; rerun the same command (if"
-            " the system killed it for memory, with fewer --processes)"
+            f"a shard writer process {how}{during}; rerun the same command (if the system"
+            " killed it for memory, with fewer --processes)"
         )
 
     def __enter__(self):
