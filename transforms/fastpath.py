@@ -22,6 +22,7 @@ from transforms.images import (
     check_decode_bytes,
     is_upright,
     scale_for,
+    scaled_size,
 )
 from transforms.jpeg import HUFFMAN_8BIT, JpegInfo
 
@@ -44,7 +45,7 @@ def covers(info: JpegInfo, config: ImageConfig) -> bool:
 
 
 def _decode_step(width: int, height: int, size: tuple[int, int]) -> int:
-    """The largest of 1, 2, 4, 8 that divides the image and still covers `size`."""
+    """The largest of 1, 2, 4, 8 the image can be decoded at (1/step) and still cover `size`."""
     step = 1
     while step < 8 and width // (2 * step) >= size[0] and height // (2 * step) >= size[1]:
         step *= 2
@@ -55,17 +56,16 @@ def convert_jpeg(data: bytes, info: JpegInfo, config: ImageConfig, held: int) ->
     """Decode (DCT-scaled), resample, encode; None when libjpeg warns or fails, or libvips
     cannot reduce that far (Pillow's path then decides). `held`: what the decoder keeps (a
     progressive JPEG's coefficients)."""
-    scale = min(scale_for(info.width, info.height, config), 1.0)
-    size = (max(1, round(info.width * scale)), max(1, round(info.height * scale)))
+    size = scaled_size(info.width, info.height, min(scale_for(info.width, info.height, config), 1))
     step = _decode_step(info.width, info.height, size)
     channels = config.channels
-    decoded = -(-info.width // step) * -(-info.height // step) * channels
-    check_decode_bytes(info.width, info.height, held + decoded + 2 * size[0] * size[1] * channels,
-                       config)  # fmt: skip
+    decoded_width, decoded_height = -(-info.width // step), -(-info.height // step)
+    needed = held + (decoded_width * decoded_height + 2 * size[0] * size[1]) * channels
+    check_decode_bytes(info.width, info.height, needed, config)
     try:
         pixels = simplejpeg.decode_jpeg(
-            data, "RGB" if channels == 3 else "GRAY", min_height=-(-info.height // step),
-            min_width=-(-info.width // step), strict=True,
+            data, "RGB" if channels == 3 else "GRAY", min_height=decoded_height,
+            min_width=decoded_width, strict=True,
         )  # fmt: skip
     except ValueError:
         return None

@@ -103,6 +103,11 @@ def scale_for(width: int, height: int, config: ImageConfig) -> float:
     return scale
 
 
+def scaled_size(width: int, height: int, scale: float) -> tuple[int, int]:
+    """A `width` x `height` image's size once downscaled by `scale` (at most 1), at least 1x1."""
+    return max(1, round(width * scale)), max(1, round(height * scale))
+
+
 def is_upright(orientation: int | None) -> bool:
     """An EXIF orientation that needs no rotation or flip (absent, or 1)."""
     return orientation in (None, 1)

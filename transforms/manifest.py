@@ -30,8 +30,12 @@ PARQUET_SUFFIX = ".parquet"
 # attack on the parser, which recurses once per level.
 MAX_JSON_DEPTH = 16
 _JSON_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"')
-# A \uD800-\uDFFF escape: half of a pair (an emoji) or, alone, a surrogate no UTF-8 text holds.
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+# A \uD800-\uDFFF escape: half of a pair (an emoji) or, alone, a surrogate no UTF-8 text holds;
+# looked for in a JSONL line's text and in a COCO document's bytes.
+_SURROGATE_ESCAPE = {
+    str: re.compile(r"\\u[dD][89a-fA-F]"),
+    bytes: re.compile(rb"\\u[dD][89a-fA-F]"),
+}
 _JSON_BRACKET = re.compile(r"[\[\]{}]")
 _CSV_FIELD_LIMIT = csv.field_size_limit()  # longer fields are the csv module's to refuse
 NOT_DETECTION = (
@@ -394,15 +398,15 @@ def jsonl_fields(line: str, columns: tuple[str, ...] = ()) -> dict | None:
         raise RowError(Reason.BAD_ROW, f"not JSON: {error}") from None
     if not isinstance(fields, dict):
         raise RowError(Reason.BAD_ROW, "a JSONL line must be an object")
-    check_unicode(line.encode(), fields)
+    check_unicode(line, fields)
     return fields
 
 
-def check_unicode(text: bytes, parsed: object) -> None:
+def check_unicode(text: str | bytes, parsed: object) -> None:
     """Raises RowError when a string JSON `text` parsed into holds half a surrogate pair: JSON
     lets `\\ud800` stand alone, and no path, key or label can hold it (UTF-8 has no surrogates)
     to be opened, hashed or written. Only text with such an escape is looked at twice."""
-    if not _SURROGATE_ESCAPE.search(text):
+    if not _SURROGATE_ESCAPE[type(text)].search(text):
         return
     try:
         json.dumps(parsed, ensure_ascii=False).encode()

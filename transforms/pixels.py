@@ -10,7 +10,7 @@ import warnings
 
 from PIL import Image
 
-from transforms.detection import ORIENTATIONS, TRANSPOSING
+from transforms.detection import ORIENTATIONS
 from transforms.errors import Reason, RowError
 from transforms.images import (
     DECODER_ERRORS,
@@ -19,6 +19,7 @@ from transforms.images import (
     check_decode_bytes,
     check_pixels,
     scale_for,
+    scaled_size,
 )
 from transforms.jpeg import JpegInfo, padded
 
@@ -165,12 +166,6 @@ def _turned_by(orientation: object) -> int:
     return orientation if orientation in ORIENTATIONS else 1
 
 
-def target_size(width: int, height: int, scale: float, transposed: bool) -> tuple[int, int]:
-    """Pixel size after EXIF rotation and downscaling, at least 1x1."""
-    size = (max(1, round(width * scale)), max(1, round(height * scale)))
-    return size[::-1] if transposed else size
-
-
 def convert_pixels(data: bytes, config: ImageConfig, held: int = 0) -> StoredImage:
     """Decode (at reduced size where the resize allows), convert, resize, orient, encode.
 
@@ -194,9 +189,8 @@ def convert_pixels(data: bytes, config: ImageConfig, held: int = 0) -> StoredIma
         # Read EXIF only after the guarded load: for PNG, getexif() itself decodes the image.
         orientation = image.getexif().get(0x0112)
         turn = _turned_by(orientation)
-        size = target_size(width, height, min(scale, 1.0), turn in TRANSPOSING)
         image = _to_mode(image, config)
-        on_grid = size[::-1] if turn in TRANSPOSING else size
+        on_grid = scaled_size(width, height, min(scale, 1.0))
         if image.size != on_grid:
             image = image.resize(on_grid, Image.Resampling[config.resample.upper()], box=extent)
         if turn != 1:

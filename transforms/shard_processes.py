@@ -198,27 +198,25 @@ def _how(code: int) -> str:
 
 
 def _write_alone(task: ShardTask) -> list[ErrorRow | ShardResult]:
-    """A worker's run of one task, with a thread pool of its own when the task wants one; an
-    exception carries the worker's traceback to this process as a note."""
+    """A worker's run of one task; an exception carries the worker's traceback to this process
+    as a note."""
     _started.put((os.getpid(), task.file_name()))
     try:
-        if task.threads == 1:
-            return list(run_task(task))
-        with ThreadPoolExecutor(task.threads, "image") as pool:
-            return list(run_task(task, pool))
+        return list(_writer.write(task))
     except Exception as error:
         error.add_note(f"in the shard writer process:\n{traceback.format_exc()}")
         raise
 
 
 _started = None  # a worker's end of ShardPool._started
+_writer = None  # a worker's ShardWriter, for every shard it writes
 
 
 def _start_worker(started) -> None:
     """A worker dies of Ctrl-C, as this process's other children do (concurrent.futures would
     catch the KeyboardInterrupt and go on to the next shard), and with its parent."""
-    global _started
-    _started = started
+    global _started, _writer
+    _started, _writer = started, ShardWriter()
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     _exit_with_parent()
 
