@@ -8,12 +8,12 @@ setup(
     description="Image/label manifests to deterministic sharded TFRecords, with Apache Beam",
     python_requires=">=3.10",
     packages=find_packages(include=["pipeline", "pipeline.*", "transforms", "transforms.*"]),
-    package_data={"transforms.proto": ["*.proto"]},
+    package_data={"transforms.tfrecord.proto": ["*.proto"]},
     # The conversion path: no TensorFlow, on purpose (workers stay small and start fast).
     install_requires=[
         "apache-beam[gcp]>=2.60",
         "pillow>=10",
-        # The fast path for 8-bit JPEGs (transforms/fastpath.py): libjpeg-turbo's decoder and
+        # The fast path for 8-bit JPEGs (transforms/image/fastpath.py): libjpeg-turbo's decoder and
         # encoder, libvips' resampling; wheels for Linux x86-64 and arm64, libvips included.
         "simplejpeg>=1.8",
         "pyvips>=3",
@@ -38,5 +38,5 @@ setup(
             "torch==2.13.0",
         ],
     },
-    entry_points={"console_scripts": ["tfrecord-pipeline=pipeline.cli:entry_point"]},
+    entry_points={"console_scripts": ["tfrecord-pipeline=pipeline.cli.main:entry_point"]},
 )

@@ -21,7 +21,7 @@ from pathlib import Path
 from corpus import make_corpus
 from measure import run_measured
 
-from pipeline.charts import bar_chart
+from pipeline.read.charts import bar_chart
 
 HERE = Path(__file__).resolve().parent
 PYTHON = sys.executable

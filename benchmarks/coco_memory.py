@@ -3,8 +3,8 @@
 
 For each N, a synthetic COCO instances file of N annotations over N / 7 images (COCO's own
 ratio), 80 categories, every annotation with a box, an area and a small polygon, as COCO's
-carry. A fresh process reads it as the converter does (transforms/sources.py `read_coco`: the
-document parsed whole, then its rows made) and keeps the rows, as the local runner and the Beam
+carry. A fresh process reads it as the converter does (transforms/manifest/sources.py `read_coco`:
+the document parsed whole, then its rows made) and keeps the rows, as the local runner and the Beam
 step's output hold them; its peak RSS is the kernel's high-water mark (`VmHWM`). With
 `--masks` the rows keep their polygons (the converter's --masks). Writes
 benchmarks/results/coco-memory.json (coco-memory-masks.json).
@@ -54,8 +54,8 @@ def write_coco(path: Path, annotations: int) -> None:
 
 _READ = """
 import sys
-from transforms.manifest import ReadConfig
-from transforms.sources import check_manifests, detection_config, read_all
+from transforms.manifest.rows import ReadConfig
+from transforms.manifest.sources import check_manifests, detection_config, read_all
 config = ReadConfig(masks=sys.argv[2] == "masks")
 manifests = check_manifests([sys.argv[1]], config)
 config = detection_config(manifests, config)

@@ -3,9 +3,9 @@ benchmarks/commit_memory.py [N ...]` (default 1000 100000).
 
 For each N, a manifest of the 40 sample images and N rows naming images that do not exist
 (each one a `missing_file` error row, rejected by a shard writer as on Dataflow). One process
-runs every step before the commit (pipeline/local.py `write_here`: the functions the Beam steps
-wrap) and saves what the commit step is given; a fresh process loads that and runs the commit
-step alone (pipeline/commit.py `commit_dataset`). That process holds what a Dataflow worker
+runs every step before the commit (pipeline/runners/local.py `write_here`: the functions the Beam
+steps wrap) and saves what the commit step is given; a fresh process loads that and runs the commit
+step alone (pipeline/dataset/commit.py `commit_dataset`). That process holds what a Dataflow worker
 running the commit step holds: its side inputs and the commit's own work, nothing of the steps
 before. Its peak RSS is exact, not sampled: the kernel's high-water mark, `VmHWM` in
 /proc/self/status (not getrusage, whose figure for a process started by `subprocess` includes
@@ -50,9 +50,9 @@ def make_manifest(folder: Path, rejected: int) -> Path:
 
 def stage(manifest: str, root: str, saved: str) -> None:
     """Every step before the commit, on the local runner; saves the commit's inputs."""
-    from pipeline import publish
-    from pipeline.local import write_here
-    from pipeline.options import parse_args
+    from pipeline.config.options import parse_args
+    from pipeline.dataset import publish
+    from pipeline.runners.local import write_here
 
     argv = ["--manifest", manifest, "--output", root, "--num_shards", "2", "--max_error_rate", "1"]
     options, _ = parse_args([*argv, "--no_progress"])
@@ -72,7 +72,7 @@ def _status_mb(field: str) -> float:
 
 def commit(saved: str) -> None:
     """The commit step alone, in this fresh process; prints its figures as one JSON line."""
-    from pipeline.commit import commit_dataset
+    from pipeline.dataset.commit import commit_dataset
 
     before = _status_mb("VmRSS")  # the interpreter and the commit's imports
     start = time.perf_counter()

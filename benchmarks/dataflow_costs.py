@@ -1,7 +1,7 @@
 """What a conversion needs on Dataflow, estimated from costs measured here, stage by stage:
 `python benchmarks/dataflow_costs.py [N]` (N rows of the benchmark corpus, 20,000 by default).
 
-Each Beam step's work is measured by calling the functions it wraps (transforms/steps.py) on
+Each Beam step's work is measured by calling the functions it wraps (transforms/beam/steps.py) on
 the corpus, in one thread of this process, as CPU time (time.process_time): the manifest read,
 the plan's accounting, the shard assignment, and the shard writer per image, pass-through and
 re-encoding; and this process's CPU for one image read from Cloud Storage (its one request, to
@@ -26,14 +26,14 @@ import apache_beam as beam
 from corpus import make_corpus
 from emulator import BUCKET, environment, storage_emulator
 
-from transforms import fileio, gcs
-from transforms.images import ImageConfig
-from transforms.manifest import ManifestRow, ReadConfig, RowBatch
-from transforms.plan import LabelSource, PlanAccumulator, ShardCounts, make_plan
-from transforms.shard_writer import WriteConfig, stored_size, write_shard
-from transforms.sharding import DEFAULT_TARGET_SHARD_MB, ShardId
-from transforms.sources import check_manifests, read_all
-from transforms.steps import ROWS_PER_BATCH, _AssignShardFn
+from transforms.beam.steps import ROWS_PER_BATCH, _AssignShardFn
+from transforms.image.images import ImageConfig
+from transforms.manifest.rows import ManifestRow, ReadConfig, RowBatch
+from transforms.manifest.sources import check_manifests, read_all
+from transforms.plan.dataset import LabelSource, PlanAccumulator, ShardCounts, make_plan
+from transforms.plan.sharding import DEFAULT_TARGET_SHARD_MB, ShardId
+from transforms.storage import fileio, gcs
+from transforms.write.shard_writer import WriteConfig, stored_size, write_shard
 
 HERE = Path(__file__).resolve().parent
 WRITTEN_IMAGES = 400  # images the writer is timed on, each way
@@ -47,7 +47,7 @@ ASSUMPTIONS = {
     "files_per_shard": 2,  # the shard and its rows file
     "gcs_read_latency_ms": 40,  # a small object's GET, first byte to last, from a worker
     "reads_in_flight_per_vcpu": 8,  # the shard writer's threads (REMOTE_THREADS_PER_CORE)
-    "moves_in_flight": 64,  # the commit's (pipeline/publish.py REMOTE_MOVES_AT_ONCE)
+    "moves_in_flight": 64,  # the commit's (pipeline/dataset/publish.py REMOTE_MOVES_AT_ONCE)
 }
 
 

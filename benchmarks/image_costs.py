@@ -27,16 +27,16 @@ from corpus import make_corpus
 from dataflow_costs import cpu_us_per
 from PIL import Image
 
-from transforms.examples import build_example, encode_example
-from transforms.images import ImageConfig, normalise
-from transforms.jpeg import parse_jpeg
-from transforms.labels import LabelMap
-from transforms.manifest import ReadConfig
-from transforms.pixels import check_jpeg_decodes
-from transforms.records import ShardFileWriter
-from transforms.shard_writer import WriteConfig, read_image, write_shard
-from transforms.sharding import ShardId
-from transforms.sources import check_manifests, read_all
+from transforms.image.images import ImageConfig, normalise
+from transforms.image.jpeg import parse_jpeg
+from transforms.image.pixels import check_jpeg_decodes
+from transforms.manifest.labels import LabelMap
+from transforms.manifest.rows import ReadConfig
+from transforms.manifest.sources import check_manifests, read_all
+from transforms.plan.sharding import ShardId
+from transforms.tfrecord.examples import build_example, encode_example
+from transforms.tfrecord.records import ShardFileWriter
+from transforms.write.shard_writer import WriteConfig, read_image, write_shard
 
 HERE = Path(__file__).resolve().parent
 ROUNDS = 5

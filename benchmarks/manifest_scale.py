@@ -57,9 +57,9 @@ def read_step(manifest: str, rows: int) -> None:
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from transforms.manifest import ReadConfig
-    from transforms.sources import check_manifests
-    from transforms.steps import ReadManifests
+    from transforms.beam.steps import ReadManifests
+    from transforms.manifest.rows import ReadConfig
+    from transforms.manifest.sources import check_manifests
 
     config = ReadConfig()
     options = PipelineOptions(["--runner=DirectRunner", "--direct_num_workers=1"])

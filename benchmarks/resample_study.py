@@ -7,7 +7,7 @@ a photo) and the first CORPUS_IMAGES of the 2,000-image benchmark corpus (benchm
 each downscaled to a short side of 256, 128 and 64 px (only where that shrinks it).
 
 Candidates: Pillow's filters, the libvips kernels the converter's fast path uses for three of
-them (transforms/fastpath.py), and OpenCV's INTER_AREA. Each runs as the converter would: the
+them (transforms/image/fastpath.py), and OpenCV's INTER_AREA. Each runs as the converter would: the
 JPEG decoded at 1/2, 1/4 or 1/8 scale where the target allows (libjpeg's DCT scaling, the same
 for every candidate), then the filter to the exact size. Each result is compared with two
 references made from the image decoded at full size, in float64 and never rounded: a Lanczos-3
@@ -43,7 +43,7 @@ import simplejpeg
 from corpus import PHOTOS, make_corpus
 from PIL import Image
 
-from transforms.fastpath import resample
+from transforms.image.fastpath import resample
 
 HERE = Path(__file__).resolve().parent
 SHORT_SIDES = (256, 128, 64)

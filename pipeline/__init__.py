@@ -1,9 +1,9 @@
 """tfrecord-pipeline: image/label manifests to sharded TFRecords of tf.train.Example."""
 
-from pipeline.convert import convert, run
-from pipeline.load import load  # imports TensorFlow only when called
-from pipeline.metadata import DatasetInfo
-from pipeline.options import ConvertOptions
+from pipeline.config.options import ConvertOptions
+from pipeline.dataset.metadata import DatasetInfo
+from pipeline.read.load import load  # imports TensorFlow only when called
+from pipeline.runners.convert import convert, run
 from pipeline.version import __version__
 
 __all__ = [
@@ -20,7 +20,7 @@ __all__ = [
 def __getattr__(name: str):
     """`build_pipeline` imports Beam, so only when asked for."""
     if name == "build_pipeline":
-        from pipeline.beam_pipeline import build_pipeline
+        from pipeline.runners.beam_pipeline import build_pipeline
 
         return build_pipeline
     raise AttributeError(f"module 'pipeline' has no attribute {name!r}")

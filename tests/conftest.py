@@ -21,10 +21,10 @@ import pytest
 from PIL import Image
 
 import pipeline
-from pipeline.convert import run
-from pipeline.publish import resolve
-from transforms.manifest import ReadConfig
-from transforms.sources import describe, read_all
+from pipeline.dataset.publish import resolve
+from pipeline.runners.convert import run
+from transforms.manifest.rows import ReadConfig
+from transforms.manifest.sources import describe, read_all
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 PHOTOS = REPOSITORY / "sample" / "photos"  # committed: the tests need nothing beside the clone
@@ -195,7 +195,7 @@ def faulty_gcs(gcs, monkeypatch):
     milliseconds rather than seconds. Returns the function that starts it."""
     from fault_proxy import FaultProxy
 
-    from transforms import gcs as store
+    from transforms.storage import gcs as store
 
     monkeypatch.setattr(store, "FIRST_DELAY_S", 0.001)
     proxies = []

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from conftest import BEAM, DATAFLOW, make_images, published, write_manifest
 
-from pipeline.cli import main
-from pipeline.flags import FLAGS, help_text, synopsis
-from pipeline.options import option_defaults
-from pipeline.runners import local_processes
-from transforms.shard_writer import available_cores
+from pipeline.cli.main import main
+from pipeline.config.flags import FLAGS, help_text, synopsis
+from pipeline.config.options import option_defaults
+from pipeline.runners.choice import local_processes
+from transforms.write.shard_writer import available_cores
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -82,7 +82,7 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path, capsys, monkeypatch):
     def interrupted(*_):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("pipeline.cli.convert", interrupted)
+    monkeypatch.setattr("pipeline.cli.main.convert", interrupted)
     manifest = write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
     status, err = _fail(capsys, "convert", "--manifest", str(manifest), "--output", "o")
     assert (status, err) == (130, "tfrecord-pipeline: interrupted")
@@ -111,7 +111,7 @@ def test_installed_command_has_no_traceback_and_never_imports_tensorflow(tmp_pat
     manifest = write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
     convert = f"['convert', '--manifest', {str(manifest)!r}, '--no_progress', '--output', "
     script = (
-        "import sys; from pipeline.cli import main; "
+        "import sys; from pipeline.cli.main import main; "
         f"assert main({convert}{str(tmp_path / 'local')!r}]) == 0; "
         "assert not any(m.startswith(('tensorflow', 'apache_beam', 'google.protobuf', 'PIL')) "
         "for m in sys.modules); "
@@ -142,9 +142,9 @@ def test_generated_proto_code_matches_the_proto(tmp_path):
     pytest.importorskip("grpc_tools")
     # A subprocess: protoc in the same process as TensorFlow's protobuf crashes.
     command = [sys.executable, "-m", "grpc_tools.protoc", f"-I{ROOT}", f"--python_out={tmp_path}"]
-    subprocess.run([*command, str(ROOT / "transforms/proto/example.proto")], check=True)
-    generated = (tmp_path / "transforms/proto/example_pb2.py").read_text()
-    assert generated == (ROOT / "transforms/proto/example_pb2.py").read_text()
+    subprocess.run([*command, str(ROOT / "transforms/tfrecord/proto/example.proto")], check=True)
+    generated = (tmp_path / "transforms/tfrecord/proto/example_pb2.py").read_text()
+    assert generated == (ROOT / "transforms/tfrecord/proto/example_pb2.py").read_text()
 
 
 def test_local_runs_write_one_shard_per_core_unless_told():

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import publish
-from pipeline.commit import (
+from pipeline.dataset import publish
+from pipeline.dataset.commit import (
     Commit,
     CommitInputs,
     cleaned_up_on_failure,
@@ -17,12 +17,12 @@ from pipeline.commit import (
     staged_files,
     write_version_files,
 )
-from pipeline.metadata import INFO_FILE, LABELS_FILE
-from transforms.error_files import ErrorCounts, ErrorFileResult, error_file_name
+from pipeline.dataset.metadata import INFO_FILE, LABELS_FILE
 from transforms.errors import UserError
-from transforms.labels import LabelMap
-from transforms.plan import DatasetPlan
-from transforms.shard_writer import ShardResult
+from transforms.manifest.labels import LabelMap
+from transforms.plan.dataset import DatasetPlan
+from transforms.write.error_files import ErrorCounts, ErrorFileResult, error_file_name
+from transforms.write.shard_writer import ShardResult
 
 SHARD = "train-00000-of-00001.tfrecord"
 ERRORS = error_file_name(0, 1)

@@ -21,9 +21,9 @@ import pytest
 import tensorflow as tf
 from model_garden import dataloader
 
-from pipeline.cli import main
-from pipeline.convert import run
-from pipeline.load import load
+from pipeline.cli.main import main
+from pipeline.read.load import load
+from pipeline.runners.convert import run
 
 pytestmark = pytest.mark.slow
 SAMPLE = Path(__file__).resolve().parents[1] / "sample"
@@ -249,7 +249,7 @@ def _convert_cli(output: Path, *flags: str) -> tuple[int, str]:
     """The command line as a user runs it: exit status and what it wrote on stderr."""
     argv = ["convert", "--manifest", str(SAMPLE / "manifest.csv"), "--output", str(output),
             "--no_progress", "--split", "train=0.8,validation=0.2", *flags]  # fmt: skip
-    done = subprocess.run([sys.executable, "-m", "pipeline.cli", *argv], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli.main", *argv], capture_output=True,
                           text=True)  # fmt: skip
     return done.returncode, done.stderr
 
@@ -307,7 +307,7 @@ def test_a_dataset_shaped_like_imagenet_with_ids_from_0_warns_once(tmp_path):
     for output, flags, warned in (("zero", (), True), ("one", ("--label_offset", "1"), False)):
         argv = ["convert", "--manifest", str(manifest), "--output", str(tmp_path / output),
                 "--no_progress", "--num_shards", "1", *flags]  # fmt: skip
-        done = subprocess.run([sys.executable, "-m", "pipeline.cli", *argv],
+        done = subprocess.run([sys.executable, "-m", "pipeline.cli.main", *argv],
                               capture_output=True, text=True)  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert done.stderr.count("1000 class names") == warned and done.stderr.count("\n") == warned

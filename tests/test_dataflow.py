@@ -7,12 +7,12 @@ import pytest
 from apache_beam.portability.api import beam_runner_api_pb2
 from conftest import BEAM, make_images, write_manifest
 
-from pipeline.beam_pipeline import launch
-from pipeline.cli import _counters, main
-from pipeline.convert import run
-from pipeline.options import parse_args
-from pipeline.progress import format_counters
-from pipeline.publish import start
+from pipeline.cli.main import _counters, main
+from pipeline.cli.progress import format_counters
+from pipeline.config.options import parse_args
+from pipeline.dataset.publish import start
+from pipeline.runners.beam_pipeline import launch
+from pipeline.runners.convert import run
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from transforms.coco import is_coco_start, read_document
-from transforms.detection import (
+from transforms.errors import Reason, RowError
+from transforms.image.detection import (
     Annotation,
     Frame,
     Placement,
@@ -15,7 +15,7 @@ from transforms.detection import (
     placed,
     row_annotations,
 )
-from transforms.errors import Reason, RowError
+from transforms.manifest.coco import is_coco_start, read_document
 
 
 def _objects(*objects, **row):

@@ -9,8 +9,8 @@ from conftest import encode, photo
 from detection_data import turned_box
 from PIL import Image, ImageDraw
 
-from transforms.detection import Annotation, Frame, Placement, placed
-from transforms.images import ImageConfig, normalise
+from transforms.image.detection import Annotation, Frame, Placement, placed
+from transforms.image.images import ImageConfig, normalise
 
 WIDTH, HEIGHT = 240, 160
 # (colour, box in pixels of the file's grid: xmin, ymin, xmax, ymax)

@@ -15,14 +15,14 @@ from apache_beam.testing.util import assert_that, equal_to
 from conftest import BEAM, convert_into, error_rows, version_files, write_manifest
 from detection_data import NEGATIVES, expected_objects, make_coco
 
-from pipeline.load import parsing_spec
-from transforms.examples import OBJECT_FEATURES
-from transforms.labels import label_map_from_labels
-from transforms.manifest import ReadConfig, row_labels
-from transforms.shard_writer import WriteConfig, write_shard
-from transforms.sharding import ShardId
-from transforms.sources import check_manifests, detection_config, read_all
-from transforms.steps import ReadManifests
+from pipeline.read.load import parsing_spec
+from transforms.beam.steps import ReadManifests
+from transforms.manifest.labels import label_map_from_labels
+from transforms.manifest.rows import ReadConfig, row_labels
+from transforms.manifest.sources import check_manifests, detection_config, read_all
+from transforms.plan.sharding import ShardId
+from transforms.tfrecord.examples import OBJECT_FEATURES
+from transforms.write.shard_writer import WriteConfig, write_shard
 
 pytestmark = pytest.mark.slow
 

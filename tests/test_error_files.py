@@ -14,15 +14,19 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from conftest import RUNNERS, error_rows, make_images, published, write_manifest
 
-from pipeline import publish
-from pipeline.beam_pipeline import build_pipeline
-from pipeline.cli import main
-from pipeline.commit import read_info, staged_files
-from pipeline.metadata import INFO_FILE, build_info
-from pipeline.options import parse_args
-from pipeline.verify import verify
-from transforms import error_files
-from transforms.error_files import (
+from pipeline.cli.main import main
+from pipeline.config.options import parse_args
+from pipeline.dataset import publish
+from pipeline.dataset.commit import read_info, staged_files
+from pipeline.dataset.metadata import INFO_FILE, build_info
+from pipeline.read.verify import verify
+from pipeline.runners.beam_pipeline import build_pipeline
+from transforms.beam.steps import WriteErrors, _CountErrorsFn
+from transforms.errors import ErrorRow, Reason
+from transforms.manifest.labels import LabelMap
+from transforms.plan.dataset import DatasetPlan
+from transforms.write import error_files
+from transforms.write.error_files import (
     ErrorCounts,
     ErrorFileResult,
     count_errors,
@@ -33,11 +37,7 @@ from transforms.error_files import (
     write_error_file,
     write_error_files,
 )
-from transforms.errors import ErrorRow, Reason
-from transforms.labels import LabelMap
-from transforms.plan import DatasetPlan
-from transforms.shard_writer import ShardResult
-from transforms.steps import WriteErrors, _CountErrorsFn
+from transforms.write.shard_writer import ShardResult
 
 
 def _errors(count: int, key=lambda i: f"img/{i}.jpg") -> list[ErrorRow]:

@@ -8,9 +8,9 @@ import pytest
 from conftest import encode, photo
 from PIL import Image
 
-from transforms import fastpath, pixels
-from transforms.images import ImageConfig, normalise
-from transforms.jpeg import coefficient_bytes, parse_jpeg
+from transforms.image import fastpath, pixels
+from transforms.image.images import ImageConfig, normalise
+from transforms.image.jpeg import coefficient_bytes, parse_jpeg
 
 PHOTO = photo("chelsea.png")  # 451x300
 RESIZE = ImageConfig(resize_short_side=128, jpeg_quality=90)

@@ -32,20 +32,20 @@ from conftest import (
     write_manifest,
 )
 
-from pipeline.cli import EXIT_FAULT, EXIT_INTERRUPTED, EXIT_SUPERSEDED, EXIT_USER_ERROR, main
-from pipeline.commit import CommitInputs, commit_dataset, read_info
-from pipeline.faults import as_fault
-from pipeline.options import parse_args
-from pipeline.publish import LOCK, MARKER, POINTER, STAGING, VERSIONS, start
-from pipeline.reader import examples
-from pipeline.verify import verify
-from transforms.error_files import ROWS_PER_ERRORS_FILE, count_errors, write_error_files
+from pipeline.cli.faults import as_fault
+from pipeline.cli.main import EXIT_FAULT, EXIT_INTERRUPTED, EXIT_SUPERSEDED, EXIT_USER_ERROR, main
+from pipeline.config.options import parse_args
+from pipeline.dataset.commit import CommitInputs, commit_dataset, read_info
+from pipeline.dataset.publish import LOCK, MARKER, POINTER, STAGING, VERSIONS, start
+from pipeline.read.reader import examples
+from pipeline.read.verify import verify
 from transforms.errors import FaultError, UserError
-from transforms.labels import LabelMap
-from transforms.manifest import ReadConfig
-from transforms.plan import DatasetPlan
-from transforms.shard_processes import ShardPool, ShardTask, run_task
-from transforms.sharding import ShardId
+from transforms.manifest.labels import LabelMap
+from transforms.manifest.rows import ReadConfig
+from transforms.plan.dataset import DatasetPlan
+from transforms.plan.sharding import ShardId
+from transforms.write.error_files import ROWS_PER_ERRORS_FILE, count_errors, write_error_files
+from transforms.write.shard_processes import ShardPool, ShardTask, run_task
 
 COMMAND = Path(sys.executable).parent / "tfrecord-pipeline"
 WAIT_S = 120  # only a bound on a hung run, never a timing that is checked
@@ -662,7 +662,7 @@ def test_a_bug_keeps_its_traceback(tmp_path, monkeypatch):
     def bug(*_):
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr("pipeline.cli.convert", bug)
+    monkeypatch.setattr("pipeline.cli.main.convert", bug)
     manifest = write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
     with pytest.raises(ZeroDivisionError):
         main(["convert", "--manifest", str(manifest), "--output", str(tmp_path / "o")])

@@ -1,4 +1,4 @@
-"""transforms/fileio.py on local paths, at the unit tier: path arithmetic, the other entry
+"""transforms/storage/fileio.py on local paths, at the unit tier: path arithmetic, the other entry
 points to a read (identified, streamed) on paths that are no regular file, reads in chunks
 past a file's stated size, durable writes that leave nothing half written, and the folder
 helpers. (read_bytes on FIFOs, sockets, devices, folders and over the limit:
@@ -11,7 +11,7 @@ from pathlib import Path
 import google_crc32c
 import pytest
 
-from transforms import fileio
+from transforms.storage import fileio
 
 CMDLINE = "/proc/self/cmdline"  # stat says 0 bytes, reading gives more; fixed for the process
 

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from transforms.errors import ErrorRow, Reason, RowError, UserError
-from transforms.manifest import (
+from transforms.manifest.rows import (
     MAX_JSON_DEPTH,
     QUOTED_NEWLINE,
     ManifestRow,
@@ -21,7 +21,7 @@ from transforms.manifest import (
     csv_cells,
     csv_fields,
 )
-from transforms.sources import describe
+from transforms.manifest.sources import describe
 
 CONFIG = ReadConfig(features=(("weight", "float"),))
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -12,16 +12,16 @@ from apache_beam.testing.util import assert_that, equal_to
 from conftest import PHOTOS, error_rows, make_images, write_manifest
 from tls_proxy import TlsProxy
 
-from pipeline.cli import main
-from pipeline.commit import read_info
-from pipeline.convert import run
-from pipeline.publish import MARKER, POINTER, STAGING, VERSIONS, resolve
-from pipeline.verify import verify
-from transforms import fileio
-from transforms import gcs as store
-from transforms.manifest import ReadConfig
-from transforms.sources import check_manifests, read_all
-from transforms.steps import ReadManifests
+from pipeline.cli.main import main
+from pipeline.dataset.commit import read_info
+from pipeline.dataset.publish import MARKER, POINTER, STAGING, VERSIONS, resolve
+from pipeline.read.verify import verify
+from pipeline.runners.convert import run
+from transforms.beam.steps import ReadManifests
+from transforms.manifest.rows import ReadConfig
+from transforms.manifest.sources import check_manifests, read_all
+from transforms.storage import fileio
+from transforms.storage import gcs as store
 
 pytestmark = pytest.mark.slow
 

@@ -18,13 +18,13 @@ import tensorflow as tf
 from conftest import PHOTOS, REPOSITORY, encode, error_rows, photo, write_manifest
 from PIL import Image, ImageOps
 
-from pipeline.metadata import INFO_FILE
-from pipeline.publish import MARKER, marker_bytes
-from pipeline.verify import verify
+from pipeline.dataset.metadata import INFO_FILE
+from pipeline.dataset.publish import MARKER, marker_bytes
+from pipeline.read.verify import verify
 from transforms.errors import Reason, RowError
-from transforms.images import VALIDATE_MODES, ImageConfig, normalise
-from transforms.jpeg import blocks, parse_jpeg
-from transforms.pixels import peak_bytes
+from transforms.image.images import VALIDATE_MODES, ImageConfig, normalise
+from transforms.image.jpeg import blocks, parse_jpeg
+from transforms.image.pixels import peak_bytes
 
 pytestmark = pytest.mark.slow
 
@@ -399,7 +399,7 @@ def test_a_huge_rgba_png_under_the_pixel_limit_is_refused_before_it_is_decoded(t
     child = (  # VmHWM: this process's own peak (ru_maxrss would count the parent's at the fork)
         "import sys\n"
         "from transforms.errors import RowError\n"
-        "from transforms.images import ImageConfig, normalise\n"
+        "from transforms.image.images import ImageConfig, normalise\n"
         "try:\n"
         "    normalise(open(sys.argv[1], 'rb').read(), ImageConfig())\n"
         "except RowError as error:\n"

@@ -10,14 +10,14 @@ import pytest
 from conftest import BEAM, crop, encode, error_rows, photo, read_manifest, write_manifest
 from detection_data import make_coco
 
-from pipeline.convert import run
-from pipeline.metadata import INFO_FILE, DatasetInfo
-from pipeline.preview import preview
-from pipeline.reader import examples
-from transforms.detection import Annotation, Frame, Placement, placed
+from pipeline.dataset.metadata import INFO_FILE, DatasetInfo
+from pipeline.read.preview import preview
+from pipeline.read.reader import examples
+from pipeline.runners.convert import run
 from transforms.errors import UserError
-from transforms.manifest import ManifestRow, ReadConfig
-from transforms.sources import describe
+from transforms.image.detection import Annotation, Frame, Placement, placed
+from transforms.manifest.rows import ManifestRow, ReadConfig
+from transforms.manifest.sources import describe
 
 PHOTO = photo()
 

@@ -16,14 +16,14 @@ import pytest
 import simplejpeg
 from conftest import REPOSITORY, encode, photo, write_manifest
 from PIL import Image, ImageOps
+from transforms.tfrecord.proto.example_pb2 import Example
 
-from pipeline.convert import run
-from transforms import fastpath, pixels
+from pipeline.runners.convert import run
 from transforms.errors import Reason, RowError
-from transforms.images import ImageConfig, normalise
-from transforms.jpeg import coefficient_bytes, parse_jpeg
-from transforms.proto.example_pb2 import Example
-from transforms.records import read_records
+from transforms.image import fastpath, pixels
+from transforms.image.images import ImageConfig, normalise
+from transforms.image.jpeg import coefficient_bytes, parse_jpeg
+from transforms.tfrecord.records import read_records
 
 ASTRONAUT = photo("astronaut.png")  # fine detail: misplaced pixels show
 RESIZE = ImageConfig(resize_short_side=100)

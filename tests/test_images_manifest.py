@@ -9,18 +9,18 @@ from conftest import encode, photo, read_manifest, write_manifest
 from PIL import Image
 
 from transforms.errors import ErrorRow, Reason, RowError, UserError
-from transforms.images import ImageConfig, normalise, sniff
-from transforms.jpeg import parse_jpeg
-from transforms.manifest import (
+from transforms.image.images import ImageConfig, normalise, sniff
+from transforms.image.jpeg import parse_jpeg
+from transforms.image.pixels import check_jpeg_decodes
+from transforms.manifest.rows import (
     ManifestRow,
     ReadConfig,
     SkippedFile,
     row_position,
 )
-from transforms.pixels import check_jpeg_decodes
-from transforms.sources import describe
-from transforms.splits import parse_split_spec
-from transforms.trees import read_tree
+from transforms.manifest.sources import describe
+from transforms.manifest.splits import parse_split_spec
+from transforms.manifest.trees import read_tree
 
 SMALL = photo().resize((64, 48))
 

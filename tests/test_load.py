@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from pipeline import load
-from pipeline.publish import MARKER, VERSIONS
+from pipeline.dataset.publish import MARKER, VERSIONS
 
 pytestmark = pytest.mark.slow
 SAMPLE = Path(__file__).resolve().parents[1] / "sample" / "manifest.csv"
@@ -15,7 +15,7 @@ SAMPLE = Path(__file__).resolve().parents[1] / "sample" / "manifest.csv"
 
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory):
-    from pipeline.convert import run
+    from pipeline.runners.convert import run
 
     output = tmp_path_factory.mktemp("load") / "out"
     flags = ["--num_shards", "4", "--split", "train=0.75,validation=0.25"]

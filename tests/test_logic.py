@@ -6,12 +6,12 @@ from collections import Counter
 
 import pytest
 
-from transforms.dedup import keep_first
 from transforms.errors import Reason, RowError, UserError
-from transforms.images import ImageConfig
-from transforms.labels import LabelMap, label_map_from_labels, parse_label_map
-from transforms.manifest import ManifestRow, row_position
-from transforms.plan import (
+from transforms.image.images import ImageConfig
+from transforms.manifest.labels import LabelMap, label_map_from_labels, parse_label_map
+from transforms.manifest.rows import ManifestRow, row_position
+from transforms.manifest.splits import assign_split, parse_split_spec
+from transforms.plan.dataset import (
     DatasetPlan,
     LabelSource,
     PlanAccumulator,
@@ -21,14 +21,8 @@ from transforms.plan import (
     make_plan,
     parse_shard_counts,
 )
-from transforms.records import ShardFileWriter, frame, masked_crc32c
-from transforms.shard_writer import (
-    REMOTE_THREADS_PER_CORE,
-    WriteConfig,
-    process_cores,
-    writer_threads,
-)
-from transforms.sharding import (
+from transforms.plan.dedup import keep_first
+from transforms.plan.sharding import (
     MAX_PIECES,
     ShardId,
     is_shard_file_name,
@@ -36,7 +30,13 @@ from transforms.sharding import (
     record_order,
     shard_for,
 )
-from transforms.splits import assign_split, parse_split_spec
+from transforms.tfrecord.records import ShardFileWriter, frame, masked_crc32c
+from transforms.write.shard_writer import (
+    REMOTE_THREADS_PER_CORE,
+    WriteConfig,
+    process_cores,
+    writer_threads,
+)
 
 
 def test_split_assignment_is_stable_and_follows_fractions():

@@ -9,12 +9,12 @@ import pytest
 from detection_data import outline, rasterised, rle_counts, rle_string
 from PIL import Image
 
-from transforms import masks
-from transforms.coco import read_document
-from transforms.detection import Annotation, Frame, Placement, placed, row_annotations
 from transforms.errors import Reason, RowError
-from transforms.examples import feature_spec, object_features
-from transforms.pixels import mask_png
+from transforms.image import masks
+from transforms.image.detection import Annotation, Frame, Placement, placed, row_annotations
+from transforms.image.pixels import mask_png
+from transforms.manifest.coco import read_document
+from transforms.tfrecord.examples import feature_spec, object_features
 
 
 def drawn(segmentation, width: int, height: int, normalized: bool = False) -> np.ndarray:

@@ -12,10 +12,10 @@ import tensorflow as tf
 from conftest import BEAM, make_images, published, version_files, write_manifest
 
 from pipeline import load
-from pipeline.cli import main
-from pipeline.metadata import INFO_FILE, DatasetInfo
+from pipeline.cli.main import main
+from pipeline.dataset.metadata import INFO_FILE, DatasetInfo
 from transforms.errors import Reason, RowError
-from transforms.manifest import ReadConfig, make_row
+from transforms.manifest.rows import ReadConfig, make_row
 
 ROOT = Path(__file__).resolve().parents[1]
 MULTI = ReadConfig(label_separator="|")

@@ -6,10 +6,10 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import error_rows, make_images, read_manifest, write_manifest
 
-from pipeline.cli import main
+from pipeline.cli.main import main
 from transforms.errors import ErrorRow, Reason, UserError
-from transforms.manifest import ManifestRow, ReadConfig
-from transforms.sources import describe
+from transforms.manifest.rows import ManifestRow, ReadConfig
+from transforms.manifest.sources import describe
 
 
 def write_parquet(path, columns: dict, row_group_size: int = 1024):

@@ -1,12 +1,12 @@
-"""Record boundaries by byte range (transforms/pieces.py): pieces that tile a file read every
-line once, wherever the cuts fall and however short the reads."""
+"""Record boundaries by byte range (transforms/manifest/pieces.py): pieces that tile a file read
+every line once, wherever the cuts fall and however short the reads."""
 
 import io
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transforms.pieces import lines_from, piece_lines
+from transforms.manifest.pieces import lines_from, piece_lines
 
 
 class ShortReads(io.BytesIO):

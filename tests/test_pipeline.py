@@ -16,20 +16,20 @@ from apache_beam.testing.util import assert_that, equal_to
 from conftest import BEAM, encode, error_rows, make_images, photo, published, write_manifest
 
 import pipeline
-from pipeline.cli import main
-from pipeline.convert import run
-from pipeline.metadata import INFO_FILE
-from pipeline.publish import LOCK, MARKER, POINTER, STAGING, VERSIONS
-from pipeline.verify import verify
-from transforms import error_files
+from pipeline.cli.main import main
+from pipeline.dataset.metadata import INFO_FILE
+from pipeline.dataset.publish import LOCK, MARKER, POINTER, STAGING, VERSIONS
+from pipeline.read.verify import verify
+from pipeline.runners.convert import run
+from transforms.beam.steps import AssignShards, ReadManifests, WriteShards
 from transforms.errors import ErrorRow
-from transforms.labels import LabelMap
-from transforms.manifest import QUOTED_NEWLINE, ManifestRow, ReadConfig, RowBatch, row_position
-from transforms.plan import DatasetPlan
-from transforms.shard_writer import WriteConfig, write_shard
-from transforms.sharding import ShardId, shard_for
-from transforms.sources import check_manifests, read_all, read_piece
-from transforms.steps import AssignShards, ReadManifests, WriteShards
+from transforms.manifest.labels import LabelMap
+from transforms.manifest.rows import QUOTED_NEWLINE, ManifestRow, ReadConfig, RowBatch, row_position
+from transforms.manifest.sources import check_manifests, read_all, read_piece
+from transforms.plan.dataset import DatasetPlan
+from transforms.plan.sharding import ShardId, shard_for
+from transforms.write import error_files
+from transforms.write.shard_writer import WriteConfig, write_shard
 
 pytestmark = pytest.mark.slow
 
@@ -113,7 +113,7 @@ def test_conversion_writes_the_documented_layout(dataset, convert):
 
 IMAGE_PATHS = {
     "pass-through": (),
-    # libjpeg-turbo decodes and encodes, libvips resamples (transforms/fastpath.py)
+    # libjpeg-turbo decodes and encodes, libvips resamples (transforms/image/fastpath.py)
     "resized": ("--resize_short_side", "40", "--jpeg_quality", "90"),
     "raw, grey": ("--max_side", "48", "--image_encoding", "raw", "--channels", "1"),
 }
@@ -223,7 +223,7 @@ def test_the_python_api_takes_the_shard_count_as_a_number(dataset, tmp_path):
 def test_local_children_are_forks_only_while_no_other_thread_runs(dataset, tmp_path, monkeypatch):
     """A fork copies whatever lock another thread holds: with a thread running (as in a
     notebook), the local runner's children are fresh interpreters, and the bytes the same."""
-    from transforms import shard_processes
+    from transforms.write import shard_processes
 
     methods = []  # how each run's shard-writer processes start
     real = multiprocessing.get_context
@@ -382,7 +382,7 @@ def test_the_cli_reads_hostile_manifest_lines_alike_in_pieces_and_whole(tmp_path
     hostile = [b'"images/x.jpg","two', b'lines"', b"images/\xff.jpg,cat", b"", b"a,b,c"]
     manifest = tmp_path / "m.csv"
     manifest.write_bytes(body.encode() + b"\r\n".join(hostile) + b"\r\nimages/last.jpg,cat")
-    monkeypatch.setattr("transforms.steps.PIECE_BYTES", 16)
+    monkeypatch.setattr("transforms.beam.steps.PIECE_BYTES", 16)
     for name, runner in (("local", []), ("beam", BEAM)):
         argv = ["convert", "--manifest", str(manifest), "--output", str(tmp_path / name),
                 "--max_error_rate", "1", "--no_progress", *runner]  # fmt: skip

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import encode, make_images, photo, published, write_manifest
 
-from pipeline.cli import main
+from pipeline.cli.main import main
 
 pytestmark = pytest.mark.slow
 

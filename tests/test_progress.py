@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
-from pipeline.progress import (
+from pipeline.cli.main import main
+from pipeline.cli.progress import (
     MIN_SPAN_S,
     RATE_WINDOW_S,
     WARM_UP_S,
@@ -103,7 +103,7 @@ def _in_terminal(argv: list[str], until: bytes, then) -> tuple[int, str]:
         # A shell starts background jobs with SIGINT ignored, and an ignored SIGINT survives
         # exec: the command must get the terminal's Ctrl-C however this suite was started.
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.execv(sys.executable, [sys.executable, "-m", "pipeline.cli", *argv])
+        os.execv(sys.executable, [sys.executable, "-m", "pipeline.cli.main", *argv])
     printed, acted = b"", False
     try:
         while True:

@@ -13,13 +13,13 @@ from fault_proxy import FAULTS, MAX_IN_A_ROW, planned_fault
 from google.api_core import exceptions as api
 from google.auth import exceptions as auth
 
-from pipeline.cli import main
-from pipeline.convert import run
-from pipeline.publish import POINTER
-from pipeline.verify import verify
-from transforms import fileio
-from transforms import gcs as store
+from pipeline.cli.main import main
+from pipeline.dataset.publish import POINTER
+from pipeline.read.verify import verify
+from pipeline.runners.convert import run
 from transforms.errors import FaultError
+from transforms.storage import fileio
+from transforms.storage import gcs as store
 
 TRANSIENT = [
     *(api.from_http_status(status, "injected") for status in (408, 429, 500, 502, 503, 504)),

@@ -11,10 +11,10 @@ import pytest
 from conftest import make_images, published, write_manifest
 from PIL import Image
 
-from pipeline.cli import main
-from pipeline.convert import run
-from pipeline.metadata import INFO_FILE
-from pipeline.preview import BOX_COLOURS, LABEL_HEIGHT, THUMB
+from pipeline.cli.main import main
+from pipeline.dataset.metadata import INFO_FILE
+from pipeline.read.preview import BOX_COLOURS, LABEL_HEIGHT, THUMB
+from pipeline.runners.convert import run
 
 pytestmark = pytest.mark.slow
 SAMPLE = Path(__file__).resolve().parents[1] / "sample" / "manifest.csv"

@@ -12,8 +12,8 @@ from typing import NamedTuple
 
 import pytest
 
-from pipeline.flags import FLAGS, markdown_table
-from pipeline.options import ConvertOptions, option_defaults
+from pipeline.config.flags import FLAGS, markdown_table
+from pipeline.config.options import ConvertOptions, option_defaults
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from conftest import RUNNERS, make_images, write_manifest
 
-from pipeline.convert import run
-from pipeline.publish import resolve
-from pipeline.refresh import assemble
-from pipeline.verify import verify
-from transforms.manifest import ManifestRow
-from transforms.refresh import (
+from pipeline.dataset.publish import resolve
+from pipeline.read.verify import verify
+from pipeline.runners.convert import run
+from pipeline.runners.refresh import assemble
+from transforms.manifest.rows import ManifestRow
+from transforms.plan.refresh import (
     PastRecord,
     classify,
     compaction_groups,
@@ -23,7 +23,7 @@ from transforms.refresh import (
     rows_line,
     shifted_index,
 )
-from transforms.shard_writer import ShardResult
+from transforms.write.shard_writer import ShardResult
 
 
 def _row(key: str, image: str = "", label: str = "cat", split: str = "train") -> ManifestRow:

@@ -6,10 +6,10 @@ import re
 import pytest
 from conftest import DATAFLOW, make_images, published, write_manifest
 
-from pipeline import runners
-from pipeline.cli import main
-from pipeline.publish import MARKER
-from pipeline.runners import LOCAL, Runner, resolve
+from pipeline.cli.main import main
+from pipeline.dataset.publish import MARKER
+from pipeline.runners import choice
+from pipeline.runners.choice import LOCAL, Runner, resolve
 from transforms.errors import UserError
 
 DIRECT = Runner("SwitchingDirectRunner", here=True, dataflow=False, one_process=True)
@@ -92,7 +92,7 @@ def test_an_embedded_job_server_that_could_not_start_its_harness_is_one_line(
     """Beam would fail with a traceback (Docker, PROCESS) or wait forever for a harness that
     died at start (`python` without Beam): here neither Docker nor Python is on PATH."""
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(runners, "_resolve", runners._resolve.__wrapped__)  # PATH, not a cache
+    monkeypatch.setattr(choice, "_resolve", choice._resolve.__wrapped__)  # PATH, not a cache
     with pytest.raises(UserError, match=re.escape("--runner PortableRunner: ")) as raised:
         resolve([*EMBEDDED, *flags])
     assert says in str(raised.value) and "\n" not in str(raised.value)

@@ -12,12 +12,13 @@ import pytest
 from conftest import make_images, read_manifest, write_manifest
 
 from transforms.errors import FaultError, Reason
-from transforms.heap import keep_freed_memory
-from transforms.images import ImageConfig
-from transforms.labels import LabelMap
-from transforms.manifest import ReadConfig
-from transforms.plan import DatasetPlan
-from transforms.shard_processes import (
+from transforms.image.images import ImageConfig
+from transforms.manifest.labels import LabelMap
+from transforms.manifest.rows import ReadConfig
+from transforms.plan.dataset import DatasetPlan
+from transforms.plan.sharding import ShardId
+from transforms.write.heap import keep_freed_memory
+from transforms.write.shard_processes import (
     ShardPool,
     ShardTask,
     ShardWriter,
@@ -25,14 +26,13 @@ from transforms.shard_processes import (
     shard_task,
     writers_at_once,
 )
-from transforms.shard_writer import (
+from transforms.write.shard_writer import (
     REMOTE_THREADS_PER_CORE,
     ErrorRow,
     ShardResult,
     WriteConfig,
     available_cores,
 )
-from transforms.sharding import ShardId
 
 RESIZE = ImageConfig(resize_short_side=32)  # decodes every image: threads matter here
 

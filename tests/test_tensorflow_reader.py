@@ -10,9 +10,9 @@ import tensorflow as tf
 from conftest import make_images, write_manifest
 from PIL import Image
 
-from transforms.examples import build_example, label_features
-from transforms.images import StoredImage
-from transforms.records import frame
+from transforms.image.images import StoredImage
+from transforms.tfrecord.examples import build_example, label_features
+from transforms.tfrecord.records import frame
 
 pytestmark = pytest.mark.slow
 SAMPLE = Path(__file__).resolve().parents[1] / "sample"

@@ -12,11 +12,11 @@ import tensorflow_datasets as tfds
 from conftest import make_images, write_manifest
 
 from pipeline import load
-from pipeline.convert import run
-from pipeline.metadata import INFO_FILE
-from pipeline.tfds_metadata import class_names, labels_file, tfds_files
-from pipeline.verify import verify
-from transforms.examples import RAW_KEY
+from pipeline.dataset.metadata import INFO_FILE
+from pipeline.dataset.tfds_metadata import class_names, labels_file, tfds_files
+from pipeline.read.verify import verify
+from pipeline.runners.convert import run
+from transforms.tfrecord.examples import RAW_KEY
 
 pytestmark = pytest.mark.slow
 IMAGE_KEYS = ("image/encoded", RAW_KEY)

@@ -1,0 +1,100 @@
+"""Faults: failures a run cannot survive and a rerun usually can, told apart from bugs.
+
+A fault is neither the input's nor the code's doing: the disk filled up or turned read-only, the
+device failed, a shard-writer process was killed, Google Cloud refused (quota, 429) or failed
+(5xx) a request until its client stopped retrying, or another run committed the same output.
+The command prints a fault as one line that names the cause and what to do, and exits with
+status 3; the traceback goes to a log file, or with --debug to stderr. Any other exception is a
+bug, and keeps its traceback.
+"""
+
+import errno
+import sys
+import tempfile
+import traceback
+from collections.abc import Iterator
+
+from transforms.errors import FaultError
+from transforms.storage import fileio
+
+_RERUN = "then rerun the same command"
+_DISK_FAULTS = {
+    errno.ENOSPC: f"no space left on the device{{at}}; free some space, {_RERUN}",
+    errno.EDQUOT: f"disk quota exceeded{{at}}; free some space or raise the quota, {_RERUN}",
+    errno.EROFS: f"the file system{{at}} is read-only; make it writable, {_RERUN}",
+    errno.EIO: f"input/output error from the device{{at}}; check the device, {_RERUN}",
+}
+
+
+def as_fault(error: BaseException) -> FaultError | None:
+    """The fault `error` is, or was caused by (Beam re-raises a step's exception in a wrapper
+    of its own); None for a bug."""
+    for link in _causes(error):
+        if isinstance(link, FaultError):
+            return _beams_original(link)
+        if isinstance(link, OSError) and link.errno in _DISK_FAULTS:
+            at = f" ({link.filename})" if link.filename else ""
+            return FaultError(_DISK_FAULTS[link.errno].format(at=at))
+        if fault := _cloud_fault(link):
+            return fault
+    return None
+
+
+def _beams_original(fault: FaultError) -> FaultError:
+    """The fault a step raised, rather than the copy Beam re-raises with the step's name
+    appended to its text (`[while running 'CommitDataset']`): the line names the cause, not
+    the step. Beam raises its copy while handling the original."""
+    original = fault.__context__
+    if type(original) is type(fault) and str(fault).startswith(str(original)):
+        return original
+    return fault
+
+
+def _causes(error: BaseException | None) -> Iterator[BaseException]:
+    """`error`, then what it was raised from or while handling, and so on (as a traceback
+    shows them: `raise ... from None` ends the chain)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield error
+        error = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
+
+
+def _cloud_fault(error: BaseException) -> FaultError | None:
+    """A Google Cloud request that failed on the service's side even after its retries: Cloud
+    Storage's client errors (as fileio sorts them), or a Dataflow API call's. The latter's type
+    is looked up among the loaded modules: an error of a module never imported cannot have been
+    raised."""
+    apitools = sys.modules.get("apitools.base.py.exceptions")  # Dataflow job submission
+    if apitools and isinstance(error, apitools.HttpError):
+        status = error.status_code
+        if status != 429 and not 500 <= status < 600:
+            return None
+    elif isinstance(error, fileio.UNAVAILABLE):
+        status = getattr(error, "code", None)
+    else:
+        return None
+    text = " ".join(str(error).split())
+    if status == 429:  # also gRPC's RESOURCE_EXHAUSTED
+        return FaultError(
+            f"Google Cloud refused a request over a quota or rate limit, retries included "
+            f"({text}); wait or raise the quota, {_RERUN}"
+        )
+    return FaultError(f"Google Cloud kept failing a request, retries included ({text}); {_RERUN}")
+
+
+def report_fault(fault: FaultError, error: BaseException, debug: bool) -> str:
+    """The one line that reports `fault`. The traceback of `error` is printed first with
+    `debug`, else written to a log file the line names."""
+    line = " ".join(str(fault).split())
+    if debug:
+        traceback.print_exception(error)
+        return line
+    try:
+        with tempfile.NamedTemporaryFile(
+            "w", prefix="tfrecord-pipeline-", suffix=".log", delete=False
+        ) as log:
+            traceback.print_exception(error, file=log)
+    except OSError:  # the temporary folder's disk may be the full one
+        return f"{line} (rerun with --debug for the traceback)"
+    return f"{line} (traceback in {log.name})"

@@ -1,0 +1,219 @@
+"""`tfrecord-pipeline` command line: user mistakes and faults as one line each, with exit
+statuses a scheduler can act on; bugs as tracebacks.
+
+The read-side commands import their modules when they run: a conversion, which often runs on
+little data, does not load protobuf's classes, Pillow's drawing or the HTML report.
+"""
+
+import argparse
+import logging
+import os
+import sys
+
+from pipeline.cli.faults import as_fault, report_fault
+from pipeline.cli.progress import format_counters, format_summary
+from pipeline.config.options import UserErrorParser, parse_args
+from pipeline.config.presets import one_based_warning
+from pipeline.dataset import publish
+from pipeline.dataset.commit import read_info
+from pipeline.dataset.publish import SupersededError
+from pipeline.runners.choice import resolve
+from pipeline.runners.convert import convert
+from transforms.errors import UserError
+
+USAGE = """usage: tfrecord-pipeline convert --manifest M [M ...] --output ROOT [opts] [Beam flags]
+       tfrecord-pipeline verify DATASET [--decode sample|all|none]
+       tfrecord-pipeline preview DATASET [--split S] -o grid.png [--per_class N | --random N]
+       tfrecord-pipeline stats DATASET -o report.html
+
+commands:
+  convert   turn image/label manifests into sharded TFRecord files: a new version of ROOT
+  verify    check the published version against its tfrecord_pipeline.json (exit 1 on a problem)
+  preview   a PNG contact sheet of decoded records, labelled with class text and id
+  stats     a one-page HTML report: splits, label histogram, image and shard sizes, errors
+run 'tfrecord-pipeline convert --help' for the options"""
+
+# The exit statuses, as the README documents them.
+EXIT_OK = 0  # published (convert), no problem found (verify), file written (preview, stats)
+EXIT_FAILED_GATES = 1  # converted but not published (quality gates); verify found problems
+EXIT_USER_ERROR = 2  # a usage or input mistake: a bad flag, manifest or --output
+EXIT_FAULT = 3  # a fault the run could not survive (full disk, a writer killed, ...): rerun
+EXIT_SUPERSEDED = 4  # another run published a version of the same dataset first
+EXIT_INTERRUPTED = 130  # as a shell reports a command stopped by Ctrl-C (128 + SIGINT)
+
+
+def _finish(info, folder: str) -> int:
+    print(format_summary(info, folder))
+    warning = one_based_warning(info)
+    if warning:
+        print(warning, file=sys.stderr)
+    for failure in info.failures:
+        print(f"tfrecord-pipeline: version not published: {failure}", file=sys.stderr)
+    return EXIT_FAILED_GATES if info.failures else EXIT_OK
+
+
+def _convert(argv: list[str]) -> int:
+    options, beam_args = parse_args(argv)
+    try:
+        if resolve(beam_args).dataflow:
+            return _on_dataflow(options, beam_args)
+        return _finish(*convert(options, beam_args))
+    except Exception as error:  # noqa: BLE001 - re-raised unless it is a fault
+        fault = as_fault(error)
+        if fault is None:
+            raise
+        line = report_fault(fault, error, options.debug)
+        print(f"tfrecord-pipeline: failed: {line}", file=sys.stderr)
+        return EXIT_SUPERSEDED if isinstance(fault, SupersededError) else EXIT_FAULT
+
+
+def _on_dataflow(options, beam_args: list[str]) -> int:
+    """Submit the job and print its console URL and the version it publishes; with --wait,
+    wait for it and report."""
+    from apache_beam.runners.dataflow.dataflow_runner import DataflowRuntimeException
+
+    from pipeline.runners.beam_pipeline import launch
+
+    target = publish.start(options.output)
+    result = launch(options, target, beam_args)
+    print(_job_line(result, beam_args))
+    if not options.wait or not hasattr(result, "job_id"):
+        print(f"the job publishes {target.folder}")
+        return EXIT_OK
+    try:
+        state = result.wait_until_finish()
+    except DataflowRuntimeException as error:
+        print(f"tfrecord-pipeline: the Dataflow job failed: {error}", file=sys.stderr)
+        return EXIT_FAILED_GATES
+    print(f"job {state}: {format_counters(_counters(result))}")
+    return _finish(read_info(target.folder), target.folder)
+
+
+def _counters(result) -> dict[str, int]:
+    """Beam counters of this job by name, summed over the steps that emit them."""
+    from apache_beam.metrics.metric import MetricsFilter
+
+    from transforms.beam.steps import NAMESPACE
+
+    query = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))
+    totals: dict[str, int] = {}
+    for counter in query["counters"]:
+        value = counter.committed if counter.committed is not None else counter.attempted
+        totals[counter.key.metric.name] = totals.get(counter.key.metric.name, 0) + (value or 0)
+    return totals
+
+
+def _job_line(result, beam_args: list[str]) -> str:
+    from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
+
+    job_id = result.job_id() if hasattr(result, "job_id") else None
+    if not job_id:
+        return "dry run: the Dataflow job was built and not submitted"
+    cloud = PipelineOptions(beam_args).view_as(GoogleCloudOptions)
+    return (
+        f"Dataflow job {job_id}: https://console.cloud.google.com/dataflow/jobs/"
+        f"{cloud.region}/{job_id}?project={cloud.project}"
+    )
+
+
+def _parser(command: str) -> argparse.ArgumentParser:
+    parser = UserErrorParser(prog=f"tfrecord-pipeline {command}", allow_abbrev=False)
+    parser.add_argument(
+        "output",
+        help="a dataset root, whose published version is read, or a version folder (local or "
+        "gs://)",
+    )
+    return parser
+
+
+def _verify(argv: list[str]) -> int:
+    from pipeline.read.verify import DECODE_MODES, verify
+
+    parser = _parser("verify")
+    parser.add_argument("--decode", choices=DECODE_MODES, default="sample")
+    args = parser.parse_args(argv)
+    records, problems = verify(args.output, args.decode)
+    for problem in problems:
+        print(f"{args.output}: {problem}", file=sys.stderr)
+    if problems:
+        return EXIT_FAILED_GATES
+    print(f"{args.output}: ok, {records:,} records verified")
+    return EXIT_OK
+
+
+def _preview(argv: list[str]) -> int:
+    from pipeline.read.preview import preview
+
+    parser = _parser("preview")
+    parser.add_argument("--split", default="train")
+    parser.add_argument("-o", "--out", required=True, help="PNG file to write")
+    choice = parser.add_mutually_exclusive_group()
+    choice.add_argument("--per_class", type=int, help="N images of each class, a row each")
+    choice.add_argument("--random", type=int, help="N random images")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    per_class = args.per_class or (None if args.random else 4)
+    shown = preview(args.output, args.split, args.out, per_class, args.random, args.seed)
+    print(f"{args.out}: {shown} images from {args.output} ({args.split})")
+    return EXIT_OK
+
+
+def _stats(argv: list[str]) -> int:
+    from pipeline.read.stats import stats
+
+    parser = _parser("stats")
+    parser.add_argument("-o", "--out", required=True, help="HTML file to write")
+    args = parser.parse_args(argv)
+    stats(args.output, args.out)
+    print(f"{args.out}: report on {args.output}")
+    return EXIT_OK
+
+
+COMMANDS = {"convert": _convert, "verify": _verify, "preview": _preview, "stats": _stats}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # Local worker processes forward start-up chatter (unused Beam flags, no staging folder)
+    # as warnings; it says nothing about the conversion.
+    logging.getLogger("apache_beam.runners.portability.local_job_service").setLevel(logging.ERROR)
+    # Beam logs a failed step's exception with its traceback before re-raising it; the command
+    # reports it itself (a fault as one line, a bug with its traceback).
+    logging.getLogger("apache_beam.runners.common").setLevel(logging.CRITICAL)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE)
+        return EXIT_OK if argv else EXIT_USER_ERROR
+    command, rest = argv[0], argv[1:]
+    try:
+        if command in COMMANDS:
+            return COMMANDS[command](rest)
+        raise UserError(f"unknown command {command!r}; try 'tfrecord-pipeline --help'")
+    except UserError as error:
+        print(f"tfrecord-pipeline: error: {error}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:  # Ctrl-C: the output is left uncommitted, as after any failure
+        print("tfrecord-pipeline: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def entry_point() -> None:
+    """The `tfrecord-pipeline` command: `main`, then, when no Beam or TensorFlow was loaded,
+    an exit without the interpreter's teardown.
+
+    Freeing every module and object of a finished local conversion takes as long as
+    converting a few hundred images. By then every file is closed, every child process reaped
+    and the progress folder removed: the teardown would only free memory. Beam and TensorFlow
+    keep exit handlers of their own, so with either loaded the process ends the usual way.
+    """
+    code = main()
+    if any(library in sys.modules for library in ("apache_beam", "tensorflow")):
+        sys.exit(code)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    entry_point()

@@ -1,0 +1,1 @@
+"""Flags parsed and validated once into typed configs; presets."""

@@ -1,0 +1,199 @@
+"""The `convert` command's flags as one table: argparse, `--help` and the README's option table
+are all made from it (tests/test_readme.py checks the README against `markdown_table`).
+
+Adding a flag is one entry in FLAGS plus its field, with the default, in `ConvertOptions`; the
+README row to paste is `markdown_table`'s, which that test prints when the two differ.
+"""
+
+import argparse
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from pipeline.config.presets import PRESETS
+from transforms.image.images import ENCODINGS, RESAMPLE_FILTERS, VALIDATE_MODES
+from transforms.manifest.rows import FEATURE_TYPES
+
+
+def _switch(text: str) -> bool:
+    if text.lower() in ("true", "1", "yes"):
+        return True
+    if text.lower() in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+# `--flag`, or `--flag=true|false` as Flex Template launchers pass every parameter.
+SWITCH = {"nargs": "?", "const": True, "type": _switch, "metavar": "true|false"}
+INT, FLOAT = {"type": int}, {"type": float}
+
+
+class Flag(NamedTuple):
+    """One flag: its name, the value it takes (argparse's metavar), how argparse reads it
+    (`add_argument`'s keywords), its meaning in Markdown, and its default in words where
+    `ConvertOptions`' value would not say it (`by size`); otherwise that value is shown."""
+
+    name: str
+    value: str
+    parse: Mapping[str, Any]
+    meaning: str
+    default: str = ""
+
+    @property
+    def dest(self) -> str:
+        """The `ConvertOptions` field the flag sets."""
+        return self.parse.get("dest", self.name.removeprefix("--"))
+
+
+def _choices(names) -> dict:
+    return {"choices": tuple(names)}
+
+
+FLAGS = (
+    Flag("--manifest", "M", {"nargs": "+", "required": True},
+         "CSV, JSONL or Parquet files, globs, or class-folder roots (local or `gs://`)"),
+    Flag("--output", "DIR", {"required": True}, "output folder (local or `gs://`)"),
+    Flag("--image_root", "DIR", {},
+         "folder that relative image paths (a COCO file's `file_name`s too) are under",
+         "the manifest's folder"),
+    Flag("--num_shards", "N|split=N,...", {},
+         "shards per split: N for every split, or a count for each split named",
+         "by size, or `--preset`'s"),
+    Flag("--target_shard_mb", "M", FLOAT,
+         "shard size aimed at when `--num_shards` does not give a split's count (estimated "
+         "from a fixed sample of 64 file sizes per split); on Beam, larger shards are written "
+         "in pieces of about this size"),
+    Flag("--split", "train=0.9,validation=0.1", {},
+         "split for rows without a `split` value, from a hash of the key; with neither, rows "
+         "are `train`"),
+    Flag("--label_map", "FILE", {},
+         "pin label ids to a `labels.txt` (one name per line, id = line number + offset); a "
+         "label missing from it is an error row"),
+    Flag("--label_offset", "K", INT,
+         "first id for name labels (1 for the TPU ImageNet readers). Labels that are all "
+         "integers are used as ids unchanged", "0, or `--preset`'s"),
+    Flag("--preset", "|".join(PRESETS), _choices(PRESETS),
+         "the conventions of the readers named: `tpu-imagenet` (the TPU reference ImageNet "
+         "readers, which subtract 1 from the label) sets `--label_offset 1` and `--num_shards "
+         "train=1024,validation=128`; a flag given too wins (see \"Reading the shards\"); its "
+         "readers take one label an image, so `--multi_label` is refused"),
+    Flag("--multi_label", "", SWITCH,
+         "several labels an image: a CSV label cell is split on `--label_separator`, a JSONL "
+         "or Parquet label may be a list (`[]`: none); records hold lists of ids and texts, "
+         "and `load()` gives a multi-hot vector (see Multi-label classification)"),
+    Flag("--label_separator", "SEP", {},
+         "what separates the labels of a CSV cell (or a JSONL string) with `--multi_label`"),
+    Flag("--feature", f"name:{'|'.join(FEATURE_TYPES)}", {"action": "append"},
+         "add a manifest column as a scalar feature (repeatable)"),
+    Flag("--drop_negatives", "", SWITCH,
+         "detection: an image with no objects is left out and counted (`negatives_dropped`), "
+         "not written as a negative example"),
+    Flag("--masks", "", SWITCH,
+         "detection: write each object's mask (a COCO `segmentation`: polygons or RLE) as a PNG "
+         "in `image/object/mask`, for Mask R-CNN; an object without one is a `bad_annotation` "
+         "(see Object detection)"),
+    Flag("--validate", "|".join(VALIDATE_MODES), _choices(VALIDATE_MODES),
+         "structural: walk every JPEG marker up to EOI (catches truncation, and a frame its scan "
+         "data cannot fill); full: also decode every scan with libjpeg (luma at 1/8 scale: every "
+         "coefficient read, few pixels made), and refuse a scan whose data ends early (see "
+         "Limits)"),
+    Flag("--channels", "1|3", INT, "channels of stored images"),
+    Flag("--jpeg_quality", "Q", INT, "quality when an image has to be re-encoded"),
+    Flag("--max_pixels", "N", INT,
+         "larger images are error rows (decompression bombs), checked from the header before "
+         "decoding"),
+    Flag("--max_decode_mb", "M", FLOAT,
+         "an image whose decoding and conversion would hold more memory is an `image_too_large` "
+         "row, estimated from its header before decoding (see Limits)"),
+    Flag("--max_scans", "N", INT, "a JPEG of more scans is a `too_many_scans` row (see Limits)"),
+    Flag("--max_side", "N", INT, "downscale so the long side is at most N; never upscales"),
+    Flag("--resize_short_side", "N", INT,
+         "downscale so the short side is N (the ImageNet recipe); never upscales"),
+    Flag("--resample", "FILTER", _choices(RESAMPLE_FILTERS),
+         f"resampling filter for resizing: {', '.join(RESAMPLE_FILTERS)} (see Images: what "
+         "each maps to)"),
+    Flag("--exif_transpose", "", SWITCH,
+         "also re-encode JPEGs that would pass through but carry an EXIF rotation"),
+    Flag("--background", "white|black|R,G,B", {}, "colour alpha is composited onto"),
+    Flag("--image_encoding", "|".join(ENCODINGS), _choices(ENCODINGS),
+         "raw stores decoded uint8 pixels in `image/raw` (read with `tf.io.decode_raw` and the "
+         "stored shape)"),
+    Flag("--max_record_mb", "M", FLOAT,
+         "larger records are error rows (TensorFlow's limit is 1 GiB per record here)"),
+    Flag("--max_file_mb", "M", FLOAT,
+         "larger image files are `file_too_large` rows, read no further than the limit "
+         "(`gs://`: by the object's size, before reading) and left out of size estimates. 256 MB "
+         "is above any photograph a camera writes (a 100-megapixel JPEG is 30–60 MB, its PNG "
+         "150–200 MB) and far below a worker's memory, which holds a few images per thread; "
+         "raise it for uncompressed scans (an 8-bit RGB TIFF at `--max_pixels` is 537 MB)"),
+    Flag("--dedup", "", SWITCH,
+         "a row whose image bytes repeat an earlier row's is a `duplicate_content` error (reads "
+         "every image once more)"),
+    Flag("--incremental", "", SWITCH,
+         "refresh: keep the published version's records whose rows did not change (by "
+         "fingerprint: see Refresh) and convert only new and changed rows"),
+    Flag("--freeze_labels", "", SWITCH,
+         "a label the published version does not have is an `unknown_label` error, not a new id"),
+    Flag("--write_index", "", SWITCH,
+         "write `index/<shard>.idx` for each shard: `offset size` per record, the index NVIDIA "
+         "DALI's TFRecord reader takes (uncompressed shards only). In a folder of their own, so "
+         "`<split>-*` matches the shards alone"),
+    Flag("--compression", "none|gzip", _choices(("none", "gzip")),
+         'gzip shards are `.tfrecord.gz` (read with `compression_type="GZIP"`); TensorFlow '
+         "Datasets cannot read them, so such a dataset has no TFDS files"),
+    Flag("--max_error_rate", "R", FLOAT,
+         "above this share of rejected rows the version is not published and the exit status "
+         "is 1"),
+    Flag("--threads", "N", INT,
+         "image threads per shard writer (see Runners)", "automatic"),
+    Flag("--processes", "N", INT,
+         "local runs without Beam flags: shards written at once, by N worker processes "
+         "(see Runners)", "one per core"),
+    Flag("--wait", "", SWITCH,
+         "on Dataflow: wait for the job, then print its counters and the summary"),
+    Flag("--keep_versions", "K", INT,
+         "after publishing, delete the complete versions beyond the newest K (the published one "
+         "counts); 0 keeps every version"),
+    Flag("--no_progress", "", {"dest": "progress", "action": "store_false"}, "no progress bar"),
+    Flag("--debug", "", SWITCH,
+         "when a run fails with a fault (exit status 3), print its traceback; without it the "
+         "traceback goes to a log file the error line names"),
+)  # fmt: skip
+
+
+def default_text(flag: Flag, defaults: Mapping[str, Any]) -> str:
+    """The default as a person reads it: `required`, `off` for a flag that is off unless given
+    (`--no_progress` too, though it clears a True field), `none`, or the value."""
+    if flag.default:
+        return flag.default
+    if flag.parse.get("required"):
+        return "required"
+    value = defaults[flag.dest]
+    if isinstance(value, bool):
+        return "off"
+    if value is None or value == []:
+        return "none"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def synopsis(flag: Flag) -> str:
+    """The flag with its value, as argparse writes it (`--manifest M [M ...]`)."""
+    if not flag.value:  # a switch
+        return flag.name
+    more = f" [{flag.value} ...]" if flag.parse.get("nargs") == "+" else ""
+    return f"{flag.name} {flag.value}{more}"
+
+
+def help_text(flag: Flag, defaults: Mapping[str, Any]) -> str:
+    """`--help`'s line: the meaning without Markdown, then the default."""
+    meaning = flag.meaning.replace("`", "").replace("%", "%%")
+    default = default_text(flag, defaults)
+    return f"{meaning} ({default if default == 'required' else 'default: ' + default})"
+
+
+def markdown_table(defaults: Mapping[str, Any]) -> str:
+    """The README's option table."""
+    lines = ["| flag | default | meaning |", "|---|---|---|"]
+    for flag in FLAGS:
+        cells = (f"`{synopsis(flag)}`", default_text(flag, defaults), flag.meaning)
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return "\n".join(lines)

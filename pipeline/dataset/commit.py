@@ -1,0 +1,131 @@
+"""Committing a run: its shards moved into its version, the metadata written, then (if the
+dataset passed its quality gates) the `_COMMITTED` marker, the version published, and what no
+run can publish any more cleaned up.
+
+The single commit step runs once, after every shard exists, from the results it received; the
+same for every runner (pipeline/dataset/publish.py says why this makes published bytes immutable).
+"""
+
+import contextlib
+from typing import NamedTuple
+
+from pipeline.dataset import publish
+from pipeline.dataset.metadata import INFO_FILE, LABELS_FILE, DatasetInfo, build_info
+from pipeline.dataset.tfds_metadata import tfds_files
+from transforms.errors import UserError
+from transforms.plan.dataset import DatasetPlan
+from transforms.storage import fileio
+from transforms.write.error_files import ErrorCounts, ErrorFileResult
+from transforms.write.shard_writer import ShardResult
+
+
+def read_info(folder: str) -> DatasetInfo:
+    """A version's metadata, committed or not (a run stopped by its gates writes it too)."""
+    return DatasetInfo.from_json(fileio.read_text(fileio.join(folder, INFO_FILE)))
+
+
+def staged_files(
+    results: list[ShardResult], error_files: list[ErrorFileResult]
+) -> list[tuple[str, str]]:
+    """(name in staging, name in the version) of every file the shard and errors-file results
+    describe."""
+    moves = [(error_file.staged, error_file.file) for error_file in error_files]
+    for result in results:
+        moves.append((result.staged, result.file))
+        if result.index_file:
+            moves.append((f"{result.staged}.idx", result.index_file))
+        if result.rows_file:
+            moves.append((f"{result.staged}.rows", result.rows_file))
+    return moves
+
+
+@contextlib.contextmanager
+def cleaned_up_on_failure(target: publish.Target):
+    """Around a run: when it fails, its own staging and version folders are deleted where the
+    failure allows. If another run published meanwhile, that is the failure raised (not what
+    followed from it, such as this run's staging deleted by that run's clean-up). A UserError
+    comes before any work: nothing to delete."""
+    try:
+        yield
+    except UserError:
+        raise
+    except BaseException as error:
+        other = None
+        with contextlib.suppress(Exception):  # the failure may well stop these too
+            publish.discard(target)
+            if isinstance(error, Exception):
+                other = publish.published_since(target)
+        if other and not isinstance(error, publish.SupersededError):
+            raise publish.superseded(target, other) from error
+        raise
+
+
+def write_version_files(folder: str, info: DatasetInfo, labels_text: str) -> bytes:
+    """Labels and metadata, each whole and on disk; returns the metadata's bytes."""
+    info_bytes = info.to_json().encode("utf-8")
+    files = {
+        LABELS_FILE: labels_text.encode("utf-8"),
+        INFO_FILE: info_bytes,
+    }
+    for name, data in {**files, **tfds_files(info)}.items():
+        fileio.write_durably(fileio.join(folder, name), data)
+    return info_bytes
+
+
+class Commit(NamedTuple):
+    """What committing needs besides the run's results: the same for every runner."""
+
+    target: publish.Target
+    options: dict  # ConvertOptions.recorded()
+    tool_version: str
+    max_error_rate: float
+    keep_versions: int = 0  # complete versions kept after publishing; 0 keeps every one
+
+
+class CommitInputs(NamedTuple):
+    """What the commit step is given by the steps before it (as side inputs on Beam): a result
+    per shard and per errors file, and counts; never a row, so its size does not grow with
+    the rows rejected."""
+
+    plan: DatasetPlan
+    results: list[ShardResult]
+    error_files: list[ErrorFileResult]
+    error_counts: ErrorCounts
+    skipped: int  # files a class-folder tree skipped
+    negatives_dropped: int = 0  # detection rows without objects, with --drop_negatives
+
+
+def commit_dataset(commit: Commit, inputs: CommitInputs) -> DatasetInfo:
+    """Describe the run's version, move its shards and errors files in, and publish it if it
+    passed its gates; runs once, after every shard and errors file exists. A retry of this
+    step repeats it harmlessly."""
+    plan, results, error_files, error_counts, skipped, negatives_dropped = inputs
+    info = build_info(
+        plan,
+        results,
+        error_counts,
+        error_files,
+        skipped,
+        commit.options,
+        commit.tool_version,
+        commit.max_error_rate,
+        negatives_dropped,
+    )
+    target = commit.target
+    current, _ = publish.read_pointer(target.root)
+    if current and current.version == target.version:  # a retry after this step published
+        publish.clean_up(target.root, current, commit.keep_versions)
+        return info
+    publish.finalise(target, staged_files(results, error_files))
+    labels_text = "" if plan.labels.integers else plan.labels.to_text()
+    info_bytes = write_version_files(target.folder, info, labels_text)
+    fileio.delete_tree(target.staging)
+    if info.failures:
+        return info
+    fileio.write_durably(
+        fileio.join(target.folder, publish.MARKER), publish.marker_bytes(info_bytes)
+    )
+    pointer = publish.Pointer(target.version, publish.metadata_digest(info_bytes))
+    publish.publish(target, pointer)
+    publish.clean_up(target.root, pointer, commit.keep_versions)
+    return info

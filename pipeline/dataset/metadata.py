@@ -1,0 +1,174 @@
+"""`tfrecord_pipeline.json`: what a converted dataset holds, as typed objects.
+
+Our own name, not TFDS's `dataset_info.json`: that file holds TFDS's own description of the
+same dataset (pipeline/dataset/tfds_metadata.py).
+
+Everything in it is a function of the input and the options (no timestamps, no host names), so
+two runs of the same conversion write the same bytes here too.
+"""
+
+import dataclasses
+import json
+from collections import Counter
+
+from transforms.plan.dataset import DatasetPlan
+from transforms.tfrecord.examples import feature_spec
+from transforms.write.error_files import ERRORS_DIR, ErrorCounts, ErrorFileResult
+from transforms.write.shard_writer import ShardResult
+
+FORMAT_VERSION = 1
+INFO_FILE = "tfrecord_pipeline.json"
+LABELS_FILE = "labels.txt"
+
+
+@dataclasses.dataclass
+class ShardInfo:
+    file: str
+    records: int
+    bytes: int
+    crc32c: str  # of the file, base64 big-endian: what `gcloud storage objects describe` shows
+    index: str = ""  # the DALI index file beside the shard, with --write_index
+    rows: str = ""  # the rows file a refresh reads: key, fingerprint, label id per record
+
+
+@dataclasses.dataclass
+class ErrorFileInfo:
+    file: str  # errors/errors-NNNNN-of-NNNNN.jsonl: one JSON line per rejected row
+    rows: int
+
+
+@dataclasses.dataclass
+class SplitInfo:
+    examples: int
+    bytes: int
+    errors: int
+    label_counts: dict[str, int]  # label id (as JSON object keys are strings) → records
+    shards: list[ShardInfo]
+    boxes_dropped: int = 0  # detection: boxes with no area inside their image, left out
+
+
+@dataclasses.dataclass
+class DatasetInfo:
+    tool_version: str
+    options: dict
+    features: dict[str, str]  # feature key → dtype
+    # Keys of the features that are lists (tf.io.VarLenFeature); every other is one value.
+    compression: str
+    labels: dict  # {"kind": "names" | "integers", "offset": int, "names": [...]}
+    rows_in: int
+    records: int
+    errors: int
+    errors_by_reason: dict[str, int]
+    skipped_files: int
+    splits: dict[str, SplitInfo]
+    failures: list[str]  # why the dataset was not committed; empty when it was
+    error_files: list[ErrorFileInfo] = dataclasses.field(default_factory=list)
+    list_features: list[str] = dataclasses.field(default_factory=list)
+    # Detection: images without objects left out (--drop_negatives; not rows in), and boxes
+    # dropped from records for having no area inside the image (by split: SplitInfo).
+    negatives_dropped: int = 0
+    boxes_dropped: int = 0
+    format_version: int = FORMAT_VERSION
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> "DatasetInfo":
+        fields = json.loads(text)
+        fields["splits"] = {
+            name: SplitInfo(**{**split, "shards": [ShardInfo(**s) for s in split["shards"]]})
+            for name, split in fields["splits"].items()
+        }
+        fields["error_files"] = [ErrorFileInfo(**f) for f in fields.get("error_files", ())]
+        return cls(**fields)
+
+
+def _split_info(name: str, results: list[ShardResult], errors: int) -> SplitInfo:
+    shards = sorted((r for r in results if r.split == name), key=lambda r: r.index)
+    labels: Counter = Counter()
+    for shard in shards:
+        labels.update(dict(shard.label_counts))
+    return SplitInfo(
+        examples=sum(s.records for s in shards),
+        bytes=sum(s.bytes for s in shards),
+        errors=errors,
+        label_counts={str(k): v for k, v in sorted(labels.items())},
+        boxes_dropped=sum(s.boxes_dropped for s in shards),
+        shards=[
+            ShardInfo(s.file, s.records, s.bytes, s.crc32c, s.index_file, s.rows_file)
+            for s in shards
+        ],
+    )
+
+
+def quality_failures(info: DatasetInfo, max_error_rate: float) -> list[str]:
+    """Reasons not to commit: too many rejected rows, or a split with no examples."""
+    failures = []
+    rate = info.errors / info.rows_in if info.rows_in else 0.0
+    if rate > max_error_rate:
+        top = ", ".join(f"{r} {n}" for r, n in Counter(info.errors_by_reason).most_common(3))
+        failures.append(
+            f"{info.errors} of {info.rows_in} rows rejected ({rate:.1%} > --max_error_rate "
+            f"{max_error_rate:.1%}); top reasons: {top}; see {ERRORS_DIR}/"
+        )
+    if not info.records:
+        failures.append("no records were written")
+    failures += [f"split {n!r} has no examples" for n, s in info.splits.items() if not s.examples]
+    return failures
+
+
+def build_info(
+    plan: DatasetPlan,
+    results: list[ShardResult],
+    error_counts: ErrorCounts,
+    error_files: list[ErrorFileResult],
+    skipped_files: int,
+    options: dict,
+    tool_version: str,
+    max_error_rate: float,
+    negatives_dropped: int = 0,
+) -> DatasetInfo:
+    """The dataset's description, from per-shard and per-file results and the counted errors
+    (never the error rows themselves); raises if the count law (rows = records + errors) is
+    broken, or if the errors files do not hold every counted error row."""
+    errors_by_split = error_counts.by_split()
+    spec = feature_spec(
+        tuple(tuple(pair) for pair in options.get("features", ())),
+        options.get("image_encoding", "jpeg"),
+        options.get("multi_label", False),
+        plan.detection,
+        options.get("masks", False),
+    )
+    info = DatasetInfo(
+        tool_version=tool_version,
+        options=options,
+        features=spec.dtypes,
+        list_features=list(spec.lists),
+        compression="gzip" if options.get("compression") == "gzip" else "none",
+        labels={
+            "kind": "integers" if plan.labels.integers else "names",
+            "offset": plan.labels.offset,
+            "names": list(plan.labels.names),
+        },
+        rows_in=sum(rows for _, rows in plan.rows) + errors_by_split.get("", 0),
+        records=sum(r.records for r in results),
+        errors=error_counts.total,
+        errors_by_reason=error_counts.by_reason(),
+        skipped_files=skipped_files,
+        splits={
+            name: _split_info(name, results, errors_by_split.get(name, 0))
+            for name, _ in plan.shards
+        },
+        failures=[],
+        error_files=[ErrorFileInfo(f.file, f.rows) for f in sorted(error_files)],
+        negatives_dropped=negatives_dropped,
+        boxes_dropped=sum(r.boxes_dropped for r in results),
+    )
+    if info.rows_in != info.records + info.errors:
+        raise AssertionError(f"count law broken: {info.rows_in} rows != {info.records} + errors")
+    in_files = sum(f.rows for f in info.error_files)
+    if in_files != info.errors:
+        raise AssertionError(f"{info.errors} error rows counted, {in_files} in errors files")
+    info.failures = quality_failures(info, max_error_rate)
+    return info

@@ -1,0 +1,1 @@
+"""The read side: load(), verify, preview and stats, on the published version."""

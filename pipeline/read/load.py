@@ -1,0 +1,172 @@
+"""`load(...)`: a converted dataset as a tf.data pipeline for TPU training.
+
+Everything comes from tfrecord_pipeline.json: the shard files (so gs:// works and nothing is
+globbed), the compression, and the parsing spec. TensorFlow is imported here only, on the
+read side; the conversion path never imports this module.
+"""
+
+import json
+
+from pipeline.dataset.publish import resolve
+from transforms.tfrecord.examples import LABEL_KEY, OBJECT_LABEL_KEY
+
+
+def _tf():
+    import tensorflow as tf
+
+    return tf
+
+
+def _gfile_reader(tf):
+    """A file's bytes through TensorFlow's file systems, or None when there is none."""
+
+    def read(path: str) -> bytes | None:
+        if not tf.io.gfile.exists(path):
+            return None
+        with tf.io.gfile.GFile(path, "rb") as handle:
+            return handle.read()
+
+    return read
+
+
+def parsing_spec(tf, info: dict) -> dict:
+    """The `tf.io.parse_single_example` spec of the dataset's records: a list feature (several
+    labels, a detection's objects) as a 1-D tensor of its values, any other as a scalar."""
+    dtypes = {"int64": tf.int64, "float32": tf.float32, "string": tf.string}
+    lists = set(info.get("list_features", ()))
+    return {
+        key: tf.io.RaggedFeature(dtypes[dtype])
+        if key in lists
+        else tf.io.FixedLenFeature([], dtypes[dtype])
+        for key, dtype in info["features"].items()
+    }
+
+
+def num_classes(info: dict) -> int:
+    """How long a multi-hot vector of the dataset's labels is: the largest label id + 1."""
+    labels = info["labels"]
+    if labels["kind"] == "names":
+        return labels["offset"] + len(labels["names"])
+    ids = [int(name) for name in labels["names"]]
+    if ids and (min(ids) < 0 or max(ids) >= 1 << 20):
+        raise ValueError(
+            f"integer labels {min(ids)}..{max(ids)} cannot index a multi-hot vector; "
+            "load with with_features=True and map the ids yourself"
+        )
+    return max(ids, default=-1) + 1
+
+
+def is_detection(info: dict) -> bool:
+    """Whether the dataset's records hold objects (boxes) rather than a label."""
+    return OBJECT_LABEL_KEY in info.get("list_features", ())
+
+
+def _objects(tf, example: dict) -> dict:
+    """A detection record's objects as the TPU detection models take them: boxes [N, 4] as
+    (ymin, xmin, ymax, xmax), normalised (so they hold after `image_size`'s resize)."""
+    sides = ("ymin", "xmin", "ymax", "xmax")
+    return {
+        "boxes": tf.stack([example[f"image/object/bbox/{side}"] for side in sides], axis=-1),
+        "classes": example[OBJECT_LABEL_KEY],
+        "is_crowd": example["image/object/is_crowd"],
+        "area": example["image/object/area"],
+    }
+
+
+def _parse_and_decode(tf, info: dict, image_size, channels: int | None, with_features: bool):
+    spec = parsing_spec(tf, info)
+    raw = "image/raw" in spec
+    multi_hot = LABEL_KEY in info.get("list_features", ()) and not with_features
+    detection = is_detection(info)
+    depth = num_classes(info) if multi_hot else 0
+    channels = channels or (1 if info["options"].get("channels") == 1 else 3)
+
+    def parse(record):
+        example = tf.io.parse_single_example(record, spec)
+        if raw:
+            shape = [example["image/height"], example["image/width"], example["image/channels"]]
+            image = tf.reshape(tf.io.decode_raw(example["image/raw"], tf.uint8), shape)
+        else:
+            image = tf.io.decode_jpeg(example["image/encoded"], channels=channels)
+        if image_size is not None:
+            image = tf.image.resize(image, image_size)  # float32, what TPU models take
+        if with_features:
+            return {**example, "image": image}
+        if detection:
+            return image, _objects(tf, example)
+        if multi_hot:  # 1.0 at each of its (distinct) label ids; none: all zeros
+            hot = tf.reduce_sum(tf.one_hot(example[LABEL_KEY], depth), axis=0)
+            return image, tf.ensure_shape(hot, [depth])
+        return image, example[LABEL_KEY]
+
+    return parse
+
+
+def load(
+    output: str,
+    split: str = "train",
+    batch_size: int | None = 128,
+    image_size: tuple[int, int] | None = (224, 224),
+    shuffle_buffer: int = 10_000,
+    num_hosts: int = 1,
+    host_index: int = 0,
+    drop_remainder: bool = True,
+    with_features: bool = False,
+    channels: int | None = None,
+    seed: int | None = None,
+):
+    """A tf.data.Dataset of `(image, label)` (or the full feature dict plus "image"). With
+    several labels an image (--multi_label) the label is a float32 multi-hot vector as long as
+    the largest label id + 1. A detection dataset gives `(image, objects)`: "boxes" [N, 4]
+    (ymin, xmin, ymax, xmax, normalised), "classes", "is_crowd" and "area" [N], batched as
+    tf.RaggedTensors (N differs from image to image; `.to_tensor()` pads them).
+
+    Args:
+      output: the dataset root (its published version is read) or a version folder, local
+        or gs://; raises ValueError when it holds no complete, published version.
+      split: which split to read.
+      batch_size: per-host batch size; None for unbatched examples.
+      image_size: (height, width) every image is resized to; None keeps decoded uint8 images
+        at their own sizes (then batch_size must be None).
+      shuffle_buffer: examples in the shuffle buffer; 0 reads in file order, deterministically.
+      num_hosts, host_index: read only this host's share of the shard files (file-level
+        sharding, as TPU pod slices do); needs at least `num_hosts` shards.
+      drop_remainder: drop a last partial batch (static shapes for TPU).
+      with_features: return every recorded feature, with the decoded image under "image";
+        a list feature is a 1-D tensor of its values, batched as a tf.RaggedTensor.
+      channels: decode to this many channels (default: what the dataset stores).
+      seed: shuffle seed, for reproducible order.
+    """
+    tf = _tf()
+    published = resolve(output, _gfile_reader(tf))  # once: a later publication changes nothing
+    info, output = json.loads(published.info_text), published.folder
+    if split not in info["splits"]:
+        raise ValueError(f"no split {split!r} in {output}; it has {sorted(info['splits'])}")
+    if image_size is None and batch_size is not None:
+        raise ValueError("batching needs one image_size; pass image_size or batch_size=None")
+    files = [f"{output}/{shard['file']}" for shard in info["splits"][split]["shards"]]
+    if len(files) < num_hosts or not 0 <= host_index < num_hosts:
+        raise ValueError(f"{len(files)} shards cannot be shared by {num_hosts} hosts")
+    files = files[host_index::num_hosts]
+    compression = "GZIP" if info["compression"] == "gzip" else ""
+    shuffle = shuffle_buffer > 0
+
+    dataset = tf.data.Dataset.from_tensor_slices(files)
+    if shuffle:
+        dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+    dataset = dataset.interleave(
+        lambda path: tf.data.TFRecordDataset(path, compression_type=compression),
+        cycle_length=min(len(files), 16),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=not shuffle,
+    )
+    if shuffle:
+        dataset = dataset.shuffle(shuffle_buffer, seed=seed)
+    parse = _parse_and_decode(tf, info, image_size, channels, with_features)
+    dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=not shuffle)
+    ragged = with_features or is_detection(info)  # lists of another length each record
+    if batch_size is not None and ragged and info.get("list_features"):
+        dataset = dataset.ragged_batch(batch_size, drop_remainder=drop_remainder)
+    elif batch_size is not None:
+        dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
+    return dataset.prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,39 @@
+"""Examples of a converted dataset as Python values, without TensorFlow (preview, stats)."""
+
+from collections.abc import Iterator
+
+from transforms.tfrecord.proto.example_pb2 import Example
+
+from pipeline.dataset.metadata import DatasetInfo
+from pipeline.dataset.publish import resolve
+from transforms.errors import UserError
+from transforms.storage import fileio
+from transforms.tfrecord.records import read_records, shard_payload
+
+
+def open_dataset(path: str) -> tuple[str, DatasetInfo]:
+    """The published version of the dataset root `path` (or the version folder `path`): its
+    folder and metadata, resolved once; raises DatasetError (one line) for anything else."""
+    published = resolve(path)
+    try:
+        return published.folder, DatasetInfo.from_json(published.info_text)
+    except (ValueError, KeyError, TypeError) as error:
+        raise UserError(f"{published.folder}: unreadable metadata ({error})") from None
+
+
+def examples(output: str, info: DatasetInfo, split: str) -> Iterator[dict]:
+    """Every record of `split` as {feature key: value}, in shard order: a list feature's values
+    as a list (see DatasetInfo.list_features), any other feature's one value."""
+    lists = frozenset(info.list_features)
+    if split not in info.splits:
+        raise UserError(f"no split {split!r} in {output}; it has {sorted(info.splits)}")
+    for shard in info.splits[split].shards:
+        data = fileio.read_bytes(fileio.join(output, shard.file))
+        for _, record in read_records(shard_payload(data, info.compression)):
+            features = Example.FromString(record).features.feature
+            yield {
+                key: values if key in lists else values[0]
+                for key, feature in features.items()
+                if (kind := feature.WhichOneof("kind"))
+                and ((values := list(getattr(feature, kind).value)) or key in lists)
+            }

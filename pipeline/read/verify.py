@@ -1,0 +1,165 @@
+"""`tfrecord-pipeline verify OUTPUT`: is a converted dataset exactly what its metadata says?
+
+Resolves the published version once (pointer, marker and the metadata's hash must agree), then
+checks every listed shard's size and CRC-32C, the framing and both CRCs of every record, record
+counts, DALI index files, TFDS's files (against what our metadata makes of them), that every
+Example carries the recorded features with their types, and that images decode to the stored
+height, width and channels (a sample per shard, or all with `decode="all"`), a JPEG only after
+the converter's own checks of its structure, pixels and scans, with the limits it was converted
+with; and that every listed errors file holds its count of rows. Uses the project's own proto
+classes and Pillow: no TensorFlow.
+"""
+
+import io
+
+from google.protobuf.message import DecodeError
+from PIL import Image
+from transforms.tfrecord.proto.example_pb2 import Example
+
+from pipeline.dataset.metadata import INFO_FILE, DatasetInfo, ErrorFileInfo, ShardInfo
+from pipeline.dataset.publish import DatasetError, resolve
+from pipeline.dataset.tfds_metadata import tfds_files
+from transforms.errors import RowError
+from transforms.image.images import DECODER_ERRORS, ImageConfig, check_jpeg, sniff
+from transforms.storage import fileio
+from transforms.tfrecord.examples import RAW_KEY
+from transforms.tfrecord.records import RecordError, crc32c_of, read_records, shard_payload
+
+DECODE_MODES = ("sample", "all", "none")
+SAMPLE_PER_SHARD = 8
+_KINDS = {"int64": "int64_list", "float32": "float_list", "string": "bytes_list"}
+_CHANNELS = {"L": 1, "RGB": 3}
+
+
+def _check_example(
+    record: bytes, features: dict[str, str], lists: frozenset = frozenset()
+) -> tuple[str | None, dict]:
+    """(problem or None, {feature key: value}) for one serialized Example: every feature of
+    its dtype, one value each, or any number for the keys in `lists`."""
+    try:
+        feature_map = Example.FromString(record).features.feature
+    except DecodeError as error:
+        return f"not a parsable Example ({error})", {}
+    values = {}
+    for key, dtype in features.items():
+        if key not in feature_map:
+            return f"feature {key} is missing", {}
+        kind = feature_map[key].WhichOneof("kind")
+        value = getattr(feature_map[key], kind).value if kind else []
+        if key in lists:
+            if kind != _KINDS[dtype]:
+                return f"feature {key} is not a list of {dtype}", {}
+            values[key] = list(value)
+            continue
+        if kind != _KINDS[dtype] or len(value) != 1:
+            return f"feature {key} is not one {dtype}", {}
+        values[key] = value[0]
+    return None, values
+
+
+def _limits(options: dict) -> ImageConfig:
+    """The JPEG limits the dataset was converted with (the defaults where it predates one)."""
+    default = ImageConfig()
+    return ImageConfig(
+        max_pixels=options.get("max_pixels", default.max_pixels),
+        max_scans=options.get("max_scans", default.max_scans),
+    )
+
+
+def _check_pixels(values: dict, limits: ImageConfig) -> str | None:
+    height, width = values["image/height"], values["image/width"]
+    channels = values["image/channels"]
+    if RAW_KEY in values:
+        size = len(values[RAW_KEY])
+        return None if size == height * width * channels else f"raw size {size} != shape"
+    encoded = values["image/encoded"]
+    try:
+        if sniff(encoded) == "jpeg":
+            check_jpeg(encoded, limits)
+        image = Image.open(io.BytesIO(encoded))
+        if (image.height, image.width, _CHANNELS.get(image.mode)) != (height, width, channels):
+            return f"image is {image.width}x{image.height} {image.mode}, record says otherwise"
+        image.load()
+    except RowError as error:
+        return f"image is rejected: {error.reason.value}: {error.message}"
+    except (*DECODER_ERRORS, Image.DecompressionBombError) as error:
+        return f"image does not decode ({error})"
+    return None
+
+
+def verify_shard(output: str, info: DatasetInfo, shard: ShardInfo, decode: str) -> list[str]:
+    """Problems with one shard file, each prefixed with its name."""
+    try:
+        data = fileio.read_bytes(fileio.join(output, shard.file))
+    except fileio.READ_ERRORS as error:
+        return [f"{shard.file}: cannot be read ({error})"]
+    problems, limits = [], _limits(info.options)
+    if len(data) != shard.bytes or crc32c_of(data) != shard.crc32c:
+        problems.append(f"{shard.file}: size or CRC-32C differs from {INFO_FILE}")
+    count, spans, lists = 0, [], frozenset(info.list_features)
+    try:
+        records = read_records(shard_payload(data, info.compression))
+        for count, (offset, record) in enumerate(records, start=1):
+            spans.append(f"{offset} {len(record) + 16}\n")
+            problem, values = _check_example(record, info.features, lists)
+            wanted = decode == "all" or (decode == "sample" and count <= SAMPLE_PER_SHARD)
+            if problem is None and wanted:
+                problem = _check_pixels(values, limits)
+            if problem:
+                problems.append(f"{shard.file}: record {count - 1}: {problem}")
+    except RecordError as error:
+        return [*problems, f"{shard.file}: {error}"]
+    if count != shard.records:
+        problems.append(f"{shard.file}: {count} records, {INFO_FILE} says {shard.records}")
+    if shard.index:
+        expected = "".join(spans).encode()
+        problems += _check_file(
+            output, shard.index, expected, "offsets differ from the shard's records"
+        )
+    return problems
+
+
+def _check_file(output: str, name: str, expected: bytes, difference: str) -> list[str]:
+    """A file that must hold exactly `expected`: a problem when it cannot be read or differs."""
+    try:
+        data = fileio.read_bytes(fileio.join(output, name))
+    except fileio.READ_ERRORS as error:
+        return [f"{name}: cannot be read ({error})"]
+    return [] if data == expected else [f"{name}: {difference}"]
+
+
+def verify_error_file(output: str, listed: ErrorFileInfo) -> list[str]:
+    """Problems with one errors file: unreadable, or not one line per row it is said to hold."""
+    try:
+        data = fileio.read_bytes(fileio.join(output, listed.file))
+    except fileio.READ_ERRORS as error:
+        return [f"{listed.file}: cannot be read ({error})"]
+    rows = data.count(b"\n")
+    if (rows == listed.rows and data.endswith(b"\n")) or (not data and not listed.rows):
+        return []
+    return [f"{listed.file}: {rows} lines, {INFO_FILE} says {listed.rows} rows"]
+
+
+def verify(path: str, decode: str = "sample") -> tuple[int, list[str]]:
+    """(records checked, problems) of the published version of the dataset root `path`, or of
+    the version folder `path`; no problems means it is sound."""
+    try:
+        published = resolve(path)
+        info = DatasetInfo.from_json(published.info_text)
+    except DatasetError as error:
+        return 0, [str(error)]
+    except (ValueError, KeyError, TypeError) as error:
+        return 0, [f"{INFO_FILE} cannot be read ({error})"]
+    records, problems = 0, []
+    # TFDS's files are made from our metadata; TFDS trusts their shard lengths, so check them.
+    for name, data in tfds_files(info).items():
+        problems += _check_file(
+            published.folder, name, data, f"differs from what {INFO_FILE} describes"
+        )
+    for split in info.splits.values():
+        for shard in split.shards:
+            problems += verify_shard(published.folder, info, shard, decode)
+            records += shard.records
+    for listed in info.error_files:
+        problems += verify_error_file(published.folder, listed)
+    return records, problems

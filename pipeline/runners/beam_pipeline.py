@@ -1,0 +1,128 @@
+"""The conversion as an Apache Beam pipeline: what runs on Dataflow, or with any Beam flag.
+
+manifests → rows → plan → rows keyed by shard → GroupByKey → shard writers → commit; only
+manifest rows cross the shuffle. Error rows from every step are counted by a combiner and
+written as errors files, grouped by file; the commit step is given the shards' and files'
+results and the counts, never a row. Each step is a thin wrapper (transforms/beam/steps.py) over the
+same functions the Beam-free local runner (pipeline/runners/local.py) calls.
+"""
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.pvalue import AsDict, AsList, AsSingleton
+
+from pipeline.config.options import ConvertOptions
+from pipeline.dataset.commit import Commit, CommitInputs, commit_dataset
+from pipeline.dataset.metadata import DatasetInfo
+from pipeline.dataset.publish import Target
+from pipeline.runners import refresh
+from pipeline.runners.choice import describe
+from pipeline.runners.refresh import assemble
+from transforms.beam.steps import (
+    AssignShards,
+    DropDuplicateContent,
+    PlanDataset,
+    ReadManifests,
+    WriteErrors,
+    WriteShards,
+)
+from transforms.write import error_files
+
+
+@beam.typehints.with_output_types(DatasetInfo)
+class _CommitFn(beam.DoFn):
+    """Runs once, on the plan, after all shards and errors files exist (their results and the
+    error counts are side inputs); after a refresh, names the new version's shards first
+    (pipeline/runners/refresh.py `assemble`)."""
+
+    def __init__(self, commit: Commit, refreshed: bool, compress: bool):
+        self._commit = commit
+        self._refreshed = refreshed
+        self._compress = compress
+
+    def process(self, plan, results, error_files, error_counts, skipped, negatives):
+        results = list(results)
+        if self._refreshed:
+            results, counts = assemble(results, self._commit.target.staging, self._compress)
+            plan = plan._replace(shards=counts)
+        inputs = CommitInputs(plan, results, list(error_files), error_counts, skipped, negatives)
+        yield commit_dataset(self._commit, inputs)
+
+
+@beam.ptransform_fn
+def _CountBySplit(batches):
+    """Rows per split: (split, count)."""
+    return (
+        batches
+        | "SplitOfEachRow" >> beam.FlatMap(lambda batch: [(row.split, 1) for row in batch.rows])
+        | "Sum" >> beam.CombinePerKey(sum)
+    )
+
+
+def build_pipeline(
+    p: beam.Pipeline, options: ConvertOptions, target: Target, progress_dir: str | None = None
+):
+    """Add the conversion into `target` to `p`; returns the PCollection holding the one
+    DatasetInfo."""
+    manifests, read_config = options.manifests()
+    runner = describe(p.runner, p.options)
+    write_config = options.write_config(target.staging, progress_dir, 1, runner.sdk_processes)
+
+    previous = refresh.published(target, options.label_offset)
+    inherited = previous.labels() if previous else None
+    read = p | "ReadManifests" >> ReadManifests(manifests, read_config)
+    plan = read["rows"] | "PlanDataset" >> PlanDataset(
+        options.label_source(inherited),
+        options.shard_counts(),
+        options.target_shard_mb,
+        progress_dir,
+        options.max_file_bytes,
+        read_config.detection,
+    )
+    rows, errors = read["rows"], [read["errors"]]
+    if options.dedup:  # after the plan, which counts every row, so rows = records + errors
+        unique = rows | "DropDuplicateContent" >> DropDuplicateContent(options.max_file_bytes)
+        rows, errors = unique["rows"], [*errors, unique["errors"]]
+    write_plan, carried = plan, []
+    refreshed = options.incremental and refresh.refreshable(previous, options.recorded())
+    if refreshed:
+        from pipeline.runners.beam_refresh import RefreshRows
+
+        update = rows | "RefreshRows" >> RefreshRows(previous, target.staging)
+        rows, carried = update["rows"], [update["carried"]]
+        write_plan = plan | "PlanNewShards" >> beam.Map(
+            refresh.delta_plan, AsDict(rows | "CountBySplit" >> _CountBySplit()), previous
+        )
+    keyed = rows | "AssignShards" >> AssignShards(write_plan)
+    shards = keyed.keyed | "WriteShards" >> WriteShards(write_plan, write_config)
+    results = (shards["shards"], *carried) | "CollectShards" >> beam.Flatten()
+    errors = (*errors, keyed.errors, shards["errors"]) | "CollectErrors" >> beam.Flatten()
+    rejected = errors | "WriteErrors" >> WriteErrors(
+        target.staging, error_files.ROWS_PER_ERRORS_FILE
+    )
+    skipped = read["skipped"] | "CountSkippedFiles" >> beam.combiners.Count.Globally()
+    negatives = read["negatives"] | "CountDroppedNegatives" >> beam.combiners.Count.Globally()
+    commit = _CommitFn(options.commit(target), refreshed, options.compression == "gzip")
+    return plan | "CommitDataset" >> beam.ParDo(
+        commit,
+        AsList(results),
+        AsList(rejected["files"]),
+        AsSingleton(rejected["counts"]),
+        AsSingleton(skipped),
+        AsSingleton(negatives),
+    )
+
+
+def launch(
+    options: ConvertOptions,
+    target: Target,
+    beam_args=(),
+    test_pipeline: beam.Pipeline | None = None,
+    progress_dir: str | None = None,
+):
+    """Build the pipeline that writes and publishes `target`, and start it; returns Beam's
+    result at once on Dataflow (the job runs remotely), after the run on the DirectRunner."""
+    options.validate_values()
+    p = test_pipeline or beam.Pipeline(options=PipelineOptions(list(beam_args)))
+    build_pipeline(p, options, target, progress_dir)
+    return p.run()

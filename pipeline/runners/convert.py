@@ -1,0 +1,54 @@
+"""Running a conversion to the end: the Python API, and the choice between the two runners.
+
+Without Beam flags a conversion runs on this machine without Beam (pipeline/runners/local.py); with
+any Beam flag, or a test pipeline, it runs as the Beam pipeline
+(pipeline/runners/beam_pipeline.py), which is imported only then. Both write the same bytes.
+"""
+
+import contextlib
+from typing import NamedTuple
+
+from pipeline.cli.progress import ProgressBar, progress_folder
+from pipeline.config.options import ConvertOptions, parse_args
+from pipeline.dataset import publish
+from pipeline.dataset.commit import cleaned_up_on_failure, read_info
+from pipeline.dataset.metadata import DatasetInfo
+from pipeline.runners.choice import resolve
+from pipeline.runners.local import convert_here
+
+
+class Converted(NamedTuple):
+    """A finished run: its version's metadata and folder. The version is published unless
+    `info.failures` says why not (its files stay for a look until a later run publishes)."""
+
+    info: DatasetInfo
+    folder: str
+
+
+def run(argv: list[str] | None = None, test_pipeline=None) -> Converted:
+    """Parse flags, convert, and return the new version's metadata and folder."""
+    options, beam_args = parse_args(list(argv or []))
+    return convert(options, beam_args, test_pipeline)
+
+
+def convert(options: ConvertOptions, beam_args=(), test_pipeline=None) -> Converted:
+    """Run one conversion into a new version of the dataset at `options.output`, publish it
+    if it passes its gates, and return it. `beam_args` are Beam pipeline flags;
+    `test_pipeline` a Beam TestPipeline to build the conversion in. A failed run leaves the
+    published version as it was and deletes its own files where the failure allows."""
+    beam_args = list(beam_args)
+    runner = resolve(beam_args)
+    options.validate_values()
+    target = publish.start(options.output)
+    with cleaned_up_on_failure(target):
+        if not beam_args and test_pipeline is None:
+            return Converted(convert_here(options, target), target.folder)
+        from pipeline.runners.beam_pipeline import launch
+
+        with contextlib.ExitStack() as stack:
+            progress_dir = None
+            if options.progress and test_pipeline is None and runner.here:
+                progress_dir = progress_folder(stack)
+                stack.enter_context(ProgressBar(progress_dir))
+            launch(options, target, beam_args, test_pipeline, progress_dir).wait_until_finish()
+        return Converted(read_info(target.folder), target.folder)

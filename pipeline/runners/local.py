@@ -1,0 +1,171 @@
+"""The conversion on this machine without Beam: the pipeline's steps, called in order.
+
+On one machine Beam buys nothing a conversion needs (there is no shuffle to distribute, and the
+write step spreads shards over processes itself) and costs seconds before the first
+image: its import, then translating the graph and coding every row between steps. So a
+conversion given no Beam flags calls the functions the Beam steps wrap (transforms/beam/steps.py),
+in the same order, and writes the same bytes; any Beam flag (`--runner DirectRunner`,
+`--runner DataflowRunner`, ...) runs the Beam pipeline instead (pipeline/runners/beam_pipeline.py).
+
+Rows are held in memory, as the DirectRunner holds them: a few hundred bytes per image.
+"""
+
+import contextlib
+import functools
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+from pipeline.cli.progress import ProgressBar, progress_folder
+from pipeline.config.options import ConvertOptions
+from pipeline.dataset.commit import CommitInputs, commit_dataset
+from pipeline.dataset.metadata import DatasetInfo
+from pipeline.dataset.publish import Target
+from pipeline.runners import refresh
+from pipeline.runners.choice import local_processes
+from transforms.errors import ErrorRow
+from transforms.manifest.labels import LabelMap
+from transforms.manifest.rows import DroppedNegative, ManifestRow, ReadConfig, SkippedFile
+from transforms.manifest.sources import ManifestFile, read_all
+from transforms.plan.dataset import PlanAccumulator, all_shards, decide_plan, group_by_shard
+from transforms.plan.dedup import content_digest, keep_first
+from transforms.plan.refresh import classify
+from transforms.storage import fileio
+from transforms.write import error_files
+from transforms.write.shard_processes import (
+    ShardPool,
+    ShardTask,
+    ShardWriter,
+    shard_task,
+    writers_at_once,
+)
+from transforms.write.shard_writer import (
+    REMOTE_THREADS_PER_CORE,
+    ShardResult,
+    available_cores,
+    stored_size,
+)
+
+
+def convert_here(options: ConvertOptions, target: Target) -> DatasetInfo:
+    """Run the whole conversion (its options checked) into `target`, in this process and its
+    shard-writer processes."""
+    with contextlib.ExitStack() as stack:
+        return commit_dataset(options.commit(target), write_here(options, target, stack))
+
+
+def write_here(
+    options: ConvertOptions, target: Target, stack: contextlib.ExitStack
+) -> CommitInputs:
+    """Every step before the commit: shards and errors files staged for `target`; returns
+    what the commit step is given. The shard-writer processes and progress bar live on in
+    `stack`."""
+    progress_dir = None
+    if options.progress:
+        progress_dir = progress_folder(stack)
+    processes = local_processes(options.processes)
+    config = options.write_config(target.staging, progress_dir, processes)
+    pool = None
+    if processes > 1 and not fileio.is_remote(options.output):
+        # First of all, while no other thread runs here (the bar's starts next), so the
+        # workers can be forks: ready at once, with nothing to import.
+        pool = stack.enter_context(ShardPool(processes, config.image))
+    if progress_dir:
+        stack.enter_context(ProgressBar(progress_dir))
+    previous = refresh.published(target, options.label_offset)
+    manifests, read_config = options.manifests()
+    rows, errors, skipped, negatives = read_rows(manifests, read_config)
+    inherited = previous.labels() if previous else None
+    plan = _plan(rows, options, progress_dir, inherited, read_config.detection)
+    if options.dedup:  # after the plan, which counts every row, so rows = records + errors
+        rows, duplicates = drop_duplicate_content(rows, options.max_file_bytes)
+        errors += duplicates
+    results: list[ShardResult] = []
+    write_plan = plan
+    if options.incremental and refresh.refreshable(previous, options.recorded()):
+        past = refresh.past_records(previous)
+        update = classify(rows, refresh.fingerprints(rows, processes), past)
+        results += refresh.reuse_shards(update, previous, target.staging, progress_dir)
+        rows = update.to_convert
+        write_plan = refresh.delta_plan(plan, Counter(row.split for row in rows), previous)
+    writers = writers_at_once(config, rows, write_plan)
+    by_shard, unlabelled = group_by_shard(rows, write_plan)
+    del rows  # the shards' lists hold them now
+    errors += unlabelled
+    shards = all_shards(write_plan)
+    tasks = [shard_task(s, by_shard.pop(s, []), write_plan, config, writers) for s in shards]
+    written = pool.write(tasks) if pool and writers > 1 else write_in_process(tasks)
+    for output in written:
+        (errors if isinstance(output, ErrorRow) else results).append(output)
+    if write_plan is not plan:
+        results, counts = refresh.assemble(results, target.staging, options.compression == "gzip")
+        plan = plan._replace(shards=counts)
+    files = error_files.write_error_files(target.staging, errors, error_files.ROWS_PER_ERRORS_FILE)
+    tally = error_files.count_errors(errors)
+    return CommitInputs(plan, results, files, tally, len(skipped), len(negatives))
+
+
+def write_in_process(tasks: list[ShardTask]) -> Iterator[ErrorRow | ShardResult]:
+    writer = ShardWriter()
+    try:
+        for task in tasks:
+            yield from writer.write(task)
+    finally:
+        writer.close()
+
+
+def read_rows(
+    manifests: list[ManifestFile], config: ReadConfig
+) -> tuple[list[ManifestRow], list[ErrorRow], list[SkippedFile], list[DroppedNegative]]:
+    """Every manifest's rows, the records that are errors, the files a folder tree skipped and
+    the negatives --drop_negatives left out: each manifest read whole here, by the rules its
+    pieces are read by on Beam."""
+    kinds = (ManifestRow, ErrorRow, SkippedFile, DroppedNegative)
+    found: dict[type, list] = {kind: [] for kind in kinds}
+    for manifest in manifests:
+        for item in read_all(manifest, config):
+            found[type(item)].append(item)
+    return tuple(found[kind] for kind in kinds)
+
+
+def _plan(
+    rows: list[ManifestRow],
+    options: ConvertOptions,
+    progress_dir: str | None,
+    inherited: LabelMap | None,
+    detection: bool,
+):
+    counts = options.shard_counts()
+    accumulator = PlanAccumulator(counts)
+    for row in rows:
+        accumulator.add(row)
+    return decide_plan(
+        accumulator.stats(),
+        options.label_source(inherited),
+        counts,
+        options.target_shard_mb,
+        progress_dir,
+        functools.partial(stored_size, max_file_bytes=options.max_file_bytes),
+        detection,
+    )
+
+
+def drop_duplicate_content(
+    rows: list[ManifestRow], max_file_bytes: int
+) -> tuple[list[ManifestRow], list[ErrorRow]]:
+    """Rows whose image bytes repeat an earlier row's become errors. The files are read and
+    hashed on threads (file reads and SHA-256 release the GIL): many per core for `gs://`."""
+    remote = any(fileio.is_remote(row.image_uri) for row in rows[:1])
+    threads = available_cores() * (REMOTE_THREADS_PER_CORE if remote else 1)
+    by_digest: dict[str, list[ManifestRow]] = defaultdict(list)
+    digest_of = functools.partial(content_digest, max_file_bytes=max_file_bytes)
+    with ThreadPoolExecutor(threads, "digest") as pool:
+        for digest, row in zip(pool.map(digest_of, rows), rows, strict=True):
+            by_digest[digest].append(row)
+    kept: list[ManifestRow] = []
+    errors: list[ErrorRow] = []
+    for group in by_digest.values():
+        group_kept, group_errors = keep_first(group)
+        kept += group_kept
+        errors += group_errors
+    return kept, errors

@@ -1,0 +1,113 @@
+"""The fast path for 8-bit RGB and grayscale JPEGs: decoded and encoded by libjpeg-turbo
+through `simplejpeg`, resized by libvips' `reduce` (SIMD code); Pillow does everything else.
+
+It only ever takes a file libjpeg decodes without a single warning (`strict`): a damaged file,
+even one libjpeg would fill with grey and Pillow accept, goes to Pillow's path, which decides it
+exactly as it always has (error rows, their reasons and messages are Pillow's). Covered: one or
+three components (YCbCr, not Adobe RGB or YCCK), upright (no EXIF rotation), and a resize, when
+one is asked, with a filter libvips has too: bilinear, bicubic (Catmull-Rom, as Pillow's) and
+lanczos (Lanczos-3), each widened by the downscale factor as Pillow widens them, so they
+antialias alike. A JPEG is decoded at 1/2, 1/4 or 1/8 scale where the target allows (libjpeg's
+DCT scaling with its SIMD inverse DCTs; the other M/8 scales use C code and decode slower than
+full size), then resampled to the exact size.
+"""
+
+import numpy as np
+import pyvips
+import simplejpeg
+
+from transforms.image.images import (
+    ImageConfig,
+    StoredImage,
+    check_decode_bytes,
+    is_upright,
+    scale_for,
+    scaled_size,
+)
+from transforms.image.jpeg import HUFFMAN_8BIT, JpegInfo
+
+# The converter runs its own threads (one image each): libvips' pool would only contend, and
+# its operation cache would keep images the converter has finished with.
+pyvips.concurrency_set(1)
+pyvips.cache_set_max(0)
+VIPS_KERNELS = {"bilinear": "linear", "bicubic": "cubic", "lanczos": "lanczos3"}
+
+
+def covers(info: JpegInfo, config: ImageConfig) -> bool:
+    """Whether this JPEG's conversion can be the fast path's."""
+    return (
+        info.sof in HUFFMAN_8BIT
+        and info.precision == 8
+        and (info.components == 1 or (info.components == 3 and info.adobe_transform in (None, 1)))
+        and is_upright(info.orientation)
+        and (config.resample in VIPS_KERNELS or scale_for(info.width, info.height, config) >= 1)
+    )
+
+
+def _decode_step(width: int, height: int, size: tuple[int, int]) -> int:
+    """The largest of 1, 2, 4, 8 the image can be decoded at (1/step) and still cover `size`."""
+    step = 1
+    while step < 8 and width // (2 * step) >= size[0] and height // (2 * step) >= size[1]:
+        step *= 2
+    return step
+
+
+def convert_jpeg(data: bytes, info: JpegInfo, config: ImageConfig, held: int) -> StoredImage | None:
+    """Decode (DCT-scaled), resample, encode; None when libjpeg warns or fails, or libvips
+    cannot reduce that far (Pillow's path then decides). `held`: what the decoder keeps (a
+    progressive JPEG's coefficients)."""
+    size = scaled_size(info.width, info.height, min(scale_for(info.width, info.height, config), 1))
+    step = _decode_step(info.width, info.height, size)
+    channels = config.channels
+    decoded_width, decoded_height = -(-info.width // step), -(-info.height // step)
+    needed = held + (decoded_width * decoded_height + 2 * size[0] * size[1]) * channels
+    check_decode_bytes(info.width, info.height, needed, config)
+    try:
+        pixels = simplejpeg.decode_jpeg(
+            data, "RGB" if channels == 3 else "GRAY", min_height=decoded_height,
+            min_width=decoded_width, strict=True,
+        )  # fmt: skip
+    except ValueError:
+        return None
+    if pixels.shape[1::-1] != size:
+        extent = (info.width / step, info.height / step)
+        try:
+            pixels = resample(pixels, size, VIPS_KERNELS[config.resample], extent)
+        except pyvips.Error:  # "reduce factor too large": a strip shrunk hundreds of times
+            return None
+    return encode(pixels, config)
+
+
+def encode(pixels: np.ndarray, config: ImageConfig) -> StoredImage:
+    """uint8 height x width x channels pixels as the stored image: raw bytes, or a JPEG at
+    `jpeg_quality` with 4:2:0 chroma, as Pillow writes it."""
+    height, width, channels = pixels.shape
+    if config.encoding == "raw":
+        return StoredImage(pixels.tobytes(), "RAW", height, width, channels)
+    data = simplejpeg.encode_jpeg(
+        pixels, config.jpeg_quality, "RGB" if channels == 3 else "GRAY",
+        "420" if channels == 3 else "Gray",
+    )  # fmt: skip
+    return StoredImage(data, "JPEG", height, width, channels)
+
+
+def resample(
+    pixels: np.ndarray,
+    size: tuple[int, int],
+    kernel: str,
+    extent: tuple[float, float] | None = None,
+) -> np.ndarray:
+    """libvips' reduce of uint8 height x width x channels pixels to `size` (width, height).
+
+    `extent` (width, height): how much of the image the pixels hold, when a DCT-scaled decode's
+    last column and row stand for part of a pixel (a 257-pixel-wide image decoded at 1/8 is 33
+    columns, the last of them one source pixel wide). The shrink is measured on it, as Pillow's
+    `resize(box=...)` measures on its box, so that part-pixel does not stretch the image across
+    a whole output pixel; a column or row reduce makes beyond `size` is cropped away.
+    """
+    height, width, channels = pixels.shape
+    extent = extent or (width, height)
+    image = pyvips.Image.new_from_memory(pixels.data, width, height, channels, "uchar")
+    image = image.reduce(extent[0] / size[0], extent[1] / size[1], kernel=kernel)
+    image = image.crop(0, 0, *size)
+    return np.frombuffer(image.write_to_memory(), np.uint8).reshape(size[1], size[0], channels)

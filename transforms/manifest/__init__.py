@@ -1,0 +1,3 @@
+"""Manifest files (CSV, JSONL, Parquet, COCO, class-folder trees) read into rows, with their
+labels and splits.
+"""

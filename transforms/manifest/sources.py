@@ -1,0 +1,253 @@
+"""What `--manifest` names, and the reading of any piece of it.
+
+The launcher expands the paths and globs and reads no more of each file than its start: a CSV's
+header, a JSONL file's first lines, a Parquet footer (a `gs://` object by ranged reads), so its
+memory is the same for a manifest of a hundred rows or a hundred million. What it finds, a
+`ManifestFile`, is all a reader needs to read any byte range of the file on its own: the Beam
+pipeline reads each file as many pieces on many workers (transforms/beam/steps.py), the local runner
+reads it as one piece (pipeline/runners/local.py), and both get the same rows, by the same rules.
+
+A line that is not UTF-8, or that the parser refuses, is an error row wherever it is: only the
+start of a file is read before the run, so a bad byte further on is found by the worker that
+reads it, and never ends the run.
+"""
+
+import glob as local_glob
+import io
+import json
+from collections.abc import Callable, Iterator
+from typing import NamedTuple
+
+from transforms.errors import ErrorRow, RowError, UserError
+from transforms.manifest import parquet
+from transforms.manifest.coco import CocoImage, is_coco_start, read_images
+from transforms.manifest.pieces import BOM, MAX_LINE_BYTES, READ_BYTES, piece_lines
+from transforms.manifest.rows import (
+    COCO_IMAGES,
+    DroppedNegative,
+    ManifestRow,
+    ReadConfig,
+    check_columns,
+    csv_cells,
+    decoded,
+    line_records,
+    manifest_kind,
+    record_row,
+)
+from transforms.manifest.trees import TreeItem, read_folders, read_tree, tree_root
+from transforms.storage import fileio
+
+HEAD_BYTES = 64 << 10  # the launcher's reads of a text manifest: its header and first lines
+Item = ManifestRow | ErrorRow | DroppedNegative
+
+
+class ManifestFile(NamedTuple):
+    """One manifest as the launcher found it: all a reader needs to read any piece of it."""
+
+    number: int  # its place among the manifests, which decides the "first" of a repeated key
+    path: str
+    kind: str  # "csv", "jsonl", "parquet", "coco" (read whole), or "tree" (a class-folder root)
+    columns: tuple[str, ...] = ()  # a CSV's header; the Parquet columns a row can use
+    body: int = 0  # the byte where records begin (after a CSV's header line)
+    size: int = 0  # the file's size in bytes when the launcher looked: where reading ends
+    detection: bool = False  # its rows list objects: a COCO file, or JSONL whose first row does
+
+
+def detection_config(manifests: list[ManifestFile], config: ReadConfig) -> ReadConfig:
+    """The read settings for these manifests: a detection dataset when they list objects; a
+    dataset is one or the other, so manifests that disagree are a usage error."""
+    kinds = {manifest.detection: manifest.path for manifest in manifests}
+    if len(kinds) > 1:
+        raise UserError(
+            f"{kinds[True]} lists objects (detection) and {kinds[False]} does not "
+            "(classification): convert them as two datasets"
+        )
+    return config._replace(detection=True in kinds)
+
+
+def check_manifests(patterns: list[str], config: ReadConfig) -> list[ManifestFile]:
+    """`--manifest` expanded to manifest files, each checked to be usable; in launch order."""
+    return [describe(path, number, config) for number, path in enumerate(expand(patterns))]
+
+
+def expand(patterns: list[str]) -> list[str]:
+    """Manifest paths from paths, globs and folders (a path is found to exist when it is read,
+    one request less on a store)."""
+    try:
+        return _expand(patterns)
+    except fileio.UNAVAILABLE:
+        raise  # the service's failure, not the manifest's: a fault
+    except fileio.READ_ERRORS as error:
+        raise UserError(f"--manifest: cannot reach {' '.join(patterns)} ({error})") from None
+
+
+def _expand(patterns: list[str]) -> list[str]:
+    paths = []
+    for pattern in patterns:
+        if fileio.is_dir(pattern):
+            paths.append(pattern)
+        elif local_glob.has_magic(pattern):
+            matched = fileio.glob(pattern)
+            if not matched:
+                raise UserError(f"--manifest {pattern}: no file matches")
+            paths += matched
+        else:
+            paths.append(pattern)
+    return sorted(set(paths), key=paths.index)
+
+
+def describe(path: str, number: int, config: ReadConfig) -> ManifestFile:
+    """Fail fast, before any worker starts, on a manifest that cannot work at all, reading no
+    more than its start; what a reader of its pieces needs to know."""
+    kind = manifest_kind(path)
+    if kind == "tree":
+        return _describe_tree(path, number, config)
+    try:
+        with fileio.open_bytes(path, HEAD_BYTES) as stream:
+            size = stream.seek(0, io.SEEK_END)
+            detection = False
+            if kind == "jsonl":
+                kind, detection = _json_kind(stream, size)
+            if kind == "parquet":
+                columns, body, has_rows = _read_footer(stream, path, config)
+            elif kind == "coco":
+                columns, body, has_rows = (), 0, True  # its images are counted where read
+            else:
+                columns, body, has_rows = _read_start(stream, path, kind, size, config)
+    except fileio.MISSING:
+        raise UserError(f"--manifest {path}: no such file or folder") from None
+    except fileio.UNAVAILABLE:
+        raise  # the service's failure, not the manifest's: a fault
+    except fileio.READ_ERRORS as error:
+        raise UserError(f"{path}: cannot read manifest ({error})") from None
+    if not has_rows:
+        raise UserError(f"{path}: the manifest has no rows")
+    return ManifestFile(number, path, kind, columns, body, size, detection)
+
+
+def _json_kind(stream, size: int) -> tuple[str, bool]:
+    """("coco" or "jsonl", whether its rows list objects), from a JSON manifest's start: its
+    first row is read whole (a crowded image's objects run past the first read), up to the
+    longest line a manifest may hold."""
+    stream.seek(0)
+    head = stream.read(HEAD_BYTES).removeprefix(BOM)
+    if is_coco_start(head.decode("utf-8", "replace")):
+        return "coco", True
+    first = ""
+    for _, line in piece_lines(stream.seek, stream.read, 0, size, 0, HEAD_BYTES):
+        # a JSONL file's first lines are checked after; one too long is a bad row
+        first = "" if line is None else line.removeprefix(BOM).decode("utf-8", "replace")
+        if line is None or first.strip():
+            break
+    try:
+        row = json.loads(first)
+    except ValueError:
+        return "jsonl", False  # its first row is a bad row, read as any other
+    return "jsonl", isinstance(row, dict) and "objects" in row
+
+
+def _read_start(stream, path: str, kind: str, size: int, config: ReadConfig):
+    """(a CSV's header, the byte where records begin, whether a record follows) from the first
+    lines of a CSV or JSONL file; a line that begins past HEAD_BYTES counts as a record."""
+    lines = piece_lines(stream.seek, stream.read, 0, size, 0, HEAD_BYTES)
+    columns, body = (), 0
+    if kind == "csv":
+        _, header = next(lines, (0, b""))
+        if header is None:
+            raise UserError(f"{path}: no line end in the first {MAX_LINE_BYTES:,} bytes")
+        try:
+            columns = tuple(csv_cells(_start_text(path, header.removeprefix(BOM))))
+        except RowError as error:
+            raise UserError(f"{path}: the header: {error.message}") from None
+        check_columns(path, columns, config)
+        body = len(header) + 1
+    for offset, line in lines:
+        if offset >= HEAD_BYTES or line is None:
+            return columns, body, True
+        if _start_text(path, line.removeprefix(BOM) if offset == 0 else line).strip():
+            return columns, body, True
+    return columns, body, False
+
+
+def _read_footer(stream, path: str, config: ReadConfig):
+    """(the columns a row can use, 0, the row count) from a Parquet file's footer."""
+    footer = parquet.read_footer(stream, path)
+    check_columns(path, footer.columns, config)
+    return parquet.wanted_columns(footer.columns, config), 0, footer.rows
+
+
+def _start_text(path: str, line: bytes) -> str:
+    """A line at the start of a manifest as text: if it is not UTF-8, the file is not."""
+    try:
+        return decoded(line)
+    except RowError as error:
+        raise UserError(f"{path}: the manifest is {error.message}") from None
+
+
+def _describe_tree(path: str, number: int, config: ReadConfig) -> ManifestFile:
+    """A local tree is walked until its first image; a `gs://` one is only checked to hold an
+    object (its folders are listed on the workers)."""
+    if fileio.is_remote(path):
+        if not fileio.holds_objects(path):
+            raise UserError(f"{path}: no images found in <label>/ or <split>/<label>/ folders")
+        return ManifestFile(number, path, "tree")
+    for item in read_tree(path, number, config):
+        if isinstance(item, ManifestRow):
+            return ManifestFile(number, path, "tree")
+        if isinstance(item, ErrorRow) and item.key == ".":
+            raise UserError(f"{path}: {item.message}")
+    raise UserError(f"{path}: no images found in <label>/ or <split>/<label>/ folders")
+
+
+def read_piece(
+    manifest: ManifestFile,
+    start: int,
+    end: int,
+    config: ReadConfig,
+    claim: Callable[[int], bool] | None = None,
+) -> Iterator[Item]:
+    """The rows and error rows of the records that the byte range [start, end) of a CSV, JSONL
+    or Parquet manifest owns. `claim(offset)`, when given, is asked before each record, with
+    the offset where it (a Parquet row's row group) begins, and reading stops at its first no;
+    then `claim(end)` says the range holds no more."""
+    folder = fileio.join(fileio.dirname(manifest.path), "")
+    path, number = manifest.path, manifest.number
+    with fileio.open_bytes(path, READ_BYTES) as stream:
+        if manifest.kind == "parquet":
+            claimed = None
+            for group, row, fields in parquet.piece_records(stream, start, end, manifest.columns):
+                if claim is not None and group != claimed:
+                    if not claim(group):
+                        return
+                    claimed = group
+                yield record_row(fields, row, folder, path, number, config)
+        else:
+            lines = piece_lines(stream.seek, stream.read, start, end, manifest.body)
+            for offset, fields in line_records(lines, manifest.kind, manifest.columns):
+                if claim is not None and not claim(offset):
+                    return
+                yield record_row(fields, offset, folder, path, number, config)
+    if claim is not None:
+        claim(end)
+
+
+def read_coco(manifest: ManifestFile, config: ReadConfig) -> Iterator[Item]:
+    """Every row and error row of a COCO file, read whole (one JSON document); its images'
+    `file_name`s are under --image_root, else the file's folder."""
+    folder = fileio.join(fileio.dirname(manifest.path), "")
+    rows_of = manifest.path + COCO_IMAGES  # row sources: <file>#images[<index>]
+
+    def row(image: CocoImage) -> Item:
+        fields, number = image.fields, manifest.number
+        return record_row(fields, image.index, folder, rows_of, number, config, image.annotations)
+
+    return read_images(fileio.read_bytes(manifest.path), manifest.path, row, config.masks)
+
+
+def read_all(manifest: ManifestFile, config: ReadConfig) -> Iterator[TreeItem]:
+    """Every row, error row and skipped file of one manifest, read in this process."""
+    if manifest.kind == "tree":
+        return read_folders(tree_root(manifest.path, manifest.number), config)
+    if manifest.kind == "coco":
+        return read_coco(manifest, config)
+    return read_piece(manifest, manifest.body, manifest.size, config)

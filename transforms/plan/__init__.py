@@ -1,0 +1,3 @@
+"""Rows to a shard plan: label ids, splits' shard counts, each row's shard and order, duplicates
+and refresh reuse.
+"""

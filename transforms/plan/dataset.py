@@ -1,0 +1,269 @@
+"""The dataset plan: label ids, and how many shards each split gets.
+
+Made from one pass over the manifest rows (rows only; image bytes never leave their shard writer).
+With `--target_shard_mb`, a split's size is estimated from a fixed sample of its rows: the
+`SAMPLE_SIZE` rows with the smallest shard hash, so the estimate, and the shard count, are the
+same on every run.
+"""
+
+import heapq
+import re
+from collections.abc import Callable, Iterable, Iterator
+from typing import NamedTuple
+
+from transforms.errors import ErrorRow, Reason, RowError, UserError, shown
+from transforms.manifest.labels import LabelMap, inherited_label_map, label_map_from_labels
+from transforms.manifest.rows import ManifestRow, error_row, manifest_number, row_labels
+from transforms.plan.sharding import (
+    MAX_SHARDS,
+    SHARD_SALT,
+    ShardId,
+    key_hash,
+    pieces_for,
+    shard_for,
+    shards_for_bytes,
+)
+from transforms.progress import write_total
+
+SAMPLE_SIZE = 64
+
+
+class ShardCounts(NamedTuple):
+    """`--num_shards`: one count for every split, counts per split, or neither (size-based)."""
+
+    every_split: int | None = None
+    per_split: tuple[tuple[str, int], ...] = ()
+
+    def for_split(self, split: str) -> int | None:
+        return dict(self.per_split).get(split, self.every_split)
+
+
+def parse_shard_counts(text: str | None) -> ShardCounts:
+    """`8` or `train=64,validation=8`."""
+    if not text:
+        return ShardCounts()
+    try:
+        if "=" not in text:
+            counts = ShardCounts(every_split=int(text))
+            values = [counts.every_split]
+        else:
+            pairs = [part.split("=") for part in text.split(",")]
+            counts = ShardCounts(per_split=tuple((name.strip(), int(n)) for name, n in pairs))
+            values = [n for _, n in counts.per_split]
+    except ValueError:
+        raise UserError(f"--num_shards: expected N or split=N,... got {text!r}") from None
+    if not all(1 <= n <= MAX_SHARDS for n in values):
+        raise UserError(f"--num_shards: counts must be between 1 and {MAX_SHARDS}")
+    if any(not re.match(r"^[a-z0-9_]+$", name) for name, _ in counts.per_split):
+        raise UserError(f"--num_shards: bad split name in {text!r}")
+    return counts
+
+
+class PlanStats(NamedTuple):
+    """What the planner needs to know of the rows: labels, per split a count, and a sample of
+    each split whose shard count comes from its size."""
+
+    labels: frozenset
+    rows: tuple[tuple[str, int], ...]  # (split, row count)
+    samples: tuple[tuple[str, tuple], ...]  # (split, ((shard hash, image uri), ...))
+    # A named label id's name (a COCO category's) as the first manifest naming it gives it:
+    # (label, (manifest number, name)), sorted.
+    label_names: tuple[tuple[str, tuple[int, str]], ...] = ()
+
+
+class PlanAccumulator:
+    """Mergeable accumulation of `PlanStats` (the state of a Beam CombineFn). Only the splits
+    whose shard count `counts` leaves to their size are sampled, unless `sample_every_split`
+    (Beam, which writes large shards in pieces): a row's shard hash costs more than the rest
+    of its accounting."""
+
+    def __init__(self, counts: ShardCounts | None = None, sample_every_split: bool = False):
+        self.labels: set[str] = set()
+        self.label_names: dict[str, tuple[int, str]] = {}
+        self.rows: dict[str, int] = {}
+        self.samples: dict[str, list] = {}  # split → heap of (-shard hash, image uri)
+        self._counts = counts or ShardCounts()
+        self._sample_every_split = sample_every_split
+        self._sized: dict[str, bool] = {}  # split → whether its rows are sampled
+
+    def add(self, row: ManifestRow) -> "PlanAccumulator":
+        self.labels.update(row_labels(row))
+        if row.objects:
+            number = manifest_number(row)
+            for obj in row.objects:
+                if obj.text:
+                    self._name(obj.label, (number, obj.text))
+        self.rows[row.split] = self.rows.get(row.split, 0) + 1
+        if self._is_sized(row.split):
+            self._offer(row.split, (-key_hash(row.key, SHARD_SALT), row.image_uri))
+        return self
+
+    def _is_sized(self, split: str) -> bool:
+        sized = self._sized.get(split)
+        if sized is None:
+            sized = self._sample_every_split or self._counts.for_split(split) is None
+            self._sized[split] = sized
+        return sized
+
+    def _name(self, label: str, named: tuple[int, str]) -> None:
+        """Keep the name of the first manifest (then the smallest name) for a label id, so
+        where rows are counted does not change which name wins."""
+        known = self.label_names.get(label)
+        if known is None or named < known:
+            self.label_names[label] = named
+
+    def merge(self, other: "PlanAccumulator") -> "PlanAccumulator":
+        self.labels |= other.labels
+        for label, named in other.label_names.items():
+            self._name(label, named)
+        for split, count in other.rows.items():
+            self.rows[split] = self.rows.get(split, 0) + count
+        for split, heap in other.samples.items():
+            for entry in heap:
+                self._offer(split, entry)
+        return self
+
+    def _offer(self, split: str, entry: tuple[int, str]) -> None:
+        """Keep the SAMPLE_SIZE smallest hashes: a max-heap of negated hashes, O(log k) a row."""
+        heap = self.samples.setdefault(split, [])
+        if len(heap) < SAMPLE_SIZE:
+            heapq.heappush(heap, entry)
+        elif entry > heap[0]:
+            heapq.heapreplace(heap, entry)
+
+    def stats(self) -> PlanStats:
+        samples = (
+            (split, tuple(sorted((-negated, uri) for negated, uri in heap)))
+            for split, heap in self.samples.items()
+        )
+        return PlanStats(
+            frozenset(self.labels),
+            tuple(sorted(self.rows.items())),
+            tuple(sorted(samples)),
+            tuple(sorted(self.label_names.items())),
+        )
+
+
+class DatasetPlan(NamedTuple):
+    labels: LabelMap
+    rows: tuple[tuple[str, int], ...]  # (split, manifest rows)
+    shards: tuple[tuple[str, int], ...]  # (split, shard count)
+    pieces: tuple[tuple[str, int], ...] = ()  # (split, pieces a shard is written in), if over 1
+    detection: bool = False  # records hold objects (boxes), not one label
+    label_names: tuple[tuple[str, tuple[int, str]], ...] = ()  # PlanStats.label_names
+
+    def pieces_of(self, split: str) -> int:
+        return dict(self.pieces).get(split, 1)
+
+
+class LabelSource(NamedTuple):
+    """Where label ids come from: `--label_map` (pinned), else the published version's ids
+    (inherited, extended with new labels unless frozen), else the labels seen (first version)."""
+
+    pinned: LabelMap | None = None
+    offset: int = 0
+    inherited: LabelMap | None = None
+    frozen: bool = False
+
+    def label_map(self, labels: frozenset) -> LabelMap:
+        if self.pinned:
+            return self.pinned
+        if self.inherited:
+            return inherited_label_map(self.inherited, labels, self.frozen)
+        return label_map_from_labels(labels, self.offset)
+
+
+def make_plan(
+    stats: PlanStats,
+    label_source: LabelSource,
+    counts: ShardCounts,
+    target_shard_mb: float,
+    size_of: Callable[[str], int],
+) -> DatasetPlan:
+    """Label ids, shard counts, and the pieces of shards that `--num_shards` makes larger than
+    `target_shard_mb`; `size_of` is only called for sampled rows."""
+    labels = label_source.label_map(stats.labels)
+    samples = dict(stats.samples)
+    shards, pieces = [], []
+    for split, rows in stats.rows:
+        count = counts.for_split(split)
+        estimate = None
+        if split in samples:
+            sizes = [_size_or_zero(size_of, uri) for _, uri in samples[split]]
+            estimate = rows * sum(sizes) / max(1, len(sizes))
+        if count is None:
+            count = shards_for_bytes(estimate, target_shard_mb)
+        shards.append((split, count))
+        if (
+            estimate is not None
+            and (split_pieces := pieces_for(estimate / count, target_shard_mb)) > 1
+        ):
+            pieces.append((split, split_pieces))
+    return DatasetPlan(
+        labels, stats.rows, tuple(shards), tuple(pieces), label_names=stats.label_names
+    )
+
+
+def _size_or_zero(size_of: Callable[[str], int], uri: str) -> int:
+    """A missing file in the sample still becomes an error row later; here it weighs nothing."""
+    try:
+        return size_of(uri)
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def decide_plan(
+    stats: PlanStats,
+    label_source: LabelSource,
+    counts: ShardCounts,
+    target_shard_mb: float,
+    progress_dir: str | None,
+    size_of: Callable[[str], int],
+    detection: bool = False,
+) -> DatasetPlan:
+    """`make_plan`, once every row is counted: the progress bar learns its total here."""
+    write_total(progress_dir, sum(rows for _, rows in stats.rows))
+    plan = make_plan(stats, label_source, counts, target_shard_mb, size_of)
+    return plan._replace(detection=detection)
+
+
+def group_by_shard(
+    rows: Iterable[ManifestRow], plan: DatasetPlan
+) -> tuple[dict[ShardId, list[ManifestRow]], list[ErrorRow]]:
+    """Rows by the shard they go to, and as errors the rows whose label has no id, or names a
+    label id otherwise than the first manifest naming it does."""
+    by_shard: dict[ShardId, list[ManifestRow]] = {}
+    errors = []
+    shard_counts = dict(plan.shards)
+    names = dict(plan.label_names)
+    for row in rows:
+        try:
+            for label in row_labels(row):
+                plan.labels.id_of(label)
+            if row.objects and names:
+                check_names(row, names)
+        except RowError as error:
+            errors.append(error_row(row, error.reason, error.message))
+            continue
+        shard = shard_for(row.key, row.split, shard_counts[row.split])
+        by_shard.setdefault(shard, []).append(row)
+    return by_shard, errors
+
+
+def check_names(row: ManifestRow, names: dict[str, tuple[int, str]]) -> None:
+    """Raise a bad_annotation RowError when the row names one of its objects' label ids
+    otherwise than the first manifest that names it (two COCO files, one category id)."""
+    for obj in row.objects:
+        if obj.text and (first := names.get(obj.label)) and first[1] != obj.text:
+            raise RowError(
+                Reason.BAD_ANNOTATION,
+                f"category {obj.label} is {shown(obj.text)} here, {shown(first[1])} in manifest "
+                f"{first[0] + 1} of --manifest: one id, one name",
+            )
+
+
+def all_shards(plan: DatasetPlan) -> Iterator[ShardId]:
+    """Every planned shard, so that one that gets no rows is still written (empty)."""
+    for split, count in plan.shards:
+        for index in range(count):
+            yield ShardId(split, index, count)

@@ -1,0 +1,35 @@
+"""`--dedup`: rows whose image bytes repeat an earlier row's become `duplicate_content` errors.
+
+Rows are grouped by a digest of their file; in each group the first row (manifest order) stays.
+Only digests and rows are grouped, never image bytes.
+"""
+
+import hashlib
+
+from transforms.errors import ErrorRow, Reason, RowError
+from transforms.manifest.rows import ManifestRow, error_row
+from transforms.write.shard_writer import read_image
+
+
+def content_digest(row: ManifestRow, max_file_bytes: int) -> str:
+    """SHA-256 of the row's image file, read as the shard writer reads it (regular files only,
+    none over the limit). A file that cannot be read gets a digest of its own, so it passes on
+    to the shard writer, which reports why."""
+    try:
+        return hashlib.sha256(read_image(row.image_uri, max_file_bytes)[0]).hexdigest()
+    except RowError:
+        return f"unreadable:{row.key}"
+
+
+def keep_first(rows: list[ManifestRow]) -> tuple[list[ManifestRow], list[ErrorRow]]:
+    """Of rows with the same bytes, the first stays; the others are errors, except repeats of
+    the first row's own key, which stay for the shard writer to report as `duplicate_key`."""
+    first, *others = sorted(rows, key=lambda row: (row.position, row.key))
+    kept, errors = [first], []
+    for row in others:
+        if row.key == first.key:
+            kept.append(row)
+        else:
+            message = f"same bytes as {first.source}"
+            errors.append(error_row(row, Reason.DUPLICATE_CONTENT, message))
+    return kept, errors

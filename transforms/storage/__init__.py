@@ -1,0 +1,1 @@
+"""Bytes in and out of local files and Cloud Storage, with the retries a store needs."""

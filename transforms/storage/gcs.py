@@ -1,0 +1,266 @@
+"""Cloud Storage objects: read in one request, their transient failures retried in place.
+
+Beam's gs:// reader asks for an object's metadata before its media, and the conversion asked
+for it once more to fingerprint the image: three requests, where the media response alone
+tells what is needed (the body, and its CRC-32C in X-Goog-Hash). So an object is read here
+with one GET of its media, nothing before it.
+
+A read's failure is transient (the service or the network failed: 408, 429, 5xx, a connection
+reset or dropped, a timeout, a body cut short or not matching its checksum) or it is the
+object's (not found, permission denied, any other answer). A transient failure is retried in
+place with exponential backoff, up to `ATTEMPTS`; what the run produces never depends on one.
+A request still failing after that raises `StoreUnavailableError`: the caller decides whether
+the object or the service is to blame (`store_answers`).
+"""
+
+import errno
+import functools
+import io
+import random
+import time
+from collections.abc import Callable
+from typing import NamedTuple, TypeVar
+
+from transforms.errors import FaultError
+from transforms.tfrecord.records import crc32c_of
+
+# 7 attempts, 0.5 s before the second, doubled each time (jittered: 16-32 s in all): long
+# enough for a blip, a failover or a burst of 429s to pass; short enough that an object which
+# never answers holds one thread for half a minute, not the 2 minutes Google's clients retry.
+ATTEMPTS = 7
+FIRST_DELAY_S = 0.5
+TIMEOUT_S = 60  # a request that hears nothing for this long has failed (transiently)
+_RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+_T = TypeVar("_T")
+
+
+class StoreUnavailableError(FaultError):
+    """A request to an object store still failed transiently after every retry."""
+
+
+class CorruptTransferError(ConnectionError):
+    """A body that does not match the checksum the response announced: cut short or damaged
+    on the way, so the next attempt may get it whole."""
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether `error`, raised by a request, is the service's or the network's failure (worth
+    another attempt) rather than the object's: the types and statuses Google's storage client
+    retries (google.cloud.storage.retry), and a body that does not match its checksum."""
+    import http.client  # here, not for every local run that never meets an object store
+
+    import requests
+    import urllib3
+    from google.api_core import exceptions as api
+    from google.auth import exceptions as auth
+
+    if isinstance(error, api.GoogleAPICallError):
+        return error.code in _RETRYABLE_STATUS
+    if isinstance(error, auth.TransportError):  # refreshing a token failed on the way
+        return bool(error.args) and is_transient(error.args[0])
+    return isinstance(
+        error,
+        (
+            ConnectionError,  # CorruptTransferError, resets, refusals
+            TimeoutError,
+            http.client.HTTPException,  # IncompleteRead, BadStatusLine, ...
+            requests.ConnectionError,  # requests' own, not the built-in one
+            requests.exceptions.ChunkedEncodingError,
+            requests.Timeout,
+            urllib3.exceptions.ProtocolError,
+            urllib3.exceptions.TimeoutError,
+            urllib3.exceptions.SSLError,
+            urllib3.exceptions.PoolError,
+        ),
+    )
+
+
+def backoff_s(attempt: int) -> float:
+    """The wait after failed attempt `attempt` (from 0), jittered to between half and all of
+    the doubling schedule, so retries of many threads do not arrive together."""
+    return FIRST_DELAY_S * 2**attempt * random.uniform(0.5, 1.0)
+
+
+def retried(request: Callable[[], _T], what: str) -> _T:
+    """`request()`, attempted again after each transient failure; StoreUnavailableError once
+    `ATTEMPTS` have failed. Any other failure is raised at once."""
+    start = time.monotonic()
+    for attempt in range(ATTEMPTS):
+        try:
+            return request()
+        except Exception as error:
+            if not is_transient(error):
+                raise
+            if attempt == ATTEMPTS - 1:
+                message = " ".join(str(error).split()) or type(error).__name__
+                raise StoreUnavailableError(
+                    f"Cloud Storage kept failing a request for {what} ({message}) through "
+                    f"{ATTEMPTS} attempts over {time.monotonic() - start:.0f} s; "
+                    "rerun the same command"
+                ) from error
+        time.sleep(backoff_s(attempt))
+    raise AssertionError("unreachable")
+
+
+def split(path: str) -> tuple[str, str]:
+    """("bucket", "object name") of a gs:// path."""
+    bucket, _, name = path.removeprefix("gs://").partition("/")
+    return bucket, name
+
+
+# Connections to Cloud Storage a process keeps open for reuse: more than its threads ever use
+# at once (requests' default of 10 would close and reopen the connections of any more threads,
+# warning each time).
+GCS_CONNECTIONS = 256
+
+
+@functools.cache
+def client():
+    """One Cloud Storage client per process (STORAGE_EMULATOR_HOST points it at an emulator),
+    its connections shared by every thread. The pool is set as the client's maintainers advise
+    (googleapis/python-storage#253): the client has no option for it."""
+    import requests
+    from google.cloud import storage
+
+    client = storage.Client()
+    pool = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=GCS_CONNECTIONS)
+    for scheme in ("https://", "http://"):
+        client._http.mount(scheme, pool)
+    return client
+
+
+class _Bounded(io.BytesIO):
+    """A download's sink that refuses more than `limit` bytes: the rest of a larger object is
+    never fetched (the connection is closed)."""
+
+    def __init__(self, limit: int | None):
+        super().__init__()
+        self._limit = limit
+
+    def write(self, data) -> int:
+        if self._limit is not None and self.tell() + len(data) > self._limit:
+            raise _OverLimitError
+        return super().write(data)
+
+
+class _OverLimitError(Exception):
+    """The object holds more than the limit."""
+
+
+class Read(NamedTuple):
+    data: bytes
+    identity: str  # see `identity`
+
+
+def identity(size: int, crc32c: str) -> str:
+    """What tells an object's versions apart: its size and CRC-32C (as Cloud Storage gives it,
+    base64), which its metadata and every download of it both carry."""
+    return f"{size}:{crc32c}"
+
+
+def read(path: str, max_bytes: int | None) -> Read | None:
+    """The object's bytes and identity in one request (a GET of its media, retried when it fails
+    transiently); None when it holds more than `max_bytes`. NotFound and Forbidden are raised as
+    the client raises them."""
+    bucket, name = split(path)
+
+    def download() -> Read | None:
+        blob = client().bucket(bucket).blob(name)
+        sink = _Bounded(max_bytes)
+        try:
+            # No checksum by the client: it is computed below, once, for the identity too.
+            blob.download_to_file(
+                sink, raw_download=True, checksum=None, retry=None, timeout=TIMEOUT_S
+            )
+        except _OverLimitError:
+            return None
+        data = sink.getvalue()
+        crc32c = crc32c_of(data)
+        if blob.crc32c is not None and blob.crc32c != crc32c:  # from the response's X-Goog-Hash
+            raise CorruptTransferError(f"{path}: {len(data):,} bytes not matching X-Goog-Hash")
+        return Read(data, identity(len(data), crc32c))
+
+    return retried(download, path)
+
+
+class Stat(NamedTuple):
+    size: int
+    identity: str
+
+
+def stat(path: str) -> Stat:
+    """The object's size and identity from its metadata (one request); FileNotFoundError if it
+    does not exist."""
+    bucket, name = split(path)
+    blob = retried(lambda: client().bucket(bucket).get_blob(name, retry=None), path)
+    if blob is None:
+        raise FileNotFoundError(errno.ENOENT, "no such object", path)
+    return Stat(blob.size, identity(blob.size, blob.crc32c))
+
+
+class RangeReader(io.RawIOBase):
+    """An object as a seekable stream of ranged reads, each one request retried as any read
+    here: a manifest of gigabytes is never downloaded whole, and a piece of it is only the
+    bytes asked for (wrap it in io.BufferedReader to ask in chunks)."""
+
+    def __init__(self, path: str):
+        super().__init__()
+        self._path = path
+        self._blob = client().bucket(split(path)[0]).blob(split(path)[1])
+        self._size = stat(path).size
+        self._position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self._size}[whence]
+        self._position = max(0, base + offset)
+        return self._position
+
+    def readinto(self, buffer) -> int:
+        if self._position >= self._size:
+            return 0
+        end = min(self._size, self._position + len(buffer))
+
+        def ranged() -> bytes:
+            data = self._blob.download_as_bytes(
+                start=self._position, end=end - 1, raw_download=True, checksum=None,
+                retry=None, timeout=TIMEOUT_S,
+            )  # fmt: skip
+            if not data:  # nothing where the object has bytes: a cut body, not its end
+                raise CorruptTransferError(f"{self._path}: no bytes at {self._position:,}")
+            return data
+
+        data = retried(ranged, self._path)
+        buffer[: len(data)] = data
+        self._position += len(data)
+        return len(data)
+
+
+def store_answers(path: str) -> bool:
+    """After requests for `path` kept failing: whether the store answers a request naming the
+    object in another way (a listing of its name, retried as any request), that is whether the
+    object fails rather than the service. Any answer counts, a refusal too. Another store's
+    objects are not asked about: their failure is the service's."""
+    if not path.startswith("gs://"):
+        return False
+    bucket, name = split(path)
+
+    def list_name() -> None:
+        listing = client().list_blobs(bucket, prefix=name, max_results=1, retry=None)
+        next(iter(listing.pages), None)
+
+    try:
+        retried(list_name, f"the listing of {path}")
+    except StoreUnavailableError:
+        return False
+    except Exception:  # noqa: BLE001 - an answer, if a refusal: the service is up
+        return True
+    return True

@@ -1,0 +1,1 @@
+"""The record format: tf.train.Example features and TFRecord framing, without TensorFlow."""

@@ -1,0 +1,125 @@
+"""Rejected rows as files: which errors file a row goes to, each file's bytes, and the counts
+the commit step is given in place of the rows.
+
+Error rows can be many (a tenth of a web-scraped manifest), so no step holds them all: each goes
+to one of `error_file_count` files by a hash of what identifies it, each file is sorted and
+written by a worker into the run's staging folder under a name no other attempt uses, and the
+commit step moves the files whose results it received into the version, as it moves shards.
+Counts per split and reason are combined into one small `ErrorCounts`. All of it is a pure
+function of the rows, so every runner writes the same bytes.
+"""
+
+import math
+import os
+import posixpath
+from collections import Counter
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from transforms.errors import ErrorRow
+from transforms.plan.sharding import key_hash
+from transforms.storage import fileio
+from transforms.write.shard_writer import write_synced
+
+ERRORS_DIR = "errors"
+ERRORS_SALT = "errors"
+# Rows an errors file holds, about (rows are spread by hash): what one worker sorts in memory
+# (~2 KB a row as Python objects, so ~40 MB), and a file small enough to open and read.
+ROWS_PER_ERRORS_FILE = 20_000
+MAX_ERROR_FILES = 99999  # five digits in the name
+
+
+class ErrorCounts(NamedTuple):
+    """Rejected rows per split and reason: all the commit step and the metadata need of them,
+    bounded by splits x reasons however many rows were rejected."""
+
+    counts: tuple[tuple[str, str, int], ...] = ()  # (split, reason, rows), sorted; "" no split
+
+    @classmethod
+    def of(cls, tally: Counter) -> "ErrorCounts":
+        """From a Counter of `counted_as` → rows (what the Beam combiner accumulates)."""
+        return cls(tuple((split, reason, n) for (split, reason), n in sorted(tally.items())))
+
+    @property
+    def total(self) -> int:
+        return sum(n for _, _, n in self.counts)
+
+    def by_reason(self) -> dict[str, int]:
+        return _summed((reason, n) for _, reason, n in self.counts)
+
+    def by_split(self) -> dict[str, int]:
+        return _summed((split, n) for split, _, n in self.counts)
+
+
+def _summed(pairs: Iterable[tuple[str, int]]) -> dict[str, int]:
+    sums: Counter = Counter()
+    for name, n in pairs:
+        sums[name] += n
+    return dict(sorted(sums.items()))
+
+
+def counted_as(error: ErrorRow) -> tuple[str, str]:
+    """What an error row is counted under: its split and reason."""
+    return error.split, error.reason.value
+
+
+def count_errors(errors: Iterable[ErrorRow]) -> ErrorCounts:
+    return ErrorCounts.of(Counter(map(counted_as, errors)))
+
+
+class ErrorFileResult(NamedTuple):
+    """One errors file as a worker staged it: what the commit moves and the metadata lists."""
+
+    file: str  # name in the version, errors/errors-NNNNN-of-NNNNN.jsonl
+    staged: str  # this attempt's file in the staging folder
+    rows: int
+
+
+def error_file_count(total: int, rows_per_file: int) -> int:
+    """How many files `total` error rows are written as: at least one, so `errors/` always
+    holds a file to read, even an empty one."""
+    return max(1, min(MAX_ERROR_FILES, math.ceil(total / rows_per_file)))
+
+
+def error_file_name(index: int, count: int) -> str:
+    return f"{ERRORS_DIR}/errors-{index:05d}-of-{count:05d}.jsonl"
+
+
+def file_of(error: ErrorRow, count: int) -> int:
+    """The file an error row goes to: a hash of its source, key and reason (its source names
+    its manifest line, so rows spread evenly even when many share a key)."""
+    if count == 1:
+        return 0
+    source, key, reason = error.sort_key()
+    return key_hash(f"{source}\n{key}\n{reason}", ERRORS_SALT) % count
+
+
+def error_file_bytes(errors: Iterable[ErrorRow]) -> bytes:
+    """An errors file: a JSON line per row, sorted by source, key and reason with the whole
+    line breaking ties, so the bytes never depend on the order the rows arrived in."""
+    lines = sorted((error.sort_key(), error.to_json()) for error in errors)
+    return "".join(f"{line}\n" for _, line in lines).encode()
+
+
+def write_error_file(
+    staging: str, index: int, count: int, errors: Iterable[ErrorRow]
+) -> ErrorFileResult:
+    """Write errors file `index` of `count` into `staging`, on disk before it returns, under
+    a name of its own: a retried or duplicate attempt writes beside it."""
+    errors = list(errors)
+    name = error_file_name(index, count)
+    staged = f"{posixpath.basename(name)}.{os.urandom(16).hex()}"
+    write_synced(fileio.join(staging, staged), error_file_bytes(errors))
+    return ErrorFileResult(name, staged, len(errors))
+
+
+def write_error_files(
+    staging: str, errors: list[ErrorRow], rows_per_file: int
+) -> list[ErrorFileResult]:
+    """Every errors file of `errors` (the local runner: the Beam pipeline groups them by file
+    with a shuffle instead, steps.WriteErrors)."""
+    count = error_file_count(len(errors), rows_per_file)
+    by_file: list[list[ErrorRow]] = [[] for _ in range(count)]
+    for error in errors:
+        by_file[file_of(error, count)].append(error)
+    return [write_error_file(staging, index, count, rows) for index, rows in enumerate(by_file)]

@@ -1,0 +1,240 @@
+"""Writing whole shards: in this process with its threads, or on the local runner in a process
+pool, so a run uses every core.
+
+A pass-through shard writer is Python work under the GIL: threads cannot spread it over cores.
+So the local runner hands whole shards to a `concurrent.futures` process pool: a shard's rows
+go in, its error rows and ShardResult come back; image bytes never cross a process boundary.
+The Beam pipeline writes in its worker's process (`ShardWriter`): its runner spreads the work
+over processes itself (Dataflow's, one per core).
+
+The pool's workers are forks of this process when no other thread runs here (the local
+runner, before its progress bar starts, counting native threads too: `only_thread`): they have
+every module loaded. Otherwise a fork could copy a lock another thread holds, so they are forks
+of multiprocessing's forkserver, a fresh interpreter that has imported only this writer.
+"""
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+import traceback
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import NamedTuple
+
+from transforms.errors import ErrorRow, FaultError
+from transforms.image.images import ImageConfig, decodes_every_image, pixels
+from transforms.manifest.labels import LabelMap
+from transforms.manifest.rows import ManifestRow
+from transforms.plan.dataset import DatasetPlan
+from transforms.plan.sharding import WHOLE, Piece, ShardId
+from transforms.storage import fileio
+from transforms.write.heap import keep_freed_memory
+from transforms.write.shard_writer import (
+    ShardResult,
+    WriteConfig,
+    available_cores,
+    process_cores,
+    write_shard,
+    writer_threads,
+)
+
+
+class ShardTask(NamedTuple):
+    shard: ShardId
+    rows: list[ManifestRow]
+    labels: LabelMap
+    config: WriteConfig
+    threads: int  # image threads of this shard's writer
+    piece: Piece = WHOLE  # the part of the shard these rows are (Beam: large shards in pieces)
+
+    def file_name(self) -> str:
+        return self.shard.file_name(self.config.compress)
+
+
+def shard_task(
+    shard: ShardId,
+    rows: list[ManifestRow],
+    plan: DatasetPlan,
+    config: WriteConfig,
+    writers: int = 1,
+    piece: Piece = WHOLE,
+) -> ShardTask:
+    """The shard's (or its piece's) work, with the threads its writer gets: its share of this
+    process's cores among `writers` writing at once, or threads to wait on the network when
+    its images are remote."""
+    remote = bool(rows) and fileio.is_remote(rows[0].image_uri)
+    cores = process_cores(config.sdk_processes, available_cores())
+    threads = writer_threads(config, remote, max(1, cores // writers))
+    return ShardTask(shard, rows, plan.labels, config, threads, piece)
+
+
+def writers_at_once(config: WriteConfig, rows: list[ManifestRow], plan: DatasetPlan) -> int:
+    """Shards the local runner writes at once: one per process (never more than shards) for
+    local paths; 1 for `gs://` work, which waits on the network, where this process's threads
+    serve (a worker would import Beam and authenticate all over again)."""
+    if any(map(fileio.is_remote, [config.output, *(row.image_uri for row in rows[:1])])):
+        return 1
+    return max(1, min(config.processes, sum(count for _, count in plan.shards)))
+
+
+def run_task(task: ShardTask, pool: ThreadPoolExecutor | None = None) -> Iterator:
+    """The shard writer's outputs for `task` (error rows, then the ShardResult), its images
+    handled on `pool`, which must hold `task.threads` threads when there are several."""
+    # From the first shard on: set while the manifests are read, it would keep their freed
+    # buffers resident too.
+    keep_freed_memory()
+    return write_shard(
+        task.shard, task.rows, task.labels, task.config, pool, task.threads, task.piece
+    )
+
+
+class ShardWriter:
+    """Writes shards in this process, each on a thread pool of its task's size, made once and
+    kept for every shard (a Beam worker writes many)."""
+
+    def __init__(self):
+        self._thread_pools: dict[int, ThreadPoolExecutor] = {}
+
+    def write(self, task: ShardTask) -> Iterator[ErrorRow | ShardResult]:
+        if task.threads == 1:
+            return run_task(task)
+        if task.threads not in self._thread_pools:
+            self._thread_pools[task.threads] = ThreadPoolExecutor(task.threads, "image")
+        return run_task(task, self._thread_pools[task.threads])
+
+    def close(self) -> None:
+        for pool in self._thread_pools.values():
+            pool.shutdown()
+
+
+def only_thread() -> bool:
+    """Whether this process runs a single thread, native ones included: a library's thread
+    pool (libvips', TensorFlow's) is invisible to `threading`, and a fork beside it can copy
+    one of its locks held, leaving the child waiting on it for ever."""
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:  # no procfs: Python's own threads are all that can be counted
+        return threading.active_count() == 1
+
+
+class ShardPool:
+    """The local runner's `processes` shard-writer processes; a context manager that, left by
+    an exception (Ctrl-C included), kills them: none writes on after this process has cleaned
+    up its staging folder."""
+
+    def __init__(self, processes: int, image: ImageConfig):
+        fork = only_thread()
+        if fork and decodes_every_image(image):
+            pixels()  # loaded once here and shared, rather than by every fork
+        context = multiprocessing.get_context("fork" if fork else "forkserver")
+        if not fork:
+            context.set_forkserver_preload([__name__])
+        self._started = context.SimpleQueue()  # (worker pid, shard file) as each shard starts
+        self._pool = ProcessPoolExecutor(
+            processes, context, initializer=_start_worker, initargs=(self._started,)
+        )
+        if fork:
+            self._pool.submit(int)  # makes every fork now, while no other thread runs here
+
+    def write(self, tasks: Iterable[ShardTask]) -> Iterator[ErrorRow | ShardResult]:
+        """The outputs of every task, largest first (the last shard to finish is short); a
+        failure cancels the shards not yet started, and is raised here."""
+        futures = []
+        try:
+            for task in sorted(tasks, key=lambda task: -len(task.rows)):
+                futures.append(self._pool.submit(_write_alone, task))
+            for future in futures:
+                yield from future.result()
+        except BrokenProcessPool:
+            raise FaultError(self._death()) from None
+        finally:
+            for future in futures:
+                future.cancel()
+
+    def _death(self) -> str:
+        """The line that reports a worker's death: how it ended, its shard, and what to do."""
+        # concurrent.futures names neither the worker that died nor its exit status: its
+        # processes do, once the broken pool has ended the others (SIGTERM) and reaped them all.
+        processes = list(self._pool._processes.values())
+        self._pool.shutdown()
+        ended = {process.pid: process.exitcode for process in processes if process.exitcode}
+        dead = [pid for pid, code in ended.items() if code != -signal.SIGTERM] or list(ended)
+        writing = {}
+        while not self._started.empty():
+            pid, name = self._started.get()
+            writing[pid] = name
+        how = _how(ended[dead[0]]) if dead else "ended"
+        shard = writing.get(dead[0]) if dead else None  # none: it died before taking one
+        during = f" while writing {shard}" if shard else ""
+        return (
+            f"a shard writer process {how}{during}; rerun the same command (if the system"
+            " killed it for memory, with fewer --processes)"
+        )
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, trace) -> None:
+        if error is None:
+            self._pool.shutdown()
+            return
+        # Python 3.14's ProcessPoolExecutor.kill_workers(), by hand.
+        for process in (self._pool._processes or {}).values():
+            process.kill()
+        self._pool.shutdown(cancel_futures=True)
+
+
+def _how(code: int) -> str:
+    """How a process with exit status `code` ended."""
+    if code >= 0:
+        return f"exited with code {code}"
+    try:
+        return f"killed by {signal.Signals(-code).name}"
+    except ValueError:  # a real-time signal has no name of its own
+        return f"killed by signal {-code}"
+
+
+def _write_alone(task: ShardTask) -> list[ErrorRow | ShardResult]:
+    """A worker's run of one task; an exception carries the worker's traceback to this process
+    as a note."""
+    _started.put((os.getpid(), task.file_name()))
+    try:
+        return list(_writer.write(task))
+    except Exception as error:
+        error.add_note(f"in the shard writer process:\n{traceback.format_exc()}")
+        raise
+
+
+_started = None  # a worker's end of ShardPool._started
+_writer = None  # a worker's ShardWriter, for every shard it writes
+
+
+def _start_worker(started) -> None:
+    """A worker dies of Ctrl-C, as this process's other children do (concurrent.futures would
+    catch the KeyboardInterrupt and go on to the next shard), and with its parent."""
+    global _started, _writer
+    _started, _writer = started, ShardWriter()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    _exit_with_parent()
+
+
+PARENT_CHECK_S = 0.2
+
+
+def _exit_with_parent() -> None:
+    """End this worker soon after its parent dies (this process, or the forkserver, which ends
+    with it), however the parent died (SIGKILL, the OOM killer): an orphan would go on writing
+    a shard nobody will commit. The kernel's parent-death
+    signal would fire when the parent's forking thread ends, not the parent, so a thread of the
+    worker watches for its adoption instead."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
