@@ -27,7 +27,7 @@ from corpus import make_corpus
 from emulator import BUCKET, environment, storage_emulator
 
 from transforms.beam.steps import ROWS_PER_BATCH, _AssignShardFn
-from transforms.image.images import ImageConfig
+from transforms.image.config import ImageConfig
 from transforms.manifest.rows import ManifestRow, ReadConfig, RowBatch
 from transforms.manifest.sources import check_manifests, read_all
 from transforms.plan.dataset import LabelSource, PlanAccumulator, ShardCounts, make_plan

@@ -27,7 +27,8 @@ from corpus import make_corpus
 from dataflow_costs import cpu_us_per
 from PIL import Image
 
-from transforms.image.images import ImageConfig, normalise
+from transforms.image.config import ImageConfig
+from transforms.image.images import normalise
 from transforms.image.jpeg import parse_jpeg
 from transforms.image.pixels import check_jpeg_decodes
 from transforms.manifest.labels import LabelMap

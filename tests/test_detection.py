@@ -7,14 +7,9 @@ import math
 import pytest
 
 from transforms.errors import Reason, RowError
-from transforms.image.detection import (
-    Annotation,
-    Frame,
-    Placement,
-    oriented,
-    placed,
-    row_annotations,
-)
+from transforms.image.detection import Annotation, Frame, row_annotations
+from transforms.image.orientation import oriented
+from transforms.image.placement import Placement, placed
 from transforms.manifest.coco import is_coco_start, read_document
 
 

@@ -9,7 +9,8 @@ from conftest import encode, photo
 from PIL import Image
 
 from transforms.image import fastpath, pixels
-from transforms.image.images import ImageConfig, normalise
+from transforms.image.config import ImageConfig
+from transforms.image.images import normalise
 from transforms.image.jpeg import coefficient_bytes, parse_jpeg
 
 PHOTO = photo("chelsea.png")  # 451x300

@@ -22,7 +22,8 @@ from pipeline.dataset.metadata import INFO_FILE
 from pipeline.dataset.publish import MARKER, marker_bytes
 from pipeline.read.verify import verify
 from transforms.errors import Reason, RowError
-from transforms.image.images import VALIDATE_MODES, ImageConfig, normalise
+from transforms.image.config import VALIDATE_MODES, ImageConfig
+from transforms.image.images import normalise
 from transforms.image.jpeg import blocks, parse_jpeg
 from transforms.image.pixels import peak_bytes
 
@@ -399,7 +400,8 @@ def test_a_huge_rgba_png_under_the_pixel_limit_is_refused_before_it_is_decoded(t
     child = (  # VmHWM: this process's own peak (ru_maxrss would count the parent's at the fork)
         "import sys\n"
         "from transforms.errors import RowError\n"
-        "from transforms.image.images import ImageConfig, normalise\n"
+        "from transforms.image.config import ImageConfig\n"
+        "from transforms.image.images import normalise\n"
         "try:\n"
         "    normalise(open(sys.argv[1], 'rb').read(), ImageConfig())\n"
         "except RowError as error:\n"

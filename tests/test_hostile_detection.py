@@ -15,7 +15,8 @@ from pipeline.read.preview import preview
 from pipeline.read.reader import examples
 from pipeline.runners.convert import run
 from transforms.errors import UserError
-from transforms.image.detection import Annotation, Frame, Placement, placed
+from transforms.image.detection import Annotation, Frame
+from transforms.image.placement import Placement, placed
 from transforms.manifest.rows import ManifestRow, ReadConfig
 from transforms.manifest.sources import describe
 

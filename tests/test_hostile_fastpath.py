@@ -21,7 +21,8 @@ from transforms.tfrecord.proto.example_pb2 import Example
 from pipeline.runners.convert import run
 from transforms.errors import Reason, RowError
 from transforms.image import fastpath, pixels
-from transforms.image.images import ImageConfig, normalise
+from transforms.image.config import ImageConfig
+from transforms.image.images import normalise
 from transforms.image.jpeg import coefficient_bytes, parse_jpeg
 from transforms.tfrecord.records import read_records
 

@@ -9,7 +9,8 @@ from conftest import encode, photo, read_manifest, write_manifest
 from PIL import Image
 
 from transforms.errors import ErrorRow, Reason, RowError, UserError
-from transforms.image.images import ImageConfig, normalise, sniff
+from transforms.image.config import ImageConfig
+from transforms.image.images import normalise, sniff
 from transforms.image.jpeg import parse_jpeg
 from transforms.image.pixels import check_jpeg_decodes
 from transforms.manifest.rows import (

@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from transforms.errors import Reason, RowError, UserError
-from transforms.image.images import ImageConfig
+from transforms.image.config import ImageConfig
 from transforms.manifest.labels import LabelMap, label_map_from_labels, parse_label_map
 from transforms.manifest.rows import ManifestRow, row_position
 from transforms.manifest.splits import assign_split, parse_split_spec

@@ -11,8 +11,9 @@ from PIL import Image
 
 from transforms.errors import Reason, RowError
 from transforms.image import masks
-from transforms.image.detection import Annotation, Frame, Placement, placed, row_annotations
+from transforms.image.detection import Annotation, Frame, row_annotations
 from transforms.image.pixels import mask_png
+from transforms.image.placement import Placement, placed
 from transforms.manifest.coco import read_document
 from transforms.tfrecord.examples import feature_spec, object_features
 

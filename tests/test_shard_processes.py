@@ -12,7 +12,7 @@ import pytest
 from conftest import make_images, read_manifest, write_manifest
 
 from transforms.errors import FaultError, Reason
-from transforms.image.images import ImageConfig
+from transforms.image.config import ImageConfig
 from transforms.manifest.labels import LabelMap
 from transforms.manifest.rows import ReadConfig
 from transforms.plan.dataset import DatasetPlan

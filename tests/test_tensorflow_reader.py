@@ -10,7 +10,7 @@ import tensorflow as tf
 from conftest import make_images, write_manifest
 from PIL import Image
 
-from transforms.image.images import StoredImage
+from transforms.image.config import StoredImage
 from transforms.tfrecord.examples import build_example, label_features
 from transforms.tfrecord.records import frame
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from pipeline.config.presets import PRESETS
-from transforms.image.images import ENCODINGS, RESAMPLE_FILTERS, VALIDATE_MODES
+from transforms.image.config import ENCODINGS, RESAMPLE_FILTERS, VALIDATE_MODES
 from transforms.manifest.rows import FEATURE_TYPES
 
 

@@ -10,7 +10,7 @@ from pipeline.dataset.publish import Target
 from pipeline.runners.choice import resolve
 from pipeline.version import __version__
 from transforms.errors import UserError
-from transforms.image.images import VALIDATE_MODES, ImageConfig
+from transforms.image.config import VALIDATE_MODES, ImageConfig
 from transforms.manifest.labels import CONTROL, LabelMap, parse_label_map
 from transforms.manifest.rows import FEATURE_TYPES, ReadConfig
 from transforms.manifest.sources import ManifestFile, check_manifests, detection_config

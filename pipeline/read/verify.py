@@ -20,7 +20,8 @@ from pipeline.dataset.metadata import INFO_FILE, DatasetInfo, ErrorFileInfo, Sha
 from pipeline.dataset.publish import DatasetError, resolve
 from pipeline.dataset.tfds_metadata import tfds_files
 from transforms.errors import RowError
-from transforms.image.images import DECODER_ERRORS, ImageConfig, check_jpeg, sniff
+from transforms.image.config import DECODER_ERRORS, ImageConfig
+from transforms.image.images import check_jpeg, sniff
 from transforms.storage import fileio
 from transforms.tfrecord.examples import RAW_KEY
 from transforms.tfrecord.records import RecordError, crc32c_of, read_records, shard_payload

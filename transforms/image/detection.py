@@ -1,4 +1,4 @@
-"""Object-detection annotations: parsed from a manifest row, and placed on the stored image.
+"""Object-detection annotations as a manifest row gives them, parsed and checked.
 
 An annotation is a box and a label (with COCO's `is_crowd` and `area`). Its coordinates are in
 one of four forms a row names explicitly (`box_format`), never guessed from their magnitude:
@@ -6,19 +6,12 @@ one of four forms a row names explicitly (`box_format`), never guessed from thei
 Pascal VOC), and both again as fractions of the image's width and height (`xywh_normalized`,
 `xyxy_normalized`).
 
-Boxes are drawn on the file's own pixel grid: the grid its bytes store, before any EXIF
-rotation, which is what COCO's `width` and `height` describe and what `tf.io.decode_jpeg` gives
-for a JPEG stored as it is. A row may say which size that grid was (`width`, `height`): when
-the file is that size, the boxes are on its grid; when it carries an EXIF rotation that swaps
-its sides and is that size upright, the boxes were drawn on the upright image; any other size
-is a `bad_annotation`. The records hold boxes normalised to the image as STORED: resizing keeps
-them, and when the converter turns the pixels upright (every image it decodes) the boxes turn
-with them (`placed`).
+A row may also say the size of the image its boxes were drawn on (`width`, `height`): the
+file's own pixel grid, or the upright image when the file carries an EXIF rotation
+(`placement.py` tells the two apart, and places the boxes on the image as stored).
 """
 
 import math
-import struct
-from collections.abc import Iterable
 from typing import NamedTuple
 
 from transforms.errors import RowError, shown
@@ -27,22 +20,6 @@ from transforms.image import masks
 
 BOX_FORMATS = ("xywh", "xyxy", "xywh_normalized", "xyxy_normalized")
 _NUMBER = (int, float)
-# EXIF orientation → how it maps a point (u, v) of the file's grid, normalised, onto the
-# upright image: (swap u and v, then u → 1 - u, then v → 1 - v). As Pillow's exif_transpose
-# turns the pixels: 6 is ROTATE_270 (a quarter turn clockwise), 8 is ROTATE_90.
-_ORIENTATIONS = {
-    1: (False, False, False),
-    2: (False, True, False),
-    3: (False, True, True),
-    4: (False, False, True),
-    5: (True, False, False),
-    6: (True, True, False),
-    7: (True, True, True),
-    8: (True, False, True),
-}
-ORIENTATIONS = frozenset(_ORIENTATIONS)
-_INVERSE = {6: 8, 8: 6}  # every other orientation undoes itself
-TRANSPOSING = frozenset({5, 6, 7, 8})  # orientations that swap width and height
 
 
 class Frame(NamedTuple):
@@ -66,36 +43,6 @@ class Annotation(NamedTuple):
     frame: Frame = Frame(normalized=True)
     text: str = ""  # the label's name, when the label is an id (a COCO category's); else ""
     segmentation: masks.Segmentation | None = None  # with --masks, in the box's frame
-
-
-class PlacedObject(NamedTuple):
-    """An object as its record stores it: a box normalised to the stored image, clipped."""
-
-    label: str
-    text: str  # the label's name (the label itself, unless it is a COCO category's id)
-    xmin: float
-    ymin: float
-    xmax: float
-    ymax: float
-    is_crowd: bool
-    area: float  # in pixels of the stored image
-    mask: bytes = b""  # with --masks: a PNG of the stored image's size (masks.placed_mask)
-
-
-class Placement(NamedTuple):
-    """How a file's pixels became the stored image: what its boxes must follow."""
-
-    source_width: int  # the file's own pixel grid
-    source_height: int
-    orientation: int  # the file's EXIF orientation (1: none)
-    applied: int  # the orientation the stored pixels were turned by: `orientation` or 1
-    width: int  # the stored image
-    height: int
-
-
-def _as_stored(value: float) -> float:
-    """A coordinate as the record stores it: float32, which tells fewer boxes apart."""
-    return struct.unpack("<f", struct.pack("<f", value))[0]
 
 
 def _finite(value: object, what: str) -> float:
@@ -202,81 +149,3 @@ def row_annotations(fields: dict, label_of, with_masks: bool = False) -> tuple[A
         annotation(item, index, box_format, frame, label_of, with_masks)
         for index, item in enumerate(objects)
     )
-
-
-def oriented(box: tuple[float, float, float, float], orientation: int) -> tuple:
-    """A normalised (xmin, ymin, xmax, ymax) box as `orientation` turns its image."""
-    xmin, ymin, xmax, ymax = box
-    swap, flip_x, flip_y = _ORIENTATIONS[orientation]
-    if swap:
-        xmin, ymin, xmax, ymax = ymin, xmin, ymax, xmax
-    if flip_x:
-        xmin, xmax = 1 - xmax, 1 - xmin
-    if flip_y:
-        ymin, ymax = 1 - ymax, 1 - ymin
-    return xmin, ymin, xmax, ymax
-
-
-def drawn_upright(frame: Frame, placement: Placement) -> bool:
-    """Whether the boxes were drawn on the upright image rather than the file's grid (told by
-    the size the row gives); a size that is neither is a `bad_annotation`."""
-    if frame.width is None:
-        return False
-    given = (frame.width, frame.height)
-    grid = (placement.source_width, placement.source_height)
-    if given == grid:
-        return False
-    if placement.orientation in TRANSPOSING and given == grid[::-1]:
-        return True
-    raise bad(
-        f"the boxes are for a {frame.width}x{frame.height} image; the file is {grid[0]}x{grid[1]}"
-    )
-
-
-def annotated_grid(frame: Frame, placement: Placement) -> tuple[int, int, int]:
-    """The grid a row's objects were drawn on (width, height), and the orientation that turns
-    it as the stored pixels were turned."""
-    width, height = placement.source_width, placement.source_height
-    if not drawn_upright(frame, placement):
-        return width, height, placement.applied
-    if placement.applied != 1:
-        return height, width, 1
-    return height, width, _INVERSE.get(placement.orientation, placement.orientation)
-
-
-def placed(
-    annotations: Iterable[Annotation], placement: Placement
-) -> tuple[tuple[PlacedObject, ...], int]:
-    """The objects as the stored image has them, and how many were dropped: each box
-    normalised, clipped to the image, turned as its pixels were (and its mask, if it has
-    one, drawn, turned and resized with them); one left with no area (outside the image, or
-    of no width or height once stored as float32) is dropped."""
-    kept, dropped = [], 0
-    stored_pixels = placement.width * placement.height
-    for item in annotations:
-        width, height, turn = annotated_grid(item.frame, placement)
-        if item.frame.normalized:
-            box = (item.xmin, item.ymin, item.xmax, item.ymax)
-        else:
-            box = (item.xmin / width, item.ymin / height, item.xmax / width, item.ymax / height)
-        box = tuple(min(1.0, max(0.0, value)) for value in box)
-        box = oriented(box, turn)
-        xmin, ymin, xmax, ymax = box
-        left, top, right, bottom = map(_as_stored, box)  # narrower than float32 tells: none
-        if right <= left or bottom <= top:
-            dropped += 1
-            continue
-        if item.area is None:
-            area = (xmax - xmin) * (ymax - ymin) * stored_pixels
-        else:
-            area = item.area * stored_pixels / (width * height)
-        mask = b""
-        if item.segmentation is not None:
-            grid, stored = (width, height), (placement.width, placement.height)
-            normalized = item.frame.normalized
-            mask = masks.placed_mask(item.segmentation, normalized, grid, turn, stored)
-        text = item.text or item.label
-        kept.append(
-            PlacedObject(item.label, text, xmin, ymin, xmax, ymax, item.is_crowd, area, mask)
-        )
-    return tuple(kept), dropped

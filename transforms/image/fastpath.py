@@ -16,15 +16,15 @@ import numpy as np
 import pyvips
 import simplejpeg
 
-from transforms.image.images import (
+from transforms.image.config import (
     ImageConfig,
     StoredImage,
     check_decode_bytes,
-    is_upright,
     scale_for,
     scaled_size,
 )
 from transforms.image.jpeg import HUFFMAN_8BIT, JpegInfo
+from transforms.image.orientation import is_upright
 
 # The converter runs its own threads (one image each): libvips' pool would only contend, and
 # its operation cache would keep images the converter has finished with.

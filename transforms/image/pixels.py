@@ -11,8 +11,7 @@ import warnings
 from PIL import Image
 
 from transforms.errors import Reason, RowError
-from transforms.image.detection import ORIENTATIONS
-from transforms.image.images import (
+from transforms.image.config import (
     DECODER_ERRORS,
     ImageConfig,
     StoredImage,
@@ -22,6 +21,7 @@ from transforms.image.images import (
     scaled_size,
 )
 from transforms.image.jpeg import JpegInfo, padded
+from transforms.image.orientation import ORIENTATIONS
 
 _WIDE_INTEGER = ("I;16", "I;16B", "I;16L", "I")  # scaled to 8 bits through a 32-bit copy
 # How exif_transpose turns an image for each EXIF orientation (1: not at all).

@@ -4,7 +4,7 @@
 A row's key is its image's `id` as text, which is what COCO evaluation and the TPU detection
 readers take `image/source_id` to be (the Model Garden parses it as an integer), and stays the
 same from run to run. An annotation's `bbox` is [x, y, width, height] in pixels of the image's
-grid, which the image's `width` and `height` describe (transforms/image/detection.py); its
+grid, which the image's `width` and `height` describe (transforms/image/placement.py); its
 `category_id` is its label, kept as the integer it is (COCO's ids run 1-90 with gaps, and
 models are configured for them), its category's `name` the label's text. An image no
 annotation names is a negative: a row with no objects. An annotation's `segmentation` (its

@@ -103,7 +103,7 @@ def label_features(label_ids: tuple[int, ...], texts: tuple[str, ...], multi: bo
 
 
 def object_features(objects, label_ids: tuple[int, ...], masks: bool = False) -> dict:
-    """A detection record's object lists, from its placed objects (transforms/image/detection.py
+    """A detection record's object lists, from its placed objects (transforms/image/placement.py
     `PlacedObject`) and their label ids, in the objects' order (an image without any: empty
     lists, a negative); `masks`: their masks' PNGs too."""
     columns = (

@@ -25,7 +25,8 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import NamedTuple
 
 from transforms.errors import ErrorRow, FaultError
-from transforms.image.images import ImageConfig, decodes_every_image, pixels
+from transforms.image.config import ImageConfig
+from transforms.image.images import decodes_every_image, pixels
 from transforms.manifest.labels import LabelMap
 from transforms.manifest.rows import ManifestRow
 from transforms.plan.dataset import DatasetPlan

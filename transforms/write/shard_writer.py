@@ -16,8 +16,9 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import NamedTuple
 
 from transforms.errors import ErrorRow, Reason, RowError
-from transforms.image.detection import Placement, placed
-from transforms.image.images import ImageConfig, StoredImage, decodes_every_image, normalise
+from transforms.image.config import ImageConfig, StoredImage
+from transforms.image.images import decodes_every_image, normalise
+from transforms.image.placement import Placement, placed
 from transforms.manifest.labels import LabelMap
 from transforms.manifest.rows import ManifestRow, error_row, row_labels
 from transforms.plan.refresh import PastRecord, fingerprint, rows_line, shifted_index

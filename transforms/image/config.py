@@ -1,0 +1,95 @@
+"""The image options (`ImageConfig`), the stored image (`StoredImage`), and what both image
+paths, libjpeg-turbo's (`fastpath.py`) and Pillow's (`pixels.py`), measure against them: the
+size a resize asks for, and the pixel and memory limits checked before anything is decoded.
+
+Apart from `images.py`, which decides the path and imports each one only when it is taken, so
+that neither imports the other or the module that chooses between them.
+"""
+
+import struct
+from typing import NamedTuple
+
+from transforms.errors import Reason, RowError
+
+DEFAULT_MAX_PIXELS = 178_956_970  # Pillow's own decompression-bomb error threshold
+# Every scan is a pass over its blocks, and a crafted JPEG can hold thousands of near-empty
+# ones. Real encoders write 1-4 scans sequential, 10 progressive (libjpeg; 6 for grayscale);
+# mozjpeg picks its scans from a script of 64.
+DEFAULT_MAX_SCANS = 100
+# Memory one image may hold while it is decoded and converted (see pixels.peak_bytes): a
+# 50-megapixel RGB photo needs a quarter of it, a 13000x13000 RGBA PNG nearly twice as much.
+DEFAULT_MAX_DECODE_BYTES = 1 << 30
+DEFAULT_JPEG_QUALITY = 95
+VALIDATE_MODES = ("structural", "full")
+ENCODINGS = ("jpeg", "raw")
+RESAMPLE_FILTERS = ("nearest", "box", "bilinear", "hamming", "bicubic", "lanczos")  # Pillow's
+# What Pillow's plugins raise on malformed data (OSError "truncated", SyntaxError "not a PNG",
+# struct.error and IndexError from short headers, EOFError from frame seeking, ...).
+DECODER_ERRORS = (
+    OSError, SyntaxError, ValueError, struct.error, IndexError, EOFError, TypeError,
+    ZeroDivisionError,
+)  # fmt: skip
+
+
+class ImageConfig(NamedTuple):
+    validate: str = "structural"
+    channels: int = 3
+    jpeg_quality: int = DEFAULT_JPEG_QUALITY
+    max_pixels: int = DEFAULT_MAX_PIXELS
+    max_scans: int = DEFAULT_MAX_SCANS
+    max_decode_bytes: int = DEFAULT_MAX_DECODE_BYTES
+    max_side: int | None = None
+    resize_short_side: int | None = None
+    resample: str = "bicubic"
+    exif_transpose: bool = False
+    background: tuple[int, int, int] = (255, 255, 255)
+    encoding: str = "jpeg"
+
+
+class StoredImage(NamedTuple):
+    """The bytes that go into the record, described truthfully, and what they were made from:
+    the file's own pixel grid and how it was turned (object boxes follow it:
+    transforms/image/placement.py)."""
+
+    data: bytes
+    format: str  # "JPEG" or "RAW" (uint8, height x width x channels, row-major)
+    height: int
+    width: int
+    channels: int
+    source_width: int = 0  # the file's pixel grid, before any rotation or resize
+    source_height: int = 0
+    orientation: int = 1  # the file's EXIF orientation (1: none, or not one of the 8)
+    applied: int = 1  # the orientation the stored pixels were turned by: `orientation` or 1
+
+
+def scale_for(width: int, height: int, config: ImageConfig) -> float:
+    """The downscale factor the resize options ask for; 1.0 means keep (never upscale)."""
+    scale = 1.0
+    if config.resize_short_side:
+        scale = min(scale, config.resize_short_side / min(width, height))
+    if config.max_side:
+        scale = min(scale, config.max_side / max(width, height))
+    return scale
+
+
+def scaled_size(width: int, height: int, scale: float) -> tuple[int, int]:
+    """A `width` x `height` image's size once downscaled by `scale` (at most 1), at least 1x1."""
+    return max(1, round(width * scale)), max(1, round(height * scale))
+
+
+def check_pixels(width: int, height: int, config: ImageConfig) -> None:
+    if width * height > config.max_pixels:
+        raise RowError(
+            Reason.IMAGE_TOO_LARGE,
+            f"{width}x{height} is over the limit of {config.max_pixels:,} pixels",
+        )
+
+
+def check_decode_bytes(width: int, height: int, needed: int, config: ImageConfig) -> None:
+    """Refuse, before decoding, an image whose decode would hold more memory than allowed."""
+    if needed > config.max_decode_bytes:
+        raise RowError(
+            Reason.IMAGE_TOO_LARGE,
+            f"{width}x{height} needs {needed / 2**20:,.0f} MB to decode, over the limit of "
+            f"{config.max_decode_bytes / 2**20:,.0f} MB",
+        )
