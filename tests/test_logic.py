@@ -16,12 +16,11 @@ from transforms.plan.dataset import (
     LabelSource,
     PlanAccumulator,
     ShardCounts,
-    all_shards,
-    group_by_shard,
     make_plan,
     parse_shard_counts,
 )
 from transforms.plan.dedup import keep_first
+from transforms.plan.grouping import all_shards, group_by_shard
 from transforms.plan.sharding import (
     MAX_PIECES,
     ShardId,

@@ -27,8 +27,9 @@ from transforms.errors import ErrorRow
 from transforms.manifest.labels import LabelMap
 from transforms.manifest.rows import DroppedNegative, ManifestRow, ReadConfig, SkippedFile
 from transforms.manifest.sources import ManifestFile, read_all
-from transforms.plan.dataset import PlanAccumulator, all_shards, decide_plan, group_by_shard
+from transforms.plan.dataset import PlanAccumulator, decide_plan
 from transforms.plan.dedup import content_digest, keep_first
+from transforms.plan.grouping import all_shards, group_by_shard
 from transforms.plan.refresh import classify
 from transforms.storage import fileio
 from transforms.write import error_files

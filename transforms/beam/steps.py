@@ -35,11 +35,10 @@ from transforms.plan.dataset import (
     LabelSource,
     PlanAccumulator,
     ShardCounts,
-    all_shards,
     decide_plan,
-    group_by_shard,
 )
 from transforms.plan.dedup import content_digest, keep_first
+from transforms.plan.grouping import all_shards, group_by_shard
 from transforms.plan.sharding import Piece, ShardId, piece_of
 from transforms.write.error_files import (
     ErrorCounts,

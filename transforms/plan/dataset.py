@@ -8,19 +8,17 @@ same on every run.
 
 import heapq
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from typing import NamedTuple
 
-from transforms.errors import ErrorRow, Reason, RowError, UserError, shown
+from transforms.errors import UserError
 from transforms.manifest.labels import LabelMap, inherited_label_map, label_map_from_labels
-from transforms.manifest.rows import ManifestRow, error_row, manifest_number, row_labels
+from transforms.manifest.rows import ManifestRow, manifest_number, row_labels
 from transforms.plan.sharding import (
     MAX_SHARDS,
     SHARD_SALT,
-    ShardId,
     key_hash,
     pieces_for,
-    shard_for,
     shards_for_bytes,
 )
 from transforms.progress import write_total
@@ -225,45 +223,3 @@ def decide_plan(
     write_total(progress_dir, sum(rows for _, rows in stats.rows))
     plan = make_plan(stats, label_source, counts, target_shard_mb, size_of)
     return plan._replace(detection=detection)
-
-
-def group_by_shard(
-    rows: Iterable[ManifestRow], plan: DatasetPlan
-) -> tuple[dict[ShardId, list[ManifestRow]], list[ErrorRow]]:
-    """Rows by the shard they go to, and as errors the rows whose label has no id, or names a
-    label id otherwise than the first manifest naming it does."""
-    by_shard: dict[ShardId, list[ManifestRow]] = {}
-    errors = []
-    shard_counts = dict(plan.shards)
-    names = dict(plan.label_names)
-    for row in rows:
-        try:
-            for label in row_labels(row):
-                plan.labels.id_of(label)
-            if row.objects and names:
-                check_names(row, names)
-        except RowError as error:
-            errors.append(error_row(row, error.reason, error.message))
-            continue
-        shard = shard_for(row.key, row.split, shard_counts[row.split])
-        by_shard.setdefault(shard, []).append(row)
-    return by_shard, errors
-
-
-def check_names(row: ManifestRow, names: dict[str, tuple[int, str]]) -> None:
-    """Raise a bad_annotation RowError when the row names one of its objects' label ids
-    otherwise than the first manifest that names it (two COCO files, one category id)."""
-    for obj in row.objects:
-        if obj.text and (first := names.get(obj.label)) and first[1] != obj.text:
-            raise RowError(
-                Reason.BAD_ANNOTATION,
-                f"category {obj.label} is {shown(obj.text)} here, {shown(first[1])} in manifest "
-                f"{first[0] + 1} of --manifest: one id, one name",
-            )
-
-
-def all_shards(plan: DatasetPlan) -> Iterator[ShardId]:
-    """Every planned shard, so that one that gets no rows is still written (empty)."""
-    for split, count in plan.shards:
-        for index in range(count):
-            yield ShardId(split, index, count)
