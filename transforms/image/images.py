@@ -7,7 +7,8 @@ coefficient of every component, so corrupt data is found at a fraction of the co
 else Pillow reads (PNG 8/16-bit, palette, alpha; GIF's first frame; BMP; TIFF; WebP; CMYK, YCCK
 or grayscale JPEG) is decoded, EXIF-rotated, flattened onto the background if it has alpha,
 resized if asked, and stored as JPEG or raw pixels, by `pixels.py` (Pillow), which is imported
-only when an image is decoded.
+only when an image is decoded. Both decode paths take their options and limits from
+`config.py`; this module alone chooses between them.
 """
 
 from transforms.errors import Reason, RowError
