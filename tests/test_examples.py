@@ -5,10 +5,10 @@ import math
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from transforms.tfrecord.proto.example_pb2 import Example
 
 from transforms.image.images import StoredImage
 from transforms.tfrecord.examples import Values, build_example, encode_example, label_features
+from transforms.tfrecord.proto.example_pb2 import Example
 
 INT64 = st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1)
 FLOAT32 = st.floats(allow_nan=False, width=32)

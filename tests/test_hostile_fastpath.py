@@ -16,13 +16,13 @@ import pytest
 import simplejpeg
 from conftest import REPOSITORY, encode, photo, write_manifest
 from PIL import Image, ImageOps
-from transforms.tfrecord.proto.example_pb2 import Example
 
 from pipeline.runners.convert import run
 from transforms.errors import Reason, RowError
 from transforms.image import fastpath, pixels
 from transforms.image.images import ImageConfig, normalise
 from transforms.image.jpeg import coefficient_bytes, parse_jpeg
+from transforms.tfrecord.proto.example_pb2 import Example
 from transforms.tfrecord.records import read_records
 
 ASTRONAUT = photo("astronaut.png")  # fine detail: misplaced pixels show
