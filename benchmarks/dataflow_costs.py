@@ -27,13 +27,14 @@ from corpus import make_corpus
 from emulator import BUCKET, environment, storage_emulator
 
 from transforms.beam.steps import ROWS_PER_BATCH, _AssignShardFn
+from transforms.image.files import stored_size
 from transforms.image.images import ImageConfig
 from transforms.manifest.rows import ManifestRow, ReadConfig, RowBatch
 from transforms.manifest.sources import check_manifests, read_all
 from transforms.plan.dataset import LabelSource, PlanAccumulator, ShardCounts, make_plan
 from transforms.plan.sharding import DEFAULT_TARGET_SHARD_MB, ShardId
 from transforms.storage import fileio, gcs
-from transforms.write.shard_writer import WriteConfig, stored_size, write_shard
+from transforms.write.shard_writer import WriteConfig, write_shard
 
 HERE = Path(__file__).resolve().parent
 WRITTEN_IMAGES = 400  # images the writer is timed on, each way

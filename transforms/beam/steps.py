@@ -28,6 +28,7 @@ from apache_beam.transforms.core import RestrictionProvider
 
 from transforms.beam.coders import RowBatchCoder
 from transforms.errors import ErrorRow
+from transforms.image.files import stored_size
 from transforms.manifest.rows import DroppedNegative, ManifestRow, ReadConfig, RowBatch
 from transforms.manifest.sources import ManifestFile, read_coco, read_piece
 from transforms.manifest.trees import TREE_DEPTH, TreeFolder, list_folder, tree_root
@@ -49,8 +50,9 @@ from transforms.write.error_files import (
     file_of,
     write_error_file,
 )
+from transforms.write.shard_pieces import join_staged
 from transforms.write.shard_processes import ShardWriter, shard_task
-from transforms.write.shard_writer import ShardResult, WriteConfig, join_staged, stored_size
+from transforms.write.shard_writer import ShardResult, WriteConfig
 
 NAMESPACE = "tfrecord_pipeline"
 # Rows per element between steps: large enough that Beam's per-element cost vanishes, small
@@ -374,7 +376,7 @@ def _shard_outputs(written: Iterable[ErrorRow | ShardResult]):
 def _join_pieces(keyed_pieces, config: WriteConfig) -> ShardResult:
     _, pieces = keyed_pieces
     return join_staged(
-        sorted(pieces, key=lambda part: part.piece.index), config.output, config.compress
+        sorted(pieces, key=lambda part: part.piece.index), config.staging, config.compress
     )
 
 
