@@ -1,7 +1,7 @@
 """What a conversion needs on Dataflow, estimated from costs measured here, stage by stage:
 `python benchmarks/dataflow_costs.py [N]` (N rows of the benchmark corpus, 20,000 by default).
 
-Each Beam step's work is measured by calling the functions it wraps (transforms/beam/steps.py) on
+Each Beam step's work is measured by calling the functions it wraps (transforms/beam/) on
 the corpus, in one thread of this process, as CPU time (time.process_time): the manifest read,
 the plan's accounting, the shard assignment, and the shard writer per image, pass-through and
 re-encoding; and this process's CPU for one image read from Cloud Storage (its one request, to
@@ -26,14 +26,16 @@ import apache_beam as beam
 from corpus import make_corpus
 from emulator import BUCKET, environment, storage_emulator
 
-from transforms.beam.steps import ROWS_PER_BATCH, _AssignShardFn
+from transforms.beam.plan import _AssignShardFn
+from transforms.beam.steps import ROWS_PER_BATCH
 from transforms.image.config import ImageConfig
+from transforms.image.files import stored_size
 from transforms.manifest.rows import ManifestRow, ReadConfig, RowBatch
 from transforms.manifest.sources import check_manifests, read_all
 from transforms.plan.dataset import LabelSource, PlanAccumulator, ShardCounts, make_plan
 from transforms.plan.sharding import DEFAULT_TARGET_SHARD_MB, ShardId
 from transforms.storage import fileio, gcs
-from transforms.write.shard_writer import WriteConfig, stored_size, write_shard
+from transforms.write.shard_writer import WriteConfig, write_shard
 
 HERE = Path(__file__).resolve().parent
 WRITTEN_IMAGES = 400  # images the writer is timed on, each way

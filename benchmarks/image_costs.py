@@ -28,6 +28,7 @@ from dataflow_costs import cpu_us_per
 from PIL import Image
 
 from transforms.image.config import ImageConfig
+from transforms.image.files import read_image
 from transforms.image.images import normalise
 from transforms.image.jpeg import parse_jpeg
 from transforms.image.pixels import check_jpeg_decodes
@@ -37,7 +38,7 @@ from transforms.manifest.sources import check_manifests, read_all
 from transforms.plan.sharding import ShardId
 from transforms.tfrecord.examples import build_example, encode_example
 from transforms.tfrecord.records import ShardFileWriter
-from transforms.write.shard_writer import WriteConfig, read_image, write_shard
+from transforms.write.shard_writer import WriteConfig, write_shard
 
 HERE = Path(__file__).resolve().parent
 ROUNDS = 5

@@ -57,7 +57,7 @@ def read_step(manifest: str, rows: int) -> None:
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from transforms.beam.steps import ReadManifests
+    from transforms.beam.manifests import ReadManifests
     from transforms.manifest.rows import ReadConfig
     from transforms.manifest.sources import check_manifests
 

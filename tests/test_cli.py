@@ -12,7 +12,7 @@ from pipeline.cli.main import main
 from pipeline.config.flags import FLAGS, help_text, synopsis
 from pipeline.config.options import option_defaults
 from pipeline.runners.choice import local_processes
-from transforms.write.shard_writer import available_cores
+from transforms.write.threads import available_cores
 
 ROOT = Path(__file__).resolve().parents[1]
 

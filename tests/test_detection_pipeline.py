@@ -16,7 +16,7 @@ from conftest import BEAM, convert_into, error_rows, version_files, write_manife
 from detection_data import NEGATIVES, expected_objects, make_coco
 
 from pipeline.read.load import parsing_spec
-from transforms.beam.steps import ReadManifests
+from transforms.beam.manifests import ReadManifests
 from transforms.manifest.labels import label_map_from_labels
 from transforms.manifest.rows import ReadConfig, row_labels
 from transforms.manifest.sources import check_manifests, detection_config, read_all

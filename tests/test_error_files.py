@@ -21,7 +21,7 @@ from pipeline.dataset.commit import read_info, staged_files
 from pipeline.dataset.metadata import INFO_FILE, build_info
 from pipeline.read.verify import verify
 from pipeline.runners.beam_pipeline import build_pipeline
-from transforms.beam.steps import WriteErrors, _CountErrorsFn
+from transforms.beam.error_files import WriteErrors, _CountErrorsFn
 from transforms.errors import ErrorRow, Reason
 from transforms.manifest.labels import LabelMap
 from transforms.plan.dataset import DatasetPlan

@@ -17,7 +17,7 @@ from pipeline.dataset.commit import read_info
 from pipeline.dataset.publish import MARKER, POINTER, STAGING, VERSIONS, resolve
 from pipeline.read.verify import verify
 from pipeline.runners.convert import run
-from transforms.beam.steps import ReadManifests
+from transforms.beam.manifests import ReadManifests
 from transforms.manifest.rows import ReadConfig
 from transforms.manifest.sources import check_manifests, read_all
 from transforms.storage import fileio

@@ -30,12 +30,8 @@ from transforms.plan.sharding import (
     shard_for,
 )
 from transforms.tfrecord.records import ShardFileWriter, frame, masked_crc32c
-from transforms.write.shard_writer import (
-    REMOTE_THREADS_PER_CORE,
-    WriteConfig,
-    process_cores,
-    writer_threads,
-)
+from transforms.write.shard_writer import WriteConfig
+from transforms.write.threads import REMOTE_THREADS_PER_CORE, process_cores, writer_threads
 
 
 def test_split_assignment_is_stable_and_follows_fractions():

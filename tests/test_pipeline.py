@@ -21,7 +21,9 @@ from pipeline.dataset.metadata import INFO_FILE
 from pipeline.dataset.publish import LOCK, MARKER, POINTER, STAGING, VERSIONS
 from pipeline.read.verify import verify
 from pipeline.runners.convert import run
-from transforms.beam.steps import AssignShards, ReadManifests, WriteShards
+from transforms.beam.manifests import ReadManifests
+from transforms.beam.plan import AssignShards
+from transforms.beam.shards import WriteShards
 from transforms.errors import ErrorRow
 from transforms.manifest.labels import LabelMap
 from transforms.manifest.rows import QUOTED_NEWLINE, ManifestRow, ReadConfig, RowBatch, row_position
@@ -382,7 +384,7 @@ def test_the_cli_reads_hostile_manifest_lines_alike_in_pieces_and_whole(tmp_path
     hostile = [b'"images/x.jpg","two', b'lines"', b"images/\xff.jpg,cat", b"", b"a,b,c"]
     manifest = tmp_path / "m.csv"
     manifest.write_bytes(body.encode() + b"\r\n".join(hostile) + b"\r\nimages/last.jpg,cat")
-    monkeypatch.setattr("transforms.beam.steps.PIECE_BYTES", 16)
+    monkeypatch.setattr("transforms.beam.manifests.PIECE_BYTES", 16)
     for name, runner in (("local", []), ("beam", BEAM)):
         argv = ["convert", "--manifest", str(manifest), "--output", str(tmp_path / name),
                 "--max_error_rate", "1", "--no_progress", *runner]  # fmt: skip

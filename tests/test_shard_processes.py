@@ -11,7 +11,7 @@ import threading
 import pytest
 from conftest import make_images, read_manifest, write_manifest
 
-from transforms.errors import FaultError, Reason
+from transforms.errors import ErrorRow, FaultError, Reason
 from transforms.image.config import ImageConfig
 from transforms.manifest.labels import LabelMap
 from transforms.manifest.rows import ReadConfig
@@ -26,13 +26,8 @@ from transforms.write.shard_processes import (
     shard_task,
     writers_at_once,
 )
-from transforms.write.shard_writer import (
-    REMOTE_THREADS_PER_CORE,
-    ErrorRow,
-    ShardResult,
-    WriteConfig,
-    available_cores,
-)
+from transforms.write.shard_writer import ShardResult, WriteConfig
+from transforms.write.threads import REMOTE_THREADS_PER_CORE, available_cores
 
 RESIZE = ImageConfig(resize_short_side=32)  # decodes every image: threads matter here
 
@@ -177,12 +172,12 @@ def test_shard_tasks_share_the_cores_and_remote_work_stays_here(rows):
     local = WriteConfig("out", RESIZE, processes=3)
     assert writers_at_once(local, rows, plan) == 3
     assert writers_at_once(local._replace(processes=8), rows, plan) == 4  # never more than shards
-    assert writers_at_once(local._replace(output="gs://bucket/out"), rows, plan) == 1
+    assert writers_at_once(local._replace(staging="gs://bucket/out"), rows, plan) == 1
     cores = available_cores()
     assert shard_task(ShardId("train", 0, 4), rows, plan, local).threads == cores
-    assert shard_task(ShardId("train", 0, 4), rows, plan, local, writers=cores).threads == 1
+    assert shard_task(ShardId("train", 0, 4), rows, plan, local, writer_count=cores).threads == 1
     remote = [rows[0]._replace(image="gs://bucket/a.jpg")]
-    threads = shard_task(ShardId("train", 0, 4), remote, plan, local, writers=cores).threads
+    threads = shard_task(ShardId("train", 0, 4), remote, plan, local, writer_count=cores).threads
     assert threads == REMOTE_THREADS_PER_CORE
 
 

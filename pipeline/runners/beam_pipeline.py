@@ -3,8 +3,8 @@
 manifests → rows → plan → rows keyed by shard → GroupByKey → shard writers → commit; only
 manifest rows cross the shuffle. Error rows from every step are counted by a combiner and
 written as errors files, grouped by file; the commit step is given the shards' and files'
-results and the counts, never a row. Each step is a thin wrapper (transforms/beam/steps.py) over the
-same functions the Beam-free local runner (pipeline/runners/local.py) calls.
+results and the counts, never a row. Each step is a thin wrapper (transforms/beam/) over the same
+functions the Beam-free local runner (pipeline/runners/local.py) calls.
 """
 
 import apache_beam as beam
@@ -18,14 +18,10 @@ from pipeline.dataset.publish import Target
 from pipeline.runners import refresh
 from pipeline.runners.choice import describe
 from pipeline.runners.refresh import assemble
-from transforms.beam.steps import (
-    AssignShards,
-    DropDuplicateContent,
-    PlanDataset,
-    ReadManifests,
-    WriteErrors,
-    WriteShards,
-)
+from transforms.beam.error_files import WriteErrors
+from transforms.beam.manifests import ReadManifests
+from transforms.beam.plan import AssignShards, DropDuplicateContent, PlanDataset
+from transforms.beam.shards import WriteShards
 from transforms.write import error_files
 
 

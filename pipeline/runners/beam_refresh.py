@@ -18,7 +18,8 @@ from transforms.beam.steps import ROWS_PER_BATCH
 from transforms.manifest.rows import RowBatch
 from transforms.plan.refresh import Reuse, read_rows, row_fingerprint, stays
 from transforms.storage import fileio
-from transforms.write.shard_writer import REMOTE_THREADS_PER_CORE, ShardResult
+from transforms.write.shard_writer import ShardResult
+from transforms.write.threads import REMOTE_THREADS_PER_CORE
 
 
 class _FingerprintFn(beam.DoFn):

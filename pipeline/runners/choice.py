@@ -22,7 +22,7 @@ import sys
 from typing import NamedTuple
 
 from transforms.errors import UserError
-from transforms.write.shard_writer import available_cores
+from transforms.write.threads import available_cores
 
 
 class Runner(NamedTuple):

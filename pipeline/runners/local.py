@@ -3,7 +3,7 @@
 On one machine Beam buys nothing a conversion needs (there is no shuffle to distribute, and the
 write step spreads shards over processes itself) and costs seconds before the first
 image: its import, then translating the graph and coding every row between steps. So a
-conversion given no Beam flags calls the functions the Beam steps wrap (transforms/beam/steps.py),
+conversion given no Beam flags calls the functions the Beam steps wrap (transforms/beam/),
 in the same order, and writes the same bytes; any Beam flag (`--runner DirectRunner`,
 `--runner DataflowRunner`, ...) runs the Beam pipeline instead (pipeline/runners/beam_pipeline.py).
 
@@ -24,6 +24,7 @@ from pipeline.dataset.publish import Target
 from pipeline.runners import refresh
 from pipeline.runners.choice import local_processes
 from transforms.errors import ErrorRow
+from transforms.image.files import stored_size
 from transforms.manifest.labels import LabelMap
 from transforms.manifest.rows import DroppedNegative, ManifestRow, ReadConfig, SkippedFile
 from transforms.manifest.sources import ManifestFile, read_all
@@ -40,12 +41,8 @@ from transforms.write.shard_processes import (
     shard_task,
     writers_at_once,
 )
-from transforms.write.shard_writer import (
-    REMOTE_THREADS_PER_CORE,
-    ShardResult,
-    available_cores,
-    stored_size,
-)
+from transforms.write.shard_writer import ShardResult
+from transforms.write.threads import REMOTE_THREADS_PER_CORE, available_cores
 
 
 def convert_here(options: ConvertOptions, target: Target) -> DatasetInfo:
@@ -89,13 +86,13 @@ def write_here(
         results += refresh.reuse_shards(update, previous, target.staging, progress_dir)
         rows = update.to_convert
         write_plan = refresh.delta_plan(plan, Counter(row.split for row in rows), previous)
-    writers = writers_at_once(config, rows, write_plan)
+    writer_count = writers_at_once(config, rows, write_plan)
     by_shard, unlabelled = group_by_shard(rows, write_plan)
     del rows  # the shards' lists hold them now
     errors += unlabelled
     shards = all_shards(write_plan)
-    tasks = [shard_task(s, by_shard.pop(s, []), write_plan, config, writers) for s in shards]
-    written = pool.write(tasks) if pool and writers > 1 else write_in_process(tasks)
+    tasks = [shard_task(s, by_shard.pop(s, []), write_plan, config, writer_count) for s in shards]
+    written = pool.write(tasks) if pool and writer_count > 1 else write_in_process(tasks)
     for output in written:
         (errors if isinstance(output, ErrorRow) else results).append(output)
     if write_plan is not plan:

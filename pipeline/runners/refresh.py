@@ -40,13 +40,9 @@ from transforms.plan.sharding import ShardId
 from transforms.progress import ProgressReporter
 from transforms.storage import fileio
 from transforms.tfrecord.records import ShardFileWriter, read_records, shard_payload
-from transforms.write.shard_writer import (
-    INDEX_DIR,
-    REMOTE_THREADS_PER_CORE,
-    ROWS_DIR,
-    ShardResult,
-    join_staged,
-)
+from transforms.write.shard_pieces import join_staged
+from transforms.write.shard_writer import INDEX_DIR, ROWS_DIR, ShardResult
+from transforms.write.threads import REMOTE_THREADS_PER_CORE
 
 # Recorded options a refresh may differ in: they change no record's bytes.
 # (label_offset: ids are inherited, and another offset is refused before any work; preset:

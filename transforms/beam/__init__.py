@@ -1,1 +1,3 @@
-"""The thin Beam steps over the pure logic, and the coder of the rows that cross a shuffle."""
+"""The thin Beam steps over the pure logic, a module per stage: manifests.py → plan.py →
+shards.py, and error_files.py; steps.py holds what they share and the element shapes between
+them; coders.py codes the rows that cross a shuffle."""

@@ -6,7 +6,7 @@ the piece starts the body), and the last is the one that begins before `end`, re
 newline even past `end`. So pieces that tile a file read every line exactly once, whatever the
 boundaries, and a line is known by the byte offset where it begins, which needs no knowledge of
 the lines before it. Lines end with `\\n` (`\\r\\n` too: the `\\r` is the record's to drop).
-Nothing here knows Beam; the Beam step claims each line's offset (transforms/beam/steps.py).
+Nothing here knows Beam; the Beam step claims each line's offset (transforms/beam/manifests.py).
 """
 
 from collections.abc import Callable, Iterator

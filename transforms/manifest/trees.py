@@ -4,7 +4,7 @@ A local tree is walked whole by one reader: symlinked folders are followed once 
 one walk that remembers every folder. An object store has no links, so a `gs://` tree is listed
 a folder (prefix) at a time, each listing streamed in name order: the listing of a folder yields
 its images' rows and its subfolders, and the Beam pipeline lists the subfolders of one level on
-many workers at once (transforms/beam/steps.py). Nobody lists a `gs://` tree whole.
+many workers at once (transforms/beam/manifests.py). Nobody lists a `gs://` tree whole.
 """
 
 import posixpath

@@ -7,8 +7,8 @@ Only digests and rows are grouped, never image bytes.
 import hashlib
 
 from transforms.errors import ErrorRow, Reason, RowError
+from transforms.image.files import read_image
 from transforms.manifest.rows import ManifestRow, error_row
-from transforms.write.shard_writer import read_image
 
 
 def content_digest(row: ManifestRow, max_file_bytes: int) -> str:

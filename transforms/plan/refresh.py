@@ -45,7 +45,7 @@ def fingerprint(row: ManifestRow, identity: str) -> str:
 def row_fingerprint(row: ManifestRow) -> str:
     """The row's fingerprint; "" (matching nothing: the row is converted, which says why the
     image cannot be had) when its image cannot be looked at. A stat the store keeps failing
-    for every request is a fault (transforms/write/shard_writer.py `read_image`)."""
+    for every request is a fault (transforms/image/files.py `read_image`)."""
     try:
         return fingerprint(row, fileio.identity(row.image_uri))
     except gcs.StoreUnavailableError:

@@ -117,7 +117,7 @@ def write_error_files(
     staging: str, errors: list[ErrorRow], rows_per_file: int
 ) -> list[ErrorFileResult]:
     """Every errors file of `errors` (the local runner: the Beam pipeline groups them by file
-    with a shuffle instead, steps.WriteErrors)."""
+    with a shuffle instead: transforms/beam/error_files.py)."""
     count = error_file_count(len(errors), rows_per_file)
     by_file: list[list[ErrorRow]] = [[] for _ in range(count)]
     for error in errors:

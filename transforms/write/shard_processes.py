@@ -33,14 +33,8 @@ from transforms.plan.dataset import DatasetPlan
 from transforms.plan.sharding import WHOLE, Piece, ShardId
 from transforms.storage import fileio
 from transforms.write.heap import keep_freed_memory
-from transforms.write.shard_writer import (
-    ShardResult,
-    WriteConfig,
-    available_cores,
-    process_cores,
-    write_shard,
-    writer_threads,
-)
+from transforms.write.shard_writer import ShardResult, WriteConfig, write_shard
+from transforms.write.threads import available_cores, process_cores, writer_threads
 
 
 class ShardTask(NamedTuple):
@@ -60,15 +54,15 @@ def shard_task(
     rows: list[ManifestRow],
     plan: DatasetPlan,
     config: WriteConfig,
-    writers: int = 1,
+    writer_count: int = 1,
     piece: Piece = WHOLE,
 ) -> ShardTask:
     """The shard's (or its piece's) work, with the threads its writer gets: its share of this
-    process's cores among `writers` writing at once, or threads to wait on the network when
-    its images are remote."""
+    process's cores among the `writer_count` writers writing at once, or threads to wait on the
+    network when its images are remote."""
     remote = bool(rows) and fileio.is_remote(rows[0].image_uri)
     cores = process_cores(config.sdk_processes, available_cores())
-    threads = writer_threads(config, remote, max(1, cores // writers))
+    threads = writer_threads(config, remote, max(1, cores // writer_count))
     return ShardTask(shard, rows, plan.labels, config, threads, piece)
 
 
@@ -76,7 +70,7 @@ def writers_at_once(config: WriteConfig, rows: list[ManifestRow], plan: DatasetP
     """Shards the local runner writes at once: one per process (never more than shards) for
     local paths; 1 for `gs://` work, which waits on the network, where this process's threads
     serve (a worker would import Beam and authenticate all over again)."""
-    if any(map(fileio.is_remote, [config.output, *(row.image_uri for row in rows[:1])])):
+    if any(map(fileio.is_remote, [config.staging, *(row.image_uri for row in rows[:1])])):
         return 1
     return max(1, min(config.processes, sum(count for _, count in plan.shards)))
 

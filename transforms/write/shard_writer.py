@@ -10,36 +10,30 @@ moves the files of the attempts whose results it received into the version
 import functools
 import os
 import posixpath
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import NamedTuple
 
 from transforms.errors import ErrorRow, Reason, RowError
 from transforms.image.config import ImageConfig, StoredImage
-from transforms.image.images import decodes_every_image, normalise
+from transforms.image.files import read_image
+from transforms.image.images import normalise
 from transforms.image.placement import Placement, placed
 from transforms.manifest.labels import LabelMap
 from transforms.manifest.rows import ManifestRow, error_row, row_labels
-from transforms.plan.refresh import PastRecord, fingerprint, rows_line, shifted_index
+from transforms.plan.refresh import PastRecord, fingerprint, rows_line
 from transforms.plan.sharding import WHOLE, Piece, ShardId, record_order
 from transforms.progress import ProgressReporter
-from transforms.storage import fileio, gcs
+from transforms.storage import fileio
 from transforms.tfrecord.examples import build_example, label_features, object_features
-from transforms.tfrecord.records import (
-    MAX_RECORD_BYTES,
-    ShardFileWriter,
-    file_crc32c,
-    read_records,
-    shard_payload,
-)
+from transforms.tfrecord.records import MAX_RECORD_BYTES, ShardFileWriter
 
 # DALI index files go in a folder of their own: beside the shards, `<split>-*` (the glob TPU
 # reference readers list a split's shards with) would match them too.
 INDEX_DIR = "index"
 ROWS_DIR = "rows"  # per shard, what a refresh needs of each record (transforms/plan/refresh.py)
 IN_FLIGHT_PER_THREAD = 8  # queued images per pool thread: bounds the writer's memory
-REMOTE_THREADS_PER_CORE = 8  # object-store reads mostly wait on the network
 # Larger image files are error rows, read no further than the limit. Above any photograph a
 # camera writes (a 100-megapixel JPEG is 30-60 MB, its PNG 150-200 MB), far below the memory
 # of a worker that holds a few images per thread (Dataflow's smallest has 3.75 GB a core).
@@ -47,7 +41,7 @@ DEFAULT_MAX_FILE_MB = 256
 
 
 class WriteConfig(NamedTuple):
-    output: str  # the run's staging folder
+    staging: str  # the run's staging folder
     image: ImageConfig = ImageConfig()
     compress: bool = False
     progress_dir: str | None = None  # local runs: where workers leave counts for the progress bar
@@ -78,84 +72,6 @@ class ShardResult(NamedTuple):
     rows_file: str = ""  # name of the shard's rows file in the version (refresh.py)
     piece: Piece = WHOLE  # the part of its shard this file holds (`join_staged` joins them)
     boxes_dropped: int = 0  # detection: boxes left out of records, with no area in the image
-
-
-def available_cores() -> int:
-    """The cores this process may run on (a container's CPU set, not the host's count)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
-def process_cores(sdk_processes: int, machine_cores: int) -> int:
-    """The cores one of `sdk_processes` worker processes may count on, of the `machine_cores`
-    they share (0 processes: one per core, so one core each). Each process sizes its writers'
-    threads from its own share: sized from the machine's, N processes would start N times
-    too many."""
-    if sdk_processes == 0:
-        return 1
-    return max(1, machine_cores // sdk_processes)
-
-
-def writer_threads(config: WriteConfig, remote: bool, cores: int) -> int:
-    """Image threads for one shard writer that has `cores` to itself: `--threads`, or when
-    that is 0, what pays here.
-
-    Threads pay where images wait or decode outside the GIL: object-store reads, and options
-    that decode every image. A local pass-through conversion is Python glue under the GIL,
-    where a second thread only contends for it, so it gets one (local runs spread shards over
-    processes instead: shard_processes.py).
-    """
-    if config.threads:
-        return config.threads
-    if remote:
-        return cores * REMOTE_THREADS_PER_CORE
-    return cores if decodes_every_image(config.image) else 1
-
-
-def read_image(uri: str, max_bytes: int) -> tuple[bytes, str]:
-    """The image file's bytes and identity (fileio.identity, as the read began); a file that
-    cannot be had is a RowError, never a dead worker.
-
-    A read that fails transiently is retried (transforms/storage/gcs.py), so what a shard holds
-    never depends on such a failure. A read still failing after its retries is this object's error
-    row if the store answers other requests about it; if the store fails those too, the
-    service is down, not the object, and the shard's attempt fails (Beam retries it; the
-    local runner stops with exit status 3 and publishes nothing).
-    """
-    try:
-        return fileio.read_identified(uri, max_bytes)
-    except gcs.StoreUnavailableError:
-        if not gcs.store_answers(uri):
-            raise
-        # Not the last error's text: which transient failure came last is chance, and the
-        # error rows are part of the version's bytes.
-        raise RowError(
-            Reason.UNAVAILABLE_FILE,
-            f"{uri}: every read failed, {gcs.ATTEMPTS} attempts, while the store answered for it",
-        ) from None
-    except fileio.MISSING:
-        raise RowError(Reason.MISSING_FILE, f"no such file: {uri}") from None
-    except fileio.NotAFileError as error:
-        raise RowError(Reason.NOT_A_FILE, str(error)) from None
-    except fileio.FileTooLargeError as error:
-        raise RowError(Reason.FILE_TOO_LARGE, f"{error} (--max_file_mb)") from None
-    except fileio.READ_ERRORS as error:
-        raise RowError(Reason.UNREADABLE_FILE, f"cannot read {uri}: {error}") from None
-
-
-def stored_size(uri: str, max_file_bytes: int) -> int:
-    """What an image file weighs in a shard-size estimate: its size, or nothing when it is
-    over the limit (an error row, never stored), so one huge or sparse file cannot multiply
-    a split's shards. An object whose stat keeps failing weighs nothing too if the store
-    answers for it otherwise (read_image makes its error row), else the plan's step fails."""
-    try:
-        size = fileio.size(uri)
-    except gcs.StoreUnavailableError:
-        if not gcs.store_answers(uri):
-            raise
-        return 0
-    return size if size <= max_file_bytes else 0
 
 
 def class_labels(row: ManifestRow, labels: LabelMap) -> tuple[dict, tuple[int, ...]]:
@@ -268,7 +184,7 @@ def write_shard(
     name = shard.file_name(config.compress)
     # A name of its own: a retried or speculative attempt at this shard writes beside it.
     staged = f"{name}.{os.urandom(16).hex()}"
-    temp = fileio.join(config.output, staged)
+    temp = fileio.join(config.staging, staged)
     writer = ShardFileWriter(fileio.create(temp), compress=config.compress)
     progress = ProgressReporter(config.progress_dir, name)
     label_counts: dict[int, int] = {}
@@ -308,47 +224,6 @@ def write_shard(
         f"{ROWS_DIR}/{name}.rows",
         piece,
         boxes_dropped,
-    )
-
-
-def join_staged(parts: list[ShardResult], staging: str, compress: bool) -> ShardResult:
-    """One staged shard holding `parts`' records in order: their files one after another (on
-    an object store, composed there: no byte passes through this process), with their rows and
-    index files alike. Gzip parts are written again record by record as one gzip stream: not
-    every reader reads on past a gzip member's end. The parts' files are left in staging
-    (which the commit deletes), so a retried join finds them."""
-    staged = f"{parts[0].file}.joined.{os.urandom(16).hex()}"
-    target = fileio.join(staging, staged)
-    sources = [fileio.join(staging, part.staged) for part in parts]
-    if compress:
-        writer = ShardFileWriter(fileio.create(target), compress=True)
-        for source in sources:
-            for _, record in read_records(shard_payload(fileio.read_bytes(source), "gzip")):
-                writer.write(record)
-        writer.close()
-        size, crc = writer.bytes, writer.crc32c
-    else:
-        size, crc = (
-            sum(part.bytes for part in parts),
-            file_crc32c(fileio.join_files(sources, target)),
-        )
-    fileio.sync_file(target)
-    rows = [fileio.read_text(f"{source}.rows") for source in sources]
-    write_synced(f"{target}.rows", "".join(rows).encode())
-    if parts[0].index_file:
-        texts = [fileio.read_text(f"{source}.idx") for source in sources]
-        write_synced(f"{target}.idx", shifted_index(texts, [part.bytes for part in parts]).encode())
-    labels: Counter = Counter()
-    for part in parts:
-        labels.update(dict(part.label_counts))
-    return parts[0]._replace(
-        records=sum(part.records for part in parts),
-        bytes=size,
-        crc32c=crc,
-        label_counts=tuple(sorted(labels.items())),
-        staged=staged,
-        piece=WHOLE,
-        boxes_dropped=sum(part.boxes_dropped for part in parts),
     )
 
 

@@ -1,0 +1,45 @@
+"""transforms/write/shard_pieces.py: pieces of a shard, written apart, joined into the file the
+shard written whole would be; without Beam."""
+
+import pytest
+from conftest import make_images
+
+from transforms.manifest.labels import LabelMap
+from transforms.manifest.rows import ManifestRow
+from transforms.plan.sharding import WHOLE, Piece, ShardId, piece_of
+from transforms.write.shard_pieces import join_staged
+from transforms.write.shard_writer import WriteConfig, write_shard
+
+PIECES = 3
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_joined_pieces_are_the_shard_written_whole(tmp_path, compress):
+    images = make_images(tmp_path, per_class=4)
+    rows = [
+        ManifestRow(
+            f"k{n}", str(tmp_path / image["image_uri"]), image["label"], "train", (), "m", n
+        )
+        for n, image in enumerate(images)
+    ]
+    labels = LabelMap(tuple(sorted({row.label for row in rows})))
+    staging = tmp_path / "staging"
+    config = WriteConfig(str(staging), compress=compress, write_index=not compress)
+    shard = ShardId("train", 0, 1)
+    [whole] = write_shard(shard, rows, labels, config)
+    parts = []
+    for index in reversed(range(PIECES)):  # in any order: each knows its place
+        piece_rows = [row for row in rows if piece_of(row.key, PIECES) == index]
+        [part] = write_shard(shard, piece_rows, labels, config, piece=Piece(index, PIECES))
+        parts.append(part)
+    assert all(part.records for part in parts)  # every piece holds some of the shard
+
+    joined = join_staged(sorted(parts, key=lambda part: part.piece.index), str(staging), compress)
+
+    assert joined.piece == WHOLE
+    assert joined._replace(staged=whole.staged) == whole
+    for suffix in ["", ".rows", *([] if compress else [".idx"])]:
+        assert (staging / (joined.staged + suffix)).read_bytes() == (
+            staging / (whole.staged + suffix)
+        ).read_bytes()
+    assert all((staging / part.staged).exists() for part in parts)  # left for a retried join

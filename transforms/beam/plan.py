@@ -1,0 +1,130 @@
+"""The steps between reading and writing: PlanDataset decides the plan from every row,
+DropDuplicateContent (--dedup) drops rows whose image bytes repeat, AssignShards keys each row by
+its shard's piece. Thin wrappers over transforms/plan/.
+
+    PlanDataset:          RowBatch -> DatasetPlan (one element)
+    DropDuplicateContent: RowBatch -> {"rows": RowBatch, "errors": ErrorRow}
+    AssignShards:         RowBatch -> {"keyed": (PieceKey, RowBatch), "errors": ErrorRow}
+"""
+
+import functools
+
+import apache_beam as beam
+from apache_beam.pvalue import AsSingleton
+
+from transforms.beam.steps import ROWS_PER_BATCH, PieceKey, error_output
+from transforms.image.files import stored_size
+from transforms.manifest.rows import ManifestRow, RowBatch
+from transforms.plan.dataset import (
+    LabelSource,
+    PlanAccumulator,
+    ShardCounts,
+    decide_plan,
+)
+from transforms.plan.dedup import content_digest, keep_first
+from transforms.plan.grouping import group_by_shard
+from transforms.plan.sharding import piece_of
+
+
+class _PlanStatsFn(beam.CombineFn):
+    def __init__(self, counts: ShardCounts):
+        self._counts = counts
+
+    def create_accumulator(self):
+        return PlanAccumulator(self._counts, sample_every_split=True)
+
+    def add_input(self, accumulator, batch):
+        for row in batch.rows:
+            accumulator.add(row)
+        return accumulator
+
+    def merge_accumulators(self, accumulators):
+        merged, *rest = accumulators
+        for accumulator in rest:
+            merged.merge(accumulator)
+        return merged
+
+    def extract_output(self, accumulator):
+        return accumulator.stats()
+
+
+@beam.ptransform_fn
+def PlanDataset(
+    rows,
+    label_source: LabelSource,
+    counts: ShardCounts,
+    target_shard_mb: float,
+    progress_dir: str | None,
+    max_file_bytes: int,
+    detection: bool = False,
+):
+    """All rows → one DatasetPlan: label ids and each split's shard count (files over
+    `max_file_bytes` weigh nothing in a split's size: they become error rows), and whether
+    its records hold objects."""
+    return (
+        rows
+        | "CollectStats" >> beam.CombineGlobally(_PlanStatsFn(counts))  # one PlanStats
+        | "DecideShards"
+        >> beam.Map(
+            decide_plan,
+            label_source,
+            counts,
+            target_shard_mb,
+            progress_dir,
+            functools.partial(stored_size, max_file_bytes=max_file_bytes),
+            detection,
+        )
+    )
+
+
+def _digest_rows(batch: RowBatch, max_file_bytes: int):
+    for row in batch.rows:
+        yield content_digest(row, max_file_bytes), row
+
+
+def _keep_first(digest_and_rows):
+    kept, errors = keep_first(list(digest_and_rows[1]))
+    yield from kept
+    yield from map(error_output, errors)
+
+
+@beam.ptransform_fn
+def DropDuplicateContent(batches, max_file_bytes: int):
+    """Rows whose image bytes repeat an earlier row's become errors (reads every image once
+    more, none over `max_file_bytes`; only digests and rows cross the shuffle). Returns
+    {"rows": RowBatch, "errors"}."""
+    kept = (
+        batches
+        | "DigestContent" >> beam.FlatMap(_digest_rows, max_file_bytes)  # (digest, ManifestRow)
+        | "GroupByContent" >> beam.GroupByKey()  # (digest, [ManifestRow])
+        | "KeepFirst" >> beam.FlatMap(_keep_first).with_outputs("errors", main="rows")
+    )
+    rebatched = (
+        kept.rows  # how many rows a batch holds changes nothing downstream
+        | "Rebatch" >> beam.BatchElements(min_batch_size=1, max_batch_size=ROWS_PER_BATCH)
+        | "ToRowBatch" >> beam.Map(lambda rows: RowBatch(tuple(rows)))
+    )
+    return {"rows": rebatched, "errors": kept.errors}
+
+
+@beam.typehints.with_output_types(tuple[PieceKey, RowBatch])
+class _AssignShardFn(beam.DoFn):
+    def process(self, batch, plan):
+        by_shard, errors = group_by_shard(batch.rows, plan)
+        yield from map(error_output, errors)
+        for shard, rows in by_shard.items():
+            pieces = plan.pieces_of(shard.split)
+            by_piece: dict[int, list[ManifestRow]] = {}
+            for row in rows:
+                by_piece.setdefault(piece_of(row.key, pieces) if pieces > 1 else 0, []).append(row)
+            for piece, piece_rows in by_piece.items():
+                yield (*shard, piece, pieces), RowBatch(tuple(piece_rows))
+
+
+@beam.ptransform_fn
+def AssignShards(rows, plan):
+    """Split each batch by shard (and piece, for a shard written in pieces); rows whose label
+    has no id become errors here, before the shuffle."""
+    return rows | "KeyByShard" >> beam.ParDo(_AssignShardFn(), AsSingleton(plan)).with_outputs(
+        "errors", main="keyed"
+    )

@@ -1,0 +1,56 @@
+"""An image file as the conversion meets it: its bytes, or the reason code of why its row is an
+error; and what it weighs in a shard-size estimate.
+
+Its own module because three stages look at image files: the plan weighs them (`stored_size`),
+`--dedup` hashes their bytes and the shard writer converts them (`read_image`). Reading them
+one way, with one policy for a store that keeps failing, means a file is judged alike by all,
+and neither the plan nor the shard writer depends on the other.
+"""
+
+from transforms.errors import Reason, RowError
+from transforms.storage import fileio, gcs
+
+
+def read_image(uri: str, max_bytes: int) -> tuple[bytes, str]:
+    """The image file's bytes and identity (fileio.identity, as the read began); a file that
+    cannot be had is a RowError, never a dead worker.
+
+    A read that fails transiently is retried (transforms/storage/gcs.py), so what a shard holds
+    never depends on such a failure. A read still failing after its retries is this object's error
+    row if the store answers other requests about it; if the store fails those too, the
+    service is down, not the object, and the shard's attempt fails (Beam retries it; the
+    local runner stops with exit status 3 and publishes nothing).
+    """
+    try:
+        return fileio.read_identified(uri, max_bytes)
+    except gcs.StoreUnavailableError:
+        if not gcs.store_answers(uri):
+            raise
+        # Not the last error's text: which transient failure came last is chance, and the
+        # error rows are part of the version's bytes.
+        raise RowError(
+            Reason.UNAVAILABLE_FILE,
+            f"{uri}: every read failed, {gcs.ATTEMPTS} attempts, while the store answered for it",
+        ) from None
+    except fileio.MISSING:
+        raise RowError(Reason.MISSING_FILE, f"no such file: {uri}") from None
+    except fileio.NotAFileError as error:
+        raise RowError(Reason.NOT_A_FILE, str(error)) from None
+    except fileio.FileTooLargeError as error:
+        raise RowError(Reason.FILE_TOO_LARGE, f"{error} (--max_file_mb)") from None
+    except fileio.READ_ERRORS as error:
+        raise RowError(Reason.UNREADABLE_FILE, f"cannot read {uri}: {error}") from None
+
+
+def stored_size(uri: str, max_file_bytes: int) -> int:
+    """What an image file weighs in a shard-size estimate: its size, or nothing when it is
+    over the limit (an error row, never stored), so one huge or sparse file cannot multiply
+    a split's shards. An object whose stat keeps failing weighs nothing too if the store
+    answers for it otherwise (read_image makes its error row), else the plan's step fails."""
+    try:
+        size = fileio.size(uri)
+    except gcs.StoreUnavailableError:
+        if not gcs.store_answers(uri):
+            raise
+        return 0
+    return size if size <= max_file_bytes else 0

@@ -1,0 +1,57 @@
+"""Staged shard files joined into one: the pieces of a shard, or small shards compacted.
+
+The Beam pipeline writes a shard larger than the target size (`--num_shards` can ask for one)
+in pieces, each by a worker of its own (transforms/plan/sharding.py `piece_of`), and joins them
+into the one file, with the bytes of the shard written whole; a refresh compacts a new version's
+small shards the same way (pipeline/runners/refresh.py).
+"""
+
+import os
+from collections import Counter
+
+from transforms.plan.refresh import shifted_index
+from transforms.plan.sharding import WHOLE
+from transforms.storage import fileio
+from transforms.tfrecord.records import ShardFileWriter, file_crc32c, read_records, shard_payload
+from transforms.write.shard_writer import ShardResult, write_synced
+
+
+def join_staged(parts: list[ShardResult], staging: str, compress: bool) -> ShardResult:
+    """One staged shard holding `parts`' records in order: their files one after another (on
+    an object store, composed there: no byte passes through this process), with their rows and
+    index files alike. Gzip parts are written again record by record as one gzip stream: not
+    every reader reads on past a gzip member's end. The parts' files are left in staging
+    (which the commit deletes), so a retried join finds them."""
+    staged = f"{parts[0].file}.joined.{os.urandom(16).hex()}"
+    target = fileio.join(staging, staged)
+    sources = [fileio.join(staging, part.staged) for part in parts]
+    if compress:
+        writer = ShardFileWriter(fileio.create(target), compress=True)
+        for source in sources:
+            for _, record in read_records(shard_payload(fileio.read_bytes(source), "gzip")):
+                writer.write(record)
+        writer.close()
+        size, crc = writer.bytes, writer.crc32c
+    else:
+        size, crc = (
+            sum(part.bytes for part in parts),
+            file_crc32c(fileio.join_files(sources, target)),
+        )
+    fileio.sync_file(target)
+    rows = [fileio.read_text(f"{source}.rows") for source in sources]
+    write_synced(f"{target}.rows", "".join(rows).encode())
+    if parts[0].index_file:
+        texts = [fileio.read_text(f"{source}.idx") for source in sources]
+        write_synced(f"{target}.idx", shifted_index(texts, [part.bytes for part in parts]).encode())
+    labels: Counter = Counter()
+    for part in parts:
+        labels.update(dict(part.label_counts))
+    return parts[0]._replace(
+        records=sum(part.records for part in parts),
+        bytes=size,
+        crc32c=crc,
+        label_counts=tuple(sorted(labels.items())),
+        staged=staged,
+        piece=WHOLE,
+        boxes_dropped=sum(part.boxes_dropped for part in parts),
+    )
