@@ -32,8 +32,10 @@ from transforms.manifest.rows import DroppedNegative, ManifestRow, ReadConfig, R
 from transforms.manifest.sources import ManifestFile, read_coco, read_piece
 from transforms.manifest.trees import TREE_DEPTH, TreeFolder, list_folder, tree_root
 from transforms.plan.dataset import (
+    DatasetPlan,
     LabelSource,
     PlanAccumulator,
+    PlanStats,
     ShardCounts,
     all_shards,
     decide_plan,
@@ -41,6 +43,7 @@ from transforms.plan.dataset import (
 )
 from transforms.plan.dedup import content_digest, keep_first
 from transforms.plan.sharding import Piece, ShardId, piece_of
+from transforms.progress import SILENT, Progress
 from transforms.write.error_files import (
     ErrorCounts,
     ErrorFileResult,
@@ -244,15 +247,22 @@ class _PlanStatsFn(beam.CombineFn):
         return accumulator.stats()
 
 
+def _decide_and_report(stats: PlanStats, progress: Progress, *plan_args) -> DatasetPlan:
+    """`decide_plan`, its rows then told to `progress`: the bar's total."""
+    plan = decide_plan(stats, *plan_args)
+    progress.planned(sum(rows for _, rows in plan.rows))
+    return plan
+
+
 @beam.ptransform_fn
 def PlanDataset(
     rows,
     label_source: LabelSource,
     counts: ShardCounts,
     target_shard_mb: float,
-    progress_dir: str | None,
     max_file_bytes: int,
     detection: bool = False,
+    progress: Progress = SILENT,
 ):
     """All rows → one DatasetPlan: label ids and each split's shard count (files over
     `max_file_bytes` weigh nothing in a split's size: they become error rows), and whether
@@ -262,11 +272,11 @@ def PlanDataset(
         | "CollectStats" >> beam.CombineGlobally(_PlanStatsFn(counts))
         | "DecideShards"
         >> beam.Map(
-            decide_plan,
+            _decide_and_report,
+            progress,
             label_source,
             counts,
             target_shard_mb,
-            progress_dir,
             functools.partial(stored_size, max_file_bytes=max_file_bytes),
             detection,
         )
@@ -343,8 +353,9 @@ class _WriteShardFn(beam.DoFn):
     """Writes each shard as it comes, in this worker's process: the runner spreads the shards
     over its worker processes (transforms/write/shard_processes.py)."""
 
-    def __init__(self, config: WriteConfig):
+    def __init__(self, config: WriteConfig, progress: Progress):
         self._config = config
+        self._progress = progress
 
     def setup(self):
         self._writer = ShardWriter()
@@ -354,7 +365,7 @@ class _WriteShardFn(beam.DoFn):
         rows = [row for batch in batches for row in batch.rows]
         shard, part = ShardId(split, index, count), Piece(piece, pieces)
         task = shard_task(shard, rows, plan, self._config, piece=part)
-        yield from _shard_outputs(self._writer.write(task))
+        yield from _shard_outputs(self._writer.write(task, self._progress))
 
     def teardown(self):
         self._writer.close()
@@ -388,12 +399,14 @@ class WriteShards(beam.PTransform):
     Args:
       plan: the DatasetPlan side input (label ids, shard counts, pieces).
       config: output folder, image settings and compression of the shards.
+      progress: told the rows of each shard as they are written.
     """
 
-    def __init__(self, plan, config: WriteConfig):
+    def __init__(self, plan, config: WriteConfig, progress: Progress = SILENT):
         super().__init__()
         self._plan = plan
         self._config = config
+        self._progress = progress
 
     def expand(self, keyed_rows):
         every_piece = self._plan | "ListShards" >> beam.FlatMap(_all_pieces)
@@ -402,9 +415,9 @@ class WriteShards(beam.PTransform):
             | "AddEmptyShards" >> beam.Flatten()
             | "GroupRowsByShard" >> beam.GroupByKey()
             | "WriteShard"
-            >> beam.ParDo(_WriteShardFn(self._config), AsSingleton(self._plan)).with_outputs(
-                "errors", main="shards"
-            )
+            >> beam.ParDo(
+                _WriteShardFn(self._config, self._progress), AsSingleton(self._plan)
+            ).with_outputs("errors", main="shards")
         )
         whole, pieces = written.shards | "WholeOrPiece" >> beam.Partition(
             lambda result, _: int(result.piece.count > 1), 2
