@@ -5,6 +5,7 @@ The stages tell a `Progress` the rows the plan covers, once it is made, and the 
 writer has converted, as it goes; pure functions tell it nothing. `Progress` itself tells no
 one (--no_progress, a remote runner, a test pipeline); `ProgressBar` hands the stages a
 `FolderProgress` and draws what it collects.
+
 Counts travel as files in a folder because it is the one channel that a local pool's worker
 process, a DirectRunner thread and an SDK harness process a Beam runner started on its own all
 share with the launcher (Beam's metrics reach it only when a bundle, here a whole shard, ends).
@@ -50,7 +51,8 @@ class Progress:
         """The plan covers `rows` rows: the total the bar counts to."""
 
     def shard(self, name: str) -> ShardCount:
-        """A count for one shard, or piece of one, being written; `name` unique in the run."""
+        """A count for one shard, or piece of one, being written, named uniquely in the run: a
+        retried attempt counts under its name again, replacing the count, not adding to it."""
         return ShardCount()
 
     def carried(self, name: str, rows: int) -> None:

@@ -47,7 +47,7 @@ from transforms.write.shard_writer import (
 )
 
 
-def convert_here(options: ConvertOptions, target: Target, watch: Watch = UNWATCHED) -> DatasetInfo:
+def convert_here(options: ConvertOptions, target: Target, watch: Watch) -> DatasetInfo:
     """Run the whole conversion (its options checked) into `target`, in this process and its
     shard-writer processes, reporting to the observer `watch` gives."""
     with contextlib.ExitStack() as stack:
