@@ -9,6 +9,7 @@ from transforms.errors import Reason
 from transforms.manifest.labels import LabelMap
 from transforms.manifest.rows import ManifestRow, RowBatch
 from transforms.plan.dataset import DatasetPlan
+from transforms.progress import SILENT
 from transforms.write.shard_writer import ShardResult, WriteConfig
 
 
@@ -32,7 +33,7 @@ def test_the_write_step_writes_a_shard_and_tags_its_error_rows(tmp_path):
     missing = rows[0]._replace(key="gone", image=str(tmp_path / "gone.jpg"))
     labels = LabelMap(tuple(sorted({row.label for row in rows})))
     plan = DatasetPlan(labels, (("train", len(rows) + 1),), (("train", 1),))
-    write = _WriteShardFn(WriteConfig(str(tmp_path / "staging")))
+    write = _WriteShardFn(WriteConfig(str(tmp_path / "staging")), SILENT)
 
     write.setup()
     try:

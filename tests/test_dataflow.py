@@ -8,7 +8,7 @@ from apache_beam.portability.api import beam_runner_api_pb2
 from conftest import BEAM, make_images, write_manifest
 
 from pipeline.cli.main import _counters, main
-from pipeline.cli.progress import format_counters
+from pipeline.cli.summary import format_counters
 from pipeline.config.options import parse_args
 from pipeline.dataset.publish import start
 from pipeline.runners.beam_pipeline import launch

@@ -412,7 +412,7 @@ def test_a_duplicate_attempt_at_a_shard_is_never_published(tmp_path, small):
     target = start(str(root))
     rows = list(read_manifest(str(small), 0, ReadConfig()))
     labels = LabelMap(tuple(sorted({row.label for row in rows})))
-    config = options.write_config(target.staging, None, 1)
+    config = options.write_config(target.staging, 1)
     task = ShardTask(ShardId("train", 0, 1), rows, labels, config, threads=1)
     received = list(run_task(task))  # the attempt whose results the commit receives
     *errors, result = received

@@ -1,21 +1,28 @@
-"""The progress bar as a person sees it: the lines it renders, and a real conversion drawing it
-on a terminal (a pseudo-terminal), finished or stopped with Ctrl-C."""
+"""Progress as the stages report it and a person sees it: the counts the observer collects, the
+lines the bar renders, and real conversions drawing it: on a terminal (a pseudo-terminal),
+finished or stopped with Ctrl-C, and in a log, on the local runner and on Beam's, whose shard
+writers run in processes of their own."""
 
+import io
 import os
 import pty
 import re
 import select
 import signal
 import sys
+import threading
 from pathlib import Path
 
 import pytest
+from conftest import make_images, write_manifest
 
 from pipeline.cli.main import main
-from pipeline.cli.progress import (
+from transforms.progress import (
     MIN_SPAN_S,
     RATE_WINDOW_S,
     WARM_UP_S,
+    FolderProgress,
+    ProgressBar,
     RecentRate,
     clock,
     render_bar,
@@ -24,6 +31,46 @@ from pipeline.cli.progress import (
 
 ROOT = Path(__file__).resolve().parents[1]
 DONE_LINE = r"\[#{30}\] ([\d,]+)/\1 images  done in \d+:\d\d  \([\d,.]+ img/s\)"
+
+
+def test_the_folder_sums_every_shards_count_under_the_planned_total(tmp_path):
+    progress = FolderProgress(str(tmp_path))
+    assert progress.counts() == (0, None)  # the manifests are still being read
+    progress.planned(1000)
+
+    def write(name: str) -> None:
+        count = progress.shard(name)
+        for _ in range(300):
+            count.add(1)
+        count.flush()  # the last count, however recently the one before was left
+
+    writers = [threading.Thread(target=write, args=(f"shard-{n}",)) for n in range(3)]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join()
+    progress.carried("past-shard", 100)
+    assert progress.counts() == (1000, 1000)
+    assert not [name for name in os.listdir(tmp_path) if name.startswith(".")]  # no temp files
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_bars_last_line_has_the_counts_the_stages_reported():
+    terminal = _Terminal()
+    with ProgressBar(terminal) as progress:
+        progress.planned(5)
+        count = progress.shard("train-00000-of-00001.tfrecord.0")
+        count.add(3)
+        count.flush()
+        progress.carried("past-shard", 2)
+        folder = progress.folder
+    last = terminal.getvalue().split("\r\x1b[K")[-1]
+    assert re.fullmatch(r"\[#{30}\] 5/5 images  done in 0:00.*\n", last), last
+    assert not os.path.exists(folder)
 
 
 def test_clock_is_minutes_and_seconds_then_hours():
@@ -158,9 +205,38 @@ def test_ctrl_c_ends_the_bar_line_before_the_message(tmp_path):
     ), printed
 
 
-def test_without_a_terminal_the_last_line_is_the_elapsed_time(tmp_path, capsys):
-    manifest = ROOT / "sample" / "manifest.csv"
-    assert main(["convert", "--manifest", str(manifest), "--output", str(tmp_path / "out")]) == 0
+def _last_line_counts(argv: list[str], capsys) -> int:
+    """Runs `tfrecord-pipeline convert` with a log as stderr; the count its bar's last line
+    reached, that line showing every row planned done."""
+    assert main(["convert", *argv]) == 0
     err = capsys.readouterr().err
     assert "\r" not in err and "\x1b" not in err  # a log file gets plain lines
-    assert re.fullmatch(DONE_LINE, err.splitlines()[-1]), err
+    done = re.fullmatch(DONE_LINE, err.splitlines()[-1])
+    assert done, err
+    return int(done[1].replace(",", ""))
+
+
+def test_without_a_terminal_the_last_line_is_the_elapsed_time(tmp_path, capsys):
+    manifest = ROOT / "sample" / "manifest.csv"
+    rows = len(manifest.read_text().splitlines()) - 1
+    assert (
+        _last_line_counts(["--manifest", str(manifest), "--output", str(tmp_path)], capsys) == rows
+    )
+
+
+TWO_HARNESSES = ["--runner", "FnApiRunner", "--direct_num_workers", "2",
+                 "--direct_running_mode", "multi_processing"]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_beams_shard_writers_in_processes_of_their_own_report_every_row(tmp_path, capsys):
+    """The FnApiRunner's two SDK harness processes, each shard written in pieces; the next
+    night, with --incremental, past shards carried and new rows converted."""
+    rows = make_images(tmp_path, per_class=4)
+    more = make_images(tmp_path / "more", per_class=1, seed=11)
+    grown = rows[1:] + [{**row, "image_uri": f"more/{row['image_uri']}"} for row in more]
+    flags = ["--output", str(tmp_path / "out"), "--num_shards", "2", "--target_shard_mb", "0.003"]
+    for night, listed in enumerate([rows, grown]):
+        manifest = write_manifest(tmp_path / f"night{night}.csv", listed)
+        argv = ["--manifest", str(manifest), *flags, *TWO_HARNESSES, *(["--incremental"] * night)]
+        assert _last_line_counts(argv, capsys) == len(listed)

@@ -17,6 +17,7 @@ from transforms.manifest.labels import LabelMap
 from transforms.manifest.rows import ReadConfig
 from transforms.plan.dataset import DatasetPlan
 from transforms.plan.sharding import ShardId
+from transforms.progress import FolderProgress
 from transforms.write.heap import keep_freed_memory
 from transforms.write.shard_processes import (
     ShardPool,
@@ -96,6 +97,13 @@ def test_every_shard_is_written_once(rows, tmp_path, pool):
     assert results == list(range(7))
     assert sum(o.records for o in written if isinstance(o, ShardResult)) == len(rows) - 1
     assert len(_shard_files(tmp_path / "out", written)) == 7
+
+
+def test_the_workers_report_every_row_to_the_observer(rows, tmp_path, pool):
+    (tmp_path / "progress").mkdir()
+    progress = FolderProgress(str(tmp_path / "progress"))
+    list(pool.write(_tasks(rows, tmp_path / "out", shards=3), progress))
+    assert progress.counts() == (len(rows), None)  # the missing file's error row included
 
 
 def test_a_workers_exception_is_raised_here_with_its_traceback(rows, tmp_path, pool):

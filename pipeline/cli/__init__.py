@@ -1,1 +1,1 @@
-"""The command line: one line and an exit status per failure, the progress bar."""
+"""The command line: one line and an exit status per failure, the summary of a run."""

@@ -11,7 +11,7 @@ import os
 import sys
 
 from pipeline.cli.faults import as_fault, report_fault
-from pipeline.cli.progress import format_counters, format_summary
+from pipeline.cli.summary import format_counters, format_summary
 from pipeline.config.options import UserErrorParser, parse_args
 from pipeline.config.presets import one_based_warning
 from pipeline.dataset import publish

@@ -224,16 +224,13 @@ class ConvertOptions:
             if not ok:
                 raise UserError(message)
 
-    def write_config(
-        self, staging: str, progress_dir: str | None, processes: int, sdk_processes: int = 1
-    ) -> WriteConfig:
+    def write_config(self, staging: str, processes: int, sdk_processes: int = 1) -> WriteConfig:
         """What every shard writer needs: where (the run's staging folder), how, how many
         write at once, and how many worker processes share each machine."""
         return WriteConfig(
             staging,
             self.image_config(),
             self.compression == "gzip",
-            progress_dir,
             self.threads,
             processes,
             int(self.max_record_mb * 2**20),

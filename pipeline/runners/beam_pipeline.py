@@ -22,6 +22,7 @@ from transforms.beam.error_files import WriteErrors
 from transforms.beam.manifests import ReadManifests
 from transforms.beam.plan import AssignShards, DropDuplicateContent, PlanDataset
 from transforms.beam.shards import WriteShards
+from transforms.progress import SILENT, Progress
 from transforms.write import error_files
 
 
@@ -56,13 +57,13 @@ def _CountBySplit(batches):
 
 
 def build_pipeline(
-    p: beam.Pipeline, options: ConvertOptions, target: Target, progress_dir: str | None = None
+    p: beam.Pipeline, options: ConvertOptions, target: Target, progress: Progress = SILENT
 ):
-    """Add the conversion into `target` to `p`; returns the PCollection holding the one
-    DatasetInfo."""
+    """Add the conversion into `target` to `p`, its steps reporting to `progress`; returns the
+    PCollection holding the one DatasetInfo."""
     manifests, read_config = options.manifests()
     runner = describe(p.runner, p.options)
-    write_config = options.write_config(target.staging, progress_dir, 1, runner.sdk_processes)
+    write_config = options.write_config(target.staging, 1, runner.sdk_processes)
 
     previous = refresh.published(target, options.label_offset)
     inherited = previous.labels() if previous else None
@@ -71,9 +72,9 @@ def build_pipeline(
         options.label_source(inherited),
         options.shard_counts(),
         options.target_shard_mb,
-        progress_dir,
         options.max_file_bytes,
         read_config.detection,
+        progress,
     )
     rows, errors = read["rows"], [read["errors"]]
     if options.dedup:  # after the plan, which counts every row, so rows = records + errors
@@ -84,13 +85,13 @@ def build_pipeline(
     if refreshed:
         from pipeline.runners.beam_refresh import RefreshRows
 
-        update = rows | "RefreshRows" >> RefreshRows(previous, target.staging)
+        update = rows | "RefreshRows" >> RefreshRows(previous, target.staging, progress)
         rows, carried = update["rows"], [update["carried"]]
         write_plan = plan | "PlanNewShards" >> beam.Map(
             refresh.delta_plan, AsDict(rows | "CountBySplit" >> _CountBySplit()), previous
         )
     keyed = rows | "AssignShards" >> AssignShards(write_plan)
-    shards = keyed.keyed | "WriteShards" >> WriteShards(write_plan, write_config)
+    shards = keyed.keyed | "WriteShards" >> WriteShards(write_plan, write_config, progress)
     results = (shards["shards"], *carried) | "CollectShards" >> beam.Flatten()
     errors = (*errors, keyed.errors, shards["errors"]) | "CollectErrors" >> beam.Flatten()
     rejected = errors | "WriteErrors" >> WriteErrors(
@@ -114,11 +115,11 @@ def launch(
     target: Target,
     beam_args=(),
     test_pipeline: beam.Pipeline | None = None,
-    progress_dir: str | None = None,
+    progress: Progress = SILENT,
 ):
     """Build the pipeline that writes and publishes `target`, and start it; returns Beam's
     result at once on Dataflow (the job runs remotely), after the run on the DirectRunner."""
     options.validate_values()
     p = test_pipeline or beam.Pipeline(options=PipelineOptions(list(beam_args)))
-    build_pipeline(p, options, target, progress_dir)
+    build_pipeline(p, options, target, progress)
     return p.run()

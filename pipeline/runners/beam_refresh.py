@@ -17,6 +17,7 @@ from pipeline.runners.refresh import Previous, carry_shard
 from transforms.beam.steps import ROWS_PER_BATCH
 from transforms.manifest.rows import RowBatch
 from transforms.plan.refresh import Reuse, read_rows, row_fingerprint, stays
+from transforms.progress import Progress
 from transforms.storage import fileio
 from transforms.write.shard_writer import ShardResult
 from transforms.write.threads import REMOTE_THREADS_PER_CORE
@@ -62,9 +63,10 @@ def _keep_or_convert(keyed):
 
 @beam.typehints.with_output_types(ShardResult)
 class _CarryFn(beam.DoFn):
-    def __init__(self, previous: Previous, staging: str):
+    def __init__(self, previous: Previous, staging: str, progress: Progress):
         self._previous = previous
         self._staging = staging
+        self._progress = progress
 
     def process(self, file_positions):
         file, positions = file_positions
@@ -80,7 +82,9 @@ class _CarryFn(beam.DoFn):
         keep = tuple(position in kept for position in range(len(records)))
         reuse = Reuse(split, file, None if all(keep) else keep, tuple(records))
         compress = info.compression == "gzip"
-        yield carry_shard(reuse, shard, self._previous.folder, self._staging, compress)
+        result = carry_shard(reuse, shard, self._previous.folder, self._staging, compress)
+        self._progress.carried(result.staged, result.records)
+        yield result
 
 
 class RefreshRows(beam.PTransform):
@@ -90,12 +94,14 @@ class RefreshRows(beam.PTransform):
     Args:
       previous: the published version the run started from.
       staging: the run's staging folder, where carried shards are written.
+      progress: told the records of each carried shard.
     """
 
-    def __init__(self, previous: Previous, staging: str):
+    def __init__(self, previous: Previous, staging: str, progress: Progress):
         super().__init__()
         self._previous = previous
         self._staging = staging
+        self._progress = progress
 
     def expand(self, batches):
         shards = [
@@ -117,7 +123,7 @@ class RefreshRows(beam.PTransform):
         carried = (
             matched.kept
             | "GroupKeptByShard" >> beam.GroupByKey()
-            | "CarryShards" >> beam.ParDo(_CarryFn(self._previous, self._staging))
+            | "CarryShards" >> beam.ParDo(_CarryFn(self._previous, self._staging, self._progress))
         )
         rows = (
             matched.rows

@@ -5,16 +5,15 @@ any Beam flag, or a test pipeline, it runs as the Beam pipeline
 (pipeline/runners/beam_pipeline.py), which is imported only then. Both write the same bytes.
 """
 
-import contextlib
 from typing import NamedTuple
 
-from pipeline.cli.progress import ProgressBar, progress_folder
 from pipeline.config.options import ConvertOptions, parse_args
 from pipeline.dataset import publish
 from pipeline.dataset.commit import cleaned_up_on_failure, read_info
 from pipeline.dataset.metadata import DatasetInfo
 from pipeline.runners.choice import resolve
 from pipeline.runners.local import convert_here
+from transforms.progress import UNWATCHED, ProgressBar
 
 
 class Converted(NamedTuple):
@@ -40,15 +39,14 @@ def convert(options: ConvertOptions, beam_args=(), test_pipeline=None) -> Conver
     runner = resolve(beam_args)
     options.validate_values()
     target = publish.start(options.output)
+    # The one place a run gets a bar: on this machine, for a person (not a test pipeline).
+    shown = options.progress and runner.here and test_pipeline is None
+    watch = ProgressBar() if shown else UNWATCHED
     with cleaned_up_on_failure(target):
         if not beam_args and test_pipeline is None:
-            return Converted(convert_here(options, target), target.folder)
+            return Converted(convert_here(options, target, watch), target.folder)
         from pipeline.runners.beam_pipeline import launch
 
-        with contextlib.ExitStack() as stack:
-            progress_dir = None
-            if options.progress and test_pipeline is None and runner.here:
-                progress_dir = progress_folder(stack)
-                stack.enter_context(ProgressBar(progress_dir))
-            launch(options, target, beam_args, test_pipeline, progress_dir).wait_until_finish()
+        with watch as progress:
+            launch(options, target, beam_args, test_pipeline, progress).wait_until_finish()
         return Converted(read_info(target.folder), target.folder)

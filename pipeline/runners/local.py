@@ -16,7 +16,6 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-from pipeline.cli.progress import ProgressBar, progress_folder
 from pipeline.config.options import ConvertOptions
 from pipeline.dataset.commit import CommitInputs, commit_dataset
 from pipeline.dataset.metadata import DatasetInfo
@@ -32,6 +31,7 @@ from transforms.plan.dataset import PlanAccumulator, decide_plan
 from transforms.plan.dedup import content_digest, keep_first
 from transforms.plan.grouping import all_shards, group_by_shard
 from transforms.plan.refresh import classify
+from transforms.progress import UNWATCHED, Progress, Watch
 from transforms.storage import fileio
 from transforms.write import error_files
 from transforms.write.shard_processes import (
@@ -45,36 +45,37 @@ from transforms.write.shard_writer import ShardResult
 from transforms.write.threads import REMOTE_THREADS_PER_CORE, available_cores
 
 
-def convert_here(options: ConvertOptions, target: Target) -> DatasetInfo:
+def convert_here(options: ConvertOptions, target: Target, watch: Watch) -> DatasetInfo:
     """Run the whole conversion (its options checked) into `target`, in this process and its
-    shard-writer processes."""
+    shard-writer processes, reporting to the observer `watch` gives."""
     with contextlib.ExitStack() as stack:
-        return commit_dataset(options.commit(target), write_here(options, target, stack))
+        inputs = write_here(options, target, stack, watch)
+        return commit_dataset(options.commit(target), inputs)
 
 
 def write_here(
-    options: ConvertOptions, target: Target, stack: contextlib.ExitStack
+    options: ConvertOptions,
+    target: Target,
+    stack: contextlib.ExitStack,
+    watch: Watch = UNWATCHED,
 ) -> CommitInputs:
     """Every step before the commit: shards and errors files staged for `target`; returns
-    what the commit step is given. The shard-writer processes and progress bar live on in
-    `stack`."""
-    progress_dir = None
-    if options.progress:
-        progress_dir = progress_folder(stack)
+    what the commit step is given. The shard-writer processes and the observer `watch` gives
+    (a progress bar) live on in `stack`."""
     processes = local_processes(options.processes)
-    config = options.write_config(target.staging, progress_dir, processes)
+    config = options.write_config(target.staging, processes)
     pool = None
     if processes > 1 and not fileio.is_remote(options.output):
-        # First of all, while no other thread runs here (the bar's starts next), so the
+        # First of all, while no other thread runs here (a bar's starts next), so the
         # workers can be forks: ready at once, with nothing to import.
         pool = stack.enter_context(ShardPool(processes, config.image))
-    if progress_dir:
-        stack.enter_context(ProgressBar(progress_dir))
+    progress = stack.enter_context(watch)
     previous = refresh.published(target, options.label_offset)
     manifests, read_config = options.manifests()
     rows, errors, skipped, negatives = read_rows(manifests, read_config)
     inherited = previous.labels() if previous else None
-    plan = _plan(rows, options, progress_dir, inherited, read_config.detection)
+    plan = _plan(rows, options, inherited, read_config.detection)
+    progress.planned(sum(count for _, count in plan.rows))
     if options.dedup:  # after the plan, which counts every row, so rows = records + errors
         rows, duplicates = drop_duplicate_content(rows, options.max_file_bytes)
         errors += duplicates
@@ -83,7 +84,7 @@ def write_here(
     if options.incremental and refresh.refreshable(previous, options.recorded()):
         past = refresh.past_records(previous)
         update = classify(rows, refresh.fingerprints(rows, processes), past)
-        results += refresh.reuse_shards(update, previous, target.staging, progress_dir)
+        results += refresh.reuse_shards(update, previous, target.staging, progress)
         rows = update.to_convert
         write_plan = refresh.delta_plan(plan, Counter(row.split for row in rows), previous)
     writer_count = writers_at_once(config, rows, write_plan)
@@ -92,7 +93,10 @@ def write_here(
     errors += unlabelled
     shards = all_shards(write_plan)
     tasks = [shard_task(s, by_shard.pop(s, []), write_plan, config, writer_count) for s in shards]
-    written = pool.write(tasks) if pool and writer_count > 1 else write_in_process(tasks)
+    if pool and writer_count > 1:
+        written = pool.write(tasks, progress)
+    else:
+        written = write_in_process(tasks, progress)
     for output in written:
         (errors if isinstance(output, ErrorRow) else results).append(output)
     if write_plan is not plan:
@@ -103,11 +107,13 @@ def write_here(
     return CommitInputs(plan, results, files, tally, len(skipped), len(negatives))
 
 
-def write_in_process(tasks: list[ShardTask]) -> Iterator[ErrorRow | ShardResult]:
+def write_in_process(
+    tasks: list[ShardTask], progress: Progress
+) -> Iterator[ErrorRow | ShardResult]:
     writer = ShardWriter()
     try:
         for task in tasks:
-            yield from writer.write(task)
+            yield from writer.write(task, progress)
     finally:
         writer.close()
 
@@ -129,7 +135,6 @@ def read_rows(
 def _plan(
     rows: list[ManifestRow],
     options: ConvertOptions,
-    progress_dir: str | None,
     inherited: LabelMap | None,
     detection: bool,
 ):
@@ -142,7 +147,6 @@ def _plan(
         options.label_source(inherited),
         counts,
         options.target_shard_mb,
-        progress_dir,
         functools.partial(stored_size, max_file_bytes=options.max_file_bytes),
         detection,
     )

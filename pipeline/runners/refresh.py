@@ -37,7 +37,7 @@ from transforms.plan.refresh import (
     rows_line,
 )
 from transforms.plan.sharding import ShardId
-from transforms.progress import ProgressReporter
+from transforms.progress import Progress
 from transforms.storage import fileio
 from transforms.tfrecord.records import ShardFileWriter, read_records, shard_payload
 from transforms.write.shard_pieces import join_staged
@@ -159,9 +159,10 @@ def delta_plan(plan: DatasetPlan, rows: dict[str, int], previous: Previous) -> D
 
 
 def reuse_shards(
-    plan: RefreshPlan, previous: Previous, staging: str, progress_dir: str | None
+    plan: RefreshPlan, previous: Previous, staging: str, progress: Progress
 ) -> list[ShardResult]:
-    """The kept records of past shards as staged files (names are given later by `assemble`)."""
+    """The kept records of past shards as staged files (names are given later by `assemble`),
+    each told to `progress`."""
     shards = {
         shard.file: shard for split in previous.info.splits.values() for shard in split.shards
     }
@@ -169,7 +170,7 @@ def reuse_shards(
     results = []
     for reuse in plan.reused:
         result = carry_shard(reuse, shards[reuse.file], previous.folder, staging, compress)
-        ProgressReporter(progress_dir, result.staged).add(result.records)
+        progress.carried(result.staged, result.records)
         results.append(result)
     return results
 

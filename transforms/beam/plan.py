@@ -16,14 +16,17 @@ from transforms.beam.steps import ROWS_PER_BATCH, PieceKey, error_output
 from transforms.image.files import stored_size
 from transforms.manifest.rows import ManifestRow, RowBatch
 from transforms.plan.dataset import (
+    DatasetPlan,
     LabelSource,
     PlanAccumulator,
+    PlanStats,
     ShardCounts,
     decide_plan,
 )
 from transforms.plan.dedup import content_digest, keep_first
 from transforms.plan.grouping import group_by_shard
 from transforms.plan.sharding import piece_of
+from transforms.progress import SILENT, Progress
 
 
 class _PlanStatsFn(beam.CombineFn):
@@ -48,15 +51,22 @@ class _PlanStatsFn(beam.CombineFn):
         return accumulator.stats()
 
 
+def _decide_and_report(stats: PlanStats, progress: Progress, *plan_args) -> DatasetPlan:
+    """`decide_plan`, its rows then told to `progress`: the bar's total."""
+    plan = decide_plan(stats, *plan_args)
+    progress.planned(sum(rows for _, rows in plan.rows))
+    return plan
+
+
 @beam.ptransform_fn
 def PlanDataset(
     rows,
     label_source: LabelSource,
     counts: ShardCounts,
     target_shard_mb: float,
-    progress_dir: str | None,
     max_file_bytes: int,
     detection: bool = False,
+    progress: Progress = SILENT,
 ):
     """All rows → one DatasetPlan: label ids and each split's shard count (files over
     `max_file_bytes` weigh nothing in a split's size: they become error rows), and whether
@@ -66,11 +76,11 @@ def PlanDataset(
         | "CollectStats" >> beam.CombineGlobally(_PlanStatsFn(counts))  # one PlanStats
         | "DecideShards"
         >> beam.Map(
-            decide_plan,
+            _decide_and_report,
+            progress,
             label_source,
             counts,
             target_shard_mb,
-            progress_dir,
             functools.partial(stored_size, max_file_bytes=max_file_bytes),
             detection,
         )

@@ -18,6 +18,7 @@ from transforms.errors import ErrorRow
 from transforms.manifest.rows import RowBatch
 from transforms.plan.grouping import all_shards
 from transforms.plan.sharding import Piece, ShardId
+from transforms.progress import SILENT, Progress
 from transforms.write.shard_pieces import join_staged
 from transforms.write.shard_processes import ShardWriter, shard_task
 from transforms.write.shard_writer import ShardResult, WriteConfig
@@ -36,8 +37,9 @@ class _WriteShardFn(beam.DoFn):
     """Writes each shard as it comes, in this worker's process: the runner spreads the shards
     over its worker processes (transforms/write/shard_processes.py)."""
 
-    def __init__(self, config: WriteConfig):
+    def __init__(self, config: WriteConfig, progress: Progress):
         self._config = config
+        self._progress = progress
 
     def setup(self):
         self._writer = ShardWriter()
@@ -47,7 +49,7 @@ class _WriteShardFn(beam.DoFn):
         rows = [row for batch in batches for row in batch.rows]
         shard, part = ShardId(split, index, count), Piece(piece, pieces)
         task = shard_task(shard, rows, plan, self._config, piece=part)
-        yield from _shard_outputs(self._writer.write(task))
+        yield from _shard_outputs(self._writer.write(task, self._progress))
 
     def teardown(self):
         self._writer.close()
@@ -81,12 +83,14 @@ class WriteShards(beam.PTransform):
     Args:
       plan: the DatasetPlan side input (label ids, shard counts, pieces).
       config: output folder, image settings and compression of the shards.
+      progress: told the rows of each shard as they are written.
     """
 
-    def __init__(self, plan, config: WriteConfig):
+    def __init__(self, plan, config: WriteConfig, progress: Progress = SILENT):
         super().__init__()
         self._plan = plan
         self._config = config
+        self._progress = progress
 
     def expand(self, keyed_rows):
         every_piece = self._plan | "ListShards" >> beam.FlatMap(_all_pieces)
@@ -95,9 +99,9 @@ class WriteShards(beam.PTransform):
             | "AddEmptyShards" >> beam.Flatten()
             | "GroupRowsByShard" >> beam.GroupByKey()  # (PieceKey, [RowBatch])
             | "WriteShard"
-            >> beam.ParDo(_WriteShardFn(self._config), AsSingleton(self._plan)).with_outputs(
-                "errors", main="shards"
-            )
+            >> beam.ParDo(
+                _WriteShardFn(self._config, self._progress), AsSingleton(self._plan)
+            ).with_outputs("errors", main="shards")
         )  # a ShardResult per piece, and "errors"
         return {"shards": self._joined(written.shards), "errors": written.errors}
 

@@ -21,7 +21,6 @@ from transforms.plan.sharding import (
     pieces_for,
     shards_for_bytes,
 )
-from transforms.progress import write_total
 
 SAMPLE_SIZE = 64
 
@@ -215,11 +214,9 @@ def decide_plan(
     label_source: LabelSource,
     counts: ShardCounts,
     target_shard_mb: float,
-    progress_dir: str | None,
     size_of: Callable[[str], int],
     detection: bool = False,
 ) -> DatasetPlan:
-    """`make_plan`, once every row is counted: the progress bar learns its total here."""
-    write_total(progress_dir, sum(rows for _, rows in stats.rows))
+    """`make_plan`, once every row is counted, for records that hold objects or not."""
     plan = make_plan(stats, label_source, counts, target_shard_mb, size_of)
     return plan._replace(detection=detection)

@@ -8,7 +8,7 @@ The Beam pipeline writes in its worker's process (`ShardWriter`): its runner spr
 over processes itself (Dataflow's, one per core).
 
 The pool's workers are forks of this process when no other thread runs here (the local
-runner, before its progress bar starts, counting native threads too: `only_thread`): they have
+runner, before it attaches its progress bar, counting native threads too: `only_thread`): they have
 every module loaded. Otherwise a fork could copy a lock another thread holds, so they are forks
 of multiprocessing's forkserver, a fresh interpreter that has imported only this writer.
 """
@@ -31,6 +31,7 @@ from transforms.manifest.labels import LabelMap
 from transforms.manifest.rows import ManifestRow
 from transforms.plan.dataset import DatasetPlan
 from transforms.plan.sharding import WHOLE, Piece, ShardId
+from transforms.progress import SILENT, Progress
 from transforms.storage import fileio
 from transforms.write.heap import keep_freed_memory
 from transforms.write.shard_writer import ShardResult, WriteConfig, write_shard
@@ -75,14 +76,17 @@ def writers_at_once(config: WriteConfig, rows: list[ManifestRow], plan: DatasetP
     return max(1, min(config.processes, sum(count for _, count in plan.shards)))
 
 
-def run_task(task: ShardTask, pool: ThreadPoolExecutor | None = None) -> Iterator:
+def run_task(
+    task: ShardTask, pool: ThreadPoolExecutor | None = None, progress: Progress = SILENT
+) -> Iterator:
     """The shard writer's outputs for `task` (error rows, then the ShardResult), its images
-    handled on `pool`, which must hold `task.threads` threads when there are several."""
+    handled on `pool`, which must hold `task.threads` threads when there are several; its rows
+    counted to `progress`."""
     # From the first shard on: set while the manifests are read, it would keep their freed
     # buffers resident too.
     keep_freed_memory()
     return write_shard(
-        task.shard, task.rows, task.labels, task.config, pool, task.threads, task.piece
+        task.shard, task.rows, task.labels, task.config, pool, task.threads, task.piece, progress
     )
 
 
@@ -93,12 +97,14 @@ class ShardWriter:
     def __init__(self):
         self._thread_pools: dict[int, ThreadPoolExecutor] = {}
 
-    def write(self, task: ShardTask) -> Iterator[ErrorRow | ShardResult]:
+    def write(
+        self, task: ShardTask, progress: Progress = SILENT
+    ) -> Iterator[ErrorRow | ShardResult]:
         if task.threads == 1:
-            return run_task(task)
+            return run_task(task, progress=progress)
         if task.threads not in self._thread_pools:
             self._thread_pools[task.threads] = ThreadPoolExecutor(task.threads, "image")
-        return run_task(task, self._thread_pools[task.threads])
+        return run_task(task, self._thread_pools[task.threads], progress)
 
     def close(self) -> None:
         for pool in self._thread_pools.values():
@@ -134,13 +140,16 @@ class ShardPool:
         if fork:
             self._pool.submit(int)  # makes every fork now, while no other thread runs here
 
-    def write(self, tasks: Iterable[ShardTask]) -> Iterator[ErrorRow | ShardResult]:
-        """The outputs of every task, largest first (the last shard to finish is short); a
-        failure cancels the shards not yet started, and is raised here."""
+    def write(
+        self, tasks: Iterable[ShardTask], progress: Progress = SILENT
+    ) -> Iterator[ErrorRow | ShardResult]:
+        """The outputs of every task, largest first (the last shard to finish is short), their
+        rows counted to `progress` (sent with each task); a failure cancels the shards not yet
+        started, and is raised here."""
         futures = []
         try:
             for task in sorted(tasks, key=lambda task: -len(task.rows)):
-                futures.append(self._pool.submit(_write_alone, task))
+                futures.append(self._pool.submit(_write_alone, task, progress))
             for future in futures:
                 yield from future.result()
         except BrokenProcessPool:
@@ -192,12 +201,12 @@ def _how(code: int) -> str:
         return f"killed by signal {-code}"
 
 
-def _write_alone(task: ShardTask) -> list[ErrorRow | ShardResult]:
+def _write_alone(task: ShardTask, progress: Progress) -> list[ErrorRow | ShardResult]:
     """A worker's run of one task; an exception carries the worker's traceback to this process
     as a note."""
     _started.put((os.getpid(), task.file_name()))
     try:
-        return list(_writer.write(task))
+        return list(_writer.write(task, progress))
     except Exception as error:
         error.add_note(f"in the shard writer process:\n{traceback.format_exc()}")
         raise

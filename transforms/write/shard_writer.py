@@ -24,7 +24,7 @@ from transforms.manifest.labels import LabelMap
 from transforms.manifest.rows import ManifestRow, error_row, row_labels
 from transforms.plan.refresh import PastRecord, fingerprint, rows_line
 from transforms.plan.sharding import WHOLE, Piece, ShardId, record_order
-from transforms.progress import ProgressReporter
+from transforms.progress import SILENT, Progress
 from transforms.storage import fileio
 from transforms.tfrecord.examples import build_example, label_features, object_features
 from transforms.tfrecord.records import MAX_RECORD_BYTES, ShardFileWriter
@@ -44,7 +44,6 @@ class WriteConfig(NamedTuple):
     staging: str  # the run's staging folder
     image: ImageConfig = ImageConfig()
     compress: bool = False
-    progress_dir: str | None = None  # local runs: where workers leave counts for the progress bar
     threads: int = 0  # image threads per shard writer; 0: chosen by writer_threads()
     processes: int = 1  # shards written at once on a local run (its worker processes)
     max_record_bytes: int = MAX_RECORD_BYTES
@@ -173,9 +172,10 @@ def write_shard(
     pool: ThreadPoolExecutor | None = None,
     threads: int = 1,
     piece: Piece = WHOLE,
+    progress: Progress = SILENT,
 ) -> Iterator[ShardResult | ErrorRow]:
-    """Write `shard` (or one `piece` of it) from its rows; yields an ErrorRow per rejected row,
-    then the ShardResult.
+    """Write `shard` (or one `piece` of it) from its rows, telling `progress` each row done;
+    yields an ErrorRow per rejected row, then the ShardResult.
 
     With a `pool` of `threads`, images are read, checked and encoded on its threads (Pillow,
     hashlib and file reads release the GIL), a few per thread at once; records are still
@@ -186,7 +186,7 @@ def write_shard(
     staged = f"{name}.{os.urandom(16).hex()}"
     temp = fileio.join(config.staging, staged)
     writer = ShardFileWriter(fileio.create(temp), compress=config.compress)
-    progress = ProgressReporter(config.progress_dir, name)
+    count = progress.shard(f"{name}.{piece.index}")
     label_counts: dict[int, int] = {}
     row_lines: list[str] = []
     boxes_dropped = 0
@@ -195,7 +195,7 @@ def write_shard(
         in_flight = IN_FLIGHT_PER_THREAD * threads
         converted = ordered_map(pool, convert, ordered_unique(rows), in_flight)
         for item, record, label_ids, digest, dropped in converted:
-            progress.add(1)
+            count.add(1)
             if record is None:
                 yield item
                 continue
@@ -206,7 +206,7 @@ def write_shard(
                 label_counts[label_id] = label_counts.get(label_id, 0) + 1
     finally:
         writer.close()
-        progress.flush()
+        count.flush()
     fileio.sync_file(temp)  # on disk before any marker can promise it
     index_file = f"{INDEX_DIR}/{name}.idx" if config.write_index else ""
     if index_file:
