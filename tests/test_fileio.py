@@ -42,8 +42,10 @@ def test_join(base, parts, joined):
 )
 def test_what_a_path_names(path, remote, gcs, absolute):
     assert (fileio.is_remote(path), fileio.is_gcs(path), fileio.is_absolute(path)) == (
-        remote, gcs, absolute
-    )  # fmt: skip
+        remote,
+        gcs,
+        absolute,
+    )
     assert fileio.absolute(path) == (path if absolute else os.path.join(os.getcwd(), path))
 
 

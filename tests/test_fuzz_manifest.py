@@ -26,8 +26,9 @@ from transforms.manifest.sources import describe
 CONFIG = ReadConfig(features=(("weight", "float"),))
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 cells = st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=12)
-one_line = st.text(alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\n"),
-                   max_size=12)  # fmt: skip
+one_line = st.text(
+    alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\n"), max_size=12
+)
 
 
 def _outcome(suffix: str, body: bytes) -> list:
@@ -66,8 +67,9 @@ def _csv(rows: list[dict]) -> bytes:
 
 
 @FUZZ
-@given(st.lists(st.fixed_dictionaries({"image_uri": one_line, "label": one_line,
-                                       "weight": one_line})))  # fmt: skip
+@given(
+    st.lists(st.fixed_dictionaries({"image_uri": one_line, "label": one_line, "weight": one_line}))
+)
 def test_csv_round_trips_every_usable_row(rows):
     items = _outcome(".csv", _csv(rows))
     if not rows:
@@ -79,8 +81,11 @@ def test_csv_round_trips_every_usable_row(rows):
 
 
 @FUZZ
-@given(st.lists(st.fixed_dictionaries({"image_uri": one_line, "label": one_line}), min_size=1),
-       st.text(min_size=1), st.text())  # fmt: skip
+@given(
+    st.lists(st.fixed_dictionaries({"image_uri": one_line, "label": one_line}), min_size=1),
+    st.text(min_size=1),
+    st.text(),
+)
 def test_a_quoted_newline_makes_its_line_a_bad_row_and_changes_no_line_before(rows, left, right):
     """A CSV record is one line: a newline inside quotes ends it there, as a bad_row, and every
     line before reads as it would without it."""
@@ -94,14 +99,22 @@ def test_a_quoted_newline_makes_its_line_a_bad_row_and_changes_no_line_before(ro
     items = _outcome(".csv", _csv([*rows, broken]))
     assert seen(items[: len(before)]) == seen(before)
     assert (items[len(before)].reason, items[len(before)].message) == (
-        Reason.BAD_ROW, QUOTED_NEWLINE
-    )  # fmt: skip
+        Reason.BAD_ROW,
+        QUOTED_NEWLINE,
+    )
 
 
 @FUZZ
-@given(st.lists(st.dictionaries(st.sampled_from(["image_uri", "label", "weight", "x"]),
-                                st.one_of(cells, st.integers(), st.floats(), st.none(),
-                                          st.lists(st.integers(), max_size=2)))))  # fmt: skip
+@given(
+    st.lists(
+        st.dictionaries(
+            st.sampled_from(["image_uri", "label", "weight", "x"]),
+            st.one_of(
+                cells, st.integers(), st.floats(), st.none(), st.lists(st.integers(), max_size=2)
+            ),
+        )
+    )
+)
 def test_jsonl_with_any_value_types(rows):
     body = "".join(json.dumps(row) + "\n" for row in rows).encode()
     items = _outcome(".jsonl", body)
@@ -147,8 +160,13 @@ def test_a_field_over_the_csv_size_limit_is_one_bad_row():
 
 
 @FUZZ
-@given(st.text(alphabet=st.sampled_from(",,,\r \x00ab\u00e9\u2028") | st.characters(
-    blacklist_categories=["Cs"], blacklist_characters='"\n')), st.integers(1, 6))  # fmt: skip
+@given(
+    st.text(
+        alphabet=st.sampled_from(",,,\r \x00ab\u00e9\u2028")
+        | st.characters(blacklist_categories=["Cs"], blacklist_characters='"\n')
+    ),
+    st.integers(1, 6),
+)
 def test_a_line_without_quotes_is_split_as_the_csv_module_reads_it(line, width):
     """csv_fields splits most lines on their commas itself: it must agree with the csv module."""
     columns = tuple(f"c{i}" for i in range(width))

@@ -36,8 +36,10 @@ def test_a_box_that_float32_cannot_tell_from_a_line_is_dropped_not_stored():
 def test_a_jsonl_manifest_whose_first_row_is_over_64_kb_is_still_detection(tmp_path):
     # A crowded image: its objects make the first line longer than the launcher's first read.
     objects = [{"bbox": [n % 100, n % 90, 3, 3], "label": "person"} for n in range(1500)]
-    rows = [{"image_uri": "a.jpg", "box_format": "xywh", "objects": objects},
-            {"image_uri": "b.jpg", "box_format": "xywh", "objects": []}]  # fmt: skip
+    rows = [
+        {"image_uri": "a.jpg", "box_format": "xywh", "objects": objects},
+        {"image_uri": "b.jpg", "box_format": "xywh", "objects": []},
+    ]
     manifest = write_manifest(tmp_path / "crowd.jsonl", rows)
     assert len(manifest.read_text().split("\n")[0]) > 64 << 10
     assert describe(str(manifest), 0, ReadConfig()).detection
@@ -66,7 +68,7 @@ def _coco(path, image_id: int, image: str, category: dict):
         "images": [{"id": image_id, "file_name": image}],
         "annotations": [
             {"id": 1, "image_id": image_id, "category_id": category["id"], "bbox": [1, 1, 20, 20]}
-        ],  # fmt: skip
+        ],
         "categories": [category],
     }
     path.write_text(json.dumps(document))
@@ -89,9 +91,17 @@ def test_a_coco_category_id_is_kept_beside_a_jsonl_manifest_with_label_names(tmp
     photo = tmp_path / "a.jpg"
     photo.write_bytes(encode(crop(PHOTO, random.Random(1))))
     instances = _coco(tmp_path / "instances.json", 7, "a.jpg", {"id": 1, "name": "person"})
-    named = write_manifest(tmp_path / "more.jsonl", [
-        {"image_uri": "a.jpg", "key": "b", "box_format": "xywh",
-         "objects": [{"bbox": [1, 1, 5, 5], "label": "cup"}]}])  # fmt: skip
+    named = write_manifest(
+        tmp_path / "more.jsonl",
+        [
+            {
+                "image_uri": "a.jpg",
+                "key": "b",
+                "box_format": "xywh",
+                "objects": [{"bbox": [1, 1, 5, 5], "label": "cup"}],
+            }
+        ],
+    )
     argv = ["--manifest", str(instances), str(named), "--output", str(tmp_path / "out")]
     try:
         converted = run([*argv, "--no_progress"])

@@ -16,13 +16,13 @@ import pytest
 import simplejpeg
 from conftest import REPOSITORY, encode, photo, write_manifest
 from PIL import Image, ImageOps
-from transforms.tfrecord.proto.example_pb2 import Example
 
 from pipeline.runners.convert import run
 from transforms.errors import Reason, RowError
 from transforms.image import fastpath, pixels
 from transforms.image.images import ImageConfig, normalise
 from transforms.image.jpeg import coefficient_bytes, parse_jpeg
+from transforms.tfrecord.proto.example_pb2 import Example
 from transforms.tfrecord.records import read_records
 
 ASTRONAUT = photo("astronaut.png")  # fine detail: misplaced pixels show
@@ -192,9 +192,13 @@ def _hashes(count: int = 12) -> list[str]:
 def test_bytes_are_the_same_across_threads_and_a_fresh_process():
     script = "import test_hostile_fastpath as t; print(t._hashes())"
     fresh = subprocess.run(
-        [sys.executable, "-c", script], cwd=REPOSITORY / "tests", capture_output=True, text=True,
-        env={"PYTHONPATH": f"{REPOSITORY}:{REPOSITORY / 'tests'}"}, check=True,
-    )  # fmt: skip
+        [sys.executable, "-c", script],
+        cwd=REPOSITORY / "tests",
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": f"{REPOSITORY}:{REPOSITORY / 'tests'}"},
+        check=True,
+    )
     assert fresh.stdout.strip() == str(_hashes())
 
 
@@ -218,6 +222,8 @@ def test_a_conversion_of_hostile_jpegs_turns_and_shrinks_each_as_pillow_would(tm
             for _, record in read_records((Path(converted.folder) / shard.file).read_bytes()):
                 feature = Example.FromString(record).features.feature
                 name = feature["image/filename"].bytes_list.value[0].decode()
-                sizes[name] = (feature["image/width"].int64_list.value[0],
-                               feature["image/height"].int64_list.value[0])  # fmt: skip
+                sizes[name] = (
+                    feature["image/width"].int64_list.value[0],
+                    feature["image/height"].int64_list.value[0],
+                )
     assert sizes == {"turned.jpg": (3, 4), "strip.jpg": (1, 4), "wide.jpg": (4, 4)}

@@ -140,8 +140,12 @@ def test_json_nested_past_the_limit_is_one_bad_row(tmp_path):
     describe(str(path), 0, ReadConfig())
     rows = read_manifest(str(path), 0, ReadConfig())
     assert [type(row).__name__ for row in rows] == [
-        "ManifestRow", "ErrorRow", "ManifestRow", "ErrorRow", "ManifestRow"
-    ]  # fmt: skip
+        "ManifestRow",
+        "ErrorRow",
+        "ManifestRow",
+        "ErrorRow",
+        "ManifestRow",
+    ]
     assert rows[1].reason is Reason.BAD_ROW and rows[1].message == "JSON nested deeper than 16"
     assert rows[3].reason is Reason.BAD_ROW and rows[4].label == "[" * 100 + "{" * 100
 
@@ -329,9 +333,14 @@ def test_tree_walk_follows_links_once_and_reports_every_folder_it_does_not_list(
     items = list(read_tree(str(tree), 0, ReadConfig()))
     rows = sorted(item.key for item in items if isinstance(item, ManifestRow))
     assert rows == [
-        "cat/0.jpg", "cat/1.jpg", "cat/fifo.jpg", "cat/secret.jpg", "dog/0.jpg", "dog/1.jpg",
+        "cat/0.jpg",
+        "cat/1.jpg",
+        "cat/fifo.jpg",
+        "cat/secret.jpg",
+        "dog/0.jpg",
+        "dog/1.jpg",
         "locked/0.jpg",  # root reads what it likes: the child process below cannot
-    ]  # fmt: skip
+    ]
     errors = {item.key: item.reason for item in items if isinstance(item, ErrorRow)}
     assert errors == {"cat/loop": Reason.DUPLICATE_FOLDER, "hound": Reason.DUPLICATE_FOLDER}
     skipped = sorted(item.path for item in items if isinstance(item, SkippedFile))

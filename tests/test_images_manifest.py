@@ -151,9 +151,15 @@ def test_csv_rows_resolve_relative_paths_and_keep_keys(tmp_path):
     rows = read_manifest(str(manifest), 0, config)
     first = len("image_uri,label,split,key,w\r\n")  # records are known by their byte offsets
     assert rows[0] == ManifestRow(
-        "a/1.jpg", "a/1.jpg", "cat", "train", (("w", 3),), str(manifest),
-        row_position(0, first), f"{tmp_path}/",
-    )  # fmt: skip
+        "a/1.jpg",
+        "a/1.jpg",
+        "cat",
+        "train",
+        (("w", 3),),
+        str(manifest),
+        row_position(0, first),
+        f"{tmp_path}/",
+    )
     assert rows[0].image_uri == str(tmp_path / "a/1.jpg")
     assert rows[0].key is rows[0].image  # one string for both
     assert rows[0].source == f"{manifest}@{first}"

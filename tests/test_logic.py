@@ -207,8 +207,12 @@ def test_label_map_text_round_trip():
 def test_writer_threads_follow_where_the_time_goes():
     local = WriteConfig("out")
     assert writer_threads(local, remote=False, cores=4) == 1  # pass-through: GIL-bound glue
-    for image in (ImageConfig(validate="full"), ImageConfig(resize_short_side=256),
-                  ImageConfig(max_side=512), ImageConfig(encoding="raw")):  # fmt: skip
+    for image in (
+        ImageConfig(validate="full"),
+        ImageConfig(resize_short_side=256),
+        ImageConfig(max_side=512),
+        ImageConfig(encoding="raw"),
+    ):
         assert writer_threads(local._replace(image=image), remote=False, cores=4) == 4
     assert writer_threads(local, remote=True, cores=4) == 4 * REMOTE_THREADS_PER_CORE
     assert writer_threads(local._replace(threads=3), remote=True, cores=4) == 3
@@ -228,10 +232,15 @@ def test_rows_group_by_their_shard_and_unknown_labels_are_errors():
     by_shard, errors = group_by_shard(rows, plan)
     assert [(e.key, e.reason) for e in errors] == [("dog/d", Reason.UNKNOWN_LABEL)]
     assert sum(map(len, by_shard.values())) == 41
-    assert all(shard_for(r.key, r.split, 4 if r.split == "train" else 1) == shard
-               for shard, shard_rows in by_shard.items() for r in shard_rows)  # fmt: skip
-    assert list(all_shards(plan)) == [*(ShardId("train", i, 4) for i in range(4)),
-                                      ShardId("test", 0, 1)]  # fmt: skip
+    assert all(
+        shard_for(r.key, r.split, 4 if r.split == "train" else 1) == shard
+        for shard, shard_rows in by_shard.items()
+        for r in shard_rows
+    )
+    assert list(all_shards(plan)) == [
+        *(ShardId("train", i, 4) for i in range(4)),
+        ShardId("test", 0, 1),
+    ]
 
 
 def test_keep_first_rejects_later_copies_but_leaves_repeated_keys_to_the_writer():

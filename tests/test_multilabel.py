@@ -118,9 +118,13 @@ def test_load_gives_multi_hot_vectors_and_ragged_features(tmp_path, tagged):
     names = info["labels"]["names"]
     dataset = load(str(tmp_path / "out"), batch_size=None, image_size=(32, 32), shuffle_buffer=0)
     features = load(
-        str(tmp_path / "out"), batch_size=4, image_size=(32, 32), shuffle_buffer=0,
-        with_features=True, drop_remainder=False,
-    )  # fmt: skip
+        str(tmp_path / "out"),
+        batch_size=4,
+        image_size=(32, 32),
+        shuffle_buffer=0,
+        with_features=True,
+        drop_remainder=False,
+    )
     keys = [key.decode() for batch in features for key in batch["image/source_id"].numpy()]
     wanted = {row["image_uri"]: row["label"] for row in rows}
     for key, (image, hot) in zip(keys, dataset, strict=True):

@@ -13,7 +13,16 @@ from apache_beam.io.restriction_trackers import OffsetRange, OffsetRestrictionTr
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
-from conftest import BEAM, encode, error_rows, make_images, photo, published, write_manifest
+from conftest import (
+    BEAM,
+    arguments,
+    encode,
+    error_rows,
+    make_images,
+    photo,
+    published,
+    write_manifest,
+)
 
 import pipeline
 from pipeline.cli.main import main
@@ -130,8 +139,10 @@ def test_same_input_gives_identical_bytes_whatever_the_runner_and_parallelism(
     with open(dataset, "a") as manifest:  # rows rejected by the reader and by shard writers
         manifest.writelines(f"images/gone-{i}.jpg,coffee\n" for i in range(5))
         manifest.write("images/coffee/0.jpg,\n,rocket\n")
-    flags = ("--num_shards", "2", "--split", "train=0.5,validation=0.5", "--no_progress",
-             "--max_error_rate", "1", *image_flags)  # fmt: skip
+    flags = arguments(
+        "--num_shards 2 --split train=0.5,validation=0.5 --no_progress --max_error_rate 1"
+    )
+    flags += image_flags
 
     def convert(name, *more):
         run(["--manifest", str(dataset), "--output", str(tmp_path / name), *flags, *more])
@@ -208,9 +219,12 @@ def test_the_python_api_takes_the_shard_count_as_a_number(dataset, tmp_path):
     flags = ["--manifest", str(dataset), "--split", "train=0.5,validation=0.5", "--no_progress"]
     run([*flags, "--output", str(tmp_path / "flag"), "--num_shards", "2"])
     options = pipeline.ConvertOptions(
-        manifest=[str(dataset)], output=str(tmp_path / "api"), num_shards=2,
-        split="train=0.5,validation=0.5", progress=False,
-    )  # fmt: skip
+        manifest=[str(dataset)],
+        output=str(tmp_path / "api"),
+        num_shards=2,
+        split="train=0.5,validation=0.5",
+        progress=False,
+    )
     assert pipeline.convert(options).info.splits["validation"].shards[1].records
 
     def files(root):
@@ -270,9 +284,13 @@ def test_count_law_and_error_rows_with_hostile_rows(tmp_path, convert):
     output, info = convert(manifest, "--max_error_rate", "0.5")
     assert info.rows_in == len(rows) == info.records + info.errors
     assert info.errors_by_reason == {
-        "bad_split": 1, "corrupt_image": 1, "duplicate_key": 1,
-        "empty_file": 1, "missing_file": 1, "not_an_image": 1,
-    }  # fmt: skip
+        "bad_split": 1,
+        "corrupt_image": 1,
+        "duplicate_key": 1,
+        "empty_file": 1,
+        "missing_file": 1,
+        "not_an_image": 1,
+    }
     assert len(error_rows(output)) == info.errors
     assert {e["row"]["image_uri"].rsplit("/", 1)[-1] for e in error_rows(output)} >= {
         "truncated.jpg",
@@ -384,8 +402,12 @@ def test_the_cli_reads_hostile_manifest_lines_alike_in_pieces_and_whole(tmp_path
     manifest.write_bytes(body.encode() + b"\r\n".join(hostile) + b"\r\nimages/last.jpg,cat")
     monkeypatch.setattr("transforms.beam.steps.PIECE_BYTES", 16)
     for name, runner in (("local", []), ("beam", BEAM)):
-        argv = ["convert", "--manifest", str(manifest), "--output", str(tmp_path / name),
-                "--max_error_rate", "1", "--no_progress", *runner]  # fmt: skip
+        argv = arguments(
+            "convert --manifest {m} --output {out} --max_error_rate 1 --no_progress",
+            m=manifest,
+            out=tmp_path / name,
+        )
+        argv += runner
         assert main(argv) == 0
     local, beam = published(tmp_path / "local"), published(tmp_path / "beam")
     files = sorted(p.relative_to(local) for p in local.rglob("*") if p.is_file())
@@ -399,6 +421,9 @@ def test_the_cli_reads_hostile_manifest_lines_alike_in_pieces_and_whole(tmp_path
         (f"{manifest}@{offsets[1]}", "bad_row", "image_uri and label are required"),
         (f"{manifest}@{offsets[2]}", "bad_row", "not UTF-8 text (bytes ff)"),
         (f"{manifest}@{offsets[4]}", "bad_row", "more cells than columns"),
-        (f"{manifest}@{offsets[4] + 7}", "missing_file",
-         f"no such file: {tmp_path}/images/last.jpg"),
-    }  # fmt: skip
+        (
+            f"{manifest}@{offsets[4] + 7}",
+            "missing_file",
+            f"no such file: {tmp_path}/images/last.jpg",
+        ),
+    }

@@ -28,8 +28,13 @@ DONE_LINE = r"\[#{30}\] ([\d,]+)/\1 images  done in \d+:\d\d  \([\d,.]+ img/s\)"
 
 def test_clock_is_minutes_and_seconds_then_hours():
     assert [clock(s) for s in (0, 9.9, 61, 3599, 3600, 36061)] == [
-        "0:00", "0:09", "1:01", "59:59", "1:00:00", "10:01:01"
-    ]  # fmt: skip
+        "0:00",
+        "0:09",
+        "1:01",
+        "59:59",
+        "1:00:00",
+        "10:01:01",
+    ]
 
 
 def test_lines_while_reading_writing_and_at_the_end():
