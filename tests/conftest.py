@@ -23,7 +23,7 @@ from PIL import Image
 import pipeline
 from pipeline.dataset.publish import resolve
 from pipeline.runners.convert import run
-from transforms.manifest.rows import ReadConfig
+from transforms.manifest.rows import ManifestRow, ReadConfig, row_position
 from transforms.manifest.sources import describe, read_all
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -94,6 +94,11 @@ def make_images(root: Path, per_class: int = 5, seed: int = 7) -> list[dict]:
             (root / name).write_bytes(encode(crop(image, rng), quality=85))
             rows.append({"image_uri": name, "label": label})
     return rows
+
+
+def manifest_row(key: str, split: str = "train", uri: str = "x.jpg") -> ManifestRow:
+    """A row of m.csv at byte 2, labelled by the first folder of its key."""
+    return ManifestRow(key, uri, key.split("/")[0], split, (), "m.csv", row_position(0, 2))
 
 
 def read_manifest(path: str, number: int = 0, config: ReadConfig | None = None) -> list:

@@ -11,8 +11,6 @@ from conftest import BEAM, DATAFLOW, make_images, published, write_manifest
 from pipeline.cli.main import main
 from pipeline.config.flags import FLAGS, help_text, synopsis
 from pipeline.config.options import option_defaults
-from pipeline.runners.choice import local_processes
-from transforms.write.shard_writer import available_cores
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -157,10 +155,6 @@ def test_generated_proto_code_matches_the_proto(tmp_path):
     subprocess.run([*command, str(ROOT / "transforms/tfrecord/proto/example.proto")], check=True)
     generated = (tmp_path / "transforms/tfrecord/proto/example_pb2.py").read_text()
     assert generated == (ROOT / "transforms/tfrecord/proto/example_pb2.py").read_text()
-
-
-def test_local_runs_write_one_shard_per_core_unless_told():
-    assert local_processes(0) == available_cores() and local_processes(3) == 3
 
 
 def test_convert_help_gives_every_flag_its_meaning_and_default(capsys):

@@ -3,6 +3,7 @@ stored image (normalised, clipped, turned with the pixels, degenerate ones dropp
 
 import json
 import math
+import struct
 
 import pytest
 
@@ -221,3 +222,14 @@ def test_orphan_annotations_repeated_ids_and_broken_files_are_reported():
 )
 def test_a_json_manifest_is_coco_by_its_start(start, coco):
     assert is_coco_start(start.removeprefix("\ufeff")) is coco
+
+
+def _float32(value: float) -> float:
+    return struct.unpack("<f", struct.pack("<f", value))[0]
+
+
+def test_a_box_that_float32_cannot_tell_from_a_line_is_dropped_not_stored():
+    # 1e-12 pixels wide: distinct in float64, one value once the record stores it as float32.
+    tiny = Annotation("a", 1.0, 1.0, 1.0 + 1e-12, 1.0 + 1e-12, frame=Frame(False))
+    kept, dropped = placed([tiny], Placement(149, 139, 1, 1, 149, 139))
+    assert dropped == 1, [(_float32(o.xmin), _float32(o.xmax)) for o in kept]

@@ -1,26 +1,16 @@
-"""Image normalisation and manifest parsing, without Beam."""
+"""transforms/image/images.py: an image file's bytes to the image stored (JPEGs kept byte for
+byte, other formats re-encoded), the structural and full JPEG checks, and sniffing."""
 
 import io
-import json
-import tracemalloc
 
 import pytest
-from conftest import encode, photo, read_manifest, write_manifest
+from conftest import encode, photo
 from PIL import Image
 
-from transforms.errors import ErrorRow, Reason, RowError, UserError
+from transforms.errors import Reason, RowError
 from transforms.image.images import ImageConfig, normalise, sniff
 from transforms.image.jpeg import parse_jpeg
 from transforms.image.pixels import check_jpeg_decodes
-from transforms.manifest.rows import (
-    ManifestRow,
-    ReadConfig,
-    SkippedFile,
-    row_position,
-)
-from transforms.manifest.sources import describe
-from transforms.manifest.splits import parse_split_spec
-from transforms.manifest.trees import read_tree
 
 SMALL = photo().resize((64, 48))
 
@@ -136,138 +126,6 @@ def test_pixel_limit():
 
 def test_sniff_ignores_names():
     assert sniff(encode(SMALL, "PNG")) == "png" and sniff(encode(SMALL)) == "jpeg"
-
-
-def test_csv_rows_resolve_relative_paths_and_keep_keys(tmp_path):
-    manifest = write_manifest(
-        tmp_path / "m.csv",
-        [
-            {"image_uri": "a/1.jpg", "label": "cat", "split": "", "key": "", "w": "3"},
-            {"image_uri": "/abs/2.jpg", "label": "dog", "split": "test", "key": "k2", "w": "x"},
-            {"image_uri": "a/3.jpg", "label": " ", "split": "", "key": "", "w": "1"},
-        ],
-    )
-    config = ReadConfig(parse_split_spec("train=1"), (("w", "int64"),))
-    rows = read_manifest(str(manifest), 0, config)
-    first = len("image_uri,label,split,key,w\r\n")  # records are known by their byte offsets
-    assert rows[0] == ManifestRow(
-        "a/1.jpg",
-        "a/1.jpg",
-        "cat",
-        "train",
-        (("w", 3),),
-        str(manifest),
-        row_position(0, first),
-        f"{tmp_path}/",
-    )
-    assert rows[0].image_uri == str(tmp_path / "a/1.jpg")
-    assert rows[0].key is rows[0].image  # one string for both
-    assert rows[0].source == f"{manifest}@{first}"
-    assert isinstance(rows[1], ErrorRow) and rows[1].reason is Reason.BAD_FEATURE
-    second = first + len("a/1.jpg,cat,,,3\r\n")
-    assert rows[1].source == f"{manifest}@{second}"
-    assert isinstance(rows[2], ErrorRow) and rows[2].reason is Reason.BAD_LABEL
-
-
-@pytest.mark.parametrize("value", [str(1 << 63), str(-(1 << 63) - 1), "1e30"])
-def test_int64_features_outside_int64_are_bad_features(tmp_path, value):
-    manifest = write_manifest(
-        tmp_path / "m.csv",
-        [{"image_uri": "a.jpg", "label": "cat", "split": "", "key": "", "w": value}],
-    )
-    config = ReadConfig(parse_split_spec("train=1"), (("w", "int64"),))
-    (row,) = read_manifest(str(manifest), 0, config)
-    assert isinstance(row, ErrorRow) and row.reason is Reason.BAD_FEATURE
-
-
-def test_jsonl_rows_and_bad_lines(tmp_path):
-    path = tmp_path / "m.jsonl"
-    path.write_text(
-        json.dumps({"image_uri": "x.jpg", "label": 3})
-        + "\n\n{not json\n[1]\n"
-        + json.dumps({"label": "a"})
-        + "\n"
-        + json.dumps({"image_uri": "y.jpg", "label": ["a"]})
-        + "\n"
-        + json.dumps({"image_uri": "y.jpg", "label": True})
-        + "\n"
-        + json.dumps({"image_uri": "y.jpg", "label": "a", "split": 1})
-        + "\n"
-    )
-    rows = read_manifest(str(path), 1, ReadConfig())
-    assert rows[0].label == "3" and rows[0].position == row_position(1, 0)
-    assert [r.reason for r in rows[1:]] == [Reason.BAD_ROW] * 3 + [Reason.BAD_LABEL] * 2 + [
-        Reason.BAD_SPLIT
-    ]
-
-
-def test_tree_reads_labels_splits_and_skips_other_files(tmp_path):
-    for rel in ("train/cat/1.jpg", "train/dog/2.PNG", "validation/cat/3.jpeg", "cat/4.jpg"):
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_bytes(b"x")
-    (tmp_path / "train/cat/notes.txt").write_text("hi")
-    (tmp_path / "README.md").write_text("hi")
-    items = list(read_tree(str(tmp_path), 0, ReadConfig()))
-    rows = [(r.key, r.label, r.split) for r in items if isinstance(r, ManifestRow)]
-    assert sorted(rows) == [
-        ("cat/4.jpg", "cat", "train"),
-        ("train/cat/1.jpg", "cat", "train"),
-        ("train/dog/2.PNG", "dog", "train"),
-        ("validation/cat/3.jpeg", "cat", "validation"),
-    ]
-    assert sum(isinstance(item, SkippedFile) for item in items) == 2
-
-
-def test_a_tree_given_as_a_relative_path_has_absolute_image_paths(tmp_path, monkeypatch):
-    (tmp_path / "t/cat").mkdir(parents=True)
-    (tmp_path / "t/cat/1.jpg").write_bytes(b"x")
-    monkeypatch.chdir(tmp_path)
-    (row,) = read_tree("t", 0, ReadConfig())
-    assert (row.key, row.image_uri) == ("cat/1.jpg", str(tmp_path / "t/cat/1.jpg"))
-
-
-@pytest.mark.parametrize(
-    "body, message",
-    [
-        ("path,label\nx.jpg,a\n", r"missing column\(s\) image_uri"),
-        ("image_uri,label\n", "no rows"),
-        ("", "missing column"),
-    ],
-)
-def test_unusable_manifests_are_user_errors(tmp_path, body, message):
-    path = tmp_path / "m.csv"
-    path.write_text(body)
-    with pytest.raises(UserError, match=message):
-        describe(str(path), 0, ReadConfig())
-
-
-def test_the_launcher_reads_the_start_and_a_bad_byte_further_on_is_a_bad_row(tmp_path):
-    """The launcher's check reads the header and the first lines, however long the file; a
-    line that is not UTF-8 further on is found by its reader: one bad_row, the rest read. A
-    BOM is dropped; a header that is not UTF-8 is a usage error."""
-    rows = "".join(f"images/{i}.jpg,cat\r\n" for i in range(400_000))
-    body = f"image_uri,label\r\n{rows}".encode()
-    path = tmp_path / "m.csv"
-    path.write_bytes(b"\xef\xbb\xbf" + body + b"x.jpg,\xff\xfe\r\nlast.jpg,cat\r\n")
-    tracemalloc.start()
-    describe(str(path), 0, ReadConfig())
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    assert path.stat().st_size > 8 << 20 and peak < 1 << 20  # a few small reads, not the file
-    *_, bad, last = read = read_manifest(str(path), 0, ReadConfig())
-    assert len(read) == 400_002 and read[0].key == "images/0.jpg" and last.key == "last.jpg"
-    assert (bad.reason, bad.message) == (Reason.BAD_ROW, "not UTF-8 text (bytes ff)")
-    assert bad.source == f"{path}@{3 + len(body)}"
-    path.write_bytes(b"image_uri,\xfflabel\n" + body)
-    with pytest.raises(UserError, match="not UTF-8 text .bytes ff."):
-        describe(str(path), 0, ReadConfig())
-
-
-def test_manifest_of_unknown_type_and_empty_tree(tmp_path):
-    with pytest.raises(UserError, match="must be .csv"):
-        describe(str(tmp_path / "m.txt"), 0, ReadConfig())
-    with pytest.raises(UserError, match="no images"):
-        describe(str(tmp_path), 0, ReadConfig())
 
 
 @pytest.mark.parametrize("data", [b"GIF89a" + bytes(3), b"BM" + b"\x01" * 10])

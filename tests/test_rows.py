@@ -1,4 +1,5 @@
-"""Fuzzing the manifest readers: any file gives a clear UserError or rows, never a traceback."""
+"""transforms/manifest/rows.py: CSV and JSONL lines to rows or error rows, single and multiple
+labels; fuzzed, any file gives a clear UserError or rows, never a traceback."""
 
 import csv
 import io
@@ -8,7 +9,10 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import read_manifest
+from conftest import (
+    read_manifest,
+    write_manifest,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,8 +24,11 @@ from transforms.manifest.rows import (
     ReadConfig,
     csv_cells,
     csv_fields,
+    make_row,
+    row_position,
 )
 from transforms.manifest.sources import describe
+from transforms.manifest.splits import parse_split_spec
 
 CONFIG = ReadConfig(features=(("weight", "float"),))
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -185,3 +192,181 @@ def test_a_line_without_quotes_is_split_as_the_csv_module_reads_it(line, width):
         assert fields is None
     else:
         assert list(fields.values()) == expected + [None] * (width - len(expected))
+
+
+def test_csv_rows_resolve_relative_paths_and_keep_keys(tmp_path):
+    manifest = write_manifest(
+        tmp_path / "m.csv",
+        [
+            {"image_uri": "a/1.jpg", "label": "cat", "split": "", "key": "", "w": "3"},
+            {"image_uri": "/abs/2.jpg", "label": "dog", "split": "test", "key": "k2", "w": "x"},
+            {"image_uri": "a/3.jpg", "label": " ", "split": "", "key": "", "w": "1"},
+        ],
+    )
+    config = ReadConfig(parse_split_spec("train=1"), (("w", "int64"),))
+    rows = read_manifest(str(manifest), 0, config)
+    first = len("image_uri,label,split,key,w\r\n")  # records are known by their byte offsets
+    assert rows[0] == ManifestRow(
+        "a/1.jpg",
+        "a/1.jpg",
+        "cat",
+        "train",
+        (("w", 3),),
+        str(manifest),
+        row_position(0, first),
+        f"{tmp_path}/",
+    )
+    assert rows[0].image_uri == str(tmp_path / "a/1.jpg")
+    assert rows[0].key is rows[0].image  # one string for both
+    assert rows[0].source == f"{manifest}@{first}"
+    assert isinstance(rows[1], ErrorRow) and rows[1].reason is Reason.BAD_FEATURE
+    second = first + len("a/1.jpg,cat,,,3\r\n")
+    assert rows[1].source == f"{manifest}@{second}"
+    assert isinstance(rows[2], ErrorRow) and rows[2].reason is Reason.BAD_LABEL
+
+
+@pytest.mark.parametrize("value", [str(1 << 63), str(-(1 << 63) - 1), "1e30"])
+def test_int64_features_outside_int64_are_bad_features(tmp_path, value):
+    manifest = write_manifest(
+        tmp_path / "m.csv",
+        [{"image_uri": "a.jpg", "label": "cat", "split": "", "key": "", "w": value}],
+    )
+    config = ReadConfig(parse_split_spec("train=1"), (("w", "int64"),))
+    (row,) = read_manifest(str(manifest), 0, config)
+    assert isinstance(row, ErrorRow) and row.reason is Reason.BAD_FEATURE
+
+
+def test_jsonl_rows_and_bad_lines(tmp_path):
+    path = tmp_path / "m.jsonl"
+    path.write_text(
+        json.dumps({"image_uri": "x.jpg", "label": 3})
+        + "\n\n{not json\n[1]\n"
+        + json.dumps({"label": "a"})
+        + "\n"
+        + json.dumps({"image_uri": "y.jpg", "label": ["a"]})
+        + "\n"
+        + json.dumps({"image_uri": "y.jpg", "label": True})
+        + "\n"
+        + json.dumps({"image_uri": "y.jpg", "label": "a", "split": 1})
+        + "\n"
+    )
+    rows = read_manifest(str(path), 1, ReadConfig())
+    assert rows[0].label == "3" and rows[0].position == row_position(1, 0)
+    assert [r.reason for r in rows[1:]] == [Reason.BAD_ROW] * 3 + [Reason.BAD_LABEL] * 2 + [
+        Reason.BAD_SPLIT
+    ]
+
+
+def test_json_nested_past_the_limit_is_one_bad_row(tmp_path):
+    deep = "[" * 200_000 + "]" * 200_000  # json.loads would raise RecursionError
+    at_limit = "[" * (MAX_JSON_DEPTH - 1) + "]" * (MAX_JSON_DEPTH - 1)
+    lines = [
+        {"image_uri": "a.jpg", "label": "cat"},
+        f'{{"image_uri": "b.jpg", "label": {deep}}}',
+        f'{{"image_uri": "c.jpg", "label": "cat", "x": {at_limit}}}',  # depth 16: parsed
+        f'{{"image_uri": "d.jpg", "label": "cat", "x": [{at_limit}]}}',  # depth 17
+        {"image_uri": "e.jpg", "label": "[" * 100 + "{" * 100},  # brackets in a string
+    ]
+    path = tmp_path / "m.jsonl"
+    path.write_text("".join((json.dumps(x) if isinstance(x, dict) else x) + "\n" for x in lines))
+    describe(str(path), 0, ReadConfig())
+    rows = read_manifest(str(path), 0, ReadConfig())
+    assert [type(row).__name__ for row in rows] == [
+        "ManifestRow",
+        "ErrorRow",
+        "ManifestRow",
+        "ErrorRow",
+        "ManifestRow",
+    ]
+    assert rows[1].reason is Reason.BAD_ROW and rows[1].message == "JSON nested deeper than 16"
+    assert rows[3].reason is Reason.BAD_ROW and rows[4].label == "[" * 100 + "{" * 100
+
+
+def test_half_a_surrogate_pair_in_a_jsonl_string_is_one_bad_row(tmp_path):
+    """JSON lets `\\ud800` stand alone; no path, key or label can hold it (UTF-8 has no
+    surrogates), and it once reached the key's hash as a traceback. A whole pair is an emoji."""
+    lines = [
+        r'{"image_uri": "a.jpg", "label": "cat\ud800"}',
+        r'{"image_uri": "b.jpg", "label": "cat", "key": "k\uDFFF"}',
+        r'{"image_uri": "c.jpg", "label": "cat\ud83d\ude00"}',
+        r'{"image_uri": "d.jpg", "label": "cat\\ud800"}',  # an escaped backslash, then text
+    ]
+    path = tmp_path / "m.jsonl"
+    path.write_text("".join(line + "\n" for line in lines))
+    rows = read_manifest(str(path), 0, ReadConfig())
+    assert [getattr(row, "reason", None) for row in rows] == [Reason.BAD_ROW] * 2 + [None] * 2
+    assert "half a surrogate pair" in rows[0].message
+    assert [row.label for row in rows[2:]] == ["cat\U0001f600", "cat\\ud800"]
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_nul_and_control_characters_are_error_rows(tmp_path, suffix):
+    rows = [
+        {"image_uri": "ok.jpg", "label": "café noir"},
+        {"image_uri": "a\x00.jpg", "label": "cat"},
+        {"image_uri": "b.jpg", "label": "c\x00at"},
+        {"image_uri": "c.jpg", "label": "two\nlines"},
+        {"image_uri": "d.jpg", "label": "tab\there"},
+        {"image_uri": "e.jpg", "label": "line\u2028separator"},
+        {"image_uri": "f.jpg", "label": "c1\x85control"},
+    ]
+    path = tmp_path / f"m{suffix}"
+    if suffix == ".jsonl":
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    else:
+        body = "".join(f'"{row["image_uri"]}","{row["label"]}"\n' for row in rows)
+        path.write_text("image_uri,label\n" + body, newline="")
+    read = read_manifest(str(path), 0, ReadConfig())
+    assert isinstance(read[0], ManifestRow) and read[0].label == "café noir"
+    newline = [(Reason.BAD_LABEL, "label holds control character U+000A")]
+    if (
+        suffix == ".csv"
+    ):  # a CSV record is one line: its first line is one bad row, the next another
+        newline = [
+            (Reason.BAD_ROW, QUOTED_NEWLINE),
+            (Reason.BAD_ROW, "image_uri and label are required"),
+        ]
+    assert [(row.reason, row.message) for row in read[1:]] == [
+        (Reason.BAD_ROW, "image_uri contains a NUL character"),
+        (Reason.BAD_LABEL, "label holds control character U+0000"),
+        *newline,
+        (Reason.BAD_LABEL, "label holds control character U+0009"),
+        (Reason.BAD_LABEL, "label holds control character U+2028"),
+        (Reason.BAD_LABEL, "label holds control character U+0085"),
+    ]
+
+
+MULTI = ReadConfig(label_separator="|")
+
+
+def _row(label, config: ReadConfig = MULTI):
+    return make_row({"image_uri": "a.jpg", "label": label}, "", "m.csv", 1, config)
+
+
+@pytest.mark.parametrize(
+    "label, labels",
+    [
+        ("cat|dog", ("cat", "dog")),
+        ("dog | cat|dog", ("cat", "dog")),  # trimmed, each once, sorted
+        ("cat", ("cat",)),
+        (["dog", "cat", 3], ("3", "cat", "dog")),
+        ([], ()),  # a JSON list may say: none of the labels
+        (7, ("7",)),
+        ("a||b|", ("a", "b")),
+    ],
+)
+def test_a_label_cell_or_list_becomes_the_sorted_distinct_labels(label, labels):
+    assert _row(label).label == labels
+
+
+@pytest.mark.parametrize(
+    "label", ["", " | ", [["nested"]], [True], True, {"a": 1}, ["ok", "bad\nline"], 1.5]
+)
+def test_labels_that_cannot_be_a_list_of_labels_are_bad_label_rows(label):
+    with pytest.raises(RowError) as raised:
+        _row(label)
+    assert raised.value.reason == Reason.BAD_LABEL
+
+
+def test_without_the_flag_a_separator_is_part_of_the_one_label():
+    assert _row("cat|dog", ReadConfig()).label == "cat|dog"

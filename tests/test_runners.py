@@ -9,8 +9,9 @@ from conftest import DATAFLOW, make_images, published, write_manifest
 from pipeline.cli.main import main
 from pipeline.dataset.publish import MARKER
 from pipeline.runners import choice
-from pipeline.runners.choice import LOCAL, Runner, resolve
+from pipeline.runners.choice import LOCAL, Runner, local_processes, resolve
 from transforms.errors import UserError
+from transforms.write.shard_writer import available_cores
 
 DIRECT = Runner("SwitchingDirectRunner", here=True, dataflow=False, one_process=True)
 DIRECT_PATH = "apache_beam.runners.direct.direct_runner.DirectRunner"
@@ -113,3 +114,7 @@ def test_an_embedded_job_server_that_could_not_start_its_harness_is_one_line(
     with pytest.raises(UserError, match=re.escape("--runner PortableRunner: ")) as raised:
         resolve([*EMBEDDED, *flags])
     assert says in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_local_runs_write_one_shard_per_core_unless_told():
+    assert local_processes(0) == available_cores() and local_processes(3) == 3
