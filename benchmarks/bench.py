@@ -30,6 +30,13 @@ CONVERT = ["--num_shards", "8", "--no_progress"]
 # A worker is one core's worth: one shard-writer process with one image thread.
 ONE_WORKER = ["--processes", "1", "--threads", "1"]
 TWO_WORKERS = ["--processes", "2", "--threads", "1"]
+RESIZE = ["--resize_short_side", "256", "--jpeg_quality", "90"]
+
+
+def converter(*flags: str):
+    """The converter's command, given the manifest and output, with `flags` after CONVERT's."""
+    return lambda m, o: [CLI, "convert", "--manifest", m, "--output", o, *CONVERT, *flags]
+
 
 # name → (command after the manifest and output are known)
 RUNS = {
@@ -39,24 +46,12 @@ RUNS = {
     "4 Pillow resize": lambda m, o: [PYTHON, str(HERE / "peers.py"), "pillow_resize", m, o],
     "4 turbo + vips resize": lambda m, o: [PYTHON, str(HERE / "peers.py"), "turbo_vips", m, o],
     "5 Pillow validate": lambda m, o: [PYTHON, str(HERE / "peers.py"), "pillow_validate", m, o],
-    "6 converter": lambda m, o: [CLI, "convert", "--manifest", m, "--output", o, *CONVERT],
-    "7 full, 1 worker": lambda m, o: [
-        CLI, "convert", "--manifest", m, "--output", o, *CONVERT, "--validate", "full",
-        *ONE_WORKER,
-    ],
-    "7 full, 2 workers": lambda m, o: [
-        CLI, "convert", "--manifest", m, "--output", o, *CONVERT, "--validate", "full",
-        *TWO_WORKERS,
-    ],
-    "8 resize, 1 worker": lambda m, o: [
-        CLI, "convert", "--manifest", m, "--output", o, *CONVERT, "--resize_short_side", "256",
-        "--jpeg_quality", "90", *ONE_WORKER,
-    ],
-    "8 resize, 2 workers": lambda m, o: [
-        CLI, "convert", "--manifest", m, "--output", o, *CONVERT, "--resize_short_side", "256",
-        "--jpeg_quality", "90", *TWO_WORKERS,
-    ],
-}  # fmt: skip
+    "6 converter": converter(),
+    "7 full, 1 worker": converter("--validate", "full", *ONE_WORKER),
+    "7 full, 2 workers": converter("--validate", "full", *TWO_WORKERS),
+    "8 resize, 1 worker": converter(*RESIZE, *ONE_WORKER),
+    "8 resize, 2 workers": converter(*RESIZE, *TWO_WORKERS),
+}
 
 # (label, numerator run, denominator run, target)
 TARGETS = (
@@ -96,18 +91,28 @@ def run_all(count: int, repeats: int) -> dict:
             with tempfile.TemporaryDirectory() as out:
                 measured = run_measured(command(manifest, str(Path(out) / "o")))
             samples[name].append(measured)
-            print(f"round {round_number}  {name:22s} {count / measured['seconds']:9.1f} img/s  "
-                  f"{measured['peak_rss_tree_mb']:7.1f} MB", flush=True)  # fmt: skip
+            print(
+                f"round {round_number}  {name:22s} {count / measured['seconds']:9.1f} img/s  "
+                f"{measured['peak_rss_tree_mb']:7.1f} MB",
+                flush=True,
+            )
     results = {name: summarise(runs, count) for name, runs in samples.items()}
     ratios = [
-        {"ratio": label, "value": round(results[a]["images_per_s"] / results[b]["images_per_s"], 2),
-         "target": target}
+        {
+            "ratio": label,
+            "value": round(results[a]["images_per_s"] / results[b]["images_per_s"], 2),
+            "target": target,
+        }
         for label, a, b, target in TARGETS
-    ]  # fmt: skip
+    ]
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     return {
-        "images": count, "machine": machine, "repeats": repeats, "runs": results, "ratios": ratios,
-    }  # fmt: skip
+        "images": count,
+        "machine": machine,
+        "repeats": repeats,
+        "runs": results,
+        "ratios": ratios,
+    }
 
 
 def write_chart(report: dict, path: Path) -> None:
@@ -127,8 +132,11 @@ def markdown_table(reports: list[dict]) -> str:
         speeds = [f"{r['runs'][name]['images_per_s']:,.0f}" for r in reports]
         memory = [f"{r['runs'][name]['peak_rss_tree_mb']:,.0f} MB" for r in reports]
         lines.append(f"| {name} | " + " | ".join(speeds + memory) + " |")
-    lines += ["", "| ratio | " + " | ".join(sizes) + " | target |", "|---" + "|---:" * (
-        len(reports) + 1) + "|"]  # fmt: skip
+    lines += [
+        "",
+        "| ratio | " + " | ".join(sizes) + " | target |",
+        "|---" + "|---:" * (len(reports) + 1) + "|",
+    ]
     for index, ratio in enumerate(reports[0]["ratios"]):
         values = [f"{r['ratios'][index]['value']:.2f}" for r in reports]
         lines.append(f"| {ratio['ratio']} | " + " | ".join(values) + f" | ≥ {ratio['target']} |")
@@ -157,8 +165,11 @@ if __name__ == "__main__":
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
     report = run_all(count, int(os.environ.get("BENCH_REPEATS", "3")))
     for name, result in report["runs"].items():
-        print(f"{name:22s} {result['images_per_s']:9.1f} img/s (median)  "
-              f"{result['peak_rss_tree_mb']:7.1f} MB", flush=True)  # fmt: skip
+        print(
+            f"{name:22s} {result['images_per_s']:9.1f} img/s (median)  "
+            f"{result['peak_rss_tree_mb']:7.1f} MB",
+            flush=True,
+        )
     for ratio in report["ratios"]:
         mark = "ok " if ratio["value"] >= ratio["target"] else "MISS"
         print(f"{mark} {ratio['ratio']:45s} {ratio['value']:6.2f}  (target {ratio['target']})")

@@ -47,7 +47,7 @@ def write_coco(path: Path, annotations: int) -> None:
                 "area": round(w * h * 0.7, 2),
                 "iscrowd": 0,
                 "segmentation": [polygon],
-            }  # fmt: skip
+            }
         )
     path.write_text(json.dumps(document))
 
@@ -76,8 +76,13 @@ def measure(annotations: int, masks: bool = False) -> dict:
         done = subprocess.run(command, capture_output=True, text=True, check=True, cwd=HERE.parent)
         seconds = time.perf_counter() - started
     rows, peak_mb = map(int, done.stdout.split())
-    return {"annotations": annotations, "rows": rows, "file_mb": round(size / 2**20, 1),
-            "peak_rss_mb": peak_mb, "seconds": round(seconds, 2)}  # fmt: skip
+    return {
+        "annotations": annotations,
+        "rows": rows,
+        "file_mb": round(size / 2**20, 1),
+        "peak_rss_mb": peak_mb,
+        "seconds": round(seconds, 2),
+    }
 
 
 if __name__ == "__main__":

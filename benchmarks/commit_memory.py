@@ -79,9 +79,14 @@ def commit(saved: str) -> None:
     info = commit_dataset(*pickle.loads(Path(saved).read_bytes()))
     seconds = time.perf_counter() - start
     peak = _status_mb("VmHWM")
-    figures = {"imports_rss_mb": round(before, 1), "peak_rss_mb": round(peak, 1),
-               "commit_s": round(seconds, 3), "records": info.records, "errors": info.errors,
-               "error_files": len(info.error_files)}  # fmt: skip
+    figures = {
+        "imports_rss_mb": round(before, 1),
+        "peak_rss_mb": round(peak, 1),
+        "commit_s": round(seconds, 3),
+        "records": info.records,
+        "errors": info.errors,
+        "error_files": len(info.error_files),
+    }
     print(json.dumps(figures))
 
 
@@ -126,11 +131,15 @@ if __name__ == "__main__":
     else:
         report = main([int(n) for n in sys.argv[1:]] or [1000, 100_000])
         for run in report["runs"]:
-            print(f"{run['rejected_rows']:>9,} rejected rows: commit step peak RSS "
-                  f"{run['peak_rss_mb']} MB, inputs {run['inputs_bytes']:,} bytes")  # fmt: skip
+            print(
+                f"{run['rejected_rows']:>9,} rejected rows: commit step peak RSS "
+                f"{run['peak_rss_mb']} MB, inputs {run['inputs_bytes']:,} bytes"
+            )
         mark = "ok" if report["peak_rss_ratio"] <= TARGET else "MISS"
-        print(f"{mark} peak RSS, most against fewest rejected rows: {report['peak_rss_ratio']}"
-              f" (target ≤ {TARGET})")  # fmt: skip
+        print(
+            f"{mark} peak RSS, most against fewest rejected rows: {report['peak_rss_ratio']}"
+            f" (target ≤ {TARGET})"
+        )
         results = HERE / "results"
         results.mkdir(exist_ok=True)
         (results / "commit-memory.json").write_text(json.dumps(report, indent=2) + "\n")

@@ -68,9 +68,12 @@ def measure(count: int) -> dict:
     accumulator = PlanAccumulator(ShardCounts(), sample_every_split=True)
     plan_us = cpu_us_per(count, lambda: [accumulator.add(row) for row in rows])
     plan = make_plan(
-        accumulator.stats(), LabelSource(), ShardCounts(), DEFAULT_TARGET_SHARD_MB,
+        accumulator.stats(),
+        LabelSource(),
+        ShardCounts(),
+        DEFAULT_TARGET_SHARD_MB,
         lambda uri: stored_size(uri, 1 << 30),
-    )  # fmt: skip
+    )
     batches = [
         RowBatch(tuple(rows[start : start + ROWS_PER_BATCH]))
         for start in range(0, len(rows), ROWS_PER_BATCH)

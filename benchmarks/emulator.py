@@ -11,8 +11,12 @@ from pathlib import Path
 
 BUCKET = "tfrp-bench"
 # Google credential discovery must never leave this machine (as in tests/conftest.py).
-OFFLINE = {"NO_GCE_CHECK": "true", "GCE_METADATA_HOST": "127.0.0.1:9",
-           "GCE_METADATA_IP": "127.0.0.1:9", "GOOGLE_CLOUD_PROJECT": "bench"}  # fmt: skip
+OFFLINE = {
+    "NO_GCE_CHECK": "true",
+    "GCE_METADATA_HOST": "127.0.0.1:9",
+    "GCE_METADATA_IP": "127.0.0.1:9",
+    "GOOGLE_CLOUD_PROJECT": "bench",
+}
 
 
 @contextlib.contextmanager
@@ -22,8 +26,8 @@ def storage_emulator():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    command = [str(Path(sys.executable).parent / "gcp-storage-emulator"), "start",
-               "--host=127.0.0.1", f"--port={port}", "--in-memory"]  # fmt: skip
+    emulator = str(Path(sys.executable).parent / "gcp-storage-emulator")
+    command = [emulator, "start", "--host=127.0.0.1", f"--port={port}", "--in-memory"]
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     host = f"http://127.0.0.1:{port}"
     env = {**os.environ, **OFFLINE, "STORAGE_EMULATOR_HOST": host}

@@ -46,8 +46,9 @@ ROUNDS = 5
 
 def _luma_eighth_simplejpeg(data: bytes) -> None:
     height, width, _, _ = simplejpeg.decode_jpeg_header(data)
-    simplejpeg.decode_jpeg(data, "GRAY", min_height=-(-height // 8), min_width=-(-width // 8),
-                           strict=True)  # fmt: skip
+    simplejpeg.decode_jpeg(
+        data, "GRAY", min_height=-(-height // 8), min_width=-(-width // 8), strict=True
+    )
 
 
 def _pillow_validate_peer(data: bytes) -> None:
@@ -62,12 +63,20 @@ def stages(rows, out: str) -> dict:
     infos = [parse_jpeg(data) for data in datas]
     stored = [normalise(data, ImageConfig()) for data in datas]
     features = [
-        {"image/encoded": data, "image/format": "JPEG", "image/class/label": 1,
-         "image/class/text": row.label, "image/height": s.height, "image/width": s.width,
-         "image/channels": 3, "image/filename": os.path.basename(row.image_uri),
-         "image/source_id": row.key, "image/key/sha256": hashlib.sha256(data).hexdigest()}
+        {
+            "image/encoded": data,
+            "image/format": "JPEG",
+            "image/class/label": 1,
+            "image/class/text": row.label,
+            "image/height": s.height,
+            "image/width": s.width,
+            "image/channels": 3,
+            "image/filename": os.path.basename(row.image_uri),
+            "image/source_id": row.key,
+            "image/key/sha256": hashlib.sha256(data).hexdigest(),
+        }
         for row, data, s in zip(rows, datas, stored, strict=True)
-    ]  # fmt: skip
+    ]
     records = [encode_example(f) for f in features]
     labels = LabelMap(tuple(sorted({row.label for row in rows})))
 
@@ -125,8 +134,9 @@ def measure(count: int) -> dict:
     rows = list(read_all(manifest, ReadConfig()))
     with tempfile.TemporaryDirectory() as out:
         work = stages(rows, out)
-        rounds = [{name: cpu_us_per(len(rows), run) for name, run in work.items()}
-                  for _ in range(ROUNDS)]  # fmt: skip
+        rounds = [
+            {name: cpu_us_per(len(rows), run) for name, run in work.items()} for _ in range(ROUNDS)
+        ]
     return {name: round(statistics.median(r[name] for r in rounds), 1) for name in work}
 
 

@@ -25,10 +25,17 @@ from measure import run_measured
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 BIN = Path(sys.executable).parent
+CLI = str(BIN / "tfrecord-pipeline")
 LABELS = ("astronaut", "chelsea", "coffee", "rocket")
-DATAFLOW = ["--runner=DataflowRunner", "--dry_run=True", "--no_auth", "--project=bench",
-            "--region=us-central1", f"--temp_location=gs://{BUCKET}/tmp",
-            f"--setup_file={ROOT}/setup.py"]  # fmt: skip
+DATAFLOW = [
+    "--runner=DataflowRunner",
+    "--dry_run=True",
+    "--no_auth",
+    "--project=bench",
+    "--region=us-central1",
+    f"--temp_location=gs://{BUCKET}/tmp",
+    f"--setup_file={ROOT}/setup.py",
+]
 TARGET_RATIO = 1.2
 TARGET_LAUNCHER_MB = 300
 
@@ -40,10 +47,12 @@ def write_manifest(path: Path, rows: int) -> Path:
     with open(path, "w") as handle:
         handle.write("image_uri,label\n")
         for start in range(0, rows, 100_000):
-            handle.write("".join(
-                f"images/{LABELS[i % 4]}/{i:08d}.jpg,{LABELS[i % 4]}\n"
-                for i in range(start, min(rows, start + 100_000))
-            ))  # fmt: skip
+            handle.write(
+                "".join(
+                    f"images/{LABELS[i % 4]}/{i:08d}.jpg,{LABELS[i % 4]}\n"
+                    for i in range(start, min(rows, start + 100_000))
+                )
+            )
     return path
 
 
@@ -77,8 +86,8 @@ def measure_size(rows: int, env: dict, bucket, work: Path) -> dict:
     path = write_manifest(work / f"manifest-{rows}.csv", rows)
     bucket.blob(path.name).upload_from_filename(str(path))
     manifest = f"gs://{BUCKET}/{path.name}"
-    launch = [str(BIN / "tfrecord-pipeline"), "convert", "--manifest", manifest,
-              "--output", f"gs://{BUCKET}/out-{rows}-{time.time_ns()}", *DATAFLOW]  # fmt: skip
+    output = f"gs://{BUCKET}/out-{rows}-{time.time_ns()}"
+    launch = [CLI, "convert", "--manifest", manifest, "--output", output, *DATAFLOW]
     launcher = run_measured(launch, env=env)
     worker = run_measured([sys.executable, __file__, "--read-step", manifest, str(rows)], env=env)
     return {
@@ -104,8 +113,11 @@ def main(counts: list[int]) -> dict:
         for rows in sorted(counts):
             results.append(measure_size(rows, env, bucket, work))
             launcher, worker = results[-1]["launcher"], results[-1]["read_step"]
-            print(f"{rows:>11,} rows  launcher {launcher['peak_rss_process_mb']:7.1f} MB"
-                  f"  read step {worker['peak_rss_process_mb']:7.1f} MB", flush=True)  # fmt: skip
+            print(
+                f"{rows:>11,} rows  launcher {launcher['peak_rss_process_mb']:7.1f} MB"
+                f"  read step {worker['peak_rss_process_mb']:7.1f} MB",
+                flush=True,
+            )
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     return {
         "machine": machine,
@@ -122,14 +134,20 @@ if __name__ == "__main__":
         read_step(sys.argv[2], int(sys.argv[3]))
         sys.exit(0)
     report = main([int(n) for n in sys.argv[1:]])
-    for label, value in (("launcher", report["launcher_ratio"]),
-                         ("read step", report["read_step_ratio"])):  # fmt: skip
+    for label, value in (
+        ("launcher", report["launcher_ratio"]),
+        ("read step", report["read_step_ratio"]),
+    ):
         mark = "ok " if value <= TARGET_RATIO else "MISS"
-        print(f"{mark} {label} peak RSS, largest / smallest manifest: {value:.2f}x "
-              f"(target ≤ {TARGET_RATIO}x)")  # fmt: skip
+        print(
+            f"{mark} {label} peak RSS, largest / smallest manifest: {value:.2f}x "
+            f"(target ≤ {TARGET_RATIO}x)"
+        )
     mark = "ok " if report["launcher_peak_mb"] < TARGET_LAUNCHER_MB else "MISS"
-    print(f"{mark} launcher peak RSS {report['launcher_peak_mb']:.0f} MB "
-          f"(target < {TARGET_LAUNCHER_MB} MB)")  # fmt: skip
+    print(
+        f"{mark} launcher peak RSS {report['launcher_peak_mb']:.0f} MB "
+        f"(target < {TARGET_LAUNCHER_MB} MB)"
+    )
     out = HERE / "results" / "manifest-scale.json"
     out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {out}")

@@ -19,9 +19,8 @@ BIN = Path(sys.executable).parent / "tfrecord-pipeline"
 
 def measure(manifest: Path, flags: list[str]) -> dict:
     with tempfile.TemporaryDirectory() as out:
-        command = [str(BIN), "convert", "--manifest", str(manifest), "--output", out,
-                   "--no_progress", *flags]  # fmt: skip
-        result = run_measured(command)
+        command = [str(BIN), "convert", "--manifest", str(manifest), "--output", out]
+        result = run_measured([*command, "--no_progress", *flags])
         records = json.loads((Path(out) / "tfrecord_pipeline.json").read_text())["records"]
     return {"images": records, "images_per_s": round(records / result["seconds"], 1), **result}
 

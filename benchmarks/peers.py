@@ -106,8 +106,9 @@ def turbo_vips(rows, out: Path) -> None:
         step = 1  # the DCT scale Pillow's draft picks: 1/2, 1/4, 1/8 while it covers the size
         while step < 8 and width // (2 * step) >= size[0] and height // (2 * step) >= size[1]:
             step *= 2
-        pixels = simplejpeg.decode_jpeg(data, min_height=-(-height // step),
-                                        min_width=-(-width // step))  # fmt: skip
+        pixels = simplejpeg.decode_jpeg(
+            data, min_height=-(-height // step), min_width=-(-width // step)
+        )
         if factor < 1:
             image = pyvips.Image.new_from_memory(pixels.data, *pixels.shape[1::-1], 3, "uchar")
             image = image.reduce(image.width / size[0], image.height / size[1], kernel="cubic")

@@ -141,8 +141,9 @@ def decode_for(data: bytes, size: tuple[int, int]) -> np.ndarray:
     step = 1
     while step < 8 and width // (2 * step) >= size[0] and height // (2 * step) >= size[1]:
         step *= 2
-    return simplejpeg.decode_jpeg(data, "RGB", min_height=-(-height // step),
-                                  min_width=-(-width // step))  # fmt: skip
+    return simplejpeg.decode_jpeg(
+        data, "RGB", min_height=-(-height // step), min_width=-(-width // step)
+    )
 
 
 def images(corpus_images: int) -> list[bytes]:
@@ -211,12 +212,16 @@ def main(corpus_images: int) -> dict:
         "images": len(sources),
         "short_sides": SHORT_SIDES,
         "candidates": {
-            name: {"maps_to": CANDIDATES[name][0], **scores[name],
-                   "moire_std": moire(CANDIDATES[name][1]),
-                   "resize_us": statistics.median(timings[name]), "rounds_us": timings[name]}
+            name: {
+                "maps_to": CANDIDATES[name][0],
+                **scores[name],
+                "moire_std": moire(CANDIDATES[name][1]),
+                "resize_us": statistics.median(timings[name]),
+                "rounds_us": timings[name],
+            }
             for name in CANDIDATES
         },
-    }  # fmt: skip
+    }
 
 
 def table(report: dict) -> str:

@@ -28,6 +28,7 @@ import json
 import os
 import platform
 import resource
+import shlex
 import statistics
 import subprocess
 import sys
@@ -45,10 +46,11 @@ CONVERT = ["--num_shards", "8", "--no_progress"]
 ENGINES = {
     "local": ["--processes", "1"],
     "DirectRunner": ["--runner", "DirectRunner"],
-    "PortableRunner": ["--runner", "PortableRunner", "--job_endpoint", "embed",
-                       "--environment_type", "LOOPBACK",
-                       "--experiments", "use_loopback_process_worker"],
-}  # fmt: skip
+    "PortableRunner": shlex.split(
+        "--runner PortableRunner --job_endpoint embed --environment_type LOOPBACK"
+        " --experiments use_loopback_process_worker"
+    ),
+}
 TARGET = 0.8  # the local runner's CPU per image over the Beam path's, at least
 SMALL_SHARE = 5  # the small run converts the first 1/SMALL_SHARE of the corpus
 
@@ -108,9 +110,12 @@ def main(count: int, repeats: int) -> dict:
         for name, flags in ENGINES.items():
             runs = one_engine(manifests, sizes, flags, env)
             samples[name].append(runs)
-            print(f"round {number}  {name:15s} {runs['us_per_image']:8.1f} us/image  "
-                  f"(cpu {runs['small']['cpu_s']:.2f} s at {sizes['small']:,}, "
-                  f"{runs['large']['cpu_s']:.2f} s at {count:,})", flush=True)  # fmt: skip
+            print(
+                f"round {number}  {name:15s} {runs['us_per_image']:8.1f} us/image  "
+                f"(cpu {runs['small']['cpu_s']:.2f} s at {sizes['small']:,}, "
+                f"{runs['large']['cpu_s']:.2f} s at {count:,})",
+                flush=True,
+            )
     engines = {
         name: {
             "us_per_image": statistics.median(run["us_per_image"] for run in runs),
@@ -129,16 +134,24 @@ def summarise(count: int, sizes: dict, repeats: int, engines: dict) -> dict:
     beam = {name: engine for name, engine in engines.items() if name != "local"}
     ratios = {name: round(local["us_per_image"] / e["us_per_image"], 2) for name, e in beam.items()}
     rounds = {
-        name: [round(ours["us_per_image"] / theirs["us_per_image"], 2)
-               for ours, theirs in zip(local["samples"], engine["samples"], strict=True)]
+        name: [
+            round(ours["us_per_image"] / theirs["us_per_image"], 2)
+            for ours, theirs in zip(local["samples"], engine["samples"], strict=True)
+        ]
         for name, engine in beam.items()
-    }  # fmt: skip
+    }
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     return {
-        "images": count, "sizes": sizes, "flags": CONVERT, "machine": machine, "repeats": repeats,
-        "engines": engines, "local_over_beam": ratios, "local_over_beam_by_round": rounds,
+        "images": count,
+        "sizes": sizes,
+        "flags": CONVERT,
+        "machine": machine,
+        "repeats": repeats,
+        "engines": engines,
+        "local_over_beam": ratios,
+        "local_over_beam_by_round": rounds,
         "target": TARGET,
-    }  # fmt: skip
+    }
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from PIL import Image
 import pipeline
 from pipeline.dataset.publish import resolve
 from pipeline.runners.convert import run
-from transforms.manifest.rows import ReadConfig
+from transforms.manifest.rows import ManifestRow, ReadConfig, row_position
 from transforms.manifest.sources import describe, read_all
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -31,13 +31,23 @@ PHOTOS = REPOSITORY / "sample" / "photos"  # committed: the tests need nothing b
 if not Path(pipeline.__file__).resolve().is_relative_to(REPOSITORY):
     # `make test` runs a copy of the checkout; the editable install points at the original.
     pytest.exit(f"testing {pipeline.__file__}, not this checkout; put it on PYTHONPATH", 1)
+
+
+def arguments(line: str, **values) -> list[str]:
+    """A command line written as one string: split on whitespace first, then each word's
+    `{name}`s filled in from `values`, so a path holding a space stays one argument."""
+    return [word.format(**values) for word in line.split()]
+
+
 RGB_SOURCES = ("astronaut.png", "chelsea.png", "coffee.png", "rocket.jpg")
 # The Beam pipeline on the in-process DirectRunner: one worker keeps a test to about a second.
 BEAM = ["--runner", "DirectRunner", "--direct_num_workers=1"]
 RUNNERS = {"local": [], "beam": BEAM}  # the Beam-free local runner takes no Beam flags
 # Complete Dataflow flags, for a job that is built and not submitted.
-DATAFLOW = ["--runner=DataflowRunner", "--dry_run=True", "--temp_location=gs://tfrp-test/tmp",
-            "--project=test-project", "--region=us-central1"]  # fmt: skip
+DATAFLOW = arguments(
+    "--runner=DataflowRunner --dry_run=True --temp_location=gs://tfrp-test/tmp"
+    " --project=test-project --region=us-central1"
+)
 
 
 def photo(name: str = "astronaut.png") -> Image.Image:
@@ -84,6 +94,11 @@ def make_images(root: Path, per_class: int = 5, seed: int = 7) -> list[dict]:
             (root / name).write_bytes(encode(crop(image, rng), quality=85))
             rows.append({"image_uri": name, "label": label})
     return rows
+
+
+def manifest_row(key: str, split: str = "train", uri: str = "x.jpg") -> ManifestRow:
+    """A row of m.csv at byte 2, labelled by the first folder of its key."""
+    return ManifestRow(key, uri, key.split("/")[0], split, (), "m.csv", row_position(0, 2))
 
 
 def read_manifest(path: str, number: int = 0, config: ReadConfig | None = None) -> list:

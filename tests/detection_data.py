@@ -29,11 +29,27 @@ from PIL import Image
 
 PHOTOS = Path(__file__).resolve().parents[1] / "sample" / "photos"
 SOURCES = ("astronaut.png", "chelsea.png", "coffee.png", "rocket.jpg", "retina.jpg")
-CATEGORIES = {1: "person", 3: "car", 17: "cat", 18: "dog", 44: "bottle", 47: "cup",
-              90: "toothbrush"}  # fmt: skip
+CATEGORIES = {
+    1: "person",
+    3: "car",
+    17: "cat",
+    18: "dog",
+    44: "bottle",
+    47: "cup",
+    90: "toothbrush",
+}
 # (format, EXIF orientation) of the images, in turn; the rest are plain JPEGs.
-SPECIAL = {3: ("PNG", 1), 5: ("JPEG", 6), 8: ("JPEG", 3), 11: ("PNG", 8), 14: ("JPEG", 8),
-           17: ("JPEG", 5), 20: ("PNG", 6), 23: ("JPEG", 2), 26: ("JPEG", 7)}  # fmt: skip
+SPECIAL = {
+    3: ("PNG", 1),
+    5: ("JPEG", 6),
+    8: ("JPEG", 3),
+    11: ("PNG", 8),
+    14: ("JPEG", 8),
+    17: ("JPEG", 5),
+    20: ("PNG", 6),
+    23: ("JPEG", 2),
+    26: ("JPEG", 7),
+}
 NEGATIVES = (7, 19)  # images no annotation names
 
 
@@ -91,16 +107,21 @@ def make_coco(
         image_id = 1000 + 7 * index  # ids are not positions
         name = f"images/{SOURCES[index % len(SOURCES)].split('.')[0]}_{index}.{fmt.lower()}"
         (root / name).write_bytes(_encode(image, fmt, orientation))
-        entries.append({"id": image_id, "file_name": name, "width": image.width,
-                        "height": image.height})  # fmt: skip
+        entries.append(
+            {"id": image_id, "file_name": name, "width": image.width, "height": image.height}
+        )
         kinds[str(image_id)] = (fmt, orientation)
         if index in NEGATIVES:
             continue
         for _ in range(rng.randint(boxes_per_image - 4, boxes_per_image + 4)):
             box = _box(rng, image.width, image.height, len(annotations))
-            annotation = {"id": len(annotations) + 1, "image_id": image_id, "bbox": box,
-                          "category_id": rng.choice(sorted(CATEGORIES)),
-                          "iscrowd": int(rng.random() < 0.1)}  # fmt: skip
+            annotation = {
+                "id": len(annotations) + 1,
+                "image_id": image_id,
+                "bbox": box,
+                "category_id": rng.choice(sorted(CATEGORIES)),
+                "iscrowd": int(rng.random() < 0.1),
+            }
             if rng.random() < 0.5:
                 annotation["area"] = round(box[2] * box[3] * rng.uniform(0.5, 0.9), 2)
             annotations.append(annotation)
@@ -136,8 +157,10 @@ def _add_segmentations(annotations: list[dict], entries: list[dict]) -> dict[int
         width, height = sizes[item["image_id"]]
         counts = rle_counts(rasterised(rings, width, height))
         compressed = item["id"] % 2 == 1
-        item["segmentation"] = {"size": [height, width],
-                                "counts": rle_string(counts) if compressed else counts}  # fmt: skip
+        item["segmentation"] = {
+            "size": [height, width],
+            "counts": rle_string(counts) if compressed else counts,
+        }
     return outlines
 
 
@@ -184,8 +207,16 @@ def rle_string(counts: list[int]) -> str:
 
 def _turned_point(x: float, y: float, orientation: int) -> tuple[float, float]:
     """A normalised point of a file's grid on its upright image, per EXIF orientation."""
-    return {1: (x, y), 2: (1 - x, y), 3: (1 - x, 1 - y), 4: (x, 1 - y), 5: (y, x),
-            6: (1 - y, x), 7: (1 - y, 1 - x), 8: (y, 1 - x)}[orientation]  # fmt: skip
+    return {
+        1: (x, y),
+        2: (1 - x, y),
+        3: (1 - x, 1 - y),
+        4: (x, 1 - y),
+        5: (y, x),
+        6: (1 - y, x),
+        7: (1 - y, 1 - x),
+        8: (y, 1 - x),
+    }[orientation]
 
 
 def outline(mask: np.ndarray) -> np.ndarray:
@@ -193,8 +224,11 @@ def outline(mask: np.ndarray) -> np.ndarray:
     value, among the 8 around them."""
     height, width = mask.shape
     padded = np.pad(mask, 1, mode="edge")
-    near = [padded[1 + dy : 1 + dy + height, 1 + dx : 1 + dx + width]
-            for dy in (-1, 0, 1) for dx in (-1, 0, 1)]  # fmt: skip
+    near = [
+        padded[1 + dy : 1 + dy + height, 1 + dx : 1 + dx + width]
+        for dy in (-1, 0, 1)
+        for dx in (-1, 0, 1)
+    ]
     return np.any([pixels != mask for pixels in near], axis=0)
 
 
@@ -204,9 +238,11 @@ class ExpectedMask(NamedTuple):
 
 
 def expected_masks(
-    dataset: CocoDataset, sizes: dict[str, tuple[int, int]], exif_transpose: bool = False,
+    dataset: CocoDataset,
+    sizes: dict[str, tuple[int, int]],
+    exif_transpose: bool = False,
     resized: bool = False,
-) -> dict[str, list[ExpectedMask]]:  # fmt: skip
+) -> dict[str, list[ExpectedMask]]:
     """Per key, the masks of the objects `expected_objects` keeps, in order: each outline
     normalised to its file's grid, turned as the pixels are, drawn at the stored `sizes`
     (key -> width, height, as the records say)."""
@@ -226,8 +262,10 @@ def expected_masks(
         stored_width, stored_height = sizes[key]
         rings = []
         for ring in dataset.outlines[item["id"]]:
-            points = (_turned_point(u / width, v / height, turn)
-                      for u, v in zip(ring[0::2], ring[1::2], strict=True))  # fmt: skip
+            points = (
+                _turned_point(u / width, v / height, turn)
+                for u, v in zip(ring[0::2], ring[1::2], strict=True)
+            )
             rings.append([c for u, v in points for c in (u * stored_width, v * stored_height)])
         edges = np.any([outline(rasterised([ring], *sizes[key])) for ring in rings], axis=0)
         expected[key].append(ExpectedMask(rasterised(rings, *sizes[key]), edges))

@@ -70,8 +70,12 @@ class _Handler(socketserver.StreamRequestHandler):
         body = self._body(headers)
         fault = self.server.fault_for(method, target)
         if fault == "503":
-            self._send(503, "Service Unavailable", [("Content-Type", "application/json")],
-                       b'{"error": {"code": 503, "message": "injected"}}')  # fmt: skip
+            self._send(
+                503,
+                "Service Unavailable",
+                [("Content-Type", "application/json")],
+                b'{"error": {"code": 503, "message": "injected"}}',
+            )
             return headers.get("connection") != "close"
         if fault == "drop":
             return False  # closed without a word, as a reset or a dead load balancer leaves it
@@ -110,8 +114,15 @@ class FaultProxy(LoopbackServer):
     FAULTS) every time. `.requests` counts the (method, object name) of every request,
     `.faults` the faults met by kind, `.failed` by object."""
 
-    def __init__(self, emulator_port: int, prefix: str, rate: float = 0.0, seed: int = 0,
-                 always: dict[str, str] | None = None, listings_too: bool = False):  # fmt: skip
+    def __init__(
+        self,
+        emulator_port: int,
+        prefix: str,
+        rate: float = 0.0,
+        seed: int = 0,
+        always: dict[str, str] | None = None,
+        listings_too: bool = False,
+    ):
         super().__init__(_Handler)
         self.emulator_port = emulator_port
         self.prefix, self.rate, self.seed = prefix, rate, seed
@@ -158,6 +169,9 @@ class FaultProxy(LoopbackServer):
             data = response.read()
         finally:
             emulator.close()
-        kept = [(k, v) for k, v in response.getheaders()
-                if k.lower() not in _HOP_BY_HOP | {"content-length"}]  # fmt: skip
+        kept = [
+            (k, v)
+            for k, v in response.getheaders()
+            if k.lower() not in _HOP_BY_HOP | {"content-length"}
+        ]
         return response.status, response.reason, kept, data

@@ -4,15 +4,18 @@
 import shutil
 
 import apache_beam as beam
+import pytest
 from apache_beam.pvalue import TaggedOutput
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
-from conftest import encode, photo
+from conftest import encode, photo, write_manifest
 
-from transforms.beam.plan import DropDuplicateContent, _AssignShardFn
+from transforms.beam.manifests import ReadManifests
+from transforms.beam.plan import AssignShards, DropDuplicateContent, _AssignShardFn
 from transforms.errors import Reason
 from transforms.manifest.labels import LabelMap
-from transforms.manifest.rows import ManifestRow, RowBatch, row_position
+from transforms.manifest.rows import ManifestRow, ReadConfig, RowBatch, row_position
+from transforms.manifest.sources import check_manifests
 from transforms.plan.dataset import DatasetPlan
 from transforms.plan.sharding import piece_of, shard_for
 
@@ -53,3 +56,25 @@ def test_rows_whose_bytes_repeat_an_earlier_rows_become_errors(tmp_path):
         assert_that(kept, equal_to(["cat/a", "cat/c"]))
         errors = unique["errors"] | beam.Map(lambda error: (error.key, error.reason))
         assert_that(errors, equal_to([("cat/b", Reason.DUPLICATE_CONTENT)]), "Errors")
+
+
+@pytest.mark.slow
+def test_read_manifests_and_assign_shards(tmp_path):
+    manifest = write_manifest(
+        tmp_path / "m.csv",
+        [
+            {"image_uri": "a.jpg", "label": "cat"},
+            {"image_uri": "b.jpg", "label": "dog"},
+            {"image_uri": "c.jpg", "label": ""},
+        ],
+    )
+    plan = DatasetPlan(LabelMap(("cat",)), (("train", 2),), (("train", 4),))
+    with BeamTestPipeline() as p:
+        read = p | ReadManifests(check_manifests([str(manifest)], ReadConfig()), ReadConfig())
+        keyed = read["rows"] | AssignShards(p | "Plan" >> beam.Create([plan]))
+        shards = keyed.keyed | beam.FlatMap(lambda kv: [(kv[0], row.key) for row in kv[1].rows])
+        assert_that(shards, equal_to([((*shard_for("a.jpg", "train", 4), 0, 1), "a.jpg")]))
+        reasons = (
+            (read["errors"], keyed.errors) | beam.Flatten() | beam.Map(lambda e: e.reason.value)
+        )
+        assert_that(reasons, equal_to(["bad_label", "unknown_label"]), label="Reasons")

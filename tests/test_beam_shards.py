@@ -1,16 +1,22 @@
 """transforms/beam/shards.py: the empty piece of every planned shard, and the shard-writing
 DoFn called directly (setup, process, teardown)."""
 
+import apache_beam as beam
+import pytest
 from apache_beam.pvalue import TaggedOutput
-from conftest import make_images
+from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+from conftest import encode, make_images, photo
 
-from transforms.beam.shards import _all_pieces, _WriteShardFn
+from transforms.beam.plan import AssignShards
+from transforms.beam.shards import WriteShards, _all_pieces, _WriteShardFn
 from transforms.errors import Reason
 from transforms.manifest.labels import LabelMap
-from transforms.manifest.rows import ManifestRow, RowBatch
+from transforms.manifest.rows import ManifestRow, RowBatch, row_position
 from transforms.plan.dataset import DatasetPlan
+from transforms.plan.sharding import ShardId
 from transforms.progress import SILENT
-from transforms.write.shard_writer import ShardResult, WriteConfig
+from transforms.write.shard_writer import ShardResult, WriteConfig, write_shard
 
 
 def test_every_planned_piece_gets_an_empty_batch():
@@ -49,3 +55,71 @@ def test_the_write_step_writes_a_shard_and_tags_its_error_rows(tmp_path):
     assert not isinstance(result, TaggedOutput) and isinstance(result, ShardResult)
     assert (result.split, result.index, result.records) == ("train", 0, len(rows))
     assert (tmp_path / "staging" / result.staged).stat().st_size == result.bytes
+
+
+@pytest.mark.slow
+def test_write_shard_keeps_first_duplicate_and_reports_bad_images(tmp_path):
+    good = tmp_path / "good.jpg"
+    good.write_bytes(encode(photo().resize((32, 32))))
+    (tmp_path / "bad.jpg").write_bytes(encode(photo().resize((32, 32)))[:-100])
+
+    def row(key, name, offset):
+        return ManifestRow(
+            key, str(tmp_path / name), "cat", "train", (), "m", row_position(0, offset)
+        )
+
+    rows = [row("k1", "good.jpg", 30), row("k1", "good.jpg", 20), row("k2", "bad.jpg", 40)]
+    rows.append(row("k3", "missing.jpg", 50))
+    out = list(
+        write_shard(ShardId("train", 0, 1), rows, LabelMap(("cat",)), WriteConfig(str(tmp_path)))
+    )
+    result, errors = out[-1], out[:-1]
+    assert result.records == 1 and result.label_counts == ((0, 1),)
+    assert sorted((e.key, e.reason.value, e.source) for e in errors) == [
+        ("k1", "duplicate_key", "m@30"),
+        ("k2", "corrupt_image", "m@40"),
+        ("k3", "missing_file", "m@50"),
+    ]
+    # The attempt's own file in the staging folder, under a name no other attempt uses.
+    assert result.staged.startswith(f"{result.file}.") and result.staged != result.file
+    staged = sorted(p.name for p in tmp_path.glob(f"{result.file}*"))
+    assert staged == [result.staged, f"{result.staged}.rows"]
+    assert (tmp_path / result.staged).stat().st_size == result.bytes
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("compress", [False, True])
+def test_a_shard_written_in_pieces_is_the_shard_written_whole(tmp_path, compress):
+    """Pieces written apart (by other workers, in any order) and joined give the shard's
+    bytes, its index, its rows file and its counts, as one writer would."""
+    images = make_images(tmp_path, per_class=6)
+    rows = [
+        ManifestRow(
+            f"k{n}", str(tmp_path / image["image_uri"]), image["label"], "train", (), "m", n
+        )
+        for n, image in enumerate(images)
+    ]
+    rows.append(rows[3]._replace(position=99))  # a duplicate key: an error in its piece
+    labels = LabelMap(tuple(sorted({row.label for row in rows})))
+    staging = tmp_path / "staging"
+    config = WriteConfig(str(staging), compress=compress, write_index=not compress)
+    *whole_errors, whole = write_shard(ShardId("train", 0, 1), rows, labels, config)
+    plan = DatasetPlan(labels, (("train", len(rows)),), (("train", 1),), (("train", 4),))
+
+    def same_as_whole(results):
+        [joined] = results
+        assert joined.piece == (0, 1)
+        assert (staging / joined.staged).read_bytes() == (staging / whole.staged).read_bytes()
+        for suffix in [".rows", *([] if compress else [".idx"])]:
+            text = (staging / (joined.staged + suffix)).read_text()
+            assert text == (staging / (whole.staged + suffix)).read_text()
+        assert joined._replace(staged=whole.staged) == whole
+
+    with BeamTestPipeline() as p:
+        batches = p | "Rows" >> beam.Create([RowBatch(tuple(rows))])
+        plan_input = p | "Plan" >> beam.Create([plan])
+        shards = (batches | AssignShards(plan_input)).keyed | WriteShards(plan_input, config)
+        assert_that(shards["shards"], same_as_whole)
+        errors = shards["errors"] | beam.Map(lambda e: (e.key, e.reason.value))
+        assert_that(errors, equal_to([(e.key, e.reason.value) for e in whole_errors]), "Errors")
+    assert len(list(staging.glob("train-*.rows"))) == 1 + 4 + 1  # whole, 4 pieces, joined

@@ -24,8 +24,10 @@ def test_the_readme_table_lists_every_run_ratio_and_memory_target():
     def report(images, converter_mb):
         runs = {name: bench.summarise([_sample(2.0, 50)], images) for name in bench.RUNS}
         runs["6 converter"] = bench.summarise([_sample(2.0, converter_mb, 240)], images)
-        ratios = [{"ratio": label, "value": 1.0, "target": target}
-                  for label, _, _, target in bench.TARGETS]  # fmt: skip
+        ratios = [
+            {"ratio": label, "value": 1.0, "target": target}
+            for label, _, _, target in bench.TARGETS
+        ]
         return {"images": images, "runs": runs, "ratios": ratios}
 
     table = bench.markdown_table([report(2000, 200), report(20000, 230)])

@@ -11,10 +11,12 @@ from conftest import BEAM, DATAFLOW, make_images, published, write_manifest
 from pipeline.cli.main import main
 from pipeline.config.flags import FLAGS, help_text, synopsis
 from pipeline.config.options import option_defaults
-from pipeline.runners.choice import local_processes
-from transforms.write.threads import available_cores
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+# A conversion of the good manifest `{m}`, the mistake added after it.
+CONVERT = ["convert", "--manifest", "{m}", "--output", "o"]
 
 
 def _dataflow_without(flag: str) -> list[str]:
@@ -33,40 +35,46 @@ def _fail(capsys, *argv):
         (["convert", "--output", "o"], "required: --manifest"),
         (["convert", "--manifest", "nope.csv", "--output", "o"], "no such file"),
         (["convert", "--manifest", "x*.csv", "--output", "o"], "no file matches"),
-        (["convert", "--manifest", "{m}", "--output", "o", "--num_shard", "8"], "--num_shard"),
-        (["convert", "--manifest", "{m}", "--output", "o", "--num_shards", "x"], "--num_shards"),
-        (["convert", "--manifest", "{m}", "--output", "o", "--split", "a=2"], "--split"),
-        (["convert", "--manifest", "{m}", "--output", "o", "--feature", "w:int"], "--feature"),
-        (["convert", "--manifest", "{m}", "--output", "o", *["--feature", "w:int64"] * 2], "twice"),
-        (["convert", "--manifest", "{m}", "--output", "o", "--label_map", "no"], "--label_map"),
-        (["convert", "--manifest", "{m}", "--output", "o", "--max_scans", "0"], "--max_scans"),
-        (["convert", "--manifest", "{m}", "--output", "o", "--max_decode_mb", "0"], "--max_decode"),
+        ([*CONVERT, "--num_shard", "8"], "--num_shard"),
+        ([*CONVERT, "--num_shards", "x"], "--num_shards"),
+        ([*CONVERT, "--split", "a=2"], "--split"),
+        ([*CONVERT, "--feature", "w:int"], "--feature"),
+        ([*CONVERT, *["--feature", "w:int64"] * 2], "twice"),
+        ([*CONVERT, "--label_map", "no"], "--label_map"),
+        ([*CONVERT, "--max_scans", "0"], "--max_scans"),
+        ([*CONVERT, "--max_decode_mb", "0"], "--max_decode"),
         (["convert", "--manifest", "{bad}", "--output", "o"], "missing column"),
-        (["convert", "--manifest", "{m}", "--output", "o", "--processes", "2", *DATAFLOW],
-         "--processes is for local runs"),
-        (["convert", "--manifest", "{m}", "--output", "o", "--processes", "2", "--runner=direct"],
-         "--processes is for local runs without Beam flags"),
+        ([*CONVERT, "--processes", "2", *DATAFLOW], "--processes is for local runs"),
+        (
+            [*CONVERT, "--processes", "2", "--runner=direct"],
+            "--processes is for local runs without Beam flags",
+        ),
         (["convert", "--manifest", "{m}", "--output", "{m}"], "a file, not a folder"),
         (["convert", "--manifest", "{m}", "--output", "{m}/under/it"], "a file, not a folder"),
         (["convert", "--manifest", "{m}", "--output", ""], "--output is empty"),
         (["convert", "--manifest", "{m}", "--output", " \t"], "--output is empty"),
-        (["convert", "--manifest", "{m}", "--output", "o", "--runner", "nosuch"],
-         "--runner nosuch: not a Beam runner"),
-        (["convert", "--manifest", "{m}", "--output", "o", "--runner", "no.such.Runner"],
-         "No module named 'no'"),
-        (["convert", "--manifest", "{m}", "--output", "o", "--runner", "BundleBasedDirectRunner"],
-         "use --runner DirectRunner"),
-        (["convert", "--manifest", "{m}", "--output", "o", *_dataflow_without("project")],
-         "--runner DataflowRunner: Missing required option: project"),
-        (["convert", "--manifest", "{m}", "--output", "o", *_dataflow_without("region")],
-         "--runner DataflowRunner: Missing required option: region"),
-        (["convert", "--manifest", "{m}", "--output", "o", *_dataflow_without("temp_location")],
-         "--runner DataflowRunner: Missing GCS path option: temp_location"),
-        (["convert", "--manifest", "{m}", "--output", "o", *_dataflow_without("temp_location"),
-          "--temp_location=/tmp"], "Invalid GCS path (/tmp), given for the option: temp_location"),
+        ([*CONVERT, "--runner", "nosuch"], "--runner nosuch: not a Beam runner"),
+        ([*CONVERT, "--runner", "no.such.Runner"], "No module named 'no'"),
+        ([*CONVERT, "--runner", "BundleBasedDirectRunner"], "use --runner DirectRunner"),
+        (
+            [*CONVERT, *_dataflow_without("project")],
+            "--runner DataflowRunner: Missing required option: project",
+        ),
+        (
+            [*CONVERT, *_dataflow_without("region")],
+            "--runner DataflowRunner: Missing required option: region",
+        ),
+        (
+            [*CONVERT, *_dataflow_without("temp_location")],
+            "--runner DataflowRunner: Missing GCS path option: temp_location",
+        ),
+        (
+            [*CONVERT, *_dataflow_without("temp_location"), "--temp_location=/tmp"],
+            "Invalid GCS path (/tmp), given for the option: temp_location",
+        ),
         (["frobnicate"], "unknown command"),
     ],
-)  # fmt: skip
+)
 def test_user_mistakes_are_one_line_and_exit_2(tmp_path, capsys, argv, message):
     good = write_manifest(tmp_path / "m.csv", [{"image_uri": "a.jpg", "label": "x"}])
     bad = tmp_path / "bad.csv"
@@ -124,14 +132,16 @@ def test_installed_command_has_no_traceback_and_never_imports_tensorflow(tmp_pat
     command = [Path(sys.executable).parent / "tfrecord-pipeline", "convert", "--no_progress"]
     bad = subprocess.run(
         [*command, "--manifest", "nope.csv", "--output", str(tmp_path / "x")],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     # The command skips the interpreter's teardown: its piped output must still arrive whole.
     good = subprocess.run(
         [*command, "--manifest", str(manifest), "--output", str(tmp_path / "installed")],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+    )
     assert good.returncode == 0, good.stderr
     version = published(tmp_path / "installed")
     assert good.stdout.rstrip().endswith(f"version: {version}  (published)")
@@ -145,10 +155,6 @@ def test_generated_proto_code_matches_the_proto(tmp_path):
     subprocess.run([*command, str(ROOT / "transforms/tfrecord/proto/example.proto")], check=True)
     generated = (tmp_path / "transforms/tfrecord/proto/example_pb2.py").read_text()
     assert generated == (ROOT / "transforms/tfrecord/proto/example_pb2.py").read_text()
-
-
-def test_local_runs_write_one_shard_per_core_unless_told():
-    assert local_processes(0) == available_cores() and local_processes(3) == 3
 
 
 def test_convert_help_gives_every_flag_its_meaning_and_default(capsys):

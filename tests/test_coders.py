@@ -14,12 +14,19 @@ from transforms.manifest.rows import ManifestRow, RowBatch
 def _batch(rows: int, key: str = "") -> RowBatch:
     return RowBatch(
         tuple(
-            ManifestRow(key or f"images/cat/{i:06d}.jpg", f"images/cat/{i:06d}.jpg", "cat",
-                        "train", (("width", 3 * i), ("score", 0.5), ("tag", "é")), "m.csv",
-                        1 << 32 | i, "/data/")
+            ManifestRow(
+                key or f"images/cat/{i:06d}.jpg",
+                f"images/cat/{i:06d}.jpg",
+                "cat",
+                "train",
+                (("width", 3 * i), ("score", 0.5), ("tag", "é")),
+                "m.csv",
+                1 << 32 | i,
+                "/data/",
+            )
             for i in range(rows)
         )
-    )  # fmt: skip
+    )
 
 
 def test_a_batch_decodes_to_equal_rows_of_the_row_type():

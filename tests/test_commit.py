@@ -60,8 +60,12 @@ def test_staged_files_name_every_file_of_the_received_results_and_no_other():
     ]
     errors = [ErrorFileResult(ERRORS, "e", 2)]
     assert staged_files(results, errors) == [
-        ("e", ERRORS), ("a", SHARD), ("b", "t1"), ("b.idx", "train.idx"), ("b.rows", "train.rows")
-    ]  # fmt: skip
+        ("e", ERRORS),
+        ("a", SHARD),
+        ("b", "t1"),
+        ("b.idx", "train.idx"),
+        ("b.rows", "train.rows"),
+    ]
     assert staged_files([], []) == []
 
 

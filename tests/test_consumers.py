@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import arguments
 from model_garden import dataloader
 
 from pipeline.cli.main import main
@@ -34,9 +35,12 @@ _DTYPES = {"int64": tf.int64, "float32": tf.float32, "string": tf.string}
 def version(tmp_path_factory) -> tuple[Path, object]:
     """The sample as a classification dataset with DALI index files: its folder and info."""
     output = tmp_path_factory.mktemp("consumers") / "flowers"
-    argv = ["--manifest", str(SAMPLE / "manifest.csv"), "--output", str(output),
-            "--no_progress", "--num_shards", "2", "--split", "train=0.8,validation=0.2",
-            "--write_index"]  # fmt: skip
+    argv = arguments(
+        "--manifest {manifest} --output {output} --no_progress --num_shards 2"
+        " --split train=0.8,validation=0.2 --write_index",
+        manifest=SAMPLE / "manifest.csv",
+        output=output,
+    )
     converted = run(argv)
     return Path(converted.folder), converted.info
 
@@ -50,8 +54,9 @@ def _parsed(folder: Path, info) -> dict[str, dict]:
     spec = {key: tf.io.FixedLenFeature([], _DTYPES[kind]) for key, kind in info.features.items()}
     records = tf.data.TFRecordDataset([str(path) for path in _shards(folder, info)])
     parsed = [tf.io.parse_single_example(record, spec) for record in records]
-    return {p["image/source_id"].numpy().decode(): {k: v.numpy() for k, v in p.items()}
-            for p in parsed}  # fmt: skip
+    return {
+        p["image/source_id"].numpy().decode(): {k: v.numpy() for k, v in p.items()} for p in parsed
+    }
 
 
 def _run(script: str, *args: str) -> str:
@@ -71,8 +76,10 @@ def test_model_garden_classification_decoder_and_parser_read_every_record(versio
     parser = classification_input.Parser(output_size=[64, 64], num_classes=5)
     parse = parser.parse_fn(is_training=False)
     expected = _parsed(folder, info)
-    decoded = [decoder.decode(record) for record in tf.data.TFRecordDataset(
-        [str(path) for path in _shards(folder, info)])]  # fmt: skip
+    decoded = [
+        decoder.decode(record)
+        for record in tf.data.TFRecordDataset([str(path) for path in _shards(folder, info)])
+    ]
     assert len(decoded) == info.records == len(expected) == 40
     by_bytes = {e["image/encoded"]: e for e in expected.values()}
     for fields in decoded:
@@ -86,8 +93,11 @@ def test_model_garden_classification_decoder_and_parser_read_every_record(versio
 def test_model_garden_multilabel_decoder_and_parser_give_load_s_multi_hot_vectors(tmp_path):
     """Model Garden's task with `is_multilabel=True` on a `--multi_label` conversion: its
     labels are the multi-hot vectors our own `load()` gives, record for record."""
-    argv = ["--manifest", str(SAMPLE / "tags.jsonl"), "--output", str(tmp_path / "tags"),
-            "--no_progress", "--multi_label", "--num_shards", "1"]  # fmt: skip
+    argv = arguments(
+        "--manifest {manifest} --output {output} --no_progress --multi_label --num_shards 1",
+        manifest=SAMPLE / "tags.jsonl",
+        output=tmp_path / "tags",
+    )
     converted = run(argv)
     classes = len(converted.info.labels["names"])
     classification_input = dataloader("classification_input")
@@ -96,10 +106,10 @@ def test_model_garden_multilabel_decoder_and_parser_give_load_s_multi_hot_vector
         output_size=[32, 32], num_classes=classes, is_multilabel=True
     ).parse_fn(is_training=False)
     shard = Path(converted.folder) / converted.info.splits["train"].shards[0].file
-    garden = [parse(decoder.decode(record))[1].numpy() for record in
-              tf.data.TFRecordDataset(str(shard))]  # fmt: skip
-    ours = load(str(tmp_path / "tags"), "train", batch_size=None, image_size=None,
-                shuffle_buffer=0)  # fmt: skip
+    garden = [
+        parse(decoder.decode(record))[1].numpy() for record in tf.data.TFRecordDataset(str(shard))
+    ]
+    ours = load(str(tmp_path / "tags"), "train", batch_size=None, image_size=None, shuffle_buffer=0)
     ours = [label.numpy() for _, label in ours]
     assert len(garden) == len(ours) == 40 and classes == 7
     assert all(np.array_equal(a, b) for a, b in zip(garden, ours, strict=True))
@@ -140,8 +150,9 @@ for number, (shard, index) in enumerate(shards):
 
 def test_tfrecord_package_indexes_alike_and_reads_every_record_through_our_index(version, tmp_path):
     folder, info = version
-    shards = [(str(path), str(folder / "index" / f"{path.name}.idx")) for path in
-              _shards(folder, info)]  # fmt: skip
+    shards = [
+        (str(path), str(folder / "index" / f"{path.name}.idx")) for path in _shards(folder, info)
+    ]
     kinds = {"int64": "int", "float32": "float", "string": "byte"}
     description = {key: kinds[kind] for key, kind in info.features.items()}
     lines = _run(_TFRECORD, json.dumps(shards), json.dumps(description), str(tmp_path))
@@ -201,8 +212,9 @@ def test_dali_indexes_alike_and_its_cpu_reader_reads_every_record_through_our_in
     assert [path.read_bytes() for path in made] == [Path(i).read_bytes() for i in indexes]
     lines = _run(_DALI, json.dumps([str(path) for path in shards]), json.dumps(indexes))
     read = [json.loads(line) for line in lines.splitlines()]
-    expected = {hashlib.sha256(r["image/encoded"]).hexdigest(): r for r in
-                _parsed(folder, info).values()}  # fmt: skip
+    expected = {
+        hashlib.sha256(r["image/encoded"]).hexdigest(): r for r in _parsed(folder, info).values()
+    }
     assert len(read) == len(expected) == info.records
     assert {digest for digest, *_ in read} == set(expected)
     for digest, shape, mean, label in read:
@@ -225,7 +237,7 @@ _RESNET_KEYS = {
     **{
         f"image/object/bbox/{edge}": tf.io.VarLenFeature(tf.float32)
         for edge in ("xmin", "ymin", "xmax", "ymax")
-    },  # fmt: skip
+    },
     "image/object/class/label": tf.io.VarLenFeature(tf.int64),
 }
 
@@ -247,10 +259,16 @@ def _reference_labels(folder: Path, pattern: str) -> list[int]:
 
 def _convert_cli(output: Path, *flags: str) -> tuple[int, str]:
     """The command line as a user runs it: exit status and what it wrote on stderr."""
-    argv = ["convert", "--manifest", str(SAMPLE / "manifest.csv"), "--output", str(output),
-            "--no_progress", "--split", "train=0.8,validation=0.2", *flags]  # fmt: skip
-    done = subprocess.run([sys.executable, "-m", "pipeline.cli.main", *argv], capture_output=True,
-                          text=True)  # fmt: skip
+    argv = arguments(
+        "convert --manifest {manifest} --output {output} --no_progress"
+        " --split train=0.8,validation=0.2",
+        manifest=SAMPLE / "manifest.csv",
+        output=output,
+    )
+    argv += flags
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli.main", *argv], capture_output=True, text=True
+    )
     return done.returncode, done.stderr
 
 
@@ -259,8 +277,9 @@ def _published(root: Path) -> Path:
 
 
 def test_tpu_imagenet_preset_gives_the_reference_readers_labels_from_0(tmp_path):
-    status, stderr = _convert_cli(tmp_path / "tpu", "--preset", "tpu-imagenet", "--num_shards",
-                                  "2", "--write_index")  # fmt: skip
+    status, stderr = _convert_cli(
+        tmp_path / "tpu", "--preset", "tpu-imagenet", "--num_shards", "2", "--write_index"
+    )
     assert status == 0 and stderr == ""
     folder = _published(tmp_path / "tpu")
     labels = [*_reference_labels(folder, "train-*"), *_reference_labels(folder, "validation-*")]
@@ -271,8 +290,9 @@ def test_tpu_imagenet_preset_gives_the_reference_readers_labels_from_0(tmp_path)
 
 
 def test_offset_0_under_the_preset_warns_and_the_readers_would_read_minus_1(tmp_path):
-    status, stderr = _convert_cli(tmp_path / "tpu", "--preset", "tpu-imagenet",
-                                  "--label_offset", "0", "--num_shards", "2")  # fmt: skip
+    status, stderr = _convert_cli(
+        tmp_path / "tpu", "--preset", "tpu-imagenet", "--label_offset", "0", "--num_shards", "2"
+    )
     assert status == 0
     assert stderr.count("\n") == 1 and stderr.startswith("tfrecord-pipeline: warning: ")
     assert "--label_offset 1" in stderr
@@ -283,8 +303,11 @@ def test_offset_0_under_the_preset_warns_and_the_readers_would_read_minus_1(tmp_
 
 
 def test_preset_sets_the_reference_shard_counts_unless_a_flag_is_given(tmp_path, capsys):
-    argv = ["convert", "--manifest", str(SAMPLE / "manifest.csv"), "--no_progress",
-            "--split", "train=0.8,validation=0.2", "--preset", "tpu-imagenet"]  # fmt: skip
+    argv = arguments(
+        "convert --manifest {manifest} --no_progress --split train=0.8,validation=0.2"
+        " --preset tpu-imagenet",
+        manifest=SAMPLE / "manifest.csv",
+    )
     assert main([*argv, "--output", str(tmp_path / "a")]) == 0
     info = json.loads((_published(tmp_path / "a") / "tfrecord_pipeline.json").read_text())
     counts = {name: len(split["shards"]) for name, split in info["splits"].items()}
@@ -300,14 +323,21 @@ def test_a_dataset_shaped_like_imagenet_with_ids_from_0_warns_once(tmp_path):
     """1000 class names in train and validation, ids from 0: one line on stderr, still
     published; with --label_offset 1, none."""
     image = next(SAMPLE.glob("images/*/*.jpg"))
-    rows = [f"{image},n{number:08d},{number},{'validation' if number % 10 else 'train'}"
-            for number in range(1000)]  # fmt: skip
+    rows = [
+        f"{image},n{number:08d},{number},{'validation' if number % 10 else 'train'}"
+        for number in range(1000)
+    ]
     manifest = tmp_path / "manifest.csv"
     manifest.write_text("image_uri,label,key,split\n" + "\n".join(rows) + "\n")
     for output, flags, warned in (("zero", (), True), ("one", ("--label_offset", "1"), False)):
-        argv = ["convert", "--manifest", str(manifest), "--output", str(tmp_path / output),
-                "--no_progress", "--num_shards", "1", *flags]  # fmt: skip
-        done = subprocess.run([sys.executable, "-m", "pipeline.cli.main", *argv],
-                              capture_output=True, text=True)  # fmt: skip
+        argv = arguments(
+            "convert --manifest {manifest} --output {output} --no_progress --num_shards 1",
+            manifest=manifest,
+            output=tmp_path / output,
+        )
+        argv += flags
+        done = subprocess.run(
+            [sys.executable, "-m", "pipeline.cli.main", *argv], capture_output=True, text=True
+        )
         assert done.returncode == 0, done.stderr
         assert done.stderr.count("1000 class names") == warned and done.stderr.count("\n") == warned

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 from apache_beam.portability.api import beam_runner_api_pb2
-from conftest import BEAM, make_images, write_manifest
+from conftest import BEAM, arguments, make_images, write_manifest
 
 from pipeline.cli.main import _counters, main
 from pipeline.cli.summary import format_counters
@@ -43,11 +43,13 @@ REFRESH_PRODUCERS = {
 
 
 def _dataflow_flags(bucket: str, *extra: str) -> list[str]:
-    return [
-        "--runner=DataflowRunner", "--dry_run=True", "--no_auth", "--project=test-project",
-        "--region=us-central1", f"--temp_location={bucket}/tmp", f"--setup_file={ROOT}/setup.py",
-        *extra,
-    ]  # fmt: skip
+    dataflow = arguments(
+        "--runner=DataflowRunner --dry_run=True --no_auth --project=test-project"
+        " --region=us-central1 --temp_location={bucket}/tmp --setup_file={root}/setup.py",
+        bucket=bucket,
+        root=ROOT,
+    )
+    return [*dataflow, *extra]
 
 
 @pytest.fixture
@@ -99,9 +101,16 @@ def _downstream(components, start: str) -> set[str]:
 def test_job_graph_shuffles_rows_never_image_bytes(job_graph):
     components = job_graph("--dedup", "--sdk_container_image=gcr.io/test/tfrp:1")
     names = {t.unique_name for t in components.transforms.values()}
-    for stage in ("ReadManifests", "PlanDataset", "AssignShards", "WriteShards",
-                  "DropDuplicateContent", "CollectErrors", "WriteErrors",
-                  "CommitDataset"):  # fmt: skip
+    for stage in (
+        "ReadManifests",
+        "PlanDataset",
+        "AssignShards",
+        "WriteShards",
+        "DropDuplicateContent",
+        "CollectErrors",
+        "WriteErrors",
+        "CommitDataset",
+    ):
         assert stage in names
     shuffles = [t for t in components.transforms.values() if t.spec.urn == GBK]
     producers = {_producer(components, next(iter(t.inputs.values()))) for t in shuffles}
@@ -151,8 +160,11 @@ def test_counters_after_a_run(tmp_path):
 
 def test_workers_never_install_tensorflow():
     setup = ast.parse((ROOT / "setup.py").read_text())
-    call = next(n for n in ast.walk(setup) if isinstance(n, ast.Call) and
-                getattr(n.func, "id", "") == "setup")  # fmt: skip
+    call = next(
+        n
+        for n in ast.walk(setup)
+        if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "setup"
+    )
     requires = next(k.value for k in call.keywords if k.arg == "install_requires")
     assert not any("tensorflow" in ast.literal_eval(r) for r in requires.elts)
 
@@ -171,8 +183,9 @@ def test_a_refresh_job_shuffles_keys_and_positions_never_image_bytes(tmp_path, g
         ("WriteShards/WriteShard/ParDo", ERROR_ROW_PRODUCERS | {PIECE_RESULTS_PRODUCER}),
         ("RefreshRows/CarryShards", set()),
     ):
-        start_name = next(t.unique_name for t in components.transforms.values()
-                          if t.unique_name.startswith(step))  # fmt: skip
+        start_name = next(
+            t.unique_name for t in components.transforms.values() if t.unique_name.startswith(step)
+        )
         assert _shuffled_after(components, start_name) == shuffled
 
 

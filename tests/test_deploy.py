@@ -35,8 +35,9 @@ def test_template_parameters_match_the_cli_flags():
         for action in _parser()._actions
         if not isinstance(action, argparse._HelpAction) and action.dest not in LOCAL_ONLY
     }
-    parameters = {p["name"]: p for p in json.loads((DEPLOY / "metadata.json").read_text())[
-        "parameters"]}  # fmt: skip
+    parameters = {
+        p["name"]: p for p in json.loads((DEPLOY / "metadata.json").read_text())["parameters"]
+    }
     assert set(parameters) == set(flags)
     for name, parameter in parameters.items():
         assert parameter["isOptional"] == (not flags[name].required), name
@@ -84,6 +85,8 @@ def test_scripts_parse_and_the_entry_point_speaks_one_line():
         subprocess.run(["bash", "-n", str(DEPLOY / script)], check=True)
     done = subprocess.run(
         [sys.executable, str(DEPLOY / "main.py"), "--manifest=/nonexistent/m.csv", "--output=x"],
-        capture_output=True, text=True, cwd=ROOT,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1

@@ -3,6 +3,7 @@ stored image (normalised, clipped, turned with the pixels, degenerate ones dropp
 
 import json
 import math
+import struct
 
 import pytest
 
@@ -18,8 +19,10 @@ def _objects(*objects, **row):
 
 
 def test_jsonl_objects_in_each_box_format_give_the_same_corners():
-    pixels = [(_objects({"bbox": box, "label": "cat"}, box_format=fmt)[0][1:5], fmt)
-              for box, fmt in (([10, 20, 30, 40], "xywh"), ([10, 20, 40, 60], "xyxy"))]  # fmt: skip
+    pixels = [
+        (_objects({"bbox": box, "label": "cat"}, box_format=fmt)[0][1:5], fmt)
+        for box, fmt in (([10, 20, 30, 40], "xywh"), ([10, 20, 40, 60], "xyxy"))
+    ]
     assert [corners for corners, _ in pixels] == [(10, 20, 40, 60)] * 2
     (item,) = _objects({"bbox": [0.1, 0.2, 0.3, 0.4], "label": 7}, box_format="xywh_normalized")
     assert item.frame.normalized and item.label == "7"
@@ -74,10 +77,12 @@ def _upright(w, h, orientation=1, applied=None, stored=None):
 
 def test_pixel_boxes_are_normalised_clipped_and_degenerate_ones_dropped():
     frame = Frame(False)
-    boxes = [Annotation("a", 10, 20, 60, 120, frame=frame),  # inside
-             Annotation("b", -10, 150, 300, 300, frame=frame),  # clipped to the image
-             Annotation("c", 250, 0, 260, 50, frame=frame),  # wholly outside: no area left
-             Annotation("d", 10, 10, 10, 50, frame=frame)]  # fmt: skip
+    boxes = [
+        Annotation("a", 10, 20, 60, 120, frame=frame),  # inside
+        Annotation("b", -10, 150, 300, 300, frame=frame),  # clipped to the image
+        Annotation("c", 250, 0, 260, 50, frame=frame),  # wholly outside: no area left
+        Annotation("d", 10, 10, 10, 50, frame=frame),
+    ]
     kept, dropped = placed(boxes, _upright(200, 200))
     assert dropped == 2 and [o.label for o in kept] == ["a", "b"]
     assert kept[0][2:6] == (0.05, 0.1, 0.3, 0.6)
@@ -87,16 +92,26 @@ def test_pixel_boxes_are_normalised_clipped_and_degenerate_ones_dropped():
 
 def test_resizing_keeps_normalised_boxes_and_scales_a_given_area():
     frame = Frame(False, 200, 100)
-    (item,) = placed([Annotation("a", 20, 10, 120, 60, area=1000.0, frame=frame)],
-                     Placement(200, 100, 1, 1, 50, 25))[0]  # fmt: skip
+    (item,) = placed(
+        [Annotation("a", 20, 10, 120, 60, area=1000.0, frame=frame)],
+        Placement(200, 100, 1, 1, 50, 25),
+    )[0]
     assert item[2:6] == (0.1, 0.1, 0.6, 0.6)
     assert item.area == pytest.approx(1000 / 16)
 
 
 # Where the point (0.1, 0.2) of a file's grid lands on the upright image, as Pillow's
 # exif_transpose moves pixels (tests/test_detection_images.py checks it with real pixels).
-_TURNED = {1: (0.1, 0.2), 2: (0.9, 0.2), 3: (0.9, 0.8), 4: (0.1, 0.8),
-           5: (0.2, 0.1), 6: (0.8, 0.1), 7: (0.8, 0.9), 8: (0.2, 0.9)}  # fmt: skip
+_TURNED = {
+    1: (0.1, 0.2),
+    2: (0.9, 0.2),
+    3: (0.9, 0.8),
+    4: (0.1, 0.8),
+    5: (0.2, 0.1),
+    6: (0.8, 0.1),
+    7: (0.8, 0.9),
+    8: (0.2, 0.9),
+}
 
 
 @pytest.mark.parametrize("orientation", range(1, 9))
@@ -202,3 +217,14 @@ def test_orphan_annotations_repeated_ids_and_broken_files_are_reported():
 )
 def test_a_json_manifest_is_coco_by_its_start(start, coco):
     assert is_coco_start(start.removeprefix("\ufeff")) is coco
+
+
+def _float32(value: float) -> float:
+    return struct.unpack("<f", struct.pack("<f", value))[0]
+
+
+def test_a_box_that_float32_cannot_tell_from_a_line_is_dropped_not_stored():
+    # 1e-12 pixels wide: distinct in float64, one value once the record stores it as float32.
+    tiny = Annotation("a", 1.0, 1.0, 1.0 + 1e-12, 1.0 + 1e-12, frame=Frame(False))
+    kept, dropped = placed([tiny], Placement(149, 139, 1, 1, 149, 139))
+    assert dropped == 1, [(_float32(o.xmin), _float32(o.xmax)) for o in kept]

@@ -60,8 +60,14 @@ def test_boxes_cover_their_rectangles_in_the_stored_image(orientation, name):
         HEIGHT,
         orientation,
     )
-    placement = Placement(stored.source_width, stored.source_height, stored.orientation,
-                          stored.applied, stored.width, stored.height)  # fmt: skip
+    placement = Placement(
+        stored.source_width,
+        stored.source_height,
+        stored.orientation,
+        stored.applied,
+        stored.width,
+        stored.height,
+    )
     frame = Frame(False, WIDTH, HEIGHT)
     annotations = [Annotation(str(i), *box, frame=frame) for i, (_, box) in enumerate(RECTANGLES)]
     objects, dropped = placed(annotations, placement)
@@ -87,8 +93,9 @@ def test_boxes_drawn_on_the_upright_image_land_on_the_stored_one(orientation):
     placement = Placement(WIDTH, HEIGHT, orientation, 1, stored.width, stored.height)
     upright = []
     for index, (_, box) in enumerate(RECTANGLES):
-        turned = turned_box((box[0] / WIDTH, box[1] / HEIGHT, box[2] / WIDTH, box[3] / HEIGHT),
-                           orientation)  # fmt: skip
+        turned = turned_box(
+            (box[0] / WIDTH, box[1] / HEIGHT, box[2] / WIDTH, box[3] / HEIGHT), orientation
+        )
         upright.append(Annotation(str(index), *turned, frame=Frame(True, HEIGHT, WIDTH)))
     objects, _ = placed(upright, placement)
     pixels = Image.open(io.BytesIO(stored.data)).convert("RGB")

@@ -71,8 +71,16 @@ def test_the_writer_stores_each_images_boxes(coco, tmp_path):
     kept = sum(map(len, expected.values()))
     assert result.boxes_dropped == len(coco.document["annotations"]) - kept > 0
     spec = {key: tf.io.RaggedFeature(tf.as_dtype(dtype)) for key, dtype in OBJECT_FEATURES}
-    spec.update({k: tf.io.FixedLenFeature([], t) for k, t in (("image/source_id", tf.string),
-                 ("image/height", tf.int64), ("image/width", tf.int64))})  # fmt: skip
+    spec.update(
+        {
+            k: tf.io.FixedLenFeature([], t)
+            for k, t in (
+                ("image/source_id", tf.string),
+                ("image/height", tf.int64),
+                ("image/width", tf.int64),
+            )
+        }
+    )
     for record in tf.data.TFRecordDataset(str(tmp_path / result.staged)):
         example = tf.io.parse_single_example(record, spec)
         _check_objects(example, expected[example["image/source_id"].numpy().decode()])
@@ -82,10 +90,12 @@ def test_the_read_step_gives_coco_rows_negatives_and_orphans(tmp_path):
     (tmp_path / "a.jpg").write_bytes(b"")
     document = {
         "images": [{"id": 1, "file_name": "a.jpg"}, {"id": 2, "file_name": "b.jpg"}],
-        "annotations": [{"id": 1, "image_id": 1, "bbox": [1, 1, 2, 2], "category_id": 5},
-                        {"id": 2, "image_id": 9, "bbox": [1, 1, 2, 2], "category_id": 5}],
+        "annotations": [
+            {"id": 1, "image_id": 1, "bbox": [1, 1, 2, 2], "category_id": 5},
+            {"id": 2, "image_id": 9, "bbox": [1, 1, 2, 2], "category_id": 5},
+        ],
         "categories": [{"id": 5, "name": "five"}],
-    }  # fmt: skip
+    }
     path = tmp_path / "instances.json"
     path.write_text(json.dumps(document, indent=2))
     config = ReadConfig(drop_negatives=True)
@@ -98,16 +108,19 @@ def test_the_read_step_gives_coco_rows_negatives_and_orphans(tmp_path):
         negatives = read["negatives"] | "Negative" >> beam.Map(lambda n: n.source)
         assert_that(negatives, equal_to([f"{path}#images[1]"]), label="Negatives")
         orphans = read["errors"] | beam.Map(lambda e: (e.source, e.reason.value))
-        assert_that(orphans, equal_to([(f"{path}#annotations[1]", "bad_annotation")]),
-                    label="Orphans")  # fmt: skip
+        assert_that(
+            orphans, equal_to([(f"{path}#annotations[1]", "bad_annotation")]), label="Orphans"
+        )
 
 
 @pytest.mark.parametrize(
     "flags, turned",
-    [((), {}), (("--max_side", "64", "--exif_transpose"), {"exif_transpose": True,
-                                                            "resized": True})],
+    [
+        ((), {}),
+        (("--max_side", "64", "--exif_transpose"), {"exif_transpose": True, "resized": True}),
+    ],
     ids=["as-is", "resized-upright"],
-)  # fmt: skip
+)
 def test_a_coco_file_converts_alike_on_both_runners_with_its_boxes(coco, tmp_path, flags, turned):
     flags = ("--num_shards", "3", "--split", "train=0.7,validation=0.3", *flags)
     local, info = convert_into(coco.instances, tmp_path / "local", *flags)
@@ -138,17 +151,29 @@ def test_jsonl_objects_bad_annotations_and_dropped_negatives(coco, tmp_path):
     shutil.copytree(images, tmp_path / "images")
     names = sorted(p.name for p in images.iterdir() if p.suffix == ".jpeg")[:4]
     rows = [
-        {"image_uri": f"images/{names[0]}", "box_format": "xyxy_normalized",
-         "objects": [{"bbox": [0.1, 0.2, 0.5, 0.6], "label": "cat"}]},
+        {
+            "image_uri": f"images/{names[0]}",
+            "box_format": "xyxy_normalized",
+            "objects": [{"bbox": [0.1, 0.2, 0.5, 0.6], "label": "cat"}],
+        },
         {"image_uri": f"images/{names[1]}", "objects": []},  # a negative: dropped
-        {"image_uri": f"images/{names[2]}", "box_format": "xywh",
-         "objects": [{"bbox": [1, 2, 3], "label": "dog"}]},  # malformed
-        {"image_uri": f"images/{names[3]}", "box_format": "xywh", "width": 5, "height": 5,
-         "objects": [{"bbox": [1, 2, 3, 4], "label": "dog", "is_crowd": 1}]},  # other size
-    ]  # fmt: skip
+        {
+            "image_uri": f"images/{names[2]}",
+            "box_format": "xywh",
+            "objects": [{"bbox": [1, 2, 3], "label": "dog"}],
+        },  # malformed
+        {
+            "image_uri": f"images/{names[3]}",
+            "box_format": "xywh",
+            "width": 5,
+            "height": 5,
+            "objects": [{"bbox": [1, 2, 3, 4], "label": "dog", "is_crowd": 1}],
+        },  # other size
+    ]
     manifest = write_manifest(tmp_path / "m.jsonl", rows)
-    version, info = convert_into(manifest, tmp_path / "out", "--drop_negatives", "--max_error_rate",
-                             "1")  # fmt: skip
+    version, info = convert_into(
+        manifest, tmp_path / "out", "--drop_negatives", "--max_error_rate", "1"
+    )
     assert (info.rows_in, info.records, info.errors, info.negatives_dropped) == (3, 1, 2, 1)
     assert {row["reason"] for row in error_rows(version)} == {"bad_annotation"}
     (example,) = _records(version, info).values()

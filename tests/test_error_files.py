@@ -12,7 +12,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.pvalue import AsList, AsSingleton
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
-from conftest import RUNNERS, error_rows, make_images, published, write_manifest
+from conftest import RUNNERS, arguments, error_rows, make_images, published, write_manifest
 
 from pipeline.cli.main import main
 from pipeline.config.options import parse_args
@@ -43,8 +43,11 @@ from transforms.write.shard_writer import ShardResult
 def _errors(count: int, key=lambda i: f"img/{i}.jpg") -> list[ErrorRow]:
     """Rows of three kinds in turn: missing file (train), bad label (validation), and corrupt
     image (no split)."""
-    kinds = ((Reason.MISSING_FILE, "train"), (Reason.BAD_LABEL, "validation"),
-             (Reason.CORRUPT_IMAGE, ""))  # fmt: skip
+    kinds = (
+        (Reason.MISSING_FILE, "train"),
+        (Reason.BAD_LABEL, "validation"),
+        (Reason.CORRUPT_IMAGE, ""),
+    )
     return [
         ErrorRow(key(i), f"m.csv:{i + 2}", reason, f"row {i}", (("label", "x"),), split)
         for i in range(count)
@@ -106,8 +109,17 @@ def test_counts_per_split_and_reason_merge_as_the_rows_they_count():
 
 def _plan_and_result(records: int):
     plan = DatasetPlan(LabelMap(("cat",)), (("train", records + 2),), (("train", 1),))
-    result = ShardResult("train", 0, 1, "train-00000-of-00001.tfrecord", records, 10, "crc",
-                         ((0, records),), staged="s")  # fmt: skip
+    result = ShardResult(
+        "train",
+        0,
+        1,
+        "train-00000-of-00001.tfrecord",
+        records,
+        10,
+        "crc",
+        ((0, records),),
+        staged="s",
+    )
     return plan, result
 
 
@@ -193,8 +205,9 @@ def test_the_commit_step_is_given_per_shard_and_per_file_results_and_counts_neve
     assert _commit_side_inputs(tmp_path / "plain") == allowed
     assert _commit_side_inputs(tmp_path / "dedup", "--dedup") == allowed
     first = tmp_path / "refresh"
-    main(["convert", "--manifest", str(write_manifest(first / "m.csv", make_images(first, 1))),
-          "--output", str(first / "out"), "--no_progress"])  # fmt: skip
+    manifest = write_manifest(first / "m.csv", make_images(first, 1))
+    argv = arguments("convert --manifest {m} --output {out}", m=manifest, out=first / "out")
+    main([*argv, "--no_progress"])
     assert _commit_side_inputs(first, "--incremental") == allowed
 
 
@@ -231,7 +244,7 @@ def test_a_conversion_writes_its_error_rows_as_files_the_metadata_lists(
         "1",
         "--no_progress",
     ]
-    assert main([*argv, *RUNNERS[runner]]) == 0  # fmt: skip
+    assert main([*argv, *RUNNERS[runner]]) == 0
     assert "(errors/*.jsonl)" in capsys.readouterr().out
     version = published(tmp_path / "out")
     info = read_info(str(version))
@@ -242,9 +255,17 @@ def test_a_conversion_writes_its_error_rows_as_files_the_metadata_lists(
         len((version / f).read_text().splitlines()) for f in files
     ]
     assert len(rows) == info.errors == 11 and info.rows_in == info.records + info.errors == 19
-    assert Counter(row["reason"] for row in rows) == info.errors_by_reason == {
-        "bad_label": 1, "bad_row": 1, "bad_split": 1, "duplicate_key": 1, "missing_file": 7,
-    }  # fmt: skip
+    assert (
+        Counter(row["reason"] for row in rows)
+        == info.errors_by_reason
+        == {
+            "bad_label": 1,
+            "bad_row": 1,
+            "bad_split": 1,
+            "duplicate_key": 1,
+            "missing_file": 7,
+        }
+    )
     assert sorted(r["key"] for r in rows if r["reason"] == "missing_file") == sorted(missing)
     assert verify(str(tmp_path / "out")) == (info.records, [])
     # Rows go to files by a hash of their source, which holds this test's folder: damage a

@@ -93,11 +93,20 @@ def test_a_records_features_are_the_reference_keys_and_the_extras():
     parsed = Example.FromString(record).features.feature
     assert sorted(parsed) == sorted(
         [
-            "image/encoded", "image/format", "image/class/label", "image/class/text",
-            "image/height", "image/width", "image/channels", "image/filename",
-            "image/source_id", "image/key/sha256", "weight", "id",
+            "image/encoded",
+            "image/format",
+            "image/class/label",
+            "image/class/text",
+            "image/height",
+            "image/width",
+            "image/channels",
+            "image/filename",
+            "image/source_id",
+            "image/key/sha256",
+            "weight",
+            "id",
         ]
-    )  # fmt: skip
+    )
     assert parsed["image/class/label"].int64_list.value == [4]
     assert parsed["image/format"].bytes_list.value == [b"JPEG"]
     assert parsed["image/key/sha256"].bytes_list.value == [

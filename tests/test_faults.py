@@ -24,6 +24,7 @@ import pytest
 from conftest import (
     BEAM,
     RUNNERS,
+    arguments,
     encode,
     make_images,
     photo,
@@ -107,10 +108,13 @@ def _start(tmp_path: Path, *argv) -> subprocess.Popen:
     (a shell starts those with SIGINT ignored, and exec keeps that)."""
     return subprocess.Popen(
         [COMMAND, "convert", "--no_progress", *map(str, argv)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
         env={**os.environ, "TMPDIR": str(tmp_path)},
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )  # fmt: skip
+    )
 
 
 def _ended(process: subprocess.Popen) -> tuple[int, str, str]:
@@ -151,8 +155,9 @@ def _logged_traceback(line: str) -> str:
 def _published_files(root: Path) -> dict[str, bytes]:
     """The pointer and every file of the version it names, by their paths under the root."""
     version = published(root)
-    files = {p.relative_to(root).as_posix(): p.read_bytes() for p in version.rglob("*")
-             if p.is_file()}  # fmt: skip
+    files = {
+        p.relative_to(root).as_posix(): p.read_bytes() for p in version.rglob("*") if p.is_file()
+    }
     return {POINTER: (root / POINTER).read_bytes(), **files}
 
 
@@ -393,8 +398,11 @@ def test_two_runs_into_an_empty_folder_end_with_one_complete_run_published(tmp_p
     for status, _, err in ended:
         if status:
             _fault_line(err, "another run published v000001-")
-    versions = {Path(re.search(r"version: (\S+)  \(published\)", out).group(1))
-                for status, out, _ in ended if status == 0}  # fmt: skip
+    versions = {
+        Path(re.search(r"version: (\S+)  \(published\)", out).group(1))
+        for status, out, _ in ended
+        if status == 0
+    }
     assert published(root) in versions and _versions(root) == {v.name for v in versions}
     for version in versions:
         _one_runs_images(version, read_info(str(version)).options["channels"])
@@ -407,8 +415,10 @@ def test_a_duplicate_attempt_at_a_shard_is_never_published(tmp_path, small):
     different read failures: the commit publishes the attempt whose results it received; the
     other, in another process, finished before the commit or after it, changes nothing."""
     root = tmp_path / "root"
-    options, _ = parse_args(["--manifest", str(small), "--output", str(root), "--num_shards",
-                             "1", "--max_error_rate", "1"])  # fmt: skip
+    argv = arguments(
+        "--manifest {m} --output {root} --num_shards 1 --max_error_rate 1", m=small, root=root
+    )
+    options, _ = parse_args(argv)
     target = start(str(root))
     rows = list(read_manifest(str(small), 0, ReadConfig()))
     labels = LabelMap(tuple(sorted({row.label for row in rows})))
@@ -448,8 +458,9 @@ def _leave_free(disk: Path, filler: Path, blocks: int) -> None:
     assert os.statvfs(disk).f_bavail == blocks
 
 
-def test_a_full_disk_at_each_step_is_one_line_exit_3_and_changes_nothing(tmp_path, small,
-                                                                         small_disk):  # fmt: skip
+def test_a_full_disk_at_each_step_is_one_line_exit_3_and_changes_nothing(
+    tmp_path, small, small_disk
+):
     """The disk fills while a shard is written, then as the marker is, then as the pointer
     is: each time the published version stays as it was, no empty or partial marker or
     pointer is left, and the run's own files are deleted."""

@@ -1,8 +1,8 @@
 """transforms/storage/fileio.py on local paths, at the unit tier: path arithmetic, the other entry
 points to a read (identified, streamed) on paths that are no regular file, reads in chunks
 past a file's stated size, durable writes that leave nothing half written, and the folder
-helpers. (read_bytes on FIFOs, sockets, devices, folders and over the limit:
-tests/test_hostile_files.py.)"""
+helpers, and reads that stop at the size limit. (read_bytes on FIFOs, sockets, devices and
+folders: tests/test_hostile_files.py.)"""
 
 import contextlib
 import os
@@ -42,8 +42,10 @@ def test_join(base, parts, joined):
 )
 def test_what_a_path_names(path, remote, gcs, absolute):
     assert (fileio.is_remote(path), fileio.is_gcs(path), fileio.is_absolute(path)) == (
-        remote, gcs, absolute
-    )  # fmt: skip
+        remote,
+        gcs,
+        absolute,
+    )
     assert fileio.absolute(path) == (path if absolute else os.path.join(os.getcwd(), path))
 
 
@@ -242,3 +244,22 @@ def test_walk_lists_files_sorted_and_says_which_folders_it_did_not_list(tmp_path
     ]
     missing = list(fileio.walk(str(tmp_path / "missing"), 1))
     assert missing == [fileio.Unlisted(".", error="No such file or directory")]
+
+
+def test_reads_stop_at_the_limit(tmp_path):
+    exact = tmp_path / "exact.bin"
+    exact.write_bytes(b"x" * 1000)
+    assert len(fileio.read_bytes(str(exact), 1000)) == 1000
+    with pytest.raises(fileio.FileTooLargeError, match="1,000 bytes, over the limit of 999"):
+        fileio.read_bytes(str(exact), 999)
+    sparse = tmp_path / "sparse.bin"
+    with open(sparse, "wb") as handle:
+        handle.truncate(1 << 40)  # 1 TiB that takes no disk: read whole, it would take memory
+    with pytest.raises(fileio.FileTooLargeError, match="1,099,511,627,776 bytes"):
+        fileio.read_bytes(str(sparse), 256 << 20)
+    # procfs files say they are empty: read on, never past the limit
+    status = "/proc/self/status"
+    assert os.stat(status).st_size == 0
+    assert fileio.read_bytes(status, 1 << 20).startswith(b"Name:")
+    with pytest.raises(fileio.FileTooLargeError, match="larger than that, over the limit of 64"):
+        fileio.read_bytes(status, 64)

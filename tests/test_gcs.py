@@ -64,8 +64,11 @@ for name, split in sorted(info["splits"].items()):
 def _read_with_tensorflow(root: str, env: dict | None = None) -> list:
     done = subprocess.run(
         [sys.executable, "-c", READ_WITH_TF, root],
-        env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return [json.loads(line) for line in done.stdout.splitlines()]
 
@@ -88,8 +91,9 @@ def test_bucket_to_bucket_gives_the_bytes_of_a_local_run(tmp_path, gcs, convert)
     version = resolve(remote).folder
     version_name = version.rsplit("/", 1)[1]
     remote_files = _files(version)
-    local_files = {p.relative_to(local).as_posix(): p.read_bytes() for p in local.rglob("*")
-                   if p.is_file()}  # fmt: skip
+    local_files = {
+        p.relative_to(local).as_posix(): p.read_bytes() for p in local.rglob("*") if p.is_file()
+    }
     assert sorted(remote_files) == sorted(local_files)
     for name, data in local_files.items():
         # The error rows name the manifest they came from, and the rows files fingerprint each
@@ -129,8 +133,11 @@ def test_local_manifest_with_gs_images_and_a_gs_class_tree(tmp_path, gcs, conver
     assert info.records == 2 and (output / MARKER).exists()
     _, tree_info = convert(images + "/", output=tmp_path / "from-tree")
     assert tree_info.records == 8 and tree_info.labels["names"] == [
-        "astronaut", "chelsea", "coffee", "rocket"
-    ]  # fmt: skip
+        "astronaut",
+        "chelsea",
+        "coffee",
+        "rocket",
+    ]
 
 
 def test_an_object_over_the_size_limit_is_an_error_row(tmp_path, gcs, convert):
@@ -190,8 +197,14 @@ def test_a_gs_tree_is_listed_folder_by_folder_as_a_local_walk_lists_it(tmp_path,
     folder below <split>/<label>/ is skipped whole, as the local walk skips it); the launcher's
     check of the bucket's tree lists one object, not the tree."""
     tree = tmp_path / "tree"
-    for relative in ("cat/1.jpg", "dog/2.png", "train/cat/3.jpg", "train/cat/deep/4.jpg",
-                     "notes.txt", "cat/readme.md"):  # fmt: skip
+    for relative in (
+        "cat/1.jpg",
+        "dog/2.png",
+        "train/cat/3.jpg",
+        "train/cat/deep/4.jpg",
+        "notes.txt",
+        "cat/readme.md",
+    ):
         (tree / relative).parent.mkdir(parents=True, exist_ok=True)
         (tree / relative).write_bytes(b"x")
     root = gcs(tree, f"{tmp_path.name}-tree")
@@ -210,28 +223,46 @@ def test_a_gs_tree_is_listed_folder_by_folder_as_a_local_walk_lists_it(tmp_path,
     assert len(listed) == 1 and manifest.kind == "tree"
 
     def seen(items, base):
-        return sorted((type(item).__name__, str(getattr(item, "key", getattr(item, "path", "")))
-                       .replace(base, "<root>")) for item in items)  # fmt: skip
+        return sorted(
+            (
+                type(item).__name__,
+                str(getattr(item, "key", getattr(item, "path", ""))).replace(base, "<root>"),
+            )
+            for item in items
+        )
 
     remote = seen(read_all(manifest, ReadConfig()), root)
     local = seen(read_all(check_manifests([str(tree)], ReadConfig())[0], ReadConfig()), str(tree))
-    assert remote == local == [
-        ("ManifestRow", "cat/1.jpg"), ("ManifestRow", "dog/2.png"),
-        ("ManifestRow", "train/cat/3.jpg"), ("SkippedFile", "<root>/cat/readme.md"),
-        ("SkippedFile", "<root>/notes.txt"), ("SkippedFile", "<root>/train/cat/deep"),
-    ]  # fmt: skip
+    assert (
+        remote
+        == local
+        == [
+            ("ManifestRow", "cat/1.jpg"),
+            ("ManifestRow", "dog/2.png"),
+            ("ManifestRow", "train/cat/3.jpg"),
+            ("SkippedFile", "<root>/cat/readme.md"),
+            ("SkippedFile", "<root>/notes.txt"),
+            ("SkippedFile", "<root>/train/cat/deep"),
+        ]
+    )
     with BeamTestPipeline() as p:
         read = p | ReadManifests([manifest], ReadConfig())
         keys = read["rows"] | beam.FlatMap(lambda batch: [row.key for row in batch.rows])
         assert_that(keys, equal_to(["cat/1.jpg", "dog/2.png", "train/cat/3.jpg"]))
         skipped = read["skipped"] | beam.Map(lambda item: item.path.replace(root, "<root>"))
-        assert_that(skipped, equal_to([item for kind, item in local if kind == "SkippedFile"]),
-                    label="Skipped")  # fmt: skip
+        assert_that(
+            skipped,
+            equal_to([item for kind, item in local if kind == "SkippedFile"]),
+            label="Skipped",
+        )
 
 
 def test_a_gs_manifest_read_in_ranged_pieces_gives_the_rows_of_one_read(tmp_path, gcs):
-    lines = ["image_uri,label"] + [f"images/{i:04d}.jpg,{'cat' if i % 3 else 'dog'}"
-                                   for i in range(300)] + ["broken.jpg"]  # fmt: skip
+    lines = (
+        ["image_uri,label"]
+        + [f"images/{i:04d}.jpg,{'cat' if i % 3 else 'dog'}" for i in range(300)]
+        + ["broken.jpg"]
+    )
     (tmp_path / "m.csv").write_text("\n".join(lines) + "\n")
     source = gcs(tmp_path, f"{tmp_path.name}-pieces")
     (manifest,) = check_manifests([f"{source}/m.csv"], ReadConfig())

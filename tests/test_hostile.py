@@ -212,9 +212,7 @@ def test_every_hostile_row_has_its_reason_and_every_odd_image_converts(hostile, 
         example = examples[f"img/{name}"]
         pixels = tf.io.decode_jpeg(example["image/encoded"]).numpy().astype(np.float32)
         assert example["image/format"].numpy() == b"JPEG"
-        assert pixels.shape == (
-            example["image/height"].numpy(), example["image/width"].numpy(), 3
-        )  # fmt: skip
+        assert pixels.shape == (example["image/height"].numpy(), example["image/width"].numpy(), 3)
         if name == "rotated.jpg":  # pass-through by default: stored as is, EXIF and all
             assert example["image/encoded"].numpy() == (root / "img" / name).read_bytes()
             continue
@@ -410,9 +408,12 @@ def test_a_huge_rgba_png_under_the_pixel_limit_is_refused_before_it_is_decoded(t
     )
     result = subprocess.run(
         [sys.executable, "-c", child, str(path)],
-        capture_output=True, text=True, check=True, cwd=REPOSITORY,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPOSITORY,
         env={"PYTHONPATH": str(REPOSITORY)},
-    )  # fmt: skip
+    )
     refusal, peak_kb = result.stdout.splitlines()
     assert refusal.startswith("image_too_large 13000x13000 needs")
     assert int(peak_kb) < 300_000

@@ -193,9 +193,13 @@ def _hashes(count: int = 12) -> list[str]:
 def test_bytes_are_the_same_across_threads_and_a_fresh_process():
     script = "import test_hostile_fastpath as t; print(t._hashes())"
     fresh = subprocess.run(
-        [sys.executable, "-c", script], cwd=REPOSITORY / "tests", capture_output=True, text=True,
-        env={"PYTHONPATH": f"{REPOSITORY}:{REPOSITORY / 'tests'}"}, check=True,
-    )  # fmt: skip
+        [sys.executable, "-c", script],
+        cwd=REPOSITORY / "tests",
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": f"{REPOSITORY}:{REPOSITORY / 'tests'}"},
+        check=True,
+    )
     assert fresh.stdout.strip() == str(_hashes())
 
 
@@ -219,6 +223,8 @@ def test_a_conversion_of_hostile_jpegs_turns_and_shrinks_each_as_pillow_would(tm
             for _, record in read_records((Path(converted.folder) / shard.file).read_bytes()):
                 feature = Example.FromString(record).features.feature
                 name = feature["image/filename"].bytes_list.value[0].decode()
-                sizes[name] = (feature["image/width"].int64_list.value[0],
-                               feature["image/height"].int64_list.value[0])  # fmt: skip
+                sizes[name] = (
+                    feature["image/width"].int64_list.value[0],
+                    feature["image/height"].int64_list.value[0],
+                )
     assert sizes == {"turned.jpg": (3, 4), "strip.jpg": (1, 4), "wide.jpg": (4, 4)}

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 import tensorflow as tf
+from conftest import arguments
 
 from pipeline import load
 from pipeline.dataset.publish import MARKER, VERSIONS
@@ -19,8 +20,8 @@ def sample(tmp_path_factory):
 
     output = tmp_path_factory.mktemp("load") / "out"
     flags = ["--num_shards", "4", "--split", "train=0.75,validation=0.25"]
-    converted = run(["--manifest", str(SAMPLE), "--output", str(output), "--no_progress", *flags,
-                     "--direct_num_workers=1"])  # fmt: skip
+    argv = arguments("--manifest {m} --output {out} --no_progress", m=SAMPLE, out=output)
+    converted = run([*argv, *flags, "--direct_num_workers=1"])
     return str(output), converted.info
 
 
@@ -37,15 +38,21 @@ def test_batches_for_tpu(sample):
 def test_every_example_once_and_every_label_reachable(sample):
     output, info = sample
     for split in ("train", "validation"):
-        examples = list(load(output, split, batch_size=None, image_size=None, shuffle_buffer=0,
-                             with_features=True))  # fmt: skip
+        examples = list(
+            load(
+                output,
+                split,
+                batch_size=None,
+                image_size=None,
+                shuffle_buffer=0,
+                with_features=True,
+            )
+        )
         assert len(examples) == info.splits[split].examples
         keys = [e["image/source_id"].numpy() for e in examples]
         assert len(set(keys)) == len(keys)
         for example in examples[:5]:
-            assert example["image"].shape == (
-                example["image/height"], example["image/width"], 3
-            )  # fmt: skip
+            assert example["image"].shape == (example["image/height"], example["image/width"], 3)
     labels = {int(label) for _, label in load(output, "train", batch_size=None, image_size=(8, 8))}
     labels |= {int(label) for _, label in load(output, "validation", None, (8, 8))}
     assert labels == {0, 1, 2, 3, 4}
@@ -55,8 +62,16 @@ def test_hosts_read_disjoint_shares(sample):
     output, info = sample
 
     def keys(host):
-        dataset = load(output, "train", batch_size=None, image_size=None, shuffle_buffer=0,
-                       num_hosts=2, host_index=host, with_features=True)  # fmt: skip
+        dataset = load(
+            output,
+            "train",
+            batch_size=None,
+            image_size=None,
+            shuffle_buffer=0,
+            num_hosts=2,
+            host_index=host,
+            with_features=True,
+        )
         return {e["image/source_id"].numpy() for e in dataset}
 
     first, second = keys(0), keys(1)

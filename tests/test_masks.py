@@ -161,22 +161,25 @@ def test_a_mask_turns_as_exif_transpose_turns_the_image(orientation):
     from PIL import ImageOps
 
     want = np.asarray(ImageOps.exif_transpose(upright)) // 255
-    got = png_pixels(mask_png(masks.mask_bytes(ONE_PIXEL, 5, 3, False), (5, 3), orientation,
-                              want.shape[::-1]))  # fmt: skip
+    got = png_pixels(
+        mask_png(masks.mask_bytes(ONE_PIXEL, 5, 3, False), (5, 3), orientation, want.shape[::-1])
+    )
     assert (got == want).all()
 
 
 def test_a_resized_mask_keeps_only_0_and_1():
     ring = [[2, 3, 50, 8, 30, 60]]
-    got = png_pixels(mask_png(masks.mask_bytes(masks.parse(ring), 64, 64, False), (64, 64), 1,
-                              (21, 21)))  # fmt: skip
+    got = png_pixels(
+        mask_png(masks.mask_bytes(masks.parse(ring), 64, 64, False), (64, 64), 1, (21, 21))
+    )
     assert got.shape == (21, 21) and set(np.unique(got)) == {0, 1}
     assert assert_on_the_outline(got, rasterised([[v / 64 * 21 for v in ring[0]]], 21, 21)) > 60
 
 
 def _annotation(segmentation, **frame) -> Annotation:
-    return Annotation("1", 1.0, 1.0, 6.0, 4.0, frame=Frame(False, **frame),
-                      segmentation=masks.parse(segmentation))  # fmt: skip
+    return Annotation(
+        "1", 1.0, 1.0, 6.0, 4.0, frame=Frame(False, **frame), segmentation=masks.parse(segmentation)
+    )
 
 
 def test_placed_objects_carry_their_masks_turned_and_resized_with_the_pixels():
@@ -184,8 +187,15 @@ def test_placed_objects_carry_their_masks_turned_and_resized_with_the_pixels():
     then halved: the mask is 3 x 4, upright; a box outside the image goes, its mask with it."""
     placement = Placement(8, 6, 6, 6, 3, 4)
     inside = _annotation([[0, 0, 4, 0, 4, 6, 0, 6]])  # the left half of the file's grid
-    outside = Annotation("1", 9.0, 1.0, 12.0, 4.0, frame=Frame(False),
-                         segmentation=masks.parse([[9, 1, 12, 1, 12, 4]]))  # fmt: skip
+    outside = Annotation(
+        "1",
+        9.0,
+        1.0,
+        12.0,
+        4.0,
+        frame=Frame(False),
+        segmentation=masks.parse([[9, 1, 12, 1, 12, 4]]),
+    )
     (item,), dropped = placed([inside, outside], placement)
     assert dropped == 1
     want = np.zeros((4, 3), np.uint8)
@@ -215,12 +225,15 @@ def test_without_masks_objects_have_none_and_records_no_mask_feature():
 
 
 def _coco(annotation: dict) -> bytes:
-    return json.dumps({
-        "images": [{"id": 1, "file_name": "a.jpg", "width": 8, "height": 6}],
-        "annotations": [{"id": 1, "image_id": 1, "bbox": [1, 1, 2, 2], "category_id": 5,
-                         **annotation}],
-        "categories": [{"id": 5, "name": "five"}],
-    }).encode()  # fmt: skip
+    return json.dumps(
+        {
+            "images": [{"id": 1, "file_name": "a.jpg", "width": 8, "height": 6}],
+            "annotations": [
+                {"id": 1, "image_id": 1, "bbox": [1, 1, 2, 2], "category_id": 5, **annotation}
+            ],
+            "categories": [{"id": 5, "name": "five"}],
+        }
+    ).encode()
 
 
 def test_coco_keeps_segmentations_only_with_masks():
@@ -247,10 +260,13 @@ def test_a_coco_annotation_without_a_usable_mask_makes_its_image_a_bad_annotatio
 
 
 def test_jsonl_objects_carry_segmentations_in_their_boxes_units():
-    fields = {"box_format": "xyxy_normalized", "objects": [
-        {"bbox": [0, 0, 0.5, 1], "label": "a", "segmentation": [[0, 0, 0.5, 0, 0.5, 1]]},
-        {"bbox": [0, 0, 1, 1], "label": "b", "segmentation": {"size": [2, 3], "counts": "123"}},
-    ]}  # fmt: skip
+    fields = {
+        "box_format": "xyxy_normalized",
+        "objects": [
+            {"bbox": [0, 0, 0.5, 1], "label": "a", "segmentation": [[0, 0, 0.5, 0, 0.5, 1]]},
+            {"bbox": [0, 0, 1, 1], "label": "b", "segmentation": {"size": [2, 3], "counts": "123"}},
+        ],
+    }
     first, second = row_annotations(fields, str, with_masks=True)
     assert first.segmentation.rings[0].tolist() == [0, 0, 0.5, 0, 0.5, 1]
     assert second.segmentation == masks.Rle(2, 3, masks.decoded_counts("123"))

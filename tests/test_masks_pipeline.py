@@ -27,11 +27,15 @@ def _shards(version: Path, info) -> list[str]:
 
 @pytest.mark.parametrize(
     "flags, turned",
-    [(("--masks",), {}),
-     (("--masks", "--max_side", "64", "--exif_transpose"), {"exif_transpose": True,
-                                                             "resized": True})],
+    [
+        (("--masks",), {}),
+        (
+            ("--masks", "--max_side", "64", "--exif_transpose"),
+            {"exif_transpose": True, "resized": True},
+        ),
+    ],
     ids=["as-is", "resized-upright"],
-)  # fmt: skip
+)
 def test_the_model_gardens_decoder_reads_every_mask_alike_from_both_runners(
     coco, tmp_path, flags, turned
 ):
@@ -72,8 +76,9 @@ def test_the_model_gardens_decoder_reads_every_mask_alike_from_both_runners(
 
 def test_masks_cost_their_bytes_only_when_asked(coco, tmp_path):
     boxes, boxes_info = convert_into(coco.instances, tmp_path / "boxes", "--num_shards", "1")
-    masked, masked_info = convert_into(coco.instances, tmp_path / "masks", "--num_shards", "1",
-                                   "--masks")  # fmt: skip
+    masked, masked_info = convert_into(
+        coco.instances, tmp_path / "masks", "--num_shards", "1", "--masks"
+    )
     assert MASK_KEY not in boxes_info.features
     assert masked_info.options["masks"] is True and not boxes_info.options["masks"]
     size = sum(p.stat().st_size for p in boxes.glob("train-*"))
@@ -82,21 +87,48 @@ def test_masks_cost_their_bytes_only_when_asked(coco, tmp_path):
 
 def test_objects_without_masks_are_bad_annotations_and_jsonl_masksconvert_into(coco, tmp_path):
     images = sorted((coco.instances.parent / "images").glob("*.jpeg"))[:3]
-    side = {str(p): (e["width"], e["height"]) for p in images for e in coco.document["images"]
-            if e["file_name"] == f"images/{p.name}"}  # fmt: skip
+    side = {
+        str(p): (e["width"], e["height"])
+        for p in images
+        for e in coco.document["images"]
+        if e["file_name"] == f"images/{p.name}"
+    }
     width, height = side[str(images[0])]
     rows = [
-        {"image_uri": str(images[0]), "box_format": "xyxy_normalized", "objects": [
-            {"bbox": [0, 0, 0.5, 1], "label": "left", "segmentation": [[0, 0, 0.5, 0, 0.5, 1,
-                                                                        0, 1]]},
-            {"bbox": [0, 0, 1, 1], "label": "all", "is_crowd": 1,
-             "segmentation": {"size": [height, width], "counts": [0, width * height]}}]},
-        {"image_uri": str(images[1]), "box_format": "xywh",
-         "objects": [{"bbox": [1, 1, 5, 5], "label": "left"}]},  # no mask
-        {"image_uri": str(images[2]), "box_format": "xywh",  # an RLE of another size
-         "objects": [{"bbox": [1, 1, 5, 5], "label": "left",
-                      "segmentation": {"size": [2, 3], "counts": [6]}}]},
-    ]  # fmt: skip
+        {
+            "image_uri": str(images[0]),
+            "box_format": "xyxy_normalized",
+            "objects": [
+                {
+                    "bbox": [0, 0, 0.5, 1],
+                    "label": "left",
+                    "segmentation": [[0, 0, 0.5, 0, 0.5, 1, 0, 1]],
+                },
+                {
+                    "bbox": [0, 0, 1, 1],
+                    "label": "all",
+                    "is_crowd": 1,
+                    "segmentation": {"size": [height, width], "counts": [0, width * height]},
+                },
+            ],
+        },
+        {
+            "image_uri": str(images[1]),
+            "box_format": "xywh",
+            "objects": [{"bbox": [1, 1, 5, 5], "label": "left"}],
+        },  # no mask
+        {
+            "image_uri": str(images[2]),
+            "box_format": "xywh",  # an RLE of another size
+            "objects": [
+                {
+                    "bbox": [1, 1, 5, 5],
+                    "label": "left",
+                    "segmentation": {"size": [2, 3], "counts": [6]},
+                }
+            ],
+        },
+    ]
     manifest = write_manifest(tmp_path / "m.jsonl", rows)
     version, info = convert_into(manifest, tmp_path / "out", "--masks", "--max_error_rate", "1")
     assert (info.records, info.errors) == (1, 2)
@@ -120,8 +152,14 @@ def test_tfds_and_load_read_the_same_masks(coco, tmp_path):
     from pipeline.read.load import load
 
     version, _ = convert_into(coco.instances, tmp_path / "out", "--num_shards", "1", "--masks")
-    ours = load(str(version), "train", batch_size=None, image_size=None, shuffle_buffer=0,
-                with_features=True)  # fmt: skip
+    ours = load(
+        str(version),
+        "train",
+        batch_size=None,
+        image_size=None,
+        shuffle_buffer=0,
+        with_features=True,
+    )
     theirs = tfds.builder_from_directory(str(version)).as_dataset(split="train")
 
     def masks(examples) -> dict:

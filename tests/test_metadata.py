@@ -40,25 +40,40 @@ def _built(labels: LabelMap = CAT_DOG, options=None, max_error_rate=1.0):
 def _info(**fields) -> DatasetInfo:
     """A description of 10 rows, all converted into one split; `fields` override."""
     split = SplitInfo(examples=10, bytes=0, errors=0, label_counts={}, shards=[])
-    base = dict(tool_version="t", options={}, features={}, compression="none", labels={},
-                rows_in=10, records=10, errors=0, errors_by_reason={}, skipped_files=0,
-                splits={"train": split}, failures=[])  # fmt: skip
+    base = dict(
+        tool_version="t",
+        options={},
+        features={},
+        compression="none",
+        labels={},
+        rows_in=10,
+        records=10,
+        errors=0,
+        errors_by_reason={},
+        skipped_files=0,
+        splits={"train": split},
+        failures=[],
+    )
     return DatasetInfo(**{**base, **fields})
 
 
 def test_each_split_is_summed_from_its_own_shards_in_index_order():
     info = _built()
     train, validation = info.splits["train"], info.splits["validation"]
-    assert [s.file for s in train.shards] == ["train-00000-of-00002.tfrecord",
-                                              "train-00001-of-00002.tfrecord"]  # fmt: skip
+    assert [s.file for s in train.shards] == [
+        "train-00000-of-00002.tfrecord",
+        "train-00001-of-00002.tfrecord",
+    ]
     assert (train.examples, train.bytes, train.errors, train.boxes_dropped) == (7, 700, 1, 3)
     assert (validation.examples, validation.errors, validation.label_counts) == (2, 0, {"1": 2})
     assert train.label_counts == {"0": 4, "2": 1, "10": 2}  # ids as JSON keys, summed
     assert [(s.index, s.rows) for s in train.shards] == [("train-0.idx", ""), ("", "train-1.rows")]
     assert (info.rows_in, info.records, info.errors) == (12, 9, 3)
     assert info.errors_by_reason == {"bad_row": 2, "missing_file": 1}
-    assert [(f.file, f.rows) for f in info.error_files] == [(error_file_name(0, 2), 1),
-                                                            (error_file_name(1, 2), 2)]  # fmt: skip
+    assert [(f.file, f.rows) for f in info.error_files] == [
+        (error_file_name(0, 2), 1),
+        (error_file_name(1, 2), 2),
+    ]
     assert (info.skipped_files, info.negatives_dropped, info.boxes_dropped) == (5, 4, 3)
     assert (info.tool_version, info.failures) == ("9.9", [])
 

@@ -14,44 +14,8 @@ from conftest import BEAM, make_images, published, version_files, write_manifest
 from pipeline import load
 from pipeline.cli.main import main
 from pipeline.dataset.metadata import INFO_FILE, DatasetInfo
-from transforms.errors import Reason, RowError
-from transforms.manifest.rows import ReadConfig, make_row
 
 ROOT = Path(__file__).resolve().parents[1]
-MULTI = ReadConfig(label_separator="|")
-
-
-def _row(label, config: ReadConfig = MULTI):
-    return make_row({"image_uri": "a.jpg", "label": label}, "", "m.csv", 1, config)
-
-
-@pytest.mark.parametrize(
-    "label, labels",
-    [
-        ("cat|dog", ("cat", "dog")),
-        ("dog | cat|dog", ("cat", "dog")),  # trimmed, each once, sorted
-        ("cat", ("cat",)),
-        (["dog", "cat", 3], ("3", "cat", "dog")),
-        ([], ()),  # a JSON list may say: none of the labels
-        (7, ("7",)),
-        ("a||b|", ("a", "b")),
-    ],
-)
-def test_a_label_cell_or_list_becomes_the_sorted_distinct_labels(label, labels):
-    assert _row(label).label == labels
-
-
-@pytest.mark.parametrize(
-    "label", ["", " | ", [["nested"]], [True], True, {"a": 1}, ["ok", "bad\nline"], 1.5]
-)
-def test_labels_that_cannot_be_a_list_of_labels_are_bad_label_rows(label):
-    with pytest.raises(RowError) as raised:
-        _row(label)
-    assert raised.value.reason == Reason.BAD_LABEL
-
-
-def test_without_the_flag_a_separator_is_part_of_the_one_label():
-    assert _row("cat|dog", ReadConfig()).label == "cat|dog"
 
 
 def _convert(manifest, output, *flags) -> None:
@@ -118,9 +82,13 @@ def test_load_gives_multi_hot_vectors_and_ragged_features(tmp_path, tagged):
     names = info["labels"]["names"]
     dataset = load(str(tmp_path / "out"), batch_size=None, image_size=(32, 32), shuffle_buffer=0)
     features = load(
-        str(tmp_path / "out"), batch_size=4, image_size=(32, 32), shuffle_buffer=0,
-        with_features=True, drop_remainder=False,
-    )  # fmt: skip
+        str(tmp_path / "out"),
+        batch_size=4,
+        image_size=(32, 32),
+        shuffle_buffer=0,
+        with_features=True,
+        drop_remainder=False,
+    )
     keys = [key.decode() for batch in features for key in batch["image/source_id"].numpy()]
     wanted = {row["image_uri"]: row["label"] for row in rows}
     for key, (image, hot) in zip(keys, dataset, strict=True):

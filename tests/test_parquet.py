@@ -22,16 +22,21 @@ def _reasons(items) -> list:
 
 
 def test_rows_are_read_by_the_json_rules_and_known_by_their_row_index(tmp_path):
-    path = write_parquet(tmp_path / "m.parquet", {
-        "url": ["a.jpg", "b.jpg", None, "d.jpg", "e.jpg"],  # `url` stands for image_uri
-        "label": [3, None, 1, 2, 1 << 40],  # typed: integers stay integers
-        "split": ["train", "test", "train", "bad split", None],
-        "caption": ["never", "read", "at", "all", "!"],
-    }, row_group_size=2)  # fmt: skip
+    path = write_parquet(
+        tmp_path / "m.parquet",
+        {
+            "url": ["a.jpg", "b.jpg", None, "d.jpg", "e.jpg"],  # `url` stands for image_uri
+            "label": [3, None, 1, 2, 1 << 40],  # typed: integers stay integers
+            "split": ["train", "test", "train", "bad split", None],
+            "caption": ["never", "read", "at", "all", "!"],
+        },
+        row_group_size=2,
+    )
     items = read_manifest(path)
     assert _reasons(items) == ["3", "bad_row", "bad_row", "bad_split", str(1 << 40)]
-    assert items[0] == ManifestRow("a.jpg", "a.jpg", "3", "train", (), str(path),
-                                   items[0].position, f"{tmp_path}/")  # fmt: skip
+    assert items[0] == ManifestRow(
+        "a.jpg", "a.jpg", "3", "train", (), str(path), items[0].position, f"{tmp_path}/"
+    )
     assert [item.source for item in items] == [f"{path}#{row}" for row in range(5)]
     assert items[1].row == (("url", "b.jpg"), ("label", "None"), ("split", "test"))
 
@@ -48,16 +53,20 @@ def test_rows_are_read_by_the_json_rules_and_known_by_their_row_index(tmp_path):
     ],
 )
 def test_a_label_column_of_the_wrong_type_gives_error_rows(tmp_path, values, reason):
-    path = write_parquet(tmp_path / "m.parquet", {"image_uri": ["a.jpg", "b.jpg"],
-                                                  "label": values})  # fmt: skip
+    path = write_parquet(tmp_path / "m.parquet", {"image_uri": ["a.jpg", "b.jpg"], "label": values})
     assert _reasons(read_manifest(path)) == [reason, reason]
 
 
 def test_feature_columns_are_typed_as_their_flags_say(tmp_path):
-    path = write_parquet(tmp_path / "m.parquet", {
-        "image_uri": ["a.jpg", "b.jpg", "c.jpg"], "label": ["x", "y", "z"],
-        "weight": ["0.5", "heavy", None], "id": [7, 8, 9],
-    })  # fmt: skip
+    path = write_parquet(
+        tmp_path / "m.parquet",
+        {
+            "image_uri": ["a.jpg", "b.jpg", "c.jpg"],
+            "label": ["x", "y", "z"],
+            "weight": ["0.5", "heavy", None],
+            "id": [7, 8, 9],
+        },
+    )
     config = ReadConfig(features=(("weight", "float"), ("id", "int64")))
     items = read_manifest(path, 0, config)
     assert items[0].features == (("weight", 0.5), ("id", 7))
@@ -70,8 +79,10 @@ def test_a_schema_without_a_required_column_is_a_usage_error(tmp_path):
         describe(str(path), 0, ReadConfig())
     with pytest.raises(UserError, match=r"missing column\(s\) label, w"):
         describe(str(path), 0, ReadConfig(features=(("w", "float"),)))
-    empty = write_parquet(tmp_path / "e.parquet", {"image_uri": pa.array([], pa.string()),
-                                                   "label": pa.array([], pa.string())})  # fmt: skip
+    empty = write_parquet(
+        tmp_path / "e.parquet",
+        {"image_uri": pa.array([], pa.string()), "label": pa.array([], pa.string())},
+    )
     with pytest.raises(UserError, match="no rows"):
         describe(str(empty), 0, ReadConfig())
 
@@ -87,9 +98,14 @@ def test_a_file_that_is_not_parquet_is_one_line_and_exit_2(tmp_path, capsys, bod
 
 
 def test_a_row_group_that_cannot_be_decoded_is_one_error_row(tmp_path):
-    path = write_parquet(tmp_path / "m.parquet", {
-        "image_uri": [f"{i}.jpg" for i in range(30)], "label": [str(i % 3) for i in range(30)],
-    }, row_group_size=10)  # fmt: skip
+    path = write_parquet(
+        tmp_path / "m.parquet",
+        {
+            "image_uri": [f"{i}.jpg" for i in range(30)],
+            "label": [str(i % 3) for i in range(30)],
+        },
+        row_group_size=10,
+    )
     group = pq.ParquetFile(path).metadata.row_group(1).column(0)
     start = group.dictionary_page_offset if group.has_dictionary_page else group.data_page_offset
     data = bytearray(path.read_bytes())
@@ -107,9 +123,14 @@ def test_a_parquet_manifest_converts_to_the_bytes_of_its_csv(tmp_path, convert):
     rows = make_images(tmp_path, per_class=3)
     rows.append({"image_uri": "images/gone.jpg", "label": "coffee"})
     csv_manifest = write_manifest(tmp_path / "m.csv", rows)
-    parquet_manifest = write_parquet(tmp_path / "m.parquet", {
-        "url": [row["image_uri"] for row in rows], "label": [row["label"] for row in rows],
-    }, row_group_size=4)  # fmt: skip
+    parquet_manifest = write_parquet(
+        tmp_path / "m.parquet",
+        {
+            "url": [row["image_uri"] for row in rows],
+            "label": [row["label"] for row in rows],
+        },
+        row_group_size=4,
+    )
     flags = ("--num_shards", "2", "--max_error_rate", "1")
     from_csv, csv_info = convert(csv_manifest, *flags, output=tmp_path / "from-csv")
     from_parquet, info = convert(parquet_manifest, *flags, output=tmp_path / "from-parquet")

@@ -16,20 +16,25 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import encode, make_images, photo, published, write_manifest
+from conftest import arguments, encode, make_images, photo, published, write_manifest
 
 from pipeline.cli.main import main
 
 pytestmark = pytest.mark.slow
 
-PORTABLE = ["--runner", "PortableRunner", "--job_endpoint", "embed", "--environment_type",
-            "LOOPBACK", "--experiments", "use_loopback_process_worker"]  # fmt: skip
-TWO_HARNESSES = ["--runner", "FnApiRunner", "--direct_num_workers", "2",
-                 "--direct_running_mode", "multi_processing"]  # fmt: skip
+PORTABLE = arguments(
+    "--runner PortableRunner --job_endpoint embed --environment_type LOOPBACK"
+    " --experiments use_loopback_process_worker"
+)
+TWO_HARNESSES = arguments(
+    "--runner FnApiRunner --direct_num_workers 2 --direct_running_mode multi_processing"
+)
 ENGINES = {"portable": (PORTABLE, 1), "two_harnesses": (TWO_HARNESSES, 2)}
-FLAGS = ["--num_shards", "4", "--split", "train=0.75,validation=0.25", "--max_error_rate", "0.5",
-         "--target_shard_mb", "0.003",  # Beam writes each shard in pieces, then joins them
-         "--no_progress"]  # fmt: skip
+# Beam writes each shard in pieces of --target_shard_mb, then joins them.
+FLAGS = arguments(
+    "--num_shards 4 --split train=0.75,validation=0.25 --max_error_rate 0.5"
+    " --target_shard_mb 0.003 --no_progress"
+)
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import make_images, write_manifest
+from conftest import arguments, make_images, write_manifest
 
 from pipeline.cli.main import main
 from transforms.progress import (
@@ -75,8 +75,13 @@ def test_the_bars_last_line_has_the_counts_the_stages_reported():
 
 def test_clock_is_minutes_and_seconds_then_hours():
     assert [clock(s) for s in (0, 9.9, 61, 3599, 3600, 36061)] == [
-        "0:00", "0:09", "1:01", "59:59", "1:00:00", "10:01:01"
-    ]  # fmt: skip
+        "0:00",
+        "0:09",
+        "1:01",
+        "59:59",
+        "1:00:00",
+        "10:01:01",
+    ]
 
 
 def test_lines_while_reading_writing_and_at_the_end():
@@ -224,8 +229,9 @@ def test_without_a_terminal_the_last_line_is_the_elapsed_time(tmp_path, capsys):
     )
 
 
-TWO_HARNESSES = ["--runner", "FnApiRunner", "--direct_num_workers", "2",
-                 "--direct_running_mode", "multi_processing"]  # fmt: skip
+TWO_HARNESSES = arguments(
+    "--runner FnApiRunner --direct_num_workers 2 --direct_running_mode multi_processing"
+)
 
 
 @pytest.mark.slow

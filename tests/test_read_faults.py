@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import requests
 import urllib3
-from conftest import error_rows, make_images, write_manifest
+from conftest import arguments, error_rows, make_images, write_manifest
 from fault_proxy import FAULTS, MAX_IN_A_ROW, planned_fault
 from google.api_core import exceptions as api
 from google.auth import exceptions as auth
@@ -188,8 +188,12 @@ def test_a_refresh_converts_an_object_whose_stat_always_fails_into_its_error_row
     tmp_path, gcs, faulty_gcs
 ):
     prefix, source = _source(tmp_path, gcs)
-    argv = ["--manifest", f"{source}/manifest.csv", "--output", str(tmp_path / "root"),
-            "--no_progress", "--num_shards", "2", "--max_error_rate", "0.1"]  # fmt: skip
+    argv = arguments(
+        "--manifest {source}/manifest.csv --output {out} --no_progress --num_shards 2"
+        " --max_error_rate 0.1",
+        source=source,
+        out=tmp_path / "root",
+    )
     run(argv)
     faulty_gcs(f"{prefix}/", always={f"{prefix}/images/chelsea/0.jpg": "truncate"})
     refreshed = run([*argv, "--incremental"])
@@ -205,8 +209,11 @@ def test_a_store_that_answers_nothing_about_an_object_fails_the_run_publishing_n
     broken = f"{prefix}/images/astronaut/2.jpg"
     faulty_gcs(f"{prefix}/", always={broken: "503"}, listings_too=True)
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))  # where the log file goes
-    argv = ["convert", "--manifest", f"{source}/manifest.csv", "--output",
-            str(tmp_path / "out"), "--no_progress", "--num_shards", "2"]  # fmt: skip
+    argv = arguments(
+        "convert --manifest {source}/manifest.csv --output {out} --no_progress --num_shards 2",
+        source=source,
+        out=tmp_path / "out",
+    )
     assert main(argv) == 3
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import make_images, published, write_manifest
+from conftest import arguments, make_images, published, write_manifest
 from PIL import Image
 
 from pipeline.cli.main import main
@@ -23,8 +23,13 @@ SAMPLE = Path(__file__).resolve().parents[1] / "sample" / "manifest.csv"
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory):
     output = tmp_path_factory.mktemp("read-side") / "out"
-    run(["--manifest", str(SAMPLE), "--output", str(output), "--num_shards", "3",
-         "--split", "train=0.8,validation=0.2", "--no_progress"])  # fmt: skip
+    argv = arguments(
+        "--manifest {m} --output {out} --num_shards 3 --split train=0.8,validation=0.2"
+        " --no_progress",
+        m=SAMPLE,
+        out=output,
+    )
+    run(argv)
     return output
 
 
@@ -38,12 +43,15 @@ def test_preview_per_class_is_one_row_per_class(sample, tmp_path, capsys):
 
 def test_preview_random_is_seeded_and_reads_raw_records(tmp_path):
     output = tmp_path / "raw"
-    run(["--manifest", str(SAMPLE), "--output", str(output), "--image_encoding", "raw",
-         "--no_progress"])  # fmt: skip
+    argv = arguments(
+        "--manifest {m} --output {out} --image_encoding raw --no_progress", m=SAMPLE, out=output
+    )
+    run(argv)
     sheets = []
     for name in ("a.png", "b.png"):
-        assert main(["preview", str(output), "-o", str(tmp_path / name), "--random", "7",
-                     "--seed", "3"]) == 0  # fmt: skip
+        sheet = tmp_path / name
+        argv = arguments("preview {out} -o {sheet} --random 7 --seed 3", out=output, sheet=sheet)
+        assert main(argv) == 0
         sheets.append((tmp_path / name).read_bytes())
     assert sheets[0] == sheets[1]
     assert main(["preview", str(output), "-o", str(tmp_path / "x.png"), "--split", "test"]) == 2
@@ -52,8 +60,11 @@ def test_preview_random_is_seeded_and_reads_raw_records(tmp_path):
 def test_stats_report_is_one_offline_page(tmp_path):
     rows = make_images(tmp_path, per_class=2) + [{"image_uri": "gone.jpg", "label": "coffee"}]
     output = tmp_path / "out"
-    run(["--manifest", str(write_manifest(tmp_path / "m.csv", rows)), "--output", str(output),
-         "--max_error_rate", "1", "--no_progress"])  # fmt: skip
+    manifest = write_manifest(tmp_path / "m.csv", rows)
+    argv = arguments(
+        "--manifest {m} --output {out} --max_error_rate 1 --no_progress", m=manifest, out=output
+    )
+    run(argv)
     target = tmp_path / "report.html"
     assert main(["stats", str(output), "-o", str(target)]) == 0
     page = target.read_text()
@@ -66,8 +77,10 @@ def _browser() -> str:
     for name in ("chromium", "chromium-browser", "google-chrome"):
         if found := shutil.which(name):
             return found
-    pytest.skip("no Chromium to look at the report with: apt-get install chromium (make test "
-                "installs it where it can)")  # fmt: skip
+    pytest.skip(
+        "no Chromium to look at the report with: apt-get install chromium (make test "
+        "installs it where it can)"
+    )
 
 
 # Run in the page once it is laid out; what it finds is written into the page for --dump-dom.
@@ -101,12 +114,19 @@ def test_stats_report_as_a_browser_shows_it(sample, tmp_path, width):
     assert main(["stats", str(sample), "-o", str(report)]) == 0
     report.write_text(report.read_text().replace("</body>", MEASURE + "</body>"))
     shown = subprocess.run(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-         "--no-first-run", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}",
-         f"--window-size={width},1000", "--dump-dom", report.as_uri()],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        arguments(
+            "{browser} --headless --no-sandbox --disable-gpu --disable-quic --no-first-run"
+            " --disable-background-networking --disable-component-update --disable-sync"
+            " --user-data-dir={profile} --window-size={width},1000 --dump-dom {page}",
+            browser=browser,
+            profile=tmp_path / "profile",
+            width=width,
+            page=report.as_uri(),
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     measured = re.search(r'<pre id="measured">(.*?)</pre>', shown.stdout, re.DOTALL)
     assert measured, shown.stderr[-2000:]
     page = json.loads(html.unescape(measured[1]))
@@ -128,8 +148,8 @@ def test_preview_draws_a_detection_records_boxes_and_files_it_under_each_label(t
     ]
     row = {"image_uri": "grey.jpg", "box_format": "xyxy_normalized", "objects": objects}
     output = tmp_path / "out"
-    run(["--manifest", str(write_manifest(tmp_path / "m.jsonl", [row])), "--output", str(output),
-         "--no_progress"])  # fmt: skip
+    manifest = write_manifest(tmp_path / "m.jsonl", [row])
+    run(arguments("--manifest {m} --output {out} --no_progress", m=manifest, out=output))
     target = tmp_path / "boxes.png"
     assert main(["preview", str(output), "-o", str(target), "--per_class", "1"]) == 0
     assert "2 images" in capsys.readouterr().out  # one row per label: cat, mat

@@ -53,8 +53,10 @@ def examples() -> list[Example]:
 
 def _rows(table: str) -> list[list[str]]:
     """A Markdown table's cells, row by row (`\\|` is a `|` inside a cell)."""
-    return [[cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]] for line in
-            table.strip().splitlines()]  # fmt: skip
+    return [
+        [cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]]
+        for line in table.strip().splitlines()
+    ]
 
 
 def test_option_table_is_the_one_help_is_made_from():

@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import RUNNERS, make_images, write_manifest
+from conftest import RUNNERS, arguments, make_images, write_manifest
 
 from pipeline.dataset.publish import resolve
 from pipeline.read.verify import verify
@@ -31,9 +31,11 @@ def _row(key: str, image: str = "", label: str = "cat", split: str = "train") ->
 
 
 def test_a_past_record_stays_only_when_one_row_has_its_key_and_fingerprint():
-    past = [("train", "s0", [PastRecord("a", "fa", (0,)), PastRecord("b", "fb", (0,))]),
-            ("train", "s1", [PastRecord("c", "fc", (1,)), PastRecord("d", "fd", (1,))]),
-            ("train", "s2", [PastRecord("e", "fe", (1,))])]  # fmt: skip
+    past = [
+        ("train", "s0", [PastRecord("a", "fa", (0,)), PastRecord("b", "fb", (0,))]),
+        ("train", "s1", [PastRecord("c", "fc", (1,)), PastRecord("d", "fd", (1,))]),
+        ("train", "s2", [PastRecord("e", "fe", (1,))]),
+    ]
     rows = [_row("a"), _row("b"), _row("c"), _row("d"), _row("d"), _row("n")]
     plan = classify(rows, ["fa", "fb", "CHANGED", "fd", "fd", "fn"], past)
     assert [(reuse.file, reuse.keep) for reuse in plan.reused] == [("s0", None)]
@@ -105,8 +107,9 @@ def _records(folder: str) -> set[tuple[str, int, str]]:
     for record in tf.data.TFRecordDataset(files, compression_type=compression):
         example = tf.io.parse_single_example(record, spec)
         image = hashlib.sha256(example["image/encoded"].numpy()).hexdigest()
-        found.add((example["image/source_id"].numpy().decode(), int(example["image/class/label"]),
-                   image))  # fmt: skip
+        found.add(
+            (example["image/source_id"].numpy().decode(), int(example["image/class/label"]), image)
+        )
     return found
 
 
@@ -162,8 +165,13 @@ def test_label_ids_never_change_and_new_labels_are_appended_or_refused(tmp_path,
     first = _convert(write_manifest(tmp_path / "a.csv", without_astronaut), root)
     names = first.info.labels["names"]
     manifest = write_manifest(tmp_path / "b.csv", rows)  # "astronaut" sorts first
-    frozen = run(["--manifest", str(manifest), "--output", str(root), "--no_progress",
-                  "--incremental", "--freeze_labels", "--max_error_rate", "1"])  # fmt: skip
+    argv = arguments(
+        "--manifest {m} --output {root} --no_progress --incremental --freeze_labels"
+        " --max_error_rate 1",
+        m=manifest,
+        root=root,
+    )
+    frozen = run(argv)
     assert frozen.info.errors_by_reason == {"unknown_label": 10}
     grown = _convert(manifest, root, "--incremental")
     assert grown.info.labels["names"] == [*names, "astronaut"]

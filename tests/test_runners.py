@@ -9,14 +9,16 @@ from conftest import DATAFLOW, make_images, published, write_manifest
 from pipeline.cli.main import main
 from pipeline.dataset.publish import MARKER
 from pipeline.runners import choice
-from pipeline.runners.choice import LOCAL, Runner, resolve
+from pipeline.runners.choice import LOCAL, Runner, local_processes, resolve
 from transforms.errors import UserError
+from transforms.write.threads import available_cores
 
 DIRECT = Runner("SwitchingDirectRunner", here=True, dataflow=False, one_process=True)
 DIRECT_PATH = "apache_beam.runners.direct.direct_runner.DirectRunner"
 # One SDK harness process per vCPU, each sizing its shard writers' threads from one core.
-ON_DATAFLOW = Runner("DataflowRunner", here=False, dataflow=True, one_process=False,
-                     sdk_processes=0)  # fmt: skip
+ON_DATAFLOW = Runner(
+    "DataflowRunner", here=False, dataflow=True, one_process=False, sdk_processes=0
+)
 EMBEDDED = ["--runner", "PortableRunner", "--job_endpoint", "embed"]
 LOOPBACK = [*EMBEDDED, "--environment_type", "LOOPBACK"]  # the SDK harness on threads here
 
@@ -30,26 +32,38 @@ LOOPBACK = [*EMBEDDED, "--environment_type", "LOOPBACK"]  # the SDK harness on t
         (["--runner=DirectRunner"], DIRECT),
         (["--runner", DIRECT_PATH], DIRECT),
         (["--direct_num_workers=1"], DIRECT),  # Beam's default runner
-        (["--direct_num_workers=2", "--direct_running_mode=multi_processing"],
-         DIRECT._replace(one_process=False, sdk_processes=2)),
+        (
+            ["--direct_num_workers=2", "--direct_running_mode=multi_processing"],
+            DIRECT._replace(one_process=False, sdk_processes=2),
+        ),
         (["--runner", "FnApiRunner"], Runner("FnApiRunner", True, False, True)),
         (["--runner", "TestDirectRunner"], Runner("TestDirectRunner", True, False, True)),
         (LOOPBACK, Runner("PortableRunner", True, False, True)),
         # The embedded job server starts one SDK harness, whatever --direct_num_workers says.
-        ([*LOOPBACK, "--direct_num_workers=2", "--direct_running_mode=multi_processing"],
-         Runner("PortableRunner", True, False, True)),
-        (["--runner", "PortableRunner", "--job_endpoint", "localhost:8099"],
-         Runner("PortableRunner", False, False, False)),
+        (
+            [*LOOPBACK, "--direct_num_workers=2", "--direct_running_mode=multi_processing"],
+            Runner("PortableRunner", True, False, True),
+        ),
+        (
+            ["--runner", "PortableRunner", "--job_endpoint", "localhost:8099"],
+            Runner("PortableRunner", False, False, False),
+        ),
         (["--runner", "SparkRunner"], Runner("SparkRunner", False, False, False)),
-        (["--runner", "SparkRunner", "--sdk_worker_parallelism=4"],
-         Runner("SparkRunner", False, False, False, sdk_processes=4)),
+        (
+            ["--runner", "SparkRunner", "--sdk_worker_parallelism=4"],
+            Runner("SparkRunner", False, False, False, sdk_processes=4),
+        ),
         (DATAFLOW, ON_DATAFLOW),
-        ([*DATAFLOW, "--experiments=no_use_multiple_sdk_containers"],
-         ON_DATAFLOW._replace(sdk_processes=1)),
-        ([*DATAFLOW, "--runner=TestDataflowRunner"],
-         ON_DATAFLOW._replace(name="TestDataflowRunner")),
+        (
+            [*DATAFLOW, "--experiments=no_use_multiple_sdk_containers"],
+            ON_DATAFLOW._replace(sdk_processes=1),
+        ),
+        (
+            [*DATAFLOW, "--runner=TestDataflowRunner"],
+            ON_DATAFLOW._replace(name="TestDataflowRunner"),
+        ),
     ],
-)  # fmt: skip
+)
 def test_the_runner_is_the_class_beam_resolves(flags, runner):
     assert resolve(flags) == runner
 
@@ -80,12 +94,16 @@ def test_every_local_runner_runs_to_the_end_and_prints_the_summary(tmp_path, cap
     "flags, says",
     [
         ([], "Docker, which is not installed here; add --environment_type LOOPBACK"),
-        (["--environment_type", "PROCESS", "--environment_option", "process_command=boot"],
-         "cannot start a PROCESS environment"),
-        (["--environment_type", "LOOPBACK", "--experiments", "use_loopback_process_worker"],
-         "as `python` from PATH (none found), which cannot import Beam"),
+        (
+            ["--environment_type", "PROCESS", "--environment_option", "process_command=boot"],
+            "cannot start a PROCESS environment",
+        ),
+        (
+            ["--environment_type", "LOOPBACK", "--experiments", "use_loopback_process_worker"],
+            "as `python` from PATH (none found), which cannot import Beam",
+        ),
     ],
-)  # fmt: skip
+)
 def test_an_embedded_job_server_that_could_not_start_its_harness_is_one_line(
     tmp_path, monkeypatch, flags, says
 ):
@@ -96,3 +114,7 @@ def test_an_embedded_job_server_that_could_not_start_its_harness_is_one_line(
     with pytest.raises(UserError, match=re.escape("--runner PortableRunner: ")) as raised:
         resolve([*EMBEDDED, *flags])
     assert says in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_local_runs_write_one_shard_per_core_unless_told():
+    assert local_processes(0) == available_cores() and local_processes(3) == 3

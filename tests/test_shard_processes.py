@@ -164,8 +164,9 @@ def test_the_pool_writes_the_same_bytes_and_rows_as_this_process(rows, tmp_path,
     the other fork tests."""
     writer = ShardWriter()
     try:
-        ours = [o for task in _tasks(rows, tmp_path / "here", image=RESIZE)
-                for o in writer.write(task)]  # fmt: skip
+        ours = [
+            o for task in _tasks(rows, tmp_path / "here", image=RESIZE) for o in writer.write(task)
+        ]
     finally:
         writer.close()
     theirs = list(pool.write(_tasks(rows, tmp_path / "there", threads=2, image=RESIZE)))

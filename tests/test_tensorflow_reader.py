@@ -32,8 +32,9 @@ def read_all(output: Path, info, split: str):
 
 
 def test_every_record_of_the_sample_decodes_with_true_labels_and_pixels(convert):
-    output, info = convert(SAMPLE / "manifest.csv", "--num_shards", "2", "--split",
-                           "train=0.8,validation=0.2")  # fmt: skip
+    output, info = convert(
+        SAMPLE / "manifest.csv", "--num_shards", "2", "--split", "train=0.8,validation=0.2"
+    )
     with open(SAMPLE / "manifest.csv") as handle:
         sources = {row["image_uri"]: row["label"] for row in csv.DictReader(handle)}
     names = (output / "labels.txt").read_text().split()
@@ -45,8 +46,10 @@ def test_every_record_of_the_sample_decodes_with_true_labels_and_pixels(convert)
             assert names[label] == sources[key] == example["image/class/text"].numpy().decode()
             pixels = tf.io.decode_jpeg(example["image/encoded"]).numpy()
             assert pixels.shape == (
-                example["image/height"], example["image/width"], example["image/channels"]
-            )  # fmt: skip
+                example["image/height"],
+                example["image/width"],
+                example["image/channels"],
+            )
             stored = example["image/encoded"].numpy()
             source_bytes = (SAMPLE / key).read_bytes()
             source = np.asarray(Image.open(io.BytesIO(source_bytes)).convert("RGB"), np.float32)

@@ -27,8 +27,9 @@ def _convert(tmp_path: Path, rows: list[dict], *flags: str, name="out") -> tuple
     manifest = write_manifest(tmp_path / "m.jsonl", rows)
     output = tmp_path / name
     splits = ("--split", "train=0.75,validation=0.25", "--num_shards", "2")
-    converted = run(["--manifest", str(manifest), "--output", str(output), "--no_progress",
-                     *splits, *flags])  # fmt: skip
+    converted = run(
+        ["--manifest", str(manifest), "--output", str(output), "--no_progress", *splits, *flags]
+    )
     return Path(converted.folder), converted.info
 
 
@@ -76,8 +77,14 @@ def test_tfds_reads_every_split_as_our_reader_does(tmp_path, kind, flags):
     for name, split in info.splits.items():
         assert builder.info.splits[name].num_examples == split.examples
         assert builder.info.splits[name].shard_lengths == [s.records for s in split.shards]
-        ours = load(str(output), name, batch_size=None, image_size=None, shuffle_buffer=0,
-                    with_features=True)  # fmt: skip
+        ours = load(
+            str(output),
+            name,
+            batch_size=None,
+            image_size=None,
+            shuffle_buffer=0,
+            with_features=True,
+        )
         expected = _by_key(tfds.as_numpy(ours), lambda example: example["image"])
         theirs = _by_key(tfds.as_numpy(builder.as_dataset(split=name)), _pixels)
         assert {(k, v[0]["image/class/label"]) for k, v in theirs.items()} == {
@@ -169,8 +176,9 @@ def test_a_detection_dataset_reads_with_its_objects_and_named_classes(tmp_path):
     labels = builder.info.features["image/object/class/label"].feature
     assert isinstance(labels, tfds.features.ClassLabel) and labels.names == names
     assert builder.info.supervised_keys is None  # a record has objects, not one label
-    ours = load(str(folder), "train", batch_size=None, image_size=None, shuffle_buffer=0,
-                with_features=True)  # fmt: skip
+    ours = load(
+        str(folder), "train", batch_size=None, image_size=None, shuffle_buffer=0, with_features=True
+    )
     keys = ("image/object/bbox/ymin", "image/object/class/label", "image/object/area")
 
     def objects(examples) -> dict:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import published
+from conftest import arguments, published
 
 from pipeline.cli.main import main
 from pipeline.dataset.commit import read_info
@@ -123,8 +123,13 @@ def test_dali_index_files_are_written_checked_and_refused_with_gzip(tmp_path, ca
     from pipeline.runners.convert import run
 
     root = tmp_path / "indexed"
-    run(["--manifest", str(SAMPLE), "--output", str(root), "--num_shards", "2",
-         "--write_index", "--no_progress", "--direct_num_workers=1"])  # fmt: skip
+    argv = arguments(
+        "--manifest {m} --output {root} --num_shards 2 --write_index --no_progress"
+        " --direct_num_workers=1",
+        m=SAMPLE,
+        root=root,
+    )
+    run(argv)
     output = published(root)
     info = read_info(str(output))
     # A reader's glob of a split's shards (`train-*`) finds the shards and nothing else.
@@ -144,6 +149,6 @@ def test_dali_index_files_are_written_checked_and_refused_with_gzip(tmp_path, ca
     index.write_text(index.read_text().replace("0 ", "1 ", 1))
     assert any(".idx" in problem for problem in verify(str(root))[1])
     gzip_flags = ["--write_index", "--compression", "gzip"]
-    assert main(["convert", "--manifest", str(SAMPLE), "--output", str(tmp_path / "g"),
-                 *gzip_flags]) == 2  # fmt: skip
+    argv = arguments("convert --manifest {m} --output {out}", m=SAMPLE, out=tmp_path / "g")
+    assert main([*argv, *gzip_flags]) == 2
     assert "--write_index" in capsys.readouterr().err

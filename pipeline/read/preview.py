@@ -101,8 +101,9 @@ def contact_sheet(rows: list[list[dict]]) -> Image.Image:
     return sheet
 
 
-def preview(output: str, split: str, target: str, per_class: int | None, sample: int | None,
-            seed: int = 0) -> int:  # fmt: skip
+def preview(
+    output: str, split: str, target: str, per_class: int | None, sample: int | None, seed: int = 0
+) -> int:
     """Write the contact sheet PNG to `target`; returns how many images it shows."""
     folder, info = open_dataset(output)
     rows = pick(examples(folder, info, split), per_class, sample, seed)

@@ -84,8 +84,10 @@ def report(output: str, info: DatasetInfo) -> str:
 
     shards = [(s.file, s.bytes) for split in info.splits.values() for s in split.shards]
     sizes = sorted(_sizes(output, info).items())
-    splits = [(n, f"{s.examples:,}", len(s.shards), _size(s.bytes), f"{s.errors:,}")
-              for n, s in sorted(info.splits.items())]  # fmt: skip
+    splits = [
+        (n, f"{s.examples:,}", len(s.shards), _size(s.bytes), f"{s.errors:,}")
+        for n, s in sorted(info.splits.items())
+    ]
     sections = [
         f"<h1>{html.escape(output)}</h1>",
         f"<p>{info.records:,} records from {info.rows_in:,} rows; {info.errors:,} rejected; "
@@ -99,8 +101,9 @@ def report(output: str, info: DatasetInfo) -> str:
         _bars(shards, _size),
         "<h2>Rejected rows</h2>",
         _table(("reason", "rows"), sorted(info.errors_by_reason.items()))
-        if info.errors else "<p>none</p>",
-    ]  # fmt: skip
+        if info.errors
+        else "<p>none</p>",
+    ]
     return (
         f"<!doctype html><html><head><meta charset='utf-8'>"
         f"<meta name='viewport' content='width=device-width'>"

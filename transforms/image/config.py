@@ -26,9 +26,15 @@ RESAMPLE_FILTERS = ("nearest", "box", "bilinear", "hamming", "bicubic", "lanczos
 # What Pillow's plugins raise on malformed data (OSError "truncated", SyntaxError "not a PNG",
 # struct.error and IndexError from short headers, EOFError from frame seeking, ...).
 DECODER_ERRORS = (
-    OSError, SyntaxError, ValueError, struct.error, IndexError, EOFError, TypeError,
+    OSError,
+    SyntaxError,
+    ValueError,
+    struct.error,
+    IndexError,
+    EOFError,
+    TypeError,
     ZeroDivisionError,
-)  # fmt: skip
+)
 
 
 class ImageConfig(NamedTuple):

@@ -107,8 +107,15 @@ def annotation(
         raise bad(f"{where}: {error.message}") from None
     corners = box_corners(item.get("bbox"), box_format, where)
     segmentation = segmentation_of(item, where) if with_masks else None
-    return Annotation(label, *corners, _crowd(item.get("is_crowd", 0), where),
-                      _area(item.get("area"), where), frame, "", segmentation)  # fmt: skip
+    return Annotation(
+        label,
+        *corners,
+        _crowd(item.get("is_crowd", 0), where),
+        _area(item.get("area"), where),
+        frame,
+        "",
+        segmentation,
+    )
 
 
 def segmentation_of(item: dict, where: str) -> masks.Segmentation:

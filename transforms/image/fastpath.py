@@ -64,9 +64,12 @@ def convert_jpeg(data: bytes, info: JpegInfo, config: ImageConfig, held: int) ->
     check_decode_bytes(info.width, info.height, needed, config)
     try:
         pixels = simplejpeg.decode_jpeg(
-            data, "RGB" if channels == 3 else "GRAY", min_height=decoded_height,
-            min_width=decoded_width, strict=True,
-        )  # fmt: skip
+            data,
+            "RGB" if channels == 3 else "GRAY",
+            min_height=decoded_height,
+            min_width=decoded_width,
+            strict=True,
+        )
     except ValueError:
         return None
     if pixels.shape[1::-1] != size:
@@ -85,9 +88,11 @@ def encode(pixels: np.ndarray, config: ImageConfig) -> StoredImage:
     if config.encoding == "raw":
         return StoredImage(pixels.tobytes(), "RAW", height, width, channels)
     data = simplejpeg.encode_jpeg(
-        pixels, config.jpeg_quality, "RGB" if channels == 3 else "GRAY",
+        pixels,
+        config.jpeg_quality,
+        "RGB" if channels == 3 else "GRAY",
         "420" if channels == 3 else "Gray",
-    )  # fmt: skip
+    )
     return StoredImage(data, "JPEG", height, width, channels)
 
 

@@ -231,9 +231,13 @@ class RangeReader(io.RawIOBase):
 
         def ranged() -> bytes:
             data = self._blob.download_as_bytes(
-                start=self._position, end=end - 1, raw_download=True, checksum=None,
-                retry=None, timeout=TIMEOUT_S,
-            )  # fmt: skip
+                start=self._position,
+                end=end - 1,
+                raw_download=True,
+                checksum=None,
+                retry=None,
+                timeout=TIMEOUT_S,
+            )
             if not data:  # nothing where the object has bytes: a cut body, not its end
                 raise CorruptTransferError(f"{self._path}: no bytes at {self._position:,}")
             return data

@@ -1,0 +1,76 @@
+"""transforms/plan/dataset.py: the dataset plan (label ids, shard counts from sampled sizes,
+pieces) from rows, and rows grouped by their shard."""
+
+import pytest
+from conftest import manifest_row
+
+from transforms.errors import UserError
+from transforms.plan.dataset import (
+    LabelSource,
+    PlanAccumulator,
+    ShardCounts,
+    make_plan,
+    parse_shard_counts,
+)
+from transforms.plan.sharding import (
+    MAX_PIECES,
+)
+
+
+def test_plan_counts_shards_from_sampled_sizes():
+    accumulators = [PlanAccumulator(), PlanAccumulator()]
+    for i in range(300):
+        accumulators[i % 2].add(manifest_row(f"a/{i}", "train" if i % 3 else "test", f"f{i}"))
+    stats = accumulators[0].merge(accumulators[1]).stats()
+    plan = make_plan(stats, LabelSource(), ShardCounts(), 1.0, lambda uri: 100 * 1024)
+    assert dict(plan.rows) == {"test": 100, "train": 200}
+    # 200 rows × 100 KiB ≈ 19.5 MiB at 1 MiB per shard → 20 shards.
+    assert dict(plan.shards) == {"test": 10, "train": 20}
+    fixed = make_plan(stats, LabelSource(), parse_shard_counts("train=3"), 1.0, lambda uri: 0)
+    assert dict(fixed.shards) == {"test": 1, "train": 3}
+
+
+def test_plan_samples_only_the_splits_sized_by_bytes():
+    counts = parse_shard_counts("train=3")
+    accumulator = PlanAccumulator(counts)
+    for i in range(300):
+        accumulator.add(manifest_row(f"a/{i}", "train" if i % 3 else "test", f"f{i}"))
+    stats = accumulator.stats()
+    assert dict(stats.samples).keys() == {"test"}
+    plan = make_plan(stats, LabelSource(), counts, 1.0, lambda uri: 100 * 1024)
+    assert dict(plan.shards) == {"test": 10, "train": 3}
+
+
+def test_shards_that_num_shards_makes_large_are_planned_in_pieces():
+    counts = parse_shard_counts("train=2")
+    accumulator = PlanAccumulator(counts, sample_every_split=True)
+    for i in range(300):
+        accumulator.add(manifest_row(f"a/{i}", "train" if i % 3 else "test", f"f{i}"))
+    plan = make_plan(accumulator.stats(), LabelSource(), counts, 1.0, lambda uri: 100 * 1024)
+    # train: 200 rows × 100 KiB in 2 shards ≈ 9.8 MiB a shard → 10 pieces of ≤ 1 MiB; test
+    # is sized by bytes, so its shards are already about 1 MiB: whole.
+    assert dict(plan.shards) == {"test": 10, "train": 2}
+    assert plan.pieces == (("train", 10),)
+    assert (plan.pieces_of("train"), plan.pieces_of("test")) == (10, 1)
+    huge = make_plan(accumulator.stats(), LabelSource(), counts, 0.001, lambda uri: 100 * 1024)
+    assert huge.pieces_of("train") == MAX_PIECES  # one compose request joins them
+
+
+def test_plan_does_not_depend_on_bundle_boundaries():
+    rows = [manifest_row(f"a/{i}", uri=f"f{i}") for i in range(500)]
+    one = PlanAccumulator()
+    for row in rows:
+        one.add(row)
+    parts = [PlanAccumulator() for _ in range(7)]
+    for i, row in enumerate(reversed(rows)):
+        parts[i % 7].add(row)
+    merged = parts[0]
+    for part in parts[1:]:
+        merged.merge(part)
+    assert one.stats() == merged.stats()
+
+
+@pytest.mark.parametrize("text", ["0", "x", "train=0", "Train=2", "100000"])
+def test_bad_shard_counts(text):
+    with pytest.raises(UserError):
+        parse_shard_counts(text)

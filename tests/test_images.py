@@ -1,0 +1,140 @@
+"""transforms/image/images.py: an image file's bytes to the image stored (JPEGs kept byte for
+byte, other formats re-encoded), the structural and full JPEG checks, and sniffing."""
+
+import io
+
+import pytest
+from conftest import encode, photo
+from PIL import Image
+
+from transforms.errors import Reason, RowError
+from transforms.image.images import ImageConfig, normalise, sniff
+from transforms.image.jpeg import parse_jpeg
+from transforms.image.pixels import check_jpeg_decodes
+
+SMALL = photo().resize((64, 48))
+
+
+def test_valid_rgb_jpeg_is_stored_byte_identical():
+    for progressive in (False, True):
+        data = encode(SMALL, quality=80, progressive=progressive)
+        stored = normalise(data, ImageConfig())
+        assert stored.data is data or stored.data == data
+        assert (stored.height, stored.width, stored.channels, stored.format) == (48, 64, 3, "JPEG")
+
+
+@pytest.mark.parametrize("cut", [0.3, 0.9, -2])
+def test_truncated_jpeg_is_rejected_by_the_structural_check(cut):
+    data = encode(SMALL, quality=80)
+    cut_at = int(len(data) * cut) if cut > 0 else len(data) + cut
+    with pytest.raises(RowError) as error:
+        normalise(data[:cut_at], ImageConfig())
+    assert error.value.reason is Reason.CORRUPT_IMAGE
+
+
+def test_full_validation_decodes_and_catches_garbage_inside_the_scan():
+    data = bytearray(encode(SMALL, quality=80))
+    normalise(bytes(data), ImageConfig(validate="full"))
+    scan = parse_jpeg(bytes(data)) and data.index(b"\xff\xda")
+    data[scan + 20 : scan + 24] = b"\xff\xc4\x00\x02"  # a bogus marker inside entropy data
+    with pytest.raises(RowError):
+        normalise(bytes(data), ImageConfig(validate="full"))
+
+
+def _without_segments(data: bytes, marker: bytes) -> bytes:
+    """The JPEG with every segment of one marker type before the first scan cut out."""
+    while (at := data.find(marker, 0, data.index(b"\xff\xda"))) != -1:
+        data = data[:at] + data[at + 2 + int.from_bytes(data[at + 2 : at + 4], "big") :]
+    return data
+
+
+def test_full_validation_rejects_what_only_a_decoder_sees():
+    no_tables = _without_segments(encode(SMALL, quality=80), b"\xff\xdb")  # no DQT segment
+    assert normalise(no_tables, ImageConfig()).data == no_tables  # structurally sound
+    with pytest.raises(RowError) as error:
+        normalise(no_tables, ImageConfig(validate="full"))
+    assert error.value.reason is Reason.CORRUPT_IMAGE and "does not decode" in str(error.value)
+
+
+@pytest.mark.parametrize("progressive", [False, True])
+@pytest.mark.parametrize("cut", [0.3, 0.9, -2])
+def test_the_decode_itself_rejects_truncated_scans(progressive, cut):
+    data = encode(SMALL, quality=80, progressive=progressive)
+    info = parse_jpeg(data)
+    check_jpeg_decodes(data, info)
+    with pytest.raises(RowError, match="not enough image data"):
+        check_jpeg_decodes(data[: int(len(data) * cut) if cut > 0 else len(data) + cut], info)
+
+
+@pytest.mark.parametrize("size", [(1, 1), (5, 3), (9, 17), (640, 1)])
+@pytest.mark.parametrize("mode", ["RGB", "L"])
+def test_full_validation_keeps_odd_sized_jpegs(size, mode):
+    for progressive in (False, True):
+        data = encode(SMALL.resize(size).convert(mode), quality=90, progressive=progressive)
+        assert normalise(data, ImageConfig(validate="full", channels=len(mode))).data == data
+
+
+@pytest.mark.parametrize(
+    "mode, fmt, params",
+    [
+        ("RGBA", "PNG", {}),
+        ("L", "PNG", {}),
+        ("P", "PNG", {}),
+        ("L", "JPEG", {}),
+        ("CMYK", "JPEG", {}),
+        ("RGB", "GIF", {}),
+        ("RGB", "BMP", {}),
+        ("RGB", "WEBP", {}),
+        ("RGB", "TIFF", {}),
+        ("I;16", "PNG", {}),
+    ],
+)
+def test_other_formats_become_rgb_jpeg(mode, fmt, params):
+    source = SMALL.convert("L").convert(mode) if mode.startswith("I") else SMALL.convert(mode)
+    stored = normalise(encode(source, fmt, **params), ImageConfig())
+    decoded = Image.open(io.BytesIO(stored.data))
+    assert decoded.format == "JPEG" and decoded.mode == "RGB"
+    assert (stored.width, stored.height, stored.channels) == (64, 48, 3)
+
+
+def test_alpha_is_flattened_on_white():
+    clear = Image.new("RGBA", (16, 16), (0, 0, 0, 0))
+    stored = normalise(encode(clear, "PNG"), ImageConfig())
+    assert min(Image.open(io.BytesIO(stored.data)).getdata()) >= (250, 250, 250)
+
+
+@pytest.mark.parametrize(
+    "data, reason",
+    [
+        (b"", Reason.EMPTY_FILE),
+        (b"name,label\n", Reason.NOT_AN_IMAGE),
+        (b"\x89PNG\r\n\x1a\n" + b"\x00" * 40, Reason.CORRUPT_IMAGE),
+        (b"\xff\xd8\xff\xe0\x00", Reason.CORRUPT_IMAGE),
+    ],
+)
+def test_bad_bytes_have_reasons(data, reason):
+    with pytest.raises(RowError) as error:
+        normalise(data, ImageConfig())
+    assert error.value.reason is reason
+
+
+def test_pixel_limit():
+    with pytest.raises(RowError) as error:
+        normalise(encode(SMALL), ImageConfig(max_pixels=1000))
+    assert error.value.reason is Reason.IMAGE_TOO_LARGE
+
+
+def test_sniff_ignores_names():
+    assert sniff(encode(SMALL, "PNG")) == "png" and sniff(encode(SMALL)) == "jpeg"
+
+
+@pytest.mark.parametrize("data", [b"GIF89a" + bytes(3), b"BM" + b"\x01" * 10])
+def test_data_no_decoder_accepts_is_described_the_same_every_time(data):
+    """Errors files are part of the output: Pillow's own text names the buffer's memory address."""
+    messages = set()
+    for _ in range(2):
+        with pytest.raises(RowError) as raised:
+            normalise(bytes(data), ImageConfig())
+        assert raised.value.reason == Reason.CORRUPT_IMAGE
+        messages.add(raised.value.message)
+    assert messages == {"no image decoder accepts the data"}

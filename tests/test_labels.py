@@ -1,0 +1,34 @@
+"""transforms/manifest/labels.py: label ids from names or integers, with an offset or a pinned
+labels.txt, and that file's text."""
+
+import pytest
+
+from transforms.errors import Reason, RowError, UserError
+from transforms.manifest.labels import LabelMap, label_map_from_labels, parse_label_map
+
+
+def test_labels_sorted_by_name_with_offset_and_pinned_map():
+    labels = label_map_from_labels(["tulip", "daisy", "rose", "daisy"], offset=1)
+    assert [labels.id_of(n) for n in ("daisy", "rose", "tulip")] == [1, 2, 3]
+    pinned = parse_label_map(labels.to_text(), offset=1)
+    assert pinned == labels
+    with pytest.raises(RowError) as error:
+        pinned.id_of("sunflower")
+    assert error.value.reason is Reason.UNKNOWN_LABEL
+
+
+def test_integer_labels_pass_through():
+    labels = label_map_from_labels(["10", "2", "7"], offset=1)
+    assert labels.integers and labels.id_of("10") == 10 and labels.id_of("2") == 2
+
+
+def test_label_map_file_errors():
+    with pytest.raises(UserError):
+        parse_label_map("\n\n")
+    with pytest.raises(UserError):
+        parse_label_map("a\nb\na\n")
+
+
+def test_label_map_text_round_trip():
+    labels = LabelMap(("b", "a"), 0)
+    assert labels.to_text() == "b\na\n" and labels.id_of("a") == 1

@@ -1,0 +1,37 @@
+"""transforms/plan/sharding.py: each row's shard and place in it from its key, shard file names,
+and pieces as ranges of the record order."""
+
+from collections import Counter
+
+from transforms.plan.sharding import (
+    ShardId,
+    is_shard_file_name,
+    piece_of,
+    record_order,
+    shard_for,
+)
+
+
+def test_shards_mix_labels_and_order_is_deterministic():
+    keys = [f"{label}/{i}.jpg" for label in "abcd" for i in range(400)]
+    shards = Counter(shard_for(key, "train", 8).index for key in keys)
+    assert sorted(shards) == list(range(8))
+    assert max(shards.values()) < 1.25 * len(keys) / 8
+    in_shard = sorted((k for k in keys if shard_for(k, "train", 8).index == 0), key=record_order)
+    assert len({k[0] for k in in_shard[:20]}) == 4  # the first records already mix all labels
+
+
+def test_shard_file_names():
+    assert ShardId("train", 3, 8).file_name(False) == "train-00003-of-00008.tfrecord"
+    assert ShardId("val", 0, 1).file_name(True) == "val-00000-of-00001.tfrecord.gz"
+    assert is_shard_file_name("train-00003-of-00008.tfrecord")
+    assert not is_shard_file_name("train-3-of-8.tfrecord")
+
+
+def test_pieces_are_ranges_of_the_record_order():
+    """Each piece in record order, the pieces in piece order: the whole shard's order."""
+    keys = [f"key-{n}" for n in range(2000)]
+    in_order = sorted(keys, key=record_order)
+    pieces = [piece_of(key, 7) for key in in_order]
+    assert pieces == sorted(pieces) and set(pieces) == set(range(7))
+    assert all(piece_of(key, 1) == 0 for key in keys)

@@ -1,0 +1,33 @@
+"""transforms/manifest/splits.py: a row's split from its own value or a hash of its key, and the
+--split spec."""
+
+from collections import Counter
+
+import pytest
+
+from transforms.errors import Reason, RowError, UserError
+from transforms.manifest.splits import assign_split, parse_split_spec
+
+
+def test_split_assignment_is_stable_and_follows_fractions():
+    spec = parse_split_spec("train=0.8,validation=0.1,test=0.1")
+    splits = [assign_split(f"img/{i}.jpg", "", spec) for i in range(20000)]
+    assert splits == [assign_split(f"img/{i}.jpg", "", spec) for i in range(20000)]
+    counts = Counter(splits)
+    assert abs(counts["train"] / 20000 - 0.8) < 0.02
+    assert abs(counts["test"] / 20000 - 0.1) < 0.02
+
+
+def test_own_split_wins_and_default_is_train():
+    spec = parse_split_spec("train=0.5,validation=0.5")
+    assert assign_split("k", "Validation ", spec) == "validation"
+    assert assign_split("k", "", None) == "train"
+    with pytest.raises(RowError) as error:
+        assign_split("k", "my split", None)
+    assert error.value.reason is Reason.BAD_SPLIT
+
+
+@pytest.mark.parametrize("text", ["train=0.9", "train=0.5,train=0.5", "a=x", "train", "a=0,b=1"])
+def test_bad_split_specs_are_user_errors(text):
+    with pytest.raises(UserError):
+        parse_split_spec(text)
