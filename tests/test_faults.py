@@ -36,7 +36,8 @@ from pipeline.cli.faults import as_fault
 from pipeline.cli.main import EXIT_FAULT, EXIT_INTERRUPTED, EXIT_SUPERSEDED, EXIT_USER_ERROR, main
 from pipeline.config.options import parse_args
 from pipeline.dataset.commit import CommitInputs, commit_dataset, read_info
-from pipeline.dataset.publish import LOCK, MARKER, POINTER, STAGING, VERSIONS, start
+from pipeline.dataset.publish import LOCK, start
+from pipeline.dataset.versions import MARKER, POINTER, STAGING, VERSIONS
 from pipeline.read.reader import examples
 from pipeline.read.verify import verify
 from transforms.errors import FaultError, UserError

@@ -18,7 +18,8 @@ from conftest import BEAM, encode, error_rows, make_images, photo, published, wr
 import pipeline
 from pipeline.cli.main import main
 from pipeline.dataset.metadata import INFO_FILE
-from pipeline.dataset.publish import LOCK, MARKER, POINTER, STAGING, VERSIONS
+from pipeline.dataset.publish import LOCK
+from pipeline.dataset.versions import MARKER, POINTER, STAGING, VERSIONS
 from pipeline.read.verify import verify
 from pipeline.runners.convert import run
 from transforms.beam.steps import AssignShards, ReadManifests, WriteShards

@@ -5,7 +5,7 @@ import dataclasses
 
 from pipeline.config.flags import FLAGS, help_text
 from pipeline.config.presets import PRESETS
-from pipeline.dataset.commit import Commit
+from pipeline.dataset.commit import CommitConfig
 from pipeline.dataset.publish import Target
 from pipeline.runners.choice import resolve
 from pipeline.version import __version__
@@ -244,8 +244,10 @@ class ConvertOptions:
             self.masks,
         )
 
-    def commit(self, target: Target) -> Commit:
-        return Commit(target, self.recorded(), __version__, self.max_error_rate, self.keep_versions)
+    def commit(self, target: Target) -> CommitConfig:
+        return CommitConfig(
+            target, self.recorded(), __version__, self.max_error_rate, self.keep_versions
+        )
 
     def recorded(self) -> dict:
         """The options that shape the output, as stored in the version's metadata."""

@@ -2,12 +2,11 @@
 
 from collections.abc import Iterator
 
-from transforms.tfrecord.proto.example_pb2 import Example
-
 from pipeline.dataset.metadata import DatasetInfo
-from pipeline.dataset.publish import resolve
+from pipeline.dataset.versions import resolve
 from transforms.errors import UserError
 from transforms.storage import fileio
+from transforms.tfrecord.proto.example_pb2 import Example
 from transforms.tfrecord.records import read_records, shard_payload
 
 

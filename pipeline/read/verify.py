@@ -14,15 +14,15 @@ import io
 
 from google.protobuf.message import DecodeError
 from PIL import Image
-from transforms.tfrecord.proto.example_pb2 import Example
 
 from pipeline.dataset.metadata import INFO_FILE, DatasetInfo, ErrorFileInfo, ShardInfo
-from pipeline.dataset.publish import DatasetError, resolve
 from pipeline.dataset.tfds_metadata import tfds_files
+from pipeline.dataset.versions import DatasetError, resolve
 from transforms.errors import RowError
 from transforms.image.images import DECODER_ERRORS, ImageConfig, check_jpeg, sniff
 from transforms.storage import fileio
 from transforms.tfrecord.examples import RAW_KEY
+from transforms.tfrecord.proto.example_pb2 import Example
 from transforms.tfrecord.records import RecordError, crc32c_of, read_records, shard_payload
 
 DECODE_MODES = ("sample", "all", "none")

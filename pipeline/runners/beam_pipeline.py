@@ -12,7 +12,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.pvalue import AsDict, AsList, AsSingleton
 
 from pipeline.config.options import ConvertOptions
-from pipeline.dataset.commit import Commit, CommitInputs, commit_dataset
+from pipeline.dataset import previous as previous_version
+from pipeline.dataset.commit import CommitConfig, CommitInputs, commit_dataset
 from pipeline.dataset.metadata import DatasetInfo
 from pipeline.dataset.publish import Target
 from pipeline.runners import refresh
@@ -35,18 +36,18 @@ class _CommitFn(beam.DoFn):
     error counts are side inputs); after a refresh, names the new version's shards first
     (pipeline/runners/refresh.py `assemble`)."""
 
-    def __init__(self, commit: Commit, refreshed: bool, compress: bool):
-        self._commit = commit
+    def __init__(self, config: CommitConfig, refreshed: bool, compress: bool):
+        self._config = config
         self._refreshed = refreshed
         self._compress = compress
 
     def process(self, plan, results, error_files, error_counts, skipped, negatives):
         results = list(results)
         if self._refreshed:
-            results, counts = assemble(results, self._commit.target.staging, self._compress)
+            results, counts = assemble(results, self._config.target.staging, self._compress)
             plan = plan._replace(shards=counts)
         inputs = CommitInputs(plan, results, list(error_files), error_counts, skipped, negatives)
-        yield commit_dataset(self._commit, inputs)
+        yield commit_dataset(self._config, inputs)
 
 
 @beam.ptransform_fn
@@ -68,7 +69,7 @@ def build_pipeline(
     runner = describe(p.runner, p.options)
     write_config = options.write_config(target.staging, progress_dir, 1, runner.sdk_processes)
 
-    previous = refresh.published(target, options.label_offset)
+    previous = previous_version.published(target, options.label_offset)
     inherited = previous.labels() if previous else None
     read = p | "ReadManifests" >> ReadManifests(manifests, read_config)
     plan = read["rows"] | "PlanDataset" >> PlanDataset(

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from pipeline.cli.progress import ProgressBar, progress_folder
 from pipeline.config.options import ConvertOptions
+from pipeline.dataset import previous as previous_version
 from pipeline.dataset.commit import CommitInputs, commit_dataset
 from pipeline.dataset.metadata import DatasetInfo
 from pipeline.dataset.publish import Target
@@ -72,7 +73,7 @@ def write_here(
         pool = stack.enter_context(ShardPool(processes, config.image))
     if progress_dir:
         stack.enter_context(ProgressBar(progress_dir))
-    previous = refresh.published(target, options.label_offset)
+    previous = previous_version.published(target, options.label_offset)
     manifests, read_config = options.manifests()
     rows, errors, skipped, negatives = read_rows(manifests, read_config)
     inherited = previous.labels() if previous else None
