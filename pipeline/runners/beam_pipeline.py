@@ -11,13 +11,12 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.pvalue import AsDict, AsList, AsSingleton
 
-from pipeline.config.options import ConvertOptions
+from pipeline.config.conversion import Conversion
 from pipeline.dataset import previous as previous_version
 from pipeline.dataset.commit import CommitConfig, CommitInputs, commit_dataset
 from pipeline.dataset.metadata import DatasetInfo
 from pipeline.dataset.publish import Target
 from pipeline.runners import refresh
-from pipeline.runners.choice import describe
 from pipeline.runners.refresh import assemble
 from transforms.beam.steps import (
     AssignShards,
@@ -61,25 +60,20 @@ def _CountBySplit(batches):
 
 
 def build_pipeline(
-    p: beam.Pipeline, options: ConvertOptions, target: Target, progress_dir: str | None = None
+    p: beam.Pipeline, conversion: Conversion, target: Target, progress_dir: str | None = None
 ):
-    """Add the conversion into `target` to `p`; returns the PCollection holding the one
+    """Add the conversion into `target` to `p` (the pipeline `conversion` was prepared for:
+    pipeline/config/conversion.py `prepare`); returns the PCollection holding the one
     DatasetInfo."""
-    manifests, read_config = options.manifests()
-    runner = describe(p.runner, p.options)
-    write_config = options.write_config(target.staging, progress_dir, 1, runner.sdk_processes)
+    options = conversion.options
+    manifests, read_config = conversion.manifests()
+    write_config = conversion.write_config(target.staging, progress_dir, 1)
 
     previous = previous_version.published(target, options.label_offset)
     inherited = previous.labels() if previous else None
+    plan_config = conversion.plan_config(inherited, read_config.detection)
     read = p | "ReadManifests" >> ReadManifests(manifests, read_config)
-    plan = read["rows"] | "PlanDataset" >> PlanDataset(
-        options.label_source(inherited),
-        options.shard_counts(),
-        options.target_shard_mb,
-        progress_dir,
-        options.max_file_bytes,
-        read_config.detection,
-    )
+    plan = read["rows"] | "PlanDataset" >> PlanDataset(plan_config, progress_dir)
     rows, errors = read["rows"], [read["errors"]]
     if options.dedup:  # after the plan, which counts every row, so rows = records + errors
         unique = rows | "DropDuplicateContent" >> DropDuplicateContent(options.max_file_bytes)
@@ -103,7 +97,7 @@ def build_pipeline(
     )
     skipped = read["skipped"] | "CountSkippedFiles" >> beam.combiners.Count.Globally()
     negatives = read["negatives"] | "CountDroppedNegatives" >> beam.combiners.Count.Globally()
-    commit = _CommitFn(options.commit(target), refreshed, options.compression == "gzip")
+    commit = _CommitFn(conversion.commit_config(target), refreshed, options.compression == "gzip")
     return plan | "CommitDataset" >> beam.ParDo(
         commit,
         AsList(results),
@@ -115,15 +109,13 @@ def build_pipeline(
 
 
 def launch(
-    options: ConvertOptions,
+    conversion: Conversion,
     target: Target,
-    beam_args=(),
     test_pipeline: beam.Pipeline | None = None,
     progress_dir: str | None = None,
 ):
     """Build the pipeline that writes and publishes `target`, and start it; returns Beam's
     result at once on Dataflow (the job runs remotely), after the run on the DirectRunner."""
-    options.validate_values()
-    p = test_pipeline or beam.Pipeline(options=PipelineOptions(list(beam_args)))
-    build_pipeline(p, options, target, progress_dir)
+    p = test_pipeline or beam.Pipeline(options=PipelineOptions(list(conversion.beam_args)))
+    build_pipeline(p, conversion, target, progress_dir)
     return p.run()

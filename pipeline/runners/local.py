@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 from pipeline.cli.progress import ProgressBar, progress_folder
-from pipeline.config.options import ConvertOptions
+from pipeline.config.conversion import Conversion
 from pipeline.dataset import previous as previous_version
 from pipeline.dataset.commit import CommitInputs, commit_dataset
 from pipeline.dataset.metadata import DatasetInfo
@@ -25,10 +25,16 @@ from pipeline.dataset.publish import Target
 from pipeline.runners import refresh
 from pipeline.runners.choice import local_processes
 from transforms.errors import ErrorRow
-from transforms.manifest.labels import LabelMap
 from transforms.manifest.rows import DroppedNegative, ManifestRow, ReadConfig, SkippedFile
 from transforms.manifest.sources import ManifestFile, read_all
-from transforms.plan.dataset import PlanAccumulator, all_shards, decide_plan, group_by_shard
+from transforms.plan.dataset import (
+    DatasetPlan,
+    PlanAccumulator,
+    PlanConfig,
+    all_shards,
+    decide_plan,
+    group_by_shard,
+)
 from transforms.plan.dedup import content_digest, keep_first
 from transforms.plan.refresh import classify
 from transforms.storage import fileio
@@ -44,28 +50,27 @@ from transforms.write.shard_writer import (
     REMOTE_THREADS_PER_CORE,
     ShardResult,
     available_cores,
-    stored_size,
 )
 
 
-def convert_here(options: ConvertOptions, target: Target) -> DatasetInfo:
-    """Run the whole conversion (its options checked) into `target`, in this process and its
-    shard-writer processes."""
+def convert_here(conversion: Conversion, target: Target) -> DatasetInfo:
+    """Run the whole conversion into `target`, in this process and its shard-writer
+    processes."""
     with contextlib.ExitStack() as stack:
-        return commit_dataset(options.commit(target), write_here(options, target, stack))
+        inputs = write_here(conversion, target, stack)
+        return commit_dataset(conversion.commit_config(target), inputs)
 
 
-def write_here(
-    options: ConvertOptions, target: Target, stack: contextlib.ExitStack
-) -> CommitInputs:
+def write_here(conversion: Conversion, target: Target, stack: contextlib.ExitStack) -> CommitInputs:
     """Every step before the commit: shards and errors files staged for `target`; returns
     what the commit step is given. The shard-writer processes and progress bar live on in
     `stack`."""
+    options = conversion.options
     progress_dir = None
     if options.progress:
         progress_dir = progress_folder(stack)
     processes = local_processes(options.processes)
-    config = options.write_config(target.staging, progress_dir, processes)
+    config = conversion.write_config(target.staging, progress_dir, processes)
     pool = None
     if processes > 1 and not fileio.is_remote(options.output):
         # First of all, while no other thread runs here (the bar's starts next), so the
@@ -74,10 +79,10 @@ def write_here(
     if progress_dir:
         stack.enter_context(ProgressBar(progress_dir))
     previous = previous_version.published(target, options.label_offset)
-    manifests, read_config = options.manifests()
+    manifests, read_config = conversion.manifests()
     rows, errors, skipped, negatives = read_rows(manifests, read_config)
     inherited = previous.labels() if previous else None
-    plan = _plan(rows, options, progress_dir, inherited, read_config.detection)
+    plan = _plan(rows, conversion.plan_config(inherited, read_config.detection), progress_dir)
     if options.dedup:  # after the plan, which counts every row, so rows = records + errors
         rows, duplicates = drop_duplicate_content(rows, options.max_file_bytes)
         errors += duplicates
@@ -129,26 +134,11 @@ def read_rows(
     return tuple(found[kind] for kind in kinds)
 
 
-def _plan(
-    rows: list[ManifestRow],
-    options: ConvertOptions,
-    progress_dir: str | None,
-    inherited: LabelMap | None,
-    detection: bool,
-):
-    counts = options.shard_counts()
-    accumulator = PlanAccumulator(counts)
+def _plan(rows: list[ManifestRow], config: PlanConfig, progress_dir: str | None) -> DatasetPlan:
+    accumulator = PlanAccumulator(config.counts)
     for row in rows:
         accumulator.add(row)
-    return decide_plan(
-        accumulator.stats(),
-        options.label_source(inherited),
-        counts,
-        options.target_shard_mb,
-        progress_dir,
-        functools.partial(stored_size, max_file_bytes=options.max_file_bytes),
-        detection,
-    )
+    return decide_plan(accumulator.stats(), config, progress_dir)
 
 
 def drop_duplicate_content(

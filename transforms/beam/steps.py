@@ -16,7 +16,6 @@ Only manifest rows cross the GroupByKey in WriteShards, and then only ShardResul
 image bytes are read after it. Error rows cross one more, grouped by errors file.
 """
 
-import functools
 from collections import Counter
 from collections.abc import Iterable
 
@@ -32,8 +31,8 @@ from transforms.manifest.rows import DroppedNegative, ManifestRow, ReadConfig, R
 from transforms.manifest.sources import ManifestFile, read_coco, read_piece
 from transforms.manifest.trees import TREE_DEPTH, TreeFolder, list_folder, tree_root
 from transforms.plan.dataset import (
-    LabelSource,
     PlanAccumulator,
+    PlanConfig,
     ShardCounts,
     all_shards,
     decide_plan,
@@ -50,7 +49,7 @@ from transforms.write.error_files import (
     write_error_file,
 )
 from transforms.write.shard_processes import ShardWriter, shard_task
-from transforms.write.shard_writer import ShardResult, WriteConfig, join_staged, stored_size
+from transforms.write.shard_writer import ShardResult, WriteConfig, join_staged
 
 NAMESPACE = "tfrecord_pipeline"
 # Rows per element between steps: large enough that Beam's per-element cost vanishes, small
@@ -245,31 +244,14 @@ class _PlanStatsFn(beam.CombineFn):
 
 
 @beam.ptransform_fn
-def PlanDataset(
-    rows,
-    label_source: LabelSource,
-    counts: ShardCounts,
-    target_shard_mb: float,
-    progress_dir: str | None,
-    max_file_bytes: int,
-    detection: bool = False,
-):
+def PlanDataset(rows, config: PlanConfig, progress_dir: str | None):
     """All rows → one DatasetPlan: label ids and each split's shard count (files over
-    `max_file_bytes` weigh nothing in a split's size: they become error rows), and whether
-    its records hold objects."""
+    `config.max_file_bytes` weigh nothing in a split's size: they become error rows), and
+    whether its records hold objects."""
     return (
         rows
-        | "CollectStats" >> beam.CombineGlobally(_PlanStatsFn(counts))
-        | "DecideShards"
-        >> beam.Map(
-            decide_plan,
-            label_source,
-            counts,
-            target_shard_mb,
-            progress_dir,
-            functools.partial(stored_size, max_file_bytes=max_file_bytes),
-            detection,
-        )
+        | "CollectStats" >> beam.CombineGlobally(_PlanStatsFn(config.counts))
+        | "DecideShards" >> beam.Map(decide_plan, config, progress_dir)
     )
 
 

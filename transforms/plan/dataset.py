@@ -6,6 +6,7 @@ With `--target_shard_mb`, a split's size is estimated from a fixed sample of its
 same on every run.
 """
 
+import functools
 import heapq
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -24,6 +25,7 @@ from transforms.plan.sharding import (
     shards_for_bytes,
 )
 from transforms.progress import write_total
+from transforms.write.shard_writer import stored_size
 
 SAMPLE_SIZE = 64
 
@@ -212,19 +214,22 @@ def _size_or_zero(size_of: Callable[[str], int], uri: str) -> int:
         return 0
 
 
-def decide_plan(
-    stats: PlanStats,
-    label_source: LabelSource,
-    counts: ShardCounts,
-    target_shard_mb: float,
-    progress_dir: str | None,
-    size_of: Callable[[str], int],
-    detection: bool = False,
-) -> DatasetPlan:
+class PlanConfig(NamedTuple):
+    """What the planner takes besides the rows' stats: built once from the options."""
+
+    labels: LabelSource
+    counts: ShardCounts
+    target_shard_mb: float
+    max_file_bytes: int  # a larger file weighs nothing in a split's size: it is an error row
+    detection: bool = False  # records hold objects (boxes), not one label
+
+
+def decide_plan(stats: PlanStats, config: PlanConfig, progress_dir: str | None) -> DatasetPlan:
     """`make_plan`, once every row is counted: the progress bar learns its total here."""
     write_total(progress_dir, sum(rows for _, rows in stats.rows))
-    plan = make_plan(stats, label_source, counts, target_shard_mb, size_of)
-    return plan._replace(detection=detection)
+    size_of = functools.partial(stored_size, max_file_bytes=config.max_file_bytes)
+    plan = make_plan(stats, config.labels, config.counts, config.target_shard_mb, size_of)
+    return plan._replace(detection=config.detection)
 
 
 def group_by_shard(
