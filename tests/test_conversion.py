@@ -116,3 +116,13 @@ def test_the_stages_configs_come_from_the_checked_options(tmp_path):
     assert write.image is conversion.image and write.compress and write.processes == 2
     commit = conversion.commit_config(target=None)
     assert commit.options == options.recorded() and commit.max_error_rate == 0.01
+
+
+def test_a_test_pipeline_is_the_runner_it_runs_on(tmp_path):
+    from apache_beam.testing.test_pipeline import TestPipeline
+
+    pipeline = TestPipeline()
+    options = ConvertOptions(manifest=["m.csv"], output=str(tmp_path / "out"))
+    assert prepare(options, (), pipeline).runner.name == type(pipeline.runner).__name__
+    converted = run(_flags(tmp_path), test_pipeline=pipeline)
+    assert converted.info.records == 4 and not converted.info.failures

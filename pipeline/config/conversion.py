@@ -96,9 +96,8 @@ def prepare(options: ConvertOptions, beam_args=(), test_pipeline=None) -> Conver
     """`options` and Beam's flags checked, and what they decide; raises UserError for the first
     wrong value. The runner is the one `beam_args` choose, or `test_pipeline`'s."""
     beam_args = tuple(beam_args)
-    if test_pipeline is None:
-        runner = resolve(beam_args)  # the runner's flags checked as Beam checks them
-    else:
+    runner = resolve(beam_args)  # the runner's flags checked as Beam checks them
+    if test_pipeline is not None:  # the pipeline given runs the conversion, whatever the flags
         runner = describe(test_pipeline.runner, test_pipeline.options)
     conversion = Conversion(
         options,
