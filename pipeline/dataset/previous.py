@@ -32,7 +32,7 @@ class Previous(NamedTuple):
         return LabelMap(tuple(labels["names"]), labels["offset"], kind)
 
 
-def published(target: Target, label_offset: int) -> Previous | None:
+def previous_version(target: Target, label_offset: int) -> Previous | None:
     """The version the run starts from, if any; a --label_offset that would shift its label
     ids is refused (UserError): label ids never change across versions."""
     version = base_version(target)

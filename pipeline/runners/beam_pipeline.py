@@ -12,9 +12,9 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.pvalue import AsDict, AsList, AsSingleton
 
 from pipeline.config.conversion import Conversion
-from pipeline.dataset import previous as previous_version
 from pipeline.dataset.commit import CommitConfig, CommitInputs, commit_dataset
 from pipeline.dataset.metadata import DatasetInfo
+from pipeline.dataset.previous import previous_version
 from pipeline.dataset.publish import Target
 from pipeline.runners import refresh
 from pipeline.runners.refresh import assemble
@@ -69,7 +69,7 @@ def build_pipeline(
     manifests, read_config = conversion.manifests()
     write_config = conversion.write_config(target.staging, progress_dir, 1)
 
-    previous = previous_version.published(target, options.label_offset)
+    previous = previous_version(target, options.label_offset)
     inherited = previous.labels() if previous else None
     plan_config = conversion.plan_config(inherited, read_config.detection)
     read = p | "ReadManifests" >> ReadManifests(manifests, read_config)

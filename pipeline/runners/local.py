@@ -18,9 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from pipeline.cli.progress import ProgressBar, progress_folder
 from pipeline.config.conversion import Conversion
-from pipeline.dataset import previous as previous_version
 from pipeline.dataset.commit import CommitInputs, commit_dataset
 from pipeline.dataset.metadata import DatasetInfo
+from pipeline.dataset.previous import previous_version
 from pipeline.dataset.publish import Target
 from pipeline.runners import refresh
 from pipeline.runners.choice import local_processes
@@ -78,7 +78,7 @@ def write_here(conversion: Conversion, target: Target, stack: contextlib.ExitSta
         pool = stack.enter_context(ShardPool(processes, config.image))
     if progress_dir:
         stack.enter_context(ProgressBar(progress_dir))
-    previous = previous_version.published(target, options.label_offset)
+    previous = previous_version(target, options.label_offset)
     manifests, read_config = conversion.manifests()
     rows, errors, skipped, negatives = read_rows(manifests, read_config)
     inherited = previous.labels() if previous else None
