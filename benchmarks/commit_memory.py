@@ -50,17 +50,17 @@ def make_manifest(folder: Path, rejected: int) -> Path:
 
 def stage(manifest: str, root: str, saved: str) -> None:
     """Every step before the commit, on the local runner; saves the commit's inputs."""
-    from pipeline.config.options import parse_args
+    from pipeline.config.arguments import parse_args
+    from pipeline.config.conversion import prepare
     from pipeline.dataset import publish
     from pipeline.runners.local import write_here
 
     argv = ["--manifest", manifest, "--output", root, "--num_shards", "2", "--max_error_rate", "1"]
-    options, _ = parse_args([*argv, "--no_progress"])
-    options.validate_values()
+    conversion = prepare(*parse_args([*argv, "--no_progress"]))
     target = publish.start(root)
     with contextlib.ExitStack() as stack:
-        inputs = write_here(options, target, stack)
-    Path(saved).write_bytes(pickle.dumps((options.commit(target), inputs)))
+        inputs = write_here(conversion, target, stack)
+    Path(saved).write_bytes(pickle.dumps((conversion.commit_config(target), inputs)))
 
 
 def _status_mb(field: str) -> float:

@@ -21,7 +21,7 @@ import pytest
 from PIL import Image
 
 import pipeline
-from pipeline.dataset.publish import resolve
+from pipeline.dataset.versions import resolve
 from pipeline.runners.convert import run
 from transforms.manifest.rows import ManifestRow, ReadConfig, row_position
 from transforms.manifest.sources import describe, read_all

@@ -90,7 +90,7 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path, capsys, monkeypatch):
     def interrupted(*_):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("pipeline.cli.main.convert", interrupted)
+    monkeypatch.setattr("pipeline.cli.main.convert_prepared", interrupted)
     manifest = write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
     status, err = _fail(capsys, "convert", "--manifest", str(manifest), "--output", "o")
     assert (status, err) == (130, "tfrecord-pipeline: interrupted")

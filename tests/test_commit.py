@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.dataset import publish
+from pipeline.dataset import publish, versions
 from pipeline.dataset.commit import (
-    Commit,
+    CommitConfig,
     CommitInputs,
     cleaned_up_on_failure,
     commit_dataset,
@@ -49,8 +49,8 @@ def _staged(root: Path, errors: int = 0, labels: LabelMap = CAT):
     return target, CommitInputs(plan, [_result(staged="shard-attempt")], files, counts, skipped=0)
 
 
-def _commit(target, max_error_rate: float = 0.0, keep_versions: int = 0) -> Commit:
-    return Commit(target, {"compression": "none"}, "9.9", max_error_rate, keep_versions)
+def _commit(target, max_error_rate: float = 0.0, keep_versions: int = 0) -> CommitConfig:
+    return CommitConfig(target, {"compression": "none"}, "9.9", max_error_rate, keep_versions)
 
 
 def test_staged_files_name_every_file_of_the_received_results_and_no_other():
@@ -77,10 +77,10 @@ def test_a_run_that_passes_its_gates_is_moved_in_marked_and_published(tmp_path):
     assert info.failures == [] and read_info(target.folder) == info
     assert (version / SHARD).read_bytes() == b"records" and (version / ERRORS).read_bytes() == b""
     assert (version / LABELS_FILE).read_text() == "cat\n"
-    assert (version / publish.MARKER).read_bytes() == publish.marker_bytes(info_bytes)
+    assert (version / versions.MARKER).read_bytes() == versions.marker_bytes(info_bytes)
     pointer, _ = publish.read_pointer(target.root)
-    assert pointer == publish.Pointer(target.version, publish.metadata_digest(info_bytes))
-    assert publish.resolve(target.root).folder == target.folder
+    assert pointer == versions.Pointer(target.version, versions.metadata_digest(info_bytes))
+    assert versions.resolve(target.root).folder == target.folder
     assert not Path(target.staging).exists()
 
 
@@ -90,7 +90,7 @@ def test_a_run_stopped_by_its_gates_keeps_its_files_for_a_look_and_publishes_not
     version = Path(target.folder)
     assert info.failures and read_info(target.folder).failures == info.failures
     assert (version / SHARD).exists() and (version / ERRORS).read_bytes() == b"{}\n"
-    assert not (version / publish.MARKER).exists()
+    assert not (version / versions.MARKER).exists()
     assert publish.read_pointer(target.root) == (None, 0)
     assert not Path(target.staging).exists()
 
@@ -116,13 +116,16 @@ def test_publishing_cleans_up_what_no_run_can_publish_and_keeps_k_versions(tmp_p
     for _ in range(3):  # three published versions, one after another
         target, inputs = _staged(root)
         commit_dataset(_commit(target), inputs)
-    older = sorted(p.name for p in (root / publish.VERSIONS).iterdir())
+    older = sorted(p.name for p in (root / versions.VERSIONS).iterdir())
     unfinished = publish.start(str(root))  # started from the third, never committed
     Path(unfinished.staging).mkdir(parents=True)
     target, inputs = _staged(root)  # a run started from the third too
     commit_dataset(_commit(target, keep_versions=2), inputs)
-    assert sorted(p.name for p in (root / publish.VERSIONS).iterdir()) == [older[2], target.version]
-    assert list((root / publish.STAGING).iterdir()) == []
+    assert sorted(p.name for p in (root / versions.VERSIONS).iterdir()) == [
+        older[2],
+        target.version,
+    ]
+    assert list((root / versions.STAGING).iterdir()) == []
 
 
 @pytest.mark.parametrize("compression", ["none", "gzip"])
@@ -177,9 +180,9 @@ def test_a_failed_run_deletes_its_own_folders_and_says_why(
     assert (caught.value.__cause__ is error) == (raised is not type(error))
     root = tmp_path / "root"
     published = publish.read_pointer(str(root))[0]
-    left = {p.name for p in (root / publish.VERSIONS).iterdir()}
+    left = {p.name for p in (root / versions.VERSIONS).iterdir()}
     assert left == ({published.version} if published else set())
-    assert list((root / publish.STAGING).iterdir()) == []
+    assert list((root / versions.STAGING).iterdir()) == []
 
 
 def test_a_user_error_comes_before_any_work_and_deletes_nothing(tmp_path):

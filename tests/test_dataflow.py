@@ -9,7 +9,8 @@ from conftest import BEAM, arguments, make_images, write_manifest
 
 from pipeline.cli.main import _counters, main
 from pipeline.cli.summary import format_counters
-from pipeline.config.options import parse_args
+from pipeline.config.arguments import parse_args
+from pipeline.config.conversion import prepare
 from pipeline.dataset.publish import start
 from pipeline.runners.beam_pipeline import launch
 from pipeline.runners.convert import run
@@ -59,9 +60,9 @@ def job_graph(tmp_path, gcs):
 
     def build(*extra):
         argv = ["--manifest", f"{source}/manifest.csv", "--output", "gs://tfrp-test/df-out"]
-        options, beam_args = parse_args([*argv, *_dataflow_flags("gs://tfrp-test", *extra)])
-        target = start(options.output)
-        return launch(options, target, beam_args).job.proto_pipeline.components
+        conversion = prepare(*parse_args([*argv, *_dataflow_flags("gs://tfrp-test", *extra)]))
+        target = start(conversion.options.output)
+        return launch(conversion, target).job.proto_pipeline.components
 
     return build
 
@@ -150,8 +151,8 @@ def test_counters_after_a_run(tmp_path):
     rows = make_images(tmp_path, per_class=1) + [{"image_uri": "gone.jpg", "label": "x"}]
     manifest = write_manifest(tmp_path / "m.csv", rows)
     argv = ["--manifest", str(manifest), "--output", str(tmp_path / "o"), "--max_error_rate", "1"]
-    options, beam_args = parse_args([*argv, *BEAM])
-    result = launch(options, start(options.output), beam_args)
+    conversion = prepare(*parse_args([*argv, *BEAM]))
+    result = launch(conversion, start(conversion.options.output))
     result.wait_until_finish()
     counters = _counters(result)
     assert counters["rows"] == 5 and counters["records"] == 4
@@ -174,8 +175,8 @@ def test_a_refresh_job_shuffles_keys_and_positions_never_image_bytes(tmp_path, g
     source = gcs(tmp_path, "refresh-in")
     argv = ["--manifest", f"{source}/manifest.csv", "--output", "gs://tfrp-test/df-refresh"]
     run([*argv, "--no_progress"])  # the version the refresh starts from
-    options, beam_args = parse_args([*argv, "--incremental", *_dataflow_flags("gs://tfrp-test")])
-    components = launch(options, start(options.output), beam_args).job.proto_pipeline.components
+    conversion = prepare(*parse_args([*argv, "--incremental", *_dataflow_flags("gs://tfrp-test")]))
+    components = launch(conversion, start(conversion.options.output)).job.proto_pipeline.components
     shuffles = [t for t in components.transforms.values() if t.spec.urn == GBK]
     producers = {_producer(components, next(iter(t.inputs.values()))) for t in shuffles}
     assert producers - ROW_LEVEL_PRODUCERS - {PIECE_RESULTS_PRODUCER} == REFRESH_PRODUCERS

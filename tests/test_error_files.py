@@ -15,7 +15,8 @@ from apache_beam.testing.util import assert_that, equal_to
 from conftest import RUNNERS, arguments, error_rows, make_images, published, write_manifest
 
 from pipeline.cli.main import main
-from pipeline.config.options import parse_args
+from pipeline.config.arguments import parse_args
+from pipeline.config.conversion import prepare
 from pipeline.dataset import publish
 from pipeline.dataset.commit import read_info, staged_files
 from pipeline.dataset.metadata import INFO_FILE, build_info
@@ -175,9 +176,9 @@ def _commit_side_inputs(tmp_path: Path, *flags: str) -> set[tuple[str, type]]:
     """(kind, element type) of each side input of the Beam pipeline's commit step."""
     manifest = write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
     argv = ["--manifest", str(manifest), "--output", str(tmp_path / "out"), *flags]
-    options, beam_args = parse_args([*argv, "--no_progress"])
-    p = beam.Pipeline(options=PipelineOptions(beam_args))
-    build_pipeline(p, options, publish.start(options.output))
+    conversion = prepare(*parse_args([*argv, "--no_progress"]))
+    p = beam.Pipeline(options=PipelineOptions(list(conversion.beam_args)))
+    build_pipeline(p, conversion, publish.start(conversion.options.output))
     found = []
 
     class Commits(beam.pipeline.PipelineVisitor):

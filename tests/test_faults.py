@@ -35,9 +35,11 @@ from conftest import (
 
 from pipeline.cli.faults import as_fault
 from pipeline.cli.main import EXIT_FAULT, EXIT_INTERRUPTED, EXIT_SUPERSEDED, EXIT_USER_ERROR, main
-from pipeline.config.options import parse_args
+from pipeline.config.arguments import parse_args
+from pipeline.config.conversion import prepare
 from pipeline.dataset.commit import CommitInputs, commit_dataset, read_info
-from pipeline.dataset.publish import LOCK, MARKER, POINTER, STAGING, VERSIONS, start
+from pipeline.dataset.publish import LOCK, start
+from pipeline.dataset.versions import MARKER, POINTER, STAGING, VERSIONS
 from pipeline.read.reader import examples
 from pipeline.read.verify import verify
 from transforms.errors import FaultError, UserError
@@ -418,11 +420,11 @@ def test_a_duplicate_attempt_at_a_shard_is_never_published(tmp_path, small):
     argv = arguments(
         "--manifest {m} --output {root} --num_shards 1 --max_error_rate 1", m=small, root=root
     )
-    options, _ = parse_args(argv)
+    conversion = prepare(*parse_args(argv))
     target = start(str(root))
     rows = list(read_manifest(str(small), 0, ReadConfig()))
     labels = LabelMap(tuple(sorted({row.label for row in rows})))
-    config = options.write_config(target.staging, 1)
+    config = conversion.write_config(target.staging, 1)
     task = ShardTask(ShardId("train", 0, 1), rows, labels, config, threads=1)
     received = list(run_task(task))  # the attempt whose results the commit receives
     *errors, result = received
@@ -435,7 +437,7 @@ def test_a_duplicate_attempt_at_a_shard_is_never_published(tmp_path, small):
         plan = DatasetPlan(labels, (("train", len(rows)),), (("train", 1),))
         files = write_error_files(target.staging, errors, ROWS_PER_ERRORS_FILE)
         inputs = CommitInputs(plan, [result], files, count_errors(errors), 0)
-        info = commit_dataset(options.commit(target), inputs)
+        info = commit_dataset(conversion.commit_config(target), inputs)
         late = list(other.write([task]))[-1]  # into a staging folder no commit will read
     assert info.records == len(rows) and not errors
     version = published(root)
@@ -673,7 +675,7 @@ def test_a_bug_keeps_its_traceback(tmp_path, monkeypatch):
     def bug(*_):
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr("pipeline.cli.main.convert", bug)
+    monkeypatch.setattr("pipeline.cli.main.convert_prepared", bug)
     manifest = write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
     with pytest.raises(ZeroDivisionError):
         main(["convert", "--manifest", str(manifest), "--output", str(tmp_path / "o")])

@@ -14,7 +14,7 @@ from tls_proxy import TlsProxy
 
 from pipeline.cli.main import main
 from pipeline.dataset.commit import read_info
-from pipeline.dataset.publish import MARKER, POINTER, STAGING, VERSIONS, resolve
+from pipeline.dataset.versions import MARKER, POINTER, STAGING, VERSIONS, resolve
 from pipeline.read.verify import verify
 from pipeline.runners.convert import run
 from transforms.beam.manifests import ReadManifests

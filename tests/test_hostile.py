@@ -19,7 +19,7 @@ from conftest import PHOTOS, REPOSITORY, encode, error_rows, photo, write_manife
 from PIL import Image, ImageOps
 
 from pipeline.dataset.metadata import INFO_FILE
-from pipeline.dataset.publish import MARKER, marker_bytes
+from pipeline.dataset.versions import MARKER, marker_bytes
 from pipeline.read.verify import verify
 from transforms.errors import Reason, RowError
 from transforms.image.config import VALIDATE_MODES, ImageConfig

@@ -8,7 +8,7 @@ import tensorflow as tf
 from conftest import arguments
 
 from pipeline import load
-from pipeline.dataset.publish import MARKER, VERSIONS
+from pipeline.dataset.versions import MARKER, VERSIONS
 
 pytestmark = pytest.mark.slow
 SAMPLE = Path(__file__).resolve().parents[1] / "sample" / "manifest.csv"

@@ -20,7 +20,8 @@ from conftest import (
 import pipeline
 from pipeline.cli.main import main
 from pipeline.dataset.metadata import INFO_FILE
-from pipeline.dataset.publish import LOCK, MARKER, POINTER, STAGING, VERSIONS
+from pipeline.dataset.publish import LOCK
+from pipeline.dataset.versions import MARKER, POINTER, STAGING, VERSIONS
 from pipeline.read.verify import verify
 from pipeline.runners.convert import run
 from transforms.manifest.rows import QUOTED_NEWLINE

@@ -14,7 +14,7 @@ from google.api_core import exceptions as api
 from google.auth import exceptions as auth
 
 from pipeline.cli.main import main
-from pipeline.dataset.publish import POINTER
+from pipeline.dataset.versions import POINTER
 from pipeline.read.verify import verify
 from pipeline.runners.convert import run
 from transforms.errors import FaultError

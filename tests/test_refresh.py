@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import RUNNERS, arguments, make_images, write_manifest
 
-from pipeline.dataset.publish import resolve
+from pipeline.dataset.versions import resolve
 from pipeline.read.verify import verify
 from pipeline.runners.convert import run
 from pipeline.runners.refresh import assemble

@@ -7,7 +7,7 @@ import pytest
 from conftest import DATAFLOW, make_images, published, write_manifest
 
 from pipeline.cli.main import main
-from pipeline.dataset.publish import MARKER
+from pipeline.dataset.versions import MARKER
 from pipeline.runners import choice
 from pipeline.runners.choice import LOCAL, Runner, local_processes, resolve
 from transforms.errors import UserError

@@ -11,7 +11,7 @@ from conftest import arguments, published
 from pipeline.cli.main import main
 from pipeline.dataset.commit import read_info
 from pipeline.dataset.metadata import INFO_FILE
-from pipeline.dataset.publish import MARKER, marker_bytes
+from pipeline.dataset.versions import MARKER, marker_bytes
 from pipeline.read.verify import verify, verify_shard
 from transforms.tfrecord.records import crc32c_of, read_records
 

@@ -12,13 +12,13 @@ import sys
 
 from pipeline.cli.faults import as_fault, report_fault
 from pipeline.cli.summary import format_counters, format_summary
-from pipeline.config.options import UserErrorParser, parse_args
+from pipeline.config.arguments import UserErrorParser, parse_args
+from pipeline.config.conversion import Conversion, prepare
 from pipeline.config.presets import one_based_warning
 from pipeline.dataset import publish
 from pipeline.dataset.commit import read_info
 from pipeline.dataset.publish import SupersededError
-from pipeline.runners.choice import resolve
-from pipeline.runners.convert import convert
+from pipeline.runners.convert import convert_prepared
 from transforms.errors import UserError
 
 USAGE = """usage: tfrecord-pipeline convert --manifest M [M ...] --output ROOT [opts] [Beam flags]
@@ -53,31 +53,31 @@ def _finish(info, folder: str) -> int:
 
 
 def _convert(argv: list[str]) -> int:
-    options, beam_args = parse_args(argv)
+    conversion = prepare(*parse_args(argv))
     try:
-        if resolve(beam_args).dataflow:
-            return _on_dataflow(options, beam_args)
-        return _finish(*convert(options, beam_args))
+        if conversion.runner.dataflow:
+            return _on_dataflow(conversion)
+        return _finish(*convert_prepared(conversion))
     except Exception as error:  # noqa: BLE001 - re-raised unless it is a fault
         fault = as_fault(error)
         if fault is None:
             raise
-        line = report_fault(fault, error, options.debug)
+        line = report_fault(fault, error, conversion.options.debug)
         print(f"tfrecord-pipeline: failed: {line}", file=sys.stderr)
         return EXIT_SUPERSEDED if isinstance(fault, SupersededError) else EXIT_FAULT
 
 
-def _on_dataflow(options, beam_args: list[str]) -> int:
+def _on_dataflow(conversion: Conversion) -> int:
     """Submit the job and print its console URL and the version it publishes; with --wait,
     wait for it and report."""
     from apache_beam.runners.dataflow.dataflow_runner import DataflowRuntimeException
 
     from pipeline.runners.beam_pipeline import launch
 
-    target = publish.start(options.output)
-    result = launch(options, target, beam_args)
-    print(_job_line(result, beam_args))
-    if not options.wait or not hasattr(result, "job_id"):
+    target = publish.start(conversion.options.output)
+    result = launch(conversion, target)
+    print(_job_line(result, conversion.beam_args))
+    if not conversion.options.wait or not hasattr(result, "job_id"):
         print(f"the job publishes {target.folder}")
         return EXIT_OK
     try:
@@ -103,13 +103,13 @@ def _counters(result) -> dict[str, int]:
     return totals
 
 
-def _job_line(result, beam_args: list[str]) -> str:
+def _job_line(result, beam_args: tuple[str, ...]) -> str:
     from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
 
     job_id = result.job_id() if hasattr(result, "job_id") else None
     if not job_id:
         return "dry run: the Dataflow job was built and not submitted"
-    cloud = PipelineOptions(beam_args).view_as(GoogleCloudOptions)
+    cloud = PipelineOptions(list(beam_args)).view_as(GoogleCloudOptions)
     return (
         f"Dataflow job {job_id}: https://console.cloud.google.com/dataflow/jobs/"
         f"{cloud.region}/{job_id}?project={cloud.project}"

@@ -9,7 +9,7 @@ same for every runner (pipeline/dataset/publish.py says why this makes published
 import contextlib
 from typing import NamedTuple
 
-from pipeline.dataset import publish
+from pipeline.dataset import publish, versions
 from pipeline.dataset.metadata import INFO_FILE, LABELS_FILE, DatasetInfo, build_info
 from pipeline.dataset.tfds_metadata import tfds_files
 from transforms.errors import UserError
@@ -72,8 +72,9 @@ def write_version_files(folder: str, info: DatasetInfo, labels_text: str) -> byt
     return info_bytes
 
 
-class Commit(NamedTuple):
-    """What committing needs besides the run's results: the same for every runner."""
+class CommitConfig(NamedTuple):
+    """How a run's version is committed, besides its results: where it goes, the options it
+    records, its quality gate and how many versions stay; the same for every runner."""
 
     target: publish.Target
     options: dict  # ConvertOptions.recorded()
@@ -95,7 +96,7 @@ class CommitInputs(NamedTuple):
     negatives_dropped: int = 0  # detection rows without objects, with --drop_negatives
 
 
-def commit_dataset(commit: Commit, inputs: CommitInputs) -> DatasetInfo:
+def commit_dataset(config: CommitConfig, inputs: CommitInputs) -> DatasetInfo:
     """Describe the run's version, move its shards and errors files in, and publish it if it
     passed its gates; runs once, after every shard and errors file exists. A retry of this
     step repeats it harmlessly."""
@@ -106,15 +107,15 @@ def commit_dataset(commit: Commit, inputs: CommitInputs) -> DatasetInfo:
         error_counts,
         error_files,
         skipped,
-        commit.options,
-        commit.tool_version,
-        commit.max_error_rate,
+        config.options,
+        config.tool_version,
+        config.max_error_rate,
         negatives_dropped,
     )
-    target = commit.target
+    target = config.target
     current, _ = publish.read_pointer(target.root)
     if current and current.version == target.version:  # a retry after this step published
-        publish.clean_up(target.root, current, commit.keep_versions)
+        publish.clean_up(target.root, current, config.keep_versions)
         return info
     publish.finalise(target, staged_files(results, error_files))
     labels_text = "" if plan.labels.integers else plan.labels.to_text()
@@ -123,9 +124,9 @@ def commit_dataset(commit: Commit, inputs: CommitInputs) -> DatasetInfo:
     if info.failures:
         return info
     fileio.write_durably(
-        fileio.join(target.folder, publish.MARKER), publish.marker_bytes(info_bytes)
+        fileio.join(target.folder, versions.MARKER), versions.marker_bytes(info_bytes)
     )
-    pointer = publish.Pointer(target.version, publish.metadata_digest(info_bytes))
+    pointer = versions.Pointer(target.version, versions.metadata_digest(info_bytes))
     publish.publish(target, pointer)
-    publish.clean_up(target.root, pointer, commit.keep_versions)
+    publish.clean_up(target.root, pointer, config.keep_versions)
     return info

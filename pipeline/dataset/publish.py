@@ -1,87 +1,39 @@
-"""Publishing: a dataset root holds immutable versions, and one small pointer names the
-published one.
-
-    ROOT/LATEST               {"version": "v000003-9f2c4e1a", "sha256": <of its metadata file>}
-    ROOT/versions/<version>/  one conversion's shards and metadata; `_COMMITTED` written last
-    ROOT/_staging/<version>/  a run's shard files until its commit moves them into its version
+"""A run's writes and their publication: its own version and staging folders, the pointer's
+one atomic write, and the clean-up after it (the layout: pipeline/dataset/versions.py).
 
 A run writes only into its own version and staging folders, named by a random id, so nothing it
 does (killed, retried, orphaned, racing another run) can touch a byte another run wrote. Its
 version becomes visible in one atomic step, the pointer's write, made only if the pointer still
 names the version the run started from: under an exclusive lock on a local disk (write, fsync,
 rename), with a generation precondition on Cloud Storage. Of two runs started from the same
-version one publishes and the other is told so (SupersededError). Readers resolve the pointer
-once and read that version alone.
+version one publishes and the other is told so (SupersededError).
 """
 
 import contextlib
 import dataclasses
 import fcntl
-import hashlib
-import json
 import os
-import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import NamedTuple
 
-from pipeline.dataset.metadata import INFO_FILE
+from pipeline.dataset.versions import (
+    MARKER,
+    POINTER,
+    STAGING,
+    VERSIONS,
+    Pointer,
+    sequence,
+)
 from transforms.errors import FaultError, UserError
 from transforms.storage import fileio, gcs
 
-POINTER = "LATEST"
-VERSIONS = "versions"
-STAGING = "_staging"
-MARKER = "_COMMITTED"
 LOCK = ".lock"
 _OURS = (POINTER, VERSIONS, STAGING, LOCK)
 REMOTE_MOVES_AT_ONCE = 64
-_VERSION = re.compile(r"^v(\d{6,})-[0-9a-f]{8}$")
-
-
-class DatasetError(UserError, ValueError):
-    """A path that holds no published dataset, or files that are not what its pointer or
-    marker promise."""
 
 
 class SupersededError(FaultError):
     """Another run published a version of the same dataset while this one ran."""
-
-
-class Pointer(NamedTuple):
-    """What LATEST holds: the published version, and the SHA-256 of its metadata file."""
-
-    version: str
-    sha256: str
-
-    def to_bytes(self) -> bytes:
-        return (json.dumps(self._asdict(), sort_keys=True) + "\n").encode()
-
-    @classmethod
-    def parse(cls, data: bytes, where: str) -> "Pointer":
-        try:
-            fields = json.loads(data)
-            pointer = cls(fields["version"], fields["sha256"])
-        except (ValueError, TypeError, KeyError):
-            raise DatasetError(f"{where} is not a version pointer") from None
-        if not _VERSION.match(str(pointer.version)):
-            raise DatasetError(f"{where} names no version of this tool ({pointer.version!r})")
-        return pointer
-
-
-def sequence(version: str) -> int:
-    """A version's place in publication order; 0 for a name that is not a version's."""
-    match = _VERSION.match(version)
-    return int(match.group(1)) if match else 0
-
-
-def metadata_digest(info_bytes: bytes) -> str:
-    return hashlib.sha256(info_bytes).hexdigest()
-
-
-def marker_bytes(info_bytes: bytes) -> bytes:
-    """The `_COMMITTED` marker of a version whose metadata file holds `info_bytes`."""
-    return json.dumps({INFO_FILE: metadata_digest(info_bytes)}).encode()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -290,61 +242,3 @@ def _tidy(delete: Callable[..., None], *args: str) -> None:
     (a file gone or added under it): what is left, a later run's clean-up deletes."""
     with contextlib.suppress(OSError):
         delete(*args)
-
-
-class Published(NamedTuple):
-    """A complete version, as a reader resolved it once: its folder and its metadata's text."""
-
-    folder: str
-    info_text: str
-
-
-def _read_or_none(path: str) -> bytes | None:
-    try:
-        return fileio.read_bytes(path)
-    except fileio.MISSING:
-        return None
-
-
-def resolve(path: str, read: Callable[[str], bytes | None] = _read_or_none) -> Published:
-    """The published version of the dataset root `path`, or `path` itself when it is a version
-    folder; its marker and metadata checked against what the pointer promises. `read` gives a
-    file's bytes or None when there is none (TensorFlow's file system in `load`)."""
-    path = path.rstrip("/")
-    pointer_bytes = read(f"{path}/{POINTER}")
-    if pointer_bytes is not None:
-        pointer = Pointer.parse(pointer_bytes, f"{path}/{POINTER}")
-        return _complete(f"{path}/{VERSIONS}/{pointer.version}", pointer, read)
-    return _complete(path, None, read)
-
-
-def base_version(target: Target) -> Published | None:
-    """The version `target`'s run started from, as the pointer it read named it (a version
-    published since is not this run's base)."""
-    if target.base is None:
-        return None
-    folder = fileio.join(target.root, VERSIONS, target.base.version)
-    return _complete(folder, target.base, _read_or_none)
-
-
-def _complete(folder: str, pointer: Pointer | None, read) -> Published:
-    """The version in `folder`, its marker and metadata checked against each other and against
-    `pointer`, the pointer that names it (None: a version folder given as itself)."""
-    marker = read(f"{folder}/{MARKER}")
-    if marker is None and pointer:
-        raise DatasetError(f"{folder}, which {POINTER} names, is not complete")
-    if marker is None:
-        raise DatasetError(
-            f"{folder} holds no published dataset: neither a dataset root ({POINTER}) nor a "
-            f"complete version folder ({MARKER})"
-        )
-    promised = pointer.sha256 if pointer else None
-    info = read(f"{folder}/{INFO_FILE}")
-    digest = metadata_digest(info) if info is not None else None
-    try:
-        marked = json.loads(marker)[INFO_FILE]
-    except (ValueError, TypeError, KeyError):
-        marked = None
-    if digest is None or digest != marked or promised not in (None, digest):
-        raise DatasetError(f"{folder}/{INFO_FILE} is not the file its {MARKER} marker names")
-    return Published(folder, info.decode("utf-8"))

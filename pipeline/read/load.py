@@ -7,7 +7,7 @@ read side; the conversion path never imports this module.
 
 import json
 
-from pipeline.dataset.publish import resolve
+from pipeline.dataset.versions import resolve
 from transforms.tfrecord.examples import LABEL_KEY, OBJECT_LABEL_KEY
 
 

@@ -3,7 +3,7 @@
 from collections.abc import Iterator
 
 from pipeline.dataset.metadata import DatasetInfo
-from pipeline.dataset.publish import resolve
+from pipeline.dataset.versions import resolve
 from transforms.errors import UserError
 from transforms.storage import fileio
 from transforms.tfrecord.proto.example_pb2 import Example

@@ -16,8 +16,8 @@ from google.protobuf.message import DecodeError
 from PIL import Image
 
 from pipeline.dataset.metadata import INFO_FILE, DatasetInfo, ErrorFileInfo, ShardInfo
-from pipeline.dataset.publish import DatasetError, resolve
 from pipeline.dataset.tfds_metadata import tfds_files
+from pipeline.dataset.versions import DatasetError, resolve
 from transforms.errors import RowError
 from transforms.image.config import DECODER_ERRORS, ImageConfig
 from transforms.image.images import check_jpeg, sniff

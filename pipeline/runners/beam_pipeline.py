@@ -11,12 +11,12 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.pvalue import AsDict, AsList, AsSingleton
 
-from pipeline.config.options import ConvertOptions
-from pipeline.dataset.commit import Commit, CommitInputs, commit_dataset
+from pipeline.config.conversion import Conversion
+from pipeline.dataset.commit import CommitConfig, CommitInputs, commit_dataset
 from pipeline.dataset.metadata import DatasetInfo
+from pipeline.dataset.previous import previous_version
 from pipeline.dataset.publish import Target
 from pipeline.runners import refresh
-from pipeline.runners.choice import describe
 from pipeline.runners.refresh import assemble
 from transforms.beam.error_files import WriteErrors
 from transforms.beam.manifests import ReadManifests
@@ -32,18 +32,18 @@ class _CommitFn(beam.DoFn):
     error counts are side inputs); after a refresh, names the new version's shards first
     (pipeline/runners/refresh.py `assemble`)."""
 
-    def __init__(self, commit: Commit, refreshed: bool, compress: bool):
-        self._commit = commit
+    def __init__(self, config: CommitConfig, refreshed: bool, compress: bool):
+        self._config = config
         self._refreshed = refreshed
         self._compress = compress
 
     def process(self, plan, results, error_files, error_counts, skipped, negatives):
         results = list(results)
         if self._refreshed:
-            results, counts = assemble(results, self._commit.target.staging, self._compress)
+            results, counts = assemble(results, self._config.target.staging, self._compress)
             plan = plan._replace(shards=counts)
         inputs = CommitInputs(plan, results, list(error_files), error_counts, skipped, negatives)
-        yield commit_dataset(self._commit, inputs)
+        yield commit_dataset(self._config, inputs)
 
 
 @beam.ptransform_fn
@@ -57,25 +57,20 @@ def _CountBySplit(batches):
 
 
 def build_pipeline(
-    p: beam.Pipeline, options: ConvertOptions, target: Target, progress: Progress = SILENT
+    p: beam.Pipeline, conversion: Conversion, target: Target, progress: Progress = SILENT
 ):
-    """Add the conversion into `target` to `p`, its steps reporting to `progress`; returns the
+    """Add the conversion into `target` to `p` (the pipeline `conversion` was prepared for:
+    pipeline/config/conversion.py `prepare`), its steps reporting to `progress`; returns the
     PCollection holding the one DatasetInfo."""
-    manifests, read_config = options.manifests()
-    runner = describe(p.runner, p.options)
-    write_config = options.write_config(target.staging, 1, runner.sdk_processes)
+    options = conversion.options
+    manifests, read_config = conversion.manifests()
+    write_config = conversion.write_config(target.staging, 1)
 
-    previous = refresh.published(target, options.label_offset)
+    previous = previous_version(target, options.label_offset)
     inherited = previous.labels() if previous else None
+    plan_config = conversion.plan_config(inherited, read_config.detection)
     read = p | "ReadManifests" >> ReadManifests(manifests, read_config)
-    plan = read["rows"] | "PlanDataset" >> PlanDataset(
-        options.label_source(inherited),
-        options.shard_counts(),
-        options.target_shard_mb,
-        options.max_file_bytes,
-        read_config.detection,
-        progress,
-    )
+    plan = read["rows"] | "PlanDataset" >> PlanDataset(plan_config, progress)
     rows, errors = read["rows"], [read["errors"]]
     if options.dedup:  # after the plan, which counts every row, so rows = records + errors
         unique = rows | "DropDuplicateContent" >> DropDuplicateContent(options.max_file_bytes)
@@ -99,7 +94,7 @@ def build_pipeline(
     )
     skipped = read["skipped"] | "CountSkippedFiles" >> beam.combiners.Count.Globally()
     negatives = read["negatives"] | "CountDroppedNegatives" >> beam.combiners.Count.Globally()
-    commit = _CommitFn(options.commit(target), refreshed, options.compression == "gzip")
+    commit = _CommitFn(conversion.commit_config(target), refreshed, options.compression == "gzip")
     return plan | "CommitDataset" >> beam.ParDo(
         commit,
         AsList(results),
@@ -111,15 +106,13 @@ def build_pipeline(
 
 
 def launch(
-    options: ConvertOptions,
+    conversion: Conversion,
     target: Target,
-    beam_args=(),
     test_pipeline: beam.Pipeline | None = None,
     progress: Progress = SILENT,
 ):
     """Build the pipeline that writes and publishes `target`, and start it; returns Beam's
     result at once on Dataflow (the job runs remotely), after the run on the DirectRunner."""
-    options.validate_values()
-    p = test_pipeline or beam.Pipeline(options=PipelineOptions(list(beam_args)))
-    build_pipeline(p, options, target, progress)
+    p = test_pipeline or beam.Pipeline(options=PipelineOptions(list(conversion.beam_args)))
+    build_pipeline(p, conversion, target, progress)
     return p.run()

@@ -13,7 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 import apache_beam as beam
 from apache_beam.pvalue import TaggedOutput
 
-from pipeline.runners.refresh import Previous, carry_shard
+from pipeline.dataset.previous import Previous
+from pipeline.runners.refresh import carry_shard
 from transforms.beam.steps import ROWS_PER_BATCH
 from transforms.manifest.rows import RowBatch
 from transforms.plan.refresh import Reuse, read_rows, row_fingerprint, stays

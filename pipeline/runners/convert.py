@@ -1,4 +1,4 @@
-"""Running a conversion to the end: the Python API, and the choice between the two runners.
+"""Running a conversion to the end: the Python API, and the runner `prepare` chose.
 
 Without Beam flags a conversion runs on this machine without Beam (pipeline/runners/local.py); with
 any Beam flag, or a test pipeline, it runs as the Beam pipeline
@@ -7,11 +7,13 @@ any Beam flag, or a test pipeline, it runs as the Beam pipeline
 
 from typing import NamedTuple
 
-from pipeline.config.options import ConvertOptions, parse_args
+from pipeline.config.arguments import parse_args
+from pipeline.config.conversion import Conversion, prepare
+from pipeline.config.options import ConvertOptions
 from pipeline.dataset import publish
 from pipeline.dataset.commit import cleaned_up_on_failure, read_info
 from pipeline.dataset.metadata import DatasetInfo
-from pipeline.runners.choice import resolve
+from pipeline.runners.choice import LOCAL
 from pipeline.runners.local import convert_here
 from transforms.progress import UNWATCHED, ProgressBar
 
@@ -35,18 +37,21 @@ def convert(options: ConvertOptions, beam_args=(), test_pipeline=None) -> Conver
     if it passes its gates, and return it. `beam_args` are Beam pipeline flags;
     `test_pipeline` a Beam TestPipeline to build the conversion in. A failed run leaves the
     published version as it was and deletes its own files where the failure allows."""
-    beam_args = list(beam_args)
-    runner = resolve(beam_args)
-    options.validate_values()
-    target = publish.start(options.output)
+    return convert_prepared(prepare(options, beam_args, test_pipeline), test_pipeline)
+
+
+def convert_prepared(conversion: Conversion, test_pipeline=None) -> Converted:
+    """`convert`, its options checked and its runner decided (pipeline/config/conversion.py
+    `prepare`, given the same `test_pipeline`)."""
+    target = publish.start(conversion.options.output)
     # The one place a run gets a bar: on this machine, for a person (not a test pipeline).
-    shown = options.progress and runner.here and test_pipeline is None
+    shown = conversion.options.progress and conversion.runner.here and test_pipeline is None
     watch = ProgressBar() if shown else UNWATCHED
     with cleaned_up_on_failure(target):
-        if not beam_args and test_pipeline is None:
-            return Converted(convert_here(options, target, watch), target.folder)
+        if conversion.runner == LOCAL:
+            return Converted(convert_here(conversion, target, watch), target.folder)
         from pipeline.runners.beam_pipeline import launch
 
         with watch as progress:
-            launch(options, target, beam_args, test_pipeline, progress).wait_until_finish()
+            launch(conversion, target, test_pipeline, progress).wait_until_finish()
         return Converted(read_info(target.folder), target.folder)

@@ -16,18 +16,17 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-from pipeline.config.options import ConvertOptions
+from pipeline.config.conversion import Conversion
 from pipeline.dataset.commit import CommitInputs, commit_dataset
 from pipeline.dataset.metadata import DatasetInfo
+from pipeline.dataset.previous import previous_version
 from pipeline.dataset.publish import Target
 from pipeline.runners import refresh
 from pipeline.runners.choice import local_processes
 from transforms.errors import ErrorRow
-from transforms.image.files import stored_size
-from transforms.manifest.labels import LabelMap
 from transforms.manifest.rows import DroppedNegative, ManifestRow, ReadConfig, SkippedFile
 from transforms.manifest.sources import ManifestFile, read_all
-from transforms.plan.dataset import PlanAccumulator, decide_plan
+from transforms.plan.dataset import DatasetPlan, PlanAccumulator, PlanConfig, decide_plan
 from transforms.plan.dedup import content_digest, keep_first
 from transforms.plan.grouping import all_shards, group_by_shard
 from transforms.plan.refresh import classify
@@ -45,16 +44,16 @@ from transforms.write.shard_writer import ShardResult
 from transforms.write.threads import REMOTE_THREADS_PER_CORE, available_cores
 
 
-def convert_here(options: ConvertOptions, target: Target, watch: Watch) -> DatasetInfo:
-    """Run the whole conversion (its options checked) into `target`, in this process and its
-    shard-writer processes, reporting to the observer `watch` gives."""
+def convert_here(conversion: Conversion, target: Target, watch: Watch) -> DatasetInfo:
+    """Run the whole conversion into `target`, in this process and its shard-writer
+    processes, reporting to the observer `watch` gives."""
     with contextlib.ExitStack() as stack:
-        inputs = write_here(options, target, stack, watch)
-        return commit_dataset(options.commit(target), inputs)
+        inputs = write_here(conversion, target, stack, watch)
+        return commit_dataset(conversion.commit_config(target), inputs)
 
 
 def write_here(
-    options: ConvertOptions,
+    conversion: Conversion,
     target: Target,
     stack: contextlib.ExitStack,
     watch: Watch = UNWATCHED,
@@ -62,19 +61,20 @@ def write_here(
     """Every step before the commit: shards and errors files staged for `target`; returns
     what the commit step is given. The shard-writer processes and the observer `watch` gives
     (a progress bar) live on in `stack`."""
+    options = conversion.options
     processes = local_processes(options.processes)
-    config = options.write_config(target.staging, processes)
+    config = conversion.write_config(target.staging, processes)
     pool = None
     if processes > 1 and not fileio.is_remote(options.output):
         # First of all, while no other thread runs here (a bar's starts next), so the
         # workers can be forks: ready at once, with nothing to import.
         pool = stack.enter_context(ShardPool(processes, config.image))
     progress = stack.enter_context(watch)
-    previous = refresh.published(target, options.label_offset)
-    manifests, read_config = options.manifests()
+    previous = previous_version(target, options.label_offset)
+    manifests, read_config = conversion.manifests()
     rows, errors, skipped, negatives = read_rows(manifests, read_config)
     inherited = previous.labels() if previous else None
-    plan = _plan(rows, options, inherited, read_config.detection)
+    plan = _plan(rows, conversion.plan_config(inherited, read_config.detection))
     progress.planned(sum(count for _, count in plan.rows))
     if options.dedup:  # after the plan, which counts every row, so rows = records + errors
         rows, duplicates = drop_duplicate_content(rows, options.max_file_bytes)
@@ -132,24 +132,11 @@ def read_rows(
     return tuple(found[kind] for kind in kinds)
 
 
-def _plan(
-    rows: list[ManifestRow],
-    options: ConvertOptions,
-    inherited: LabelMap | None,
-    detection: bool,
-):
-    counts = options.shard_counts()
-    accumulator = PlanAccumulator(counts)
+def _plan(rows: list[ManifestRow], config: PlanConfig) -> DatasetPlan:
+    accumulator = PlanAccumulator(config.counts)
     for row in rows:
         accumulator.add(row)
-    return decide_plan(
-        accumulator.stats(),
-        options.label_source(inherited),
-        counts,
-        options.target_shard_mb,
-        functools.partial(stored_size, max_file_bytes=options.max_file_bytes),
-        detection,
-    )
+    return decide_plan(accumulator.stats(), config)
 
 
 def drop_duplicate_content(

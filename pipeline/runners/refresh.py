@@ -18,12 +18,10 @@ import sys
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import NamedTuple
 
-from pipeline.dataset.metadata import DatasetInfo, ShardInfo
-from pipeline.dataset.publish import DatasetError, Target, base_version
-from transforms.errors import UserError
-from transforms.manifest.labels import LabelMap
+from pipeline.dataset.metadata import ShardInfo
+from pipeline.dataset.previous import Previous
+from pipeline.dataset.versions import DatasetError
 from transforms.manifest.rows import ManifestRow
 from transforms.plan.dataset import DatasetPlan
 from transforms.plan.refresh import (
@@ -60,45 +58,10 @@ FREE_OPTIONS = frozenset(
 )
 
 
-class Previous(NamedTuple):
-    """The published version a run starts from."""
-
-    folder: str
-    info: DatasetInfo
-
-    def labels(self) -> LabelMap:
-        labels = self.info.labels
-        kind = labels["kind"] == "integers"
-        return LabelMap(tuple(labels["names"]), labels["offset"], kind)
-
-
-def published(target: Target, label_offset: int) -> Previous | None:
-    """The version the run starts from, if any; a --label_offset that would shift its label
-    ids is refused (UserError): label ids never change across versions."""
-    version = base_version(target)
-    if version is None:
-        return None
-    previous = Previous(version.folder, DatasetInfo.from_json(version.info_text))
-    check_label_offset(previous, label_offset)
-    return previous
-
-
-def check_label_offset(previous: Previous, label_offset: int) -> None:
-    if previous.info.labels["kind"] == "names":
-        offset = previous.info.labels["offset"]
-        if label_offset not in (0, offset):
-            raise UserError(
-                f"--label_offset {label_offset}: the published version's ids start at "
-                f"{offset}, and label ids never change across versions"
-            )
-
-
 def refreshable(previous: Previous | None, recorded: dict) -> bool:
     """Whether --incremental can reuse the published version; says why not when it cannot."""
     why = (
-        "there is no published version yet"
-        if previous is None
-        else (why_not_refreshable(previous, recorded))
+        why_not_refreshable(previous, recorded) if previous else "there is no published version yet"
     )
     if why:
         print(f"tfrecord-pipeline: --incremental: converting every row: {why}", file=sys.stderr)

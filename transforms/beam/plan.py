@@ -7,18 +7,15 @@ its shard's piece. Thin wrappers over transforms/plan/.
     AssignShards:         RowBatch -> {"keyed": (PieceKey, RowBatch), "errors": ErrorRow}
 """
 
-import functools
-
 import apache_beam as beam
 from apache_beam.pvalue import AsSingleton
 
 from transforms.beam.steps import ROWS_PER_BATCH, PieceKey, error_output
-from transforms.image.files import stored_size
 from transforms.manifest.rows import ManifestRow, RowBatch
 from transforms.plan.dataset import (
     DatasetPlan,
-    LabelSource,
     PlanAccumulator,
+    PlanConfig,
     PlanStats,
     ShardCounts,
     decide_plan,
@@ -51,39 +48,22 @@ class _PlanStatsFn(beam.CombineFn):
         return accumulator.stats()
 
 
-def _decide_and_report(stats: PlanStats, progress: Progress, *plan_args) -> DatasetPlan:
+def _decide_and_report(stats: PlanStats, config: PlanConfig, progress: Progress) -> DatasetPlan:
     """`decide_plan`, its rows then told to `progress`: the bar's total."""
-    plan = decide_plan(stats, *plan_args)
+    plan = decide_plan(stats, config)
     progress.planned(sum(rows for _, rows in plan.rows))
     return plan
 
 
 @beam.ptransform_fn
-def PlanDataset(
-    rows,
-    label_source: LabelSource,
-    counts: ShardCounts,
-    target_shard_mb: float,
-    max_file_bytes: int,
-    detection: bool = False,
-    progress: Progress = SILENT,
-):
+def PlanDataset(rows, config: PlanConfig, progress: Progress = SILENT):
     """All rows → one DatasetPlan: label ids and each split's shard count (files over
-    `max_file_bytes` weigh nothing in a split's size: they become error rows), and whether
-    its records hold objects."""
+    `config.max_file_bytes` weigh nothing in a split's size: they become error rows), and
+    whether its records hold objects."""
     return (
         rows
-        | "CollectStats" >> beam.CombineGlobally(_PlanStatsFn(counts))  # one PlanStats
-        | "DecideShards"
-        >> beam.Map(
-            _decide_and_report,
-            progress,
-            label_source,
-            counts,
-            target_shard_mb,
-            functools.partial(stored_size, max_file_bytes=max_file_bytes),
-            detection,
-        )
+        | "CollectStats" >> beam.CombineGlobally(_PlanStatsFn(config.counts))  # one PlanStats
+        | "DecideShards" >> beam.Map(_decide_and_report, config, progress)
     )
 
 

@@ -6,12 +6,14 @@ With `--target_shard_mb`, a split's size is estimated from a fixed sample of its
 same on every run.
 """
 
+import functools
 import heapq
 import re
 from collections.abc import Callable
 from typing import NamedTuple
 
 from transforms.errors import UserError
+from transforms.image.files import stored_size
 from transforms.manifest.labels import LabelMap, inherited_label_map, label_map_from_labels
 from transforms.manifest.rows import ManifestRow, manifest_number, row_labels
 from transforms.plan.sharding import (
@@ -209,14 +211,18 @@ def _size_or_zero(size_of: Callable[[str], int], uri: str) -> int:
         return 0
 
 
-def decide_plan(
-    stats: PlanStats,
-    label_source: LabelSource,
-    counts: ShardCounts,
-    target_shard_mb: float,
-    size_of: Callable[[str], int],
-    detection: bool = False,
-) -> DatasetPlan:
+class PlanConfig(NamedTuple):
+    """What the planner takes besides the rows' stats: built once from the options."""
+
+    labels: LabelSource
+    counts: ShardCounts
+    target_shard_mb: float
+    max_file_bytes: int  # a larger file weighs nothing in a split's size: it is an error row
+    detection: bool = False  # records hold objects (boxes), not one label
+
+
+def decide_plan(stats: PlanStats, config: PlanConfig) -> DatasetPlan:
     """`make_plan`, once every row is counted, for records that hold objects or not."""
-    plan = make_plan(stats, label_source, counts, target_shard_mb, size_of)
-    return plan._replace(detection=detection)
+    size_of = functools.partial(stored_size, max_file_bytes=config.max_file_bytes)
+    plan = make_plan(stats, config.labels, config.counts, config.target_shard_mb, size_of)
+    return plan._replace(detection=config.detection)

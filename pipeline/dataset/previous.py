@@ -1,0 +1,53 @@
+"""The published version a run starts from: the base its label ids are inherited from, and
+the records an `--incremental` run may reuse (pipeline/runners/refresh.py)."""
+
+from typing import NamedTuple
+
+from pipeline.dataset.metadata import DatasetInfo
+from pipeline.dataset.publish import Target
+from pipeline.dataset.versions import VERSIONS, Published, complete_version, read_or_none
+from transforms.errors import UserError
+from transforms.manifest.labels import LabelMap
+from transforms.storage import fileio
+
+
+def base_version(target: Target) -> Published | None:
+    """The version `target`'s run started from, as the pointer it read named it (a version
+    published since is not this run's base)."""
+    if target.base is None:
+        return None
+    folder = fileio.join(target.root, VERSIONS, target.base.version)
+    return complete_version(folder, target.base, read_or_none)
+
+
+class Previous(NamedTuple):
+    """The published version a run starts from."""
+
+    folder: str
+    info: DatasetInfo
+
+    def labels(self) -> LabelMap:
+        labels = self.info.labels
+        kind = labels["kind"] == "integers"
+        return LabelMap(tuple(labels["names"]), labels["offset"], kind)
+
+
+def previous_version(target: Target, label_offset: int) -> Previous | None:
+    """The version the run starts from, if any; a --label_offset that would shift its label
+    ids is refused (UserError): label ids never change across versions."""
+    version = base_version(target)
+    if version is None:
+        return None
+    previous = Previous(version.folder, DatasetInfo.from_json(version.info_text))
+    check_label_offset(previous, label_offset)
+    return previous
+
+
+def check_label_offset(previous: Previous, label_offset: int) -> None:
+    if previous.info.labels["kind"] == "names":
+        offset = previous.info.labels["offset"]
+        if label_offset not in (0, offset):
+            raise UserError(
+                f"--label_offset {label_offset}: the published version's ids start at "
+                f"{offset}, and label ids never change across versions"
+            )

@@ -1,0 +1,116 @@
+"""A dataset root's layout, and how a reader finds its published version.
+
+    ROOT/LATEST               {"version": "v000003-9f2c4e1a", "sha256": <of its metadata file>}
+    ROOT/versions/<version>/  one conversion's shards and metadata; `_COMMITTED` written last
+    ROOT/_staging/<version>/  a run's shard files until its commit moves them into its version
+
+Readers resolve the pointer once and read that version alone, its marker and metadata checked
+against what the pointer promises; how a run writes and publishes a version is
+pipeline/dataset/publish.py's.
+"""
+
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from typing import NamedTuple
+
+from pipeline.dataset.metadata import INFO_FILE
+from transforms.errors import UserError
+from transforms.storage import fileio
+
+POINTER = "LATEST"
+VERSIONS = "versions"
+STAGING = "_staging"
+MARKER = "_COMMITTED"
+_VERSION = re.compile(r"^v(\d{6,})-[0-9a-f]{8}$")
+
+
+class DatasetError(UserError, ValueError):
+    """A path that holds no published dataset, or files that are not what its pointer or
+    marker promise."""
+
+
+class Pointer(NamedTuple):
+    """What LATEST holds: the published version, and the SHA-256 of its metadata file."""
+
+    version: str
+    sha256: str
+
+    def to_bytes(self) -> bytes:
+        return (json.dumps(self._asdict(), sort_keys=True) + "\n").encode()
+
+    @classmethod
+    def parse(cls, data: bytes, where: str) -> "Pointer":
+        try:
+            fields = json.loads(data)
+            pointer = cls(fields["version"], fields["sha256"])
+        except (ValueError, TypeError, KeyError):
+            raise DatasetError(f"{where} is not a version pointer") from None
+        if not _VERSION.match(str(pointer.version)):
+            raise DatasetError(f"{where} names no version of this tool ({pointer.version!r})")
+        return pointer
+
+
+def sequence(version: str) -> int:
+    """A version's place in publication order; 0 for a name that is not a version's."""
+    match = _VERSION.match(version)
+    return int(match.group(1)) if match else 0
+
+
+def metadata_digest(info_bytes: bytes) -> str:
+    return hashlib.sha256(info_bytes).hexdigest()
+
+
+def marker_bytes(info_bytes: bytes) -> bytes:
+    """The `_COMMITTED` marker of a version whose metadata file holds `info_bytes`."""
+    return json.dumps({INFO_FILE: metadata_digest(info_bytes)}).encode()
+
+
+class Published(NamedTuple):
+    """A complete version, as a reader resolved it once: its folder and its metadata's text."""
+
+    folder: str
+    info_text: str
+
+
+def read_or_none(path: str) -> bytes | None:
+    try:
+        return fileio.read_bytes(path)
+    except fileio.MISSING:
+        return None
+
+
+def resolve(path: str, read: Callable[[str], bytes | None] = read_or_none) -> Published:
+    """The published version of the dataset root `path`, or `path` itself when it is a version
+    folder; its marker and metadata checked against what the pointer promises. `read` gives a
+    file's bytes or None when there is none (TensorFlow's file system in `load`)."""
+    path = path.rstrip("/")
+    pointer_bytes = read(f"{path}/{POINTER}")
+    if pointer_bytes is not None:
+        pointer = Pointer.parse(pointer_bytes, f"{path}/{POINTER}")
+        return complete_version(f"{path}/{VERSIONS}/{pointer.version}", pointer, read)
+    return complete_version(path, None, read)
+
+
+def complete_version(folder: str, pointer: Pointer | None, read) -> Published:
+    """The version in `folder`, its marker and metadata checked against each other and against
+    `pointer`, the pointer that names it (None: a version folder given as itself)."""
+    marker = read(f"{folder}/{MARKER}")
+    if marker is None and pointer:
+        raise DatasetError(f"{folder}, which {POINTER} names, is not complete")
+    if marker is None:
+        raise DatasetError(
+            f"{folder} holds no published dataset: neither a dataset root ({POINTER}) nor a "
+            f"complete version folder ({MARKER})"
+        )
+    promised = pointer.sha256 if pointer else None
+    info = read(f"{folder}/{INFO_FILE}")
+    digest = metadata_digest(info) if info is not None else None
+    try:
+        marked = json.loads(marker)[INFO_FILE]
+    except (ValueError, TypeError, KeyError):
+        marked = None
+    if digest is None or digest != marked or promised not in (None, digest):
+        raise DatasetError(f"{folder}/{INFO_FILE} is not the file its {MARKER} marker names")
+    return Published(folder, info.decode("utf-8"))
