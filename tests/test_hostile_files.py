@@ -36,7 +36,7 @@ from transforms.manifest.rows import (
 )
 from transforms.manifest.sources import describe
 from transforms.manifest.trees import read_tree
-from transforms.storage import fileio
+from transforms.storage import disk, fileio
 
 INT64_MIN = -(1 << 63)
 SECRET = b"root:$6$hunter2-hash:19000:0:99999:7:::\n"  # a password file, named as an image
@@ -96,7 +96,7 @@ def test_only_regular_files_are_opened(tmp_path):
     }
     with FifoWatch(tmp_path / "fifo.jpg") as fifo:
         for path, kind in specials.items():
-            with pytest.raises(fileio.NotAFileError, match=f"is {kind}, not a regular file"):
+            with pytest.raises(disk.NotAFileError, match=f"is {kind}, not a regular file"):
                 fileio.read_bytes(str(path), 1 << 20)
         assert fileio.read_bytes(str(tmp_path / "link.jpg"), 1 << 20) == b"\xff\xd8\xff"
         (tmp_path / "m.csv").unlink(missing_ok=True)
@@ -110,18 +110,18 @@ def test_reads_stop_at_the_limit(tmp_path):
     exact = tmp_path / "exact.bin"
     exact.write_bytes(b"x" * 1000)
     assert len(fileio.read_bytes(str(exact), 1000)) == 1000
-    with pytest.raises(fileio.FileTooLargeError, match="1,000 bytes, over the limit of 999"):
+    with pytest.raises(disk.FileTooLargeError, match="1,000 bytes, over the limit of 999"):
         fileio.read_bytes(str(exact), 999)
     sparse = tmp_path / "sparse.bin"
     with open(sparse, "wb") as handle:
         handle.truncate(1 << 40)  # 1 TiB that takes no disk: read whole, it would take memory
-    with pytest.raises(fileio.FileTooLargeError, match="1,099,511,627,776 bytes"):
+    with pytest.raises(disk.FileTooLargeError, match="1,099,511,627,776 bytes"):
         fileio.read_bytes(str(sparse), 256 << 20)
     # procfs files say they are empty: read on, never past the limit
     status = "/proc/self/status"
     assert os.stat(status).st_size == 0
     assert fileio.read_bytes(status, 1 << 20).startswith(b"Name:")
-    with pytest.raises(fileio.FileTooLargeError, match="larger than that, over the limit of 64"):
+    with pytest.raises(disk.FileTooLargeError, match="larger than that, over the limit of 64"):
         fileio.read_bytes(status, 64)
 
 

@@ -14,7 +14,7 @@ from typing import BinaryIO, NamedTuple
 
 from transforms.errors import Reason, RowError, UserError
 from transforms.manifest.rows import IMAGE_ALIAS, IMAGE_COLUMN, ReadConfig
-from transforms.storage import fileio, gcs
+from transforms.storage import fileio, retry
 
 ROWS_PER_READ = 1024  # rows decoded into Python at once
 BUFFER_BYTES = 1 << 20  # pages are read through a buffer of this size, not column chunks whole
@@ -78,7 +78,7 @@ def piece_records(
                         yield offset, row, fields
                         row += 1
             except (pyarrow.ArrowInvalid, pyarrow.ArrowNotImplementedError, OSError) as error:
-                if isinstance(error, fileio.UNAVAILABLE) or gcs.is_transient(error):
+                if isinstance(error, fileio.UNAVAILABLE) or retry.is_transient(error):
                     raise  # the store's failure, not the file's: the attempt fails, is retried
                 message = f"row group {index} cannot be read: {' '.join(str(error).split())}"
                 yield offset, first_row, RowError(Reason.BAD_ROW, message)

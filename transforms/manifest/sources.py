@@ -35,7 +35,7 @@ from transforms.manifest.rows import (
     record_row,
 )
 from transforms.manifest.trees import TreeItem, read_folders, read_tree, tree_root
-from transforms.storage import fileio
+from transforms.storage import fileio, gcs
 
 HEAD_BYTES = 64 << 10  # the launcher's reads of a text manifest: its header and first lines
 Item = ManifestRow | ErrorRow | DroppedNegative
@@ -188,7 +188,7 @@ def _describe_tree(path: str, number: int, config: ReadConfig) -> ManifestFile:
     """A local tree is walked until its first image; a `gs://` one is only checked to hold an
     object (its folders are listed on the workers)."""
     if fileio.is_remote(path):
-        if not fileio.holds_objects(path):
+        if not gcs.holds_objects(path):
             raise UserError(f"{path}: no images found in <label>/ or <split>/<label>/ folders")
         return ManifestFile(number, path, "tree")
     for item in read_tree(path, number, config):

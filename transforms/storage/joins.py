@@ -1,0 +1,51 @@
+"""One file made of others, one after another: how a shard written in pieces becomes one file.
+
+On Cloud Storage the store composes the objects (no byte passes through this process), 32 a
+request; a local file is streamed together from its parts. Either way the CRC-32C of the whole
+comes back, so the caller never reads the result again to checksum it.
+"""
+
+import base64
+import functools
+
+import google_crc32c
+
+from transforms.storage import disk, fileio, gcs
+from transforms.storage.retry import TIMEOUT_S, retried
+
+JOIN_CHUNK_BYTES = 8 << 20
+COMPOSE_LIMIT = 32  # source objects in one compose request
+
+
+def join_files(sources: list[str], destination: str) -> int:
+    """`destination` made of `sources`' bytes one after another; returns its CRC-32C."""
+    if fileio.is_remote(destination):
+        return compose(sources, destination)
+    crc = 0
+    with disk.create(destination) as out:
+        for source in sources:
+            with open(source, "rb") as handle:
+                while chunk := handle.read(JOIN_CHUNK_BYTES):
+                    crc = google_crc32c.extend(crc, chunk)
+                    out.write(chunk)
+    return crc
+
+
+def compose(sources: list[str], destination: str) -> int:
+    """`destination` made of objects `sources` (in its bucket) by compose requests. The first
+    request makes a new name: safe to send again. A later one appends to what the one before
+    made and names its generation, so sent again after it took effect it is refused (412),
+    never appending twice."""
+    bucket_name, name = gcs.split(destination)
+    bucket = gcs.client().bucket(bucket_name)
+    target = bucket.blob(name)
+    pending = [bucket.blob(gcs.split(source)[1]) for source in sources]
+    joined: list = []  # the target itself, from the second request on
+    while pending:
+        take = COMPOSE_LIMIT - len(joined)
+        generation = target.generation if joined else None  # of what the last request made
+        parts = [*joined, *pending[:take]]
+        send = functools.partial(target.compose, parts, if_generation_match=generation)
+        retried(functools.partial(send, retry=None, timeout=TIMEOUT_S), destination)
+        joined, pending = [target], pending[take:]
+    return int.from_bytes(base64.b64decode(target.crc32c), "big")
