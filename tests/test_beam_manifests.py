@@ -2,10 +2,11 @@
 
 from apache_beam.pvalue import TaggedOutput
 
+from transforms.beam.coders import RowBatch
 from transforms.beam.manifests import _outputs
 from transforms.beam.steps import ROWS_PER_BATCH
 from transforms.errors import ErrorRow, Reason
-from transforms.manifest.rows import DroppedNegative, ManifestRow, RowBatch, SkippedFile
+from transforms.manifest.rows import DroppedNegative, ManifestRow, SkippedFile
 from transforms.manifest.trees import TreeFolder
 
 

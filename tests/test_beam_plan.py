@@ -9,10 +9,11 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from conftest import encode, photo
 
+from transforms.beam.coders import RowBatch
 from transforms.beam.plan import DropDuplicateContent, _AssignShardFn
 from transforms.errors import Reason
 from transforms.manifest.labels import LabelMap
-from transforms.manifest.rows import ManifestRow, RowBatch, row_position
+from transforms.manifest.rows import ManifestRow, row_position
 from transforms.plan.dataset import DatasetPlan
 from transforms.plan.sharding import piece_of, shard_for
 

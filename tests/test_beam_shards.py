@@ -4,10 +4,11 @@ DoFn called directly (setup, process, teardown)."""
 from apache_beam.pvalue import TaggedOutput
 from conftest import make_images
 
+from transforms.beam.coders import RowBatch
 from transforms.beam.shards import _all_pieces, _WriteShardFn
 from transforms.errors import Reason
 from transforms.manifest.labels import LabelMap
-from transforms.manifest.rows import ManifestRow, RowBatch
+from transforms.manifest.rows import ManifestRow
 from transforms.plan.dataset import DatasetPlan
 from transforms.write.shard_writer import ShardResult, WriteConfig
 

@@ -13,14 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from transforms.errors import ErrorRow, Reason, RowError, UserError
-from transforms.manifest.rows import (
-    MAX_JSON_DEPTH,
-    QUOTED_NEWLINE,
-    ManifestRow,
-    ReadConfig,
-    csv_cells,
-    csv_fields,
-)
+from transforms.manifest.lines import MAX_JSON_DEPTH, QUOTED_NEWLINE, csv_cells, csv_fields
+from transforms.manifest.rows import ManifestRow, ReadConfig
 from transforms.manifest.sources import describe
 
 CONFIG = ReadConfig(features=(("weight", "float"),))

@@ -27,13 +27,8 @@ from conftest import (
 from pipeline.dataset.metadata import INFO_FILE
 from transforms.errors import ErrorRow, Reason, RowError, UserError
 from transforms.manifest.labels import check_label, label_map_from_labels
-from transforms.manifest.rows import (
-    MAX_JSON_DEPTH,
-    QUOTED_NEWLINE,
-    ManifestRow,
-    ReadConfig,
-    SkippedFile,
-)
+from transforms.manifest.lines import MAX_JSON_DEPTH, QUOTED_NEWLINE
+from transforms.manifest.rows import ManifestRow, ReadConfig, SkippedFile
 from transforms.manifest.sources import describe
 from transforms.manifest.trees import read_tree
 from transforms.storage import disk, fileio

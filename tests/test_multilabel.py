@@ -15,7 +15,8 @@ from pipeline import load
 from pipeline.cli.main import main
 from pipeline.dataset.metadata import INFO_FILE, DatasetInfo
 from transforms.errors import Reason, RowError
-from transforms.manifest.rows import ReadConfig, make_row
+from transforms.manifest.fields import make_row
+from transforms.manifest.rows import ReadConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 MULTI = ReadConfig(label_separator="|")

@@ -21,12 +21,14 @@ from pipeline.dataset.metadata import INFO_FILE
 from pipeline.dataset.publish import LOCK, MARKER, POINTER, STAGING, VERSIONS
 from pipeline.read.verify import verify
 from pipeline.runners.convert import run
+from transforms.beam.coders import RowBatch
 from transforms.beam.manifests import ReadManifests
 from transforms.beam.plan import AssignShards
 from transforms.beam.shards import WriteShards
 from transforms.errors import ErrorRow
 from transforms.manifest.labels import LabelMap
-from transforms.manifest.rows import QUOTED_NEWLINE, ManifestRow, ReadConfig, RowBatch, row_position
+from transforms.manifest.lines import QUOTED_NEWLINE
+from transforms.manifest.rows import ManifestRow, ReadConfig, row_position
 from transforms.manifest.sources import check_manifests, read_all, read_piece
 from transforms.plan.dataset import DatasetPlan
 from transforms.plan.sharding import ShardId, shard_for

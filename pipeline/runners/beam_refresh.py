@@ -14,8 +14,8 @@ import apache_beam as beam
 from apache_beam.pvalue import TaggedOutput
 
 from pipeline.runners.refresh import Previous, carry_shard
+from transforms.beam.coders import RowBatch
 from transforms.beam.steps import ROWS_PER_BATCH
-from transforms.manifest.rows import RowBatch
 from transforms.plan.refresh import Reuse, read_rows, row_fingerprint, stays
 from transforms.storage import fileio
 from transforms.write.shard_writer import ShardResult

@@ -12,9 +12,10 @@ import functools
 import apache_beam as beam
 from apache_beam.pvalue import AsSingleton
 
+from transforms.beam.coders import RowBatch
 from transforms.beam.steps import ROWS_PER_BATCH, PieceKey, error_output
 from transforms.image.files import stored_size
-from transforms.manifest.rows import ManifestRow, RowBatch
+from transforms.manifest.rows import ManifestRow
 from transforms.plan.dataset import (
     LabelSource,
     PlanAccumulator,

@@ -11,14 +11,16 @@ import posixpath
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from transforms.errors import ErrorRow, Reason
-from transforms.manifest.rows import ManifestRow, ReadConfig, SkippedFile, record_row
+from transforms.errors import ErrorRow, Reason, UserError
+from transforms.manifest.fields import record_row
+from transforms.manifest.rows import ManifestRow, ReadConfig, SkippedFile
 from transforms.storage import disk, fileio, gcs
 
 IMAGE_EXTENSIONS = frozenset(
     [".jpg", ".jpeg", ".jpe", ".png", ".gif", ".bmp", ".tif", ".tiff", ".webp"]
 )  # folder trees only; manifests are trusted to list images and checked by content
 TREE_DEPTH = 2  # folders listed below a tree's root: <split>/<label>/ holds the deepest images
+NO_IMAGES = "no images found in <label>/ or <split>/<label>/ folders"
 
 TreeItem = ManifestRow | ErrorRow | SkippedFile
 
@@ -65,6 +67,21 @@ def read_tree(root: str, number: int, config: ReadConfig) -> Iterator[TreeItem]:
             yield unlisted_folder(root, entry)
         else:
             yield tree_row(root, entry, number, config)
+
+
+def check_tree(path: str, number: int, config: ReadConfig) -> None:
+    """UserError unless the tree holds an image. A local tree is walked until its first image;
+    a `gs://` one is only checked to hold an object (its folders are listed on the workers)."""
+    if fileio.is_remote(path):
+        if not gcs.holds_objects(path):
+            raise UserError(f"{path}: {NO_IMAGES}")
+        return
+    for item in read_tree(path, number, config):
+        if isinstance(item, ManifestRow):
+            return
+        if isinstance(item, ErrorRow) and item.key == ".":
+            raise UserError(f"{path}: {item.message}")
+    raise UserError(f"{path}: {NO_IMAGES}")
 
 
 def tree_root(path: str, number: int) -> TreeFolder:
