@@ -1,8 +1,8 @@
 """One file made of others, one after another: how a shard written in pieces becomes one file.
 
-On Cloud Storage the store composes the objects (no byte passes through this process), 32 a
-request; a local file is streamed together from its parts. Either way the CRC-32C of the whole
-comes back, so the caller never reads the result again to checksum it.
+On Cloud Storage the store composes the objects (no byte passes through this process), up to
+32 in one request; a local file is streamed together from its parts. Either way the CRC-32C of
+the whole comes back, so the caller never reads the result again to checksum it.
 """
 
 import base64
@@ -32,20 +32,15 @@ def join_files(sources: list[str], destination: str) -> int:
 
 
 def compose(sources: list[str], destination: str) -> int:
-    """`destination` made of objects `sources` (in its bucket) by compose requests. The first
-    request makes a new name: safe to send again. A later one appends to what the one before
-    made and names its generation, so sent again after it took effect it is refused (412),
-    never appending twice."""
+    """`destination` made of objects `sources` (in its bucket) by one compose request, sent again
+    after a transient failure: it makes a new name, so sending it twice makes the same object.
+    A shard is written in at most as many pieces (transforms/plan/sharding.py MAX_PIECES)."""
+    if len(sources) > COMPOSE_LIMIT:
+        raise ValueError(f"{len(sources)} objects, over the {COMPOSE_LIMIT} a compose joins")
     bucket_name, name = gcs.split(destination)
     bucket = gcs.client().bucket(bucket_name)
     target = bucket.blob(name)
-    pending = [bucket.blob(gcs.split(source)[1]) for source in sources]
-    joined: list = []  # the target itself, from the second request on
-    while pending:
-        take = COMPOSE_LIMIT - len(joined)
-        generation = target.generation if joined else None  # of what the last request made
-        parts = [*joined, *pending[:take]]
-        send = functools.partial(target.compose, parts, if_generation_match=generation)
-        retried(functools.partial(send, retry=None, timeout=TIMEOUT_S), destination)
-        joined, pending = [target], pending[take:]
+    parts = [bucket.blob(gcs.split(source)[1]) for source in sources]
+    send = functools.partial(target.compose, parts, retry=None, timeout=TIMEOUT_S)
+    retried(send, destination)
     return int.from_bytes(base64.b64decode(target.crc32c), "big")
