@@ -3,7 +3,8 @@
 Each function here answers for both kinds of path; the work is done by
 transforms/storage/disk.py (local files: the plain `open`/`os` route, which is what Beam's
 FileSystems does underneath, minus a layer of dispatch per image, and which keeps Beam, seconds
-to import, out of local runs altogether) and transforms/storage/remote.py (objects).
+to import, out of local runs altogether) and transforms/storage/remote.py (objects; a `gs://`
+folder is listed by transforms/storage/gcs.py).
 """
 
 import functools

@@ -1,11 +1,12 @@
 """The one retry layer for Cloud Storage, and its budget.
 
-Every request this project sends to Cloud Storage through its own client (transforms/storage/
-gcs.py: reads, stats, ranged reads, listings, composes; the dataset's pointer) is made with the
-client's retries off (`retry=None`) and goes through `retried`. Writes, copies, renames, deletes,
-matches and existence checks go through Beam's FileSystems and are never wrapped here: Beam's
-gcsio retries each of those requests itself (a streamed upload cannot be sent again whole by a
-loop around it), so no request is retried by two layers.
+Every request this project sends to Cloud Storage through its own client (reads, stats, ranged
+reads and listings in gcs.py, composes in joins.py, the dataset's pointer in
+pipeline/dataset/publish.py) is made with the client's retries off (`retry=None`) and goes
+through `retried`. Writes, copies, renames, deletes, matches and existence checks go through
+Beam's FileSystems and are never wrapped here: Beam's gcsio retries each of those requests
+itself (a streamed upload cannot be sent again whole by a loop around it), so no request is
+retried by two layers.
 
 A failure is transient (the service or the network failed: 408, 429, 5xx, a connection reset or
 dropped, a timeout, a body cut short or not matching its checksum) or it is the object's (not
