@@ -26,11 +26,12 @@ import apache_beam as beam
 from corpus import make_corpus
 from emulator import BUCKET, environment, storage_emulator
 
+from transforms.beam.coders import RowBatch
 from transforms.beam.plan import _AssignShardFn
 from transforms.beam.steps import ROWS_PER_BATCH
 from transforms.image.config import ImageConfig
 from transforms.image.files import stored_size
-from transforms.manifest.rows import ManifestRow, ReadConfig, RowBatch
+from transforms.manifest.rows import ManifestRow, ReadConfig
 from transforms.manifest.sources import check_manifests, read_all
 from transforms.plan.dataset import LabelSource, PlanAccumulator, ShardCounts, make_plan
 from transforms.plan.sharding import DEFAULT_TARGET_SHARD_MB, ShardId

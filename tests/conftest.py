@@ -211,8 +211,9 @@ def faulty_gcs(gcs, monkeypatch):
     from fault_proxy import FaultProxy
 
     from transforms.storage import gcs as store
+    from transforms.storage import retry
 
-    monkeypatch.setattr(store, "FIRST_DELAY_S", 0.001)
+    monkeypatch.setattr(retry, "FIRST_DELAY_S", 0.001)
     proxies = []
 
     def start(prefix: str, **faults) -> FaultProxy:

@@ -14,6 +14,7 @@ from apache_beam.pvalue import TaggedOutput
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from transforms.beam.coders import RowBatch
 from transforms.beam.manifests import ReadManifests, _outputs
 from transforms.beam.steps import ROWS_PER_BATCH
 from transforms.errors import ErrorRow, Reason
@@ -21,7 +22,6 @@ from transforms.manifest.rows import (
     DroppedNegative,
     ManifestRow,
     ReadConfig,
-    RowBatch,
     SkippedFile,
 )
 from transforms.manifest.sources import check_manifests, read_all, read_piece

@@ -10,11 +10,12 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from conftest import encode, photo, write_manifest
 
+from transforms.beam.coders import RowBatch
 from transforms.beam.manifests import ReadManifests
 from transforms.beam.plan import AssignShards, DropDuplicateContent, _AssignShardFn
 from transforms.errors import Reason
 from transforms.manifest.labels import LabelMap
-from transforms.manifest.rows import ManifestRow, ReadConfig, RowBatch, row_position
+from transforms.manifest.rows import ManifestRow, ReadConfig, row_position
 from transforms.manifest.sources import check_manifests
 from transforms.plan.dataset import DatasetPlan
 from transforms.plan.sharding import piece_of, shard_for

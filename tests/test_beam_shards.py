@@ -8,11 +8,12 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from conftest import encode, make_images, photo
 
+from transforms.beam.coders import RowBatch
 from transforms.beam.plan import AssignShards
 from transforms.beam.shards import WriteShards, _all_pieces, _WriteShardFn
 from transforms.errors import Reason
 from transforms.manifest.labels import LabelMap
-from transforms.manifest.rows import ManifestRow, RowBatch, row_position
+from transforms.manifest.rows import ManifestRow, row_position
 from transforms.plan.dataset import DatasetPlan
 from transforms.plan.sharding import ShardId
 from transforms.progress import SILENT

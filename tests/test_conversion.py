@@ -2,7 +2,7 @@
 the command line, `run(argv)` or `convert(ConvertOptions(...))`, on either runner."""
 
 import pytest
-from conftest import BEAM, make_images, write_manifest
+from conftest import BEAM, arguments, make_images, write_manifest
 
 from pipeline.cli.main import main
 from pipeline.config.conversion import prepare
@@ -19,8 +19,8 @@ BUILT_FROM_OPTIONS = ("read_config", "image_config", "shard_counts", "pinned_lab
 def _flags(tmp_path) -> list[str]:
     manifest = write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
     (tmp_path / "labels.txt").write_text("astronaut\ncoffee\nchelsea\nrocket\n")
-    return ["--manifest", str(manifest), "--output", str(tmp_path / "out"), "--no_progress",
-            "--label_map", str(tmp_path / "labels.txt")]  # fmt: skip
+    line = "--manifest {m} --output {out} --no_progress --label_map {labels}"
+    return arguments(line, m=manifest, out=tmp_path / "out", labels=tmp_path / "labels.txt")
 
 
 def _command_line(flags: list[str], beam: list[str]) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import google_crc32c
 import pytest
 
-from transforms.storage import fileio
+from transforms.storage import disk, fileio, joins
 
 CMDLINE = "/proc/self/cmdline"  # stat says 0 bytes, reading gives more; fixed for the process
 
@@ -72,7 +72,7 @@ def test_every_entry_point_refuses_what_is_not_a_regular_file_even_through_a_lin
     make(tmp_path / "target")
     (tmp_path / "link.jpg").symlink_to(tmp_path / "target")
     for path in (tmp_path / "target", tmp_path / "link.jpg"):
-        with pytest.raises(fileio.NotAFileError, match=f"is {kind}, not a regular file"):
+        with pytest.raises(disk.NotAFileError, match=f"is {kind}, not a regular file"):
             READERS[reader](str(path))
 
 
@@ -110,7 +110,7 @@ def test_open_bytes_streams_a_regular_file_unbuffered(tmp_path):
 def test_a_file_longer_than_it_says_is_read_whole_in_chunks_up_to_the_limit(monkeypatch, chunk):
     """procfs files say they are empty, so the first read comes back short: the rest is read in
     chunks until the end or the limit, whatever the chunk size."""
-    monkeypatch.setattr(fileio, "_CHUNK", chunk)
+    monkeypatch.setattr(disk, "_CHUNK", chunk)
     with open(CMDLINE, "rb") as handle:
         whole = handle.read()
     assert os.stat(CMDLINE).st_size == 0 and whole
@@ -118,7 +118,7 @@ def test_a_file_longer_than_it_says_is_read_whole_in_chunks_up_to_the_limit(monk
     assert fileio.read_bytes(CMDLINE, len(whole)) == whole  # exactly the limit: not over
     limit = len(whole) - 1
     with pytest.raises(
-        fileio.FileTooLargeError, match=f"larger than that, over the limit of {limit}"
+        disk.FileTooLargeError, match=f"larger than that, over the limit of {limit}"
     ):
         fileio.read_bytes(CMDLINE, limit)
 
@@ -198,19 +198,19 @@ def test_delete_and_glob(tmp_path):
     assert not (tmp_path / "a.jpg").exists()
 
 
-@pytest.mark.parametrize("chunk", [3, fileio.JOIN_CHUNK_BYTES])
+@pytest.mark.parametrize("chunk", [3, joins.JOIN_CHUNK_BYTES])
 def test_join_files_concatenates_and_gives_the_crc32c_of_the_whole(tmp_path, monkeypatch, chunk):
-    monkeypatch.setattr(fileio, "JOIN_CHUNK_BYTES", chunk)
+    monkeypatch.setattr(joins, "JOIN_CHUNK_BYTES", chunk)
     parts = [b"first piece ", b"", b"second piece"]
     sources = []
     for index, data in enumerate(parts):
         sources.append(str(tmp_path / f"piece-{index}"))
         Path(sources[-1]).write_bytes(data)
     destination = tmp_path / "out" / "shard.tfrecord"
-    crc = fileio.join_files(sources, str(destination))
+    crc = joins.join_files(sources, str(destination))
     assert destination.read_bytes() == b"".join(parts)
     assert crc == google_crc32c.value(b"".join(parts))
-    assert fileio.join_files([], str(tmp_path / "empty")) == 0
+    assert joins.join_files([], str(tmp_path / "empty")) == 0
     assert (tmp_path / "empty").read_bytes() == b""
 
 
@@ -235,31 +235,31 @@ def test_walk_lists_files_sorted_and_says_which_folders_it_did_not_list(tmp_path
         (tmp_path / name).write_bytes(b"")
     (tmp_path / "c").symlink_to(tmp_path / "b")  # the same folder again
     (tmp_path / "dangling.jpg").symlink_to(tmp_path / "gone")  # not a folder: a file to read
-    assert list(fileio.walk(str(tmp_path), 1)) == [
-        fileio.Unlisted("a/deep"),  # deeper than asked
+    assert list(disk.walk(str(tmp_path), 1)) == [
+        disk.Unlisted("a/deep"),  # deeper than asked
         "b/x.jpg",
-        fileio.Unlisted("c", same_as="b"),
+        disk.Unlisted("c", same_as="b"),
         "dangling.jpg",
         "z.jpg",
     ]
-    missing = list(fileio.walk(str(tmp_path / "missing"), 1))
-    assert missing == [fileio.Unlisted(".", error="No such file or directory")]
+    missing = list(disk.walk(str(tmp_path / "missing"), 1))
+    assert missing == [disk.Unlisted(".", error="No such file or directory")]
 
 
 def test_reads_stop_at_the_limit(tmp_path):
     exact = tmp_path / "exact.bin"
     exact.write_bytes(b"x" * 1000)
     assert len(fileio.read_bytes(str(exact), 1000)) == 1000
-    with pytest.raises(fileio.FileTooLargeError, match="1,000 bytes, over the limit of 999"):
+    with pytest.raises(disk.FileTooLargeError, match="1,000 bytes, over the limit of 999"):
         fileio.read_bytes(str(exact), 999)
     sparse = tmp_path / "sparse.bin"
     with open(sparse, "wb") as handle:
         handle.truncate(1 << 40)  # 1 TiB that takes no disk: read whole, it would take memory
-    with pytest.raises(fileio.FileTooLargeError, match="1,099,511,627,776 bytes"):
+    with pytest.raises(disk.FileTooLargeError, match="1,099,511,627,776 bytes"):
         fileio.read_bytes(str(sparse), 256 << 20)
     # procfs files say they are empty: read on, never past the limit
     status = "/proc/self/status"
     assert os.stat(status).st_size == 0
     assert fileio.read_bytes(status, 1 << 20).startswith(b"Name:")
-    with pytest.raises(fileio.FileTooLargeError, match="larger than that, over the limit of 64"):
+    with pytest.raises(disk.FileTooLargeError, match="larger than that, over the limit of 64"):
         fileio.read_bytes(status, 64)

@@ -26,14 +26,10 @@ from conftest import (
 from pipeline.dataset.metadata import INFO_FILE
 from transforms.errors import ErrorRow, Reason, RowError, UserError
 from transforms.manifest.labels import check_label, label_map_from_labels
-from transforms.manifest.rows import (
-    ManifestRow,
-    ReadConfig,
-    SkippedFile,
-)
+from transforms.manifest.rows import ManifestRow, ReadConfig, SkippedFile
 from transforms.manifest.sources import describe
 from transforms.manifest.trees import read_tree
-from transforms.storage import fileio
+from transforms.storage import disk, fileio
 
 INT64_MIN = -(1 << 63)
 SECRET = b"root:$6$hunter2-hash:19000:0:99999:7:::\n"  # a password file, named as an image
@@ -93,7 +89,7 @@ def test_only_regular_files_are_opened(tmp_path):
     }
     with FifoWatch(tmp_path / "fifo.jpg") as fifo:
         for path, kind in specials.items():
-            with pytest.raises(fileio.NotAFileError, match=f"is {kind}, not a regular file"):
+            with pytest.raises(disk.NotAFileError, match=f"is {kind}, not a regular file"):
                 fileio.read_bytes(str(path), 1 << 20)
         assert fileio.read_bytes(str(tmp_path / "link.jpg"), 1 << 20) == b"\xff\xd8\xff"
         (tmp_path / "m.csv").unlink(missing_ok=True)

@@ -24,7 +24,7 @@ from pipeline.dataset.publish import LOCK
 from pipeline.dataset.versions import MARKER, POINTER, STAGING, VERSIONS
 from pipeline.read.verify import verify
 from pipeline.runners.convert import run
-from transforms.manifest.rows import QUOTED_NEWLINE
+from transforms.manifest.lines import QUOTED_NEWLINE
 from transforms.write import error_files
 
 pytestmark = pytest.mark.slow

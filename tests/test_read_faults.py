@@ -18,8 +18,7 @@ from pipeline.dataset.versions import POINTER
 from pipeline.read.verify import verify
 from pipeline.runners.convert import run
 from transforms.errors import FaultError
-from transforms.storage import fileio
-from transforms.storage import gcs as store
+from transforms.storage import disk, fileio, retry
 
 TRANSIENT = [
     *(api.from_http_status(status, "injected") for status in (408, 429, 500, 502, 503, 504)),
@@ -31,14 +30,14 @@ TRANSIENT = [
     http.client.RemoteDisconnected("closed without response"),
     ConnectionResetError(),
     TimeoutError(),
-    store.CorruptTransferError("not matching X-Goog-Hash"),
+    retry.CorruptTransferError("not matching X-Goog-Hash"),
     auth.TransportError(requests.ConnectionError("token endpoint unreachable")),
 ]
 PERMANENT = [
     *(api.from_http_status(status, "refused") for status in (400, 401, 403, 404, 412)),
     FileNotFoundError(),
     PermissionError(),
-    fileio.FileTooLargeError(),
+    disk.FileTooLargeError(),
     ValueError(),
     auth.TransportError("no credentials"),
 ]
@@ -50,12 +49,12 @@ def _name(error: BaseException) -> str:
 
 @pytest.mark.parametrize("error", TRANSIENT, ids=_name)
 def test_failures_of_the_service_or_the_network_are_transient(error):
-    assert store.is_transient(error)
+    assert retry.is_transient(error)
 
 
 @pytest.mark.parametrize("error", PERMANENT, ids=_name)
 def test_failures_of_the_object_or_the_caller_are_not(error):
-    assert not store.is_transient(error)
+    assert not retry.is_transient(error)
 
 
 def _failing(*errors: BaseException):
@@ -72,27 +71,27 @@ def _failing(*errors: BaseException):
 
 
 def test_a_transient_failure_is_retried_until_the_request_passes(monkeypatch):
-    monkeypatch.setattr(store, "FIRST_DELAY_S", 0)
+    monkeypatch.setattr(retry, "FIRST_DELAY_S", 0)
     request, calls = _failing(api.ServiceUnavailable("backend"), requests.ConnectionError("reset"))
-    assert store.retried(request, "gs://b/x") == "the body" and len(calls) == 3
+    assert retry.retried(request, "gs://b/x") == "the body" and len(calls) == 3
 
 
 def test_the_objects_own_failure_is_raised_at_once(monkeypatch):
-    monkeypatch.setattr(store, "FIRST_DELAY_S", 0)
+    monkeypatch.setattr(retry, "FIRST_DELAY_S", 0)
     request, calls = _failing(api.NotFound("no such object"))
     with pytest.raises(api.NotFound):
-        store.retried(request, "gs://b/x")
+        retry.retried(request, "gs://b/x")
     assert len(calls) == 1
 
 
 def test_a_request_failing_through_every_retry_is_a_fault_no_caller_mistakes_for_an_error(
     monkeypatch,
 ):
-    monkeypatch.setattr(store, "FIRST_DELAY_S", 0)
-    request, calls = _failing(*[api.ServiceUnavailable("backend")] * store.ATTEMPTS)
-    with pytest.raises(store.StoreUnavailableError) as raised:
-        store.retried(request, "gs://b/x")
-    assert len(calls) == store.ATTEMPTS
+    monkeypatch.setattr(retry, "FIRST_DELAY_S", 0)
+    request, calls = _failing(*[api.ServiceUnavailable("backend")] * retry.ATTEMPTS)
+    with pytest.raises(retry.StoreUnavailableError) as raised:
+        retry.retried(request, "gs://b/x")
+    assert len(calls) == retry.ATTEMPTS
     # A FaultError (exit status 3), which no `except fileio.READ_ERRORS` turns into a row.
     assert isinstance(raised.value, FaultError)
     assert not isinstance(raised.value, fileio.READ_ERRORS)
@@ -103,10 +102,10 @@ def test_a_request_failing_through_every_retry_is_a_fault_no_caller_mistakes_for
 
 
 def test_the_backoff_doubles_with_jitter_over_half_a_minute():
-    for attempt in range(store.ATTEMPTS - 1):
-        nominal = store.FIRST_DELAY_S * 2**attempt
-        assert all(nominal / 2 <= store.backoff_s(attempt) <= nominal for _ in range(50))
-    assert sum(store.FIRST_DELAY_S * 2**attempt for attempt in range(store.ATTEMPTS - 1)) == 31.5
+    for attempt in range(retry.ATTEMPTS - 1):
+        nominal = retry.FIRST_DELAY_S * 2**attempt
+        assert all(nominal / 2 <= retry.backoff_s(attempt) <= nominal for _ in range(50))
+    assert sum(retry.FIRST_DELAY_S * 2**attempt for attempt in range(retry.ATTEMPTS - 1)) == 31.5
 
 
 def test_the_proxys_faults_are_seeded_and_never_more_than_two_in_a_row():
@@ -179,7 +178,7 @@ def test_an_object_that_always_fails_is_an_error_row_and_the_rest_converts(
         f"{source}/{key}: every read failed, 7 attempts, while the store answered for it"
         for key in ("images/coffee/1.jpg", "images/rocket/3.jpg")
     }
-    assert proxy.failed[f"{prefix}/images/rocket/3.jpg"] >= store.ATTEMPTS
+    assert proxy.failed[f"{prefix}/images/rocket/3.jpg"] >= retry.ATTEMPTS
     assert verify(str(tmp_path / "out"), "all") == (18, [])
 
 

@@ -17,16 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from transforms.errors import ErrorRow, Reason, RowError, UserError
-from transforms.manifest.rows import (
-    MAX_JSON_DEPTH,
-    QUOTED_NEWLINE,
-    ManifestRow,
-    ReadConfig,
-    csv_cells,
-    csv_fields,
-    make_row,
-    row_position,
-)
+from transforms.manifest.fields import make_row
+from transforms.manifest.lines import MAX_JSON_DEPTH, QUOTED_NEWLINE, csv_cells, csv_fields
+from transforms.manifest.rows import ManifestRow, ReadConfig, row_position
 from transforms.manifest.sources import describe
 from transforms.manifest.splits import parse_split_spec
 

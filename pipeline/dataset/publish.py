@@ -26,6 +26,7 @@ from pipeline.dataset.versions import (
 )
 from transforms.errors import FaultError, UserError
 from transforms.storage import fileio, gcs
+from transforms.storage.retry import TIMEOUT_S, retried
 
 LOCK = ".lock"
 _OURS = (POINTER, VERSIONS, STAGING, LOCK)
@@ -102,7 +103,7 @@ def read_pointer(root: str) -> tuple[Pointer | None, int]:
 
     blob = _blob(path)
     try:
-        data = blob.download_as_bytes()
+        data = retried(lambda: blob.download_as_bytes(retry=None, timeout=TIMEOUT_S), path)
     except NotFound:
         return None, 0
     return Pointer.parse(data, path), blob.generation
@@ -137,12 +138,17 @@ def publish(target: Target, pointer: Pointer) -> None:
     if fileio.is_remote(path):
         from google.api_core.exceptions import PreconditionFailed
 
-        try:
+        def upload() -> None:  # sent again after it took effect, it is refused (412)
             _blob(path).upload_from_string(
                 pointer.to_bytes(),
                 content_type="application/json",
                 if_generation_match=target.base_generation,
+                retry=None,
+                timeout=TIMEOUT_S,
             )
+
+        try:
+            retried(upload, path)
         except PreconditionFailed:
             current, _ = read_pointer(target.root)
             if current != pointer:

@@ -15,8 +15,8 @@ from apache_beam.pvalue import TaggedOutput
 
 from pipeline.dataset.previous import Previous
 from pipeline.runners.refresh import carry_shard
+from transforms.beam.coders import RowBatch
 from transforms.beam.steps import ROWS_PER_BATCH
-from transforms.manifest.rows import RowBatch
 from transforms.plan.refresh import Reuse, read_rows, row_fingerprint, stays
 from transforms.progress import Progress
 from transforms.storage import fileio

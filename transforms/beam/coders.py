@@ -1,4 +1,4 @@
-"""How Beam codes a RowBatch, the element that carries manifest rows between steps.
+"""RowBatch, the element that carries manifest rows between steps, and how Beam codes it.
 
 Beam codes an element each time it crosses a step boundary, and, for the size metrics of every
 step's output, codes the first ten elements and about ten in each N after them once more
@@ -10,14 +10,25 @@ without coding it.
 """
 
 import pickle
+from typing import NamedTuple
 
 import apache_beam as beam
 
-from transforms.manifest.rows import ManifestRow, RowBatch
+from transforms.manifest.rows import ManifestRow
 
 # A row's bytes beside its image path and key: its label, split and position (manifest path,
 # folder and label strings are shared by a batch's rows, and pickled once).
 _ROW_BYTES = 24
+
+
+class RowBatch(NamedTuple):
+    """Manifest rows that travel between pipeline steps together.
+
+    Beam's cost is per element (coding, bookkeeping, a pickle call for a row type it does not
+    know), so rows move in batches: one element, one pickle, for hundreds of rows.
+    """
+
+    rows: tuple[ManifestRow, ...]
 
 
 class RowBatchCoder(beam.coders.Coder):

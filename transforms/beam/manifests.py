@@ -13,9 +13,10 @@ from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 from apache_beam.transforms.core import RestrictionProvider
 
+from transforms.beam.coders import RowBatch
 from transforms.beam.steps import NAMESPACE, ROWS_PER_BATCH, error_output
 from transforms.errors import ErrorRow
-from transforms.manifest.rows import DroppedNegative, ManifestRow, ReadConfig, RowBatch
+from transforms.manifest.rows import DroppedNegative, ManifestRow, ReadConfig
 from transforms.manifest.sources import ManifestFile, read_coco, read_piece
 from transforms.manifest.trees import TREE_DEPTH, TreeFolder, list_folder, tree_root
 

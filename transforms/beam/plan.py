@@ -10,8 +10,9 @@ its shard's piece. Thin wrappers over transforms/plan/.
 import apache_beam as beam
 from apache_beam.pvalue import AsSingleton
 
+from transforms.beam.coders import RowBatch
 from transforms.beam.steps import ROWS_PER_BATCH, PieceKey, error_output
-from transforms.manifest.rows import ManifestRow, RowBatch
+from transforms.manifest.rows import ManifestRow
 from transforms.plan.dataset import (
     DatasetPlan,
     PlanAccumulator,

@@ -13,9 +13,9 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import AsSingleton
 
+from transforms.beam.coders import RowBatch
 from transforms.beam.steps import NAMESPACE, error_output
 from transforms.errors import ErrorRow
-from transforms.manifest.rows import RowBatch
 from transforms.plan.grouping import all_shards
 from transforms.plan.sharding import Piece, ShardId
 from transforms.progress import SILENT, Progress

@@ -21,9 +21,8 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 
-from transforms.beam.coders import RowBatchCoder
+from transforms.beam.coders import RowBatch, RowBatchCoder
 from transforms.errors import ErrorRow
-from transforms.manifest.rows import RowBatch
 
 NAMESPACE = "tfrecord_pipeline"
 # Rows per element between steps: large enough that Beam's per-element cost vanishes, small

@@ -8,14 +8,14 @@ and neither the plan nor the shard writer depends on the other.
 """
 
 from transforms.errors import Reason, RowError
-from transforms.storage import fileio, gcs
+from transforms.storage import disk, fileio, gcs, retry
 
 
 def read_image(uri: str, max_bytes: int) -> tuple[bytes, str]:
     """The image file's bytes and identity (fileio.identity, as the read began); a file that
     cannot be had is a RowError, never a dead worker.
 
-    A read that fails transiently is retried (transforms/storage/gcs.py), so what a shard holds
+    A read that fails transiently is retried (transforms/storage/retry.py), so what a shard holds
     never depends on such a failure. A read still failing after its retries is this object's error
     row if the store answers other requests about it; if the store fails those too, the
     service is down, not the object, and the shard's attempt fails (Beam retries it; the
@@ -23,20 +23,20 @@ def read_image(uri: str, max_bytes: int) -> tuple[bytes, str]:
     """
     try:
         return fileio.read_identified(uri, max_bytes)
-    except gcs.StoreUnavailableError:
+    except retry.StoreUnavailableError:
         if not gcs.store_answers(uri):
             raise
         # Not the last error's text: which transient failure came last is chance, and the
         # error rows are part of the version's bytes.
         raise RowError(
             Reason.UNAVAILABLE_FILE,
-            f"{uri}: every read failed, {gcs.ATTEMPTS} attempts, while the store answered for it",
+            f"{uri}: every read failed, {retry.ATTEMPTS} attempts, while the store answered for it",
         ) from None
     except fileio.MISSING:
         raise RowError(Reason.MISSING_FILE, f"no such file: {uri}") from None
-    except fileio.NotAFileError as error:
+    except disk.NotAFileError as error:
         raise RowError(Reason.NOT_A_FILE, str(error)) from None
-    except fileio.FileTooLargeError as error:
+    except disk.FileTooLargeError as error:
         raise RowError(Reason.FILE_TOO_LARGE, f"{error} (--max_file_mb)") from None
     except fileio.READ_ERRORS as error:
         raise RowError(Reason.UNREADABLE_FILE, f"cannot read {uri}: {error}") from None
@@ -49,7 +49,7 @@ def stored_size(uri: str, max_file_bytes: int) -> int:
     answers for it otherwise (read_image makes its error row), else the plan's step fails."""
     try:
         size = fileio.size(uri)
-    except gcs.StoreUnavailableError:
+    except retry.StoreUnavailableError:
         if not gcs.store_answers(uri):
             raise
         return 0

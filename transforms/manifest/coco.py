@@ -22,7 +22,7 @@ from typing import NamedTuple
 from transforms.errors import ErrorRow, Reason, RowError, shown
 from transforms.image import masks
 from transforms.image.detection import Annotation, Frame, bad, box_corners
-from transforms.manifest.rows import check_unicode
+from transforms.manifest.lines import check_unicode
 
 # The keys of a COCO document's top level; a `.json` manifest whose first key is one of them
 # is read as COCO (a JSONL file's first line holds a row, whose keys are columns).

@@ -5,7 +5,7 @@ the row groups whose first page begins in it (Beam's own Parquet source draws th
 pieces that tile a file read each row group once; a row is known by its index in the file, which
 the footer gives for a row group's first row. Only the columns a row can use are read, a batch
 at a time, and values come typed as Parquet stores them (an integer label stays an integer, a
-null is None), which the same rules as a JSONL line's then judge (transforms/manifest/rows.py).
+null is None), which the same rules as a JSONL line's then judge (transforms/manifest/fields.py).
 pyarrow, a dependency of Beam, is imported only when a Parquet manifest is read.
 """
 
@@ -13,8 +13,9 @@ from collections.abc import Iterator
 from typing import BinaryIO, NamedTuple
 
 from transforms.errors import Reason, RowError, UserError
-from transforms.manifest.rows import IMAGE_ALIAS, IMAGE_COLUMN, ReadConfig
-from transforms.storage import fileio, gcs
+from transforms.manifest.fields import IMAGE_ALIAS, IMAGE_COLUMN, check_columns
+from transforms.manifest.rows import ReadConfig
+from transforms.storage import fileio, retry
 
 ROWS_PER_READ = 1024  # rows decoded into Python at once
 BUFFER_BYTES = 1 << 20  # pages are read through a buffer of this size, not column chunks whole
@@ -34,6 +35,14 @@ def read_footer(stream: BinaryIO, path: str) -> Footer:
     except (pyarrow.ArrowInvalid, pyarrow.ArrowNotImplementedError) as error:
         raise UserError(f"{path}: not a readable Parquet file ({error})") from None
     return Footer(tuple(metadata.schema.to_arrow_schema().names), metadata.num_rows)
+
+
+def usable_columns(stream: BinaryIO, path: str, config: ReadConfig) -> tuple[tuple[str, ...], int]:
+    """The columns a row can use and the row count, from the footer alone; a schema without a
+    required column is a UserError."""
+    footer = read_footer(stream, path)
+    check_columns(path, footer.columns, config)
+    return wanted_columns(footer.columns, config), footer.rows
 
 
 def wanted_columns(columns: tuple[str, ...], config: ReadConfig) -> tuple[str, ...]:
@@ -78,7 +87,7 @@ def piece_records(
                         yield offset, row, fields
                         row += 1
             except (pyarrow.ArrowInvalid, pyarrow.ArrowNotImplementedError, OSError) as error:
-                if isinstance(error, fileio.UNAVAILABLE) or gcs.is_transient(error):
+                if isinstance(error, fileio.UNAVAILABLE) or retry.is_transient(error):
                     raise  # the store's failure, not the file's: the attempt fails, is retried
                 message = f"row group {index} cannot be read: {' '.join(str(error).split())}"
                 yield offset, first_row, RowError(Reason.BAD_ROW, message)

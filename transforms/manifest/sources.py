@@ -21,20 +21,17 @@ from typing import NamedTuple
 from transforms.errors import ErrorRow, RowError, UserError
 from transforms.manifest import parquet
 from transforms.manifest.coco import CocoImage, is_coco_start, read_images
+from transforms.manifest.fields import check_columns, record_row
+from transforms.manifest.lines import csv_cells, decoded, line_records
 from transforms.manifest.pieces import BOM, MAX_LINE_BYTES, READ_BYTES, piece_lines
 from transforms.manifest.rows import (
     COCO_IMAGES,
+    PARQUET_SUFFIX,
     DroppedNegative,
     ManifestRow,
     ReadConfig,
-    check_columns,
-    csv_cells,
-    decoded,
-    line_records,
-    manifest_kind,
-    record_row,
 )
-from transforms.manifest.trees import TreeItem, read_folders, read_tree, tree_root
+from transforms.manifest.trees import TreeItem, check_tree, read_folders, tree_root
 from transforms.storage import fileio
 
 HEAD_BYTES = 64 << 10  # the launcher's reads of a text manifest: its header and first lines
@@ -96,12 +93,29 @@ def _expand(patterns: list[str]) -> list[str]:
     return sorted(set(paths), key=paths.index)
 
 
+def manifest_kind(path: str) -> str:
+    """What a manifest is, from its name: "tree" (a folder), "csv", "jsonl" or "parquet"."""
+    if fileio.is_dir(path):
+        return "tree"
+    lower = path.lower()
+    if lower.endswith(".csv"):
+        return "csv"
+    if lower.endswith((".jsonl", ".json", ".ndjson")):
+        return "jsonl"
+    if lower.endswith(PARQUET_SUFFIX):
+        return "parquet"
+    raise UserError(
+        f"{path}: a manifest must be .csv, .jsonl, .parquet or a class-folder directory"
+    )
+
+
 def describe(path: str, number: int, config: ReadConfig) -> ManifestFile:
     """Fail fast, before any worker starts, on a manifest that cannot work at all, reading no
     more than its start; what a reader of its pieces needs to know."""
     kind = manifest_kind(path)
     if kind == "tree":
-        return _describe_tree(path, number, config)
+        check_tree(path, number, config)
+        return ManifestFile(number, path, "tree")
     try:
         with fileio.open_bytes(path, HEAD_BYTES) as stream:
             size = stream.seek(0, io.SEEK_END)
@@ -109,7 +123,8 @@ def describe(path: str, number: int, config: ReadConfig) -> ManifestFile:
             if kind == "jsonl":
                 kind, detection = _json_kind(stream, size)
             if kind == "parquet":
-                columns, body, has_rows = _read_footer(stream, path, config)
+                columns, has_rows = parquet.usable_columns(stream, path, config)
+                body = 0
             elif kind == "coco":
                 columns, body, has_rows = (), 0, True  # its images are counted where read
             else:
@@ -169,34 +184,12 @@ def _read_start(stream, path: str, kind: str, size: int, config: ReadConfig):
     return columns, body, False
 
 
-def _read_footer(stream, path: str, config: ReadConfig):
-    """(the columns a row can use, 0, the row count) from a Parquet file's footer."""
-    footer = parquet.read_footer(stream, path)
-    check_columns(path, footer.columns, config)
-    return parquet.wanted_columns(footer.columns, config), 0, footer.rows
-
-
 def _start_text(path: str, line: bytes) -> str:
     """A line at the start of a manifest as text: if it is not UTF-8, the file is not."""
     try:
         return decoded(line)
     except RowError as error:
         raise UserError(f"{path}: the manifest is {error.message}") from None
-
-
-def _describe_tree(path: str, number: int, config: ReadConfig) -> ManifestFile:
-    """A local tree is walked until its first image; a `gs://` one is only checked to hold an
-    object (its folders are listed on the workers)."""
-    if fileio.is_remote(path):
-        if not fileio.holds_objects(path):
-            raise UserError(f"{path}: no images found in <label>/ or <split>/<label>/ folders")
-        return ManifestFile(number, path, "tree")
-    for item in read_tree(path, number, config):
-        if isinstance(item, ManifestRow):
-            return ManifestFile(number, path, "tree")
-        if isinstance(item, ErrorRow) and item.key == ".":
-            raise UserError(f"{path}: {item.message}")
-    raise UserError(f"{path}: no images found in <label>/ or <split>/<label>/ folders")
 
 
 def read_piece(

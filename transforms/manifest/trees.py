@@ -11,14 +11,16 @@ import posixpath
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from transforms.errors import ErrorRow, Reason
-from transforms.manifest.rows import ManifestRow, ReadConfig, SkippedFile, record_row
-from transforms.storage import fileio
+from transforms.errors import ErrorRow, Reason, UserError
+from transforms.manifest.fields import record_row
+from transforms.manifest.rows import ManifestRow, ReadConfig, SkippedFile
+from transforms.storage import disk, fileio, gcs
 
 IMAGE_EXTENSIONS = frozenset(
     [".jpg", ".jpeg", ".jpe", ".png", ".gif", ".bmp", ".tif", ".tiff", ".webp"]
 )  # folder trees only; manifests are trusted to list images and checked by content
 TREE_DEPTH = 2  # folders listed below a tree's root: <split>/<label>/ holds the deepest images
+NO_IMAGES = "no images found in <label>/ or <split>/<label>/ folders"
 
 TreeItem = ManifestRow | ErrorRow | SkippedFile
 
@@ -43,7 +45,7 @@ def tree_row(root: str, relative: str, number: int, config: ReadConfig) -> TreeI
     return record_row(fields, None, "", path, number, config)
 
 
-def unlisted_folder(root: str, folder: fileio.Unlisted) -> ErrorRow | SkippedFile:
+def unlisted_folder(root: str, folder: disk.Unlisted) -> ErrorRow | SkippedFile:
     """A folder of a tree that was not listed: deeper than any image can be (skipped), or one
     that cannot be listed or was listed already (an error row; with no split, it counts as one
     row in, so the count law holds and the summary shows it)."""
@@ -60,11 +62,26 @@ def unlisted_folder(root: str, folder: fileio.Unlisted) -> ErrorRow | SkippedFil
 def read_tree(root: str, number: int, config: ReadConfig) -> Iterator[TreeItem]:
     """Every row, error and skipped file of a local tree, in one walk."""
     root = fileio.absolute(root)  # the rows' image paths, wherever the workers run
-    for entry in fileio.walk(root, TREE_DEPTH):
-        if isinstance(entry, fileio.Unlisted):
+    for entry in disk.walk(root, TREE_DEPTH):
+        if isinstance(entry, disk.Unlisted):
             yield unlisted_folder(root, entry)
         else:
             yield tree_row(root, entry, number, config)
+
+
+def check_tree(path: str, number: int, config: ReadConfig) -> None:
+    """UserError unless the tree holds an image. A local tree is walked until its first image;
+    a `gs://` one is only checked to hold an object (its folders are listed on the workers)."""
+    if fileio.is_remote(path):
+        if not gcs.holds_objects(path):
+            raise UserError(f"{path}: {NO_IMAGES}")
+        return
+    for item in read_tree(path, number, config):
+        if isinstance(item, ManifestRow):
+            return
+        if isinstance(item, ErrorRow) and item.key == ".":
+            raise UserError(f"{path}: {item.message}")
+    raise UserError(f"{path}: {NO_IMAGES}")
 
 
 def tree_root(path: str, number: int) -> TreeFolder:
@@ -79,7 +96,7 @@ def list_folder(folder: TreeFolder, config: ReadConfig) -> Iterator[TreeItem | T
         yield from read_tree(folder.root, folder.number, config)
         return
     depth = folder.relative.count("/")
-    for name, is_folder in fileio.list_prefix(f"{folder.root}/{folder.relative}"):
+    for name, is_folder in gcs.list_folder(f"{folder.root}/{folder.relative}"):
         relative = folder.relative + name
         if not is_folder:
             yield tree_row(folder.root, relative, folder.number, config)

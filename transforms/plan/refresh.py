@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from transforms.manifest.rows import ManifestRow
-from transforms.storage import fileio, gcs
+from transforms.storage import fileio, gcs, retry
 
 
 class PastRecord(NamedTuple):
@@ -48,7 +48,7 @@ def row_fingerprint(row: ManifestRow) -> str:
     for every request is a fault (transforms/image/files.py `read_image`)."""
     try:
         return fingerprint(row, fileio.identity(row.image_uri))
-    except gcs.StoreUnavailableError:
+    except retry.StoreUnavailableError:
         if not gcs.store_answers(row.image_uri):
             raise
         return ""

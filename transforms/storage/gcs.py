@@ -1,105 +1,19 @@
-"""Cloud Storage objects: read in one request, their transient failures retried in place.
+"""Cloud Storage requests, each one through the one retry layer (transforms/storage/retry.py).
 
 Beam's gs:// reader asks for an object's metadata before its media, and the conversion asked
 for it once more to fingerprint the image: three requests, where the media response alone
 tells what is needed (the body, and its CRC-32C in X-Goog-Hash). So an object is read here
-with one GET of its media, nothing before it.
-
-A read's failure is transient (the service or the network failed: 408, 429, 5xx, a connection
-reset or dropped, a timeout, a body cut short or not matching its checksum) or it is the
-object's (not found, permission denied, any other answer). A transient failure is retried in
-place with exponential backoff, up to `ATTEMPTS`; what the run produces never depends on one.
-A request still failing after that raises `StoreUnavailableError`: the caller decides whether
-the object or the service is to blame (`store_answers`).
+with one GET of its media, nothing before it. A `gs://` folder is listed a page at a time.
 """
 
 import errno
 import functools
 import io
-import random
-import time
-from collections.abc import Callable
-from typing import NamedTuple, TypeVar
+from collections.abc import Iterator
+from typing import NamedTuple
 
-from transforms.errors import FaultError
+from transforms.storage.retry import TIMEOUT_S, CorruptTransferError, StoreUnavailableError, retried
 from transforms.tfrecord.records import crc32c_of
-
-# 7 attempts, 0.5 s before the second, doubled each time (jittered: 16-32 s in all): long
-# enough for a blip, a failover or a burst of 429s to pass; short enough that an object which
-# never answers holds one thread for half a minute, not the 2 minutes Google's clients retry.
-ATTEMPTS = 7
-FIRST_DELAY_S = 0.5
-TIMEOUT_S = 60  # a request that hears nothing for this long has failed (transiently)
-_RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
-_T = TypeVar("_T")
-
-
-class StoreUnavailableError(FaultError):
-    """A request to an object store still failed transiently after every retry."""
-
-
-class CorruptTransferError(ConnectionError):
-    """A body that does not match the checksum the response announced: cut short or damaged
-    on the way, so the next attempt may get it whole."""
-
-
-def is_transient(error: BaseException) -> bool:
-    """Whether `error`, raised by a request, is the service's or the network's failure (worth
-    another attempt) rather than the object's: the types and statuses Google's storage client
-    retries (google.cloud.storage.retry), and a body that does not match its checksum."""
-    import http.client  # here, not for every local run that never meets an object store
-
-    import requests
-    import urllib3
-    from google.api_core import exceptions as api
-    from google.auth import exceptions as auth
-
-    if isinstance(error, api.GoogleAPICallError):
-        return error.code in _RETRYABLE_STATUS
-    if isinstance(error, auth.TransportError):  # refreshing a token failed on the way
-        return bool(error.args) and is_transient(error.args[0])
-    return isinstance(
-        error,
-        (
-            ConnectionError,  # CorruptTransferError, resets, refusals
-            TimeoutError,
-            http.client.HTTPException,  # IncompleteRead, BadStatusLine, ...
-            requests.ConnectionError,  # requests' own, not the built-in one
-            requests.exceptions.ChunkedEncodingError,
-            requests.Timeout,
-            urllib3.exceptions.ProtocolError,
-            urllib3.exceptions.TimeoutError,
-            urllib3.exceptions.SSLError,
-            urllib3.exceptions.PoolError,
-        ),
-    )
-
-
-def backoff_s(attempt: int) -> float:
-    """The wait after failed attempt `attempt` (from 0), jittered to between half and all of
-    the doubling schedule, so retries of many threads do not arrive together."""
-    return FIRST_DELAY_S * 2**attempt * random.uniform(0.5, 1.0)
-
-
-def retried(request: Callable[[], _T], what: str) -> _T:
-    """`request()`, attempted again after each transient failure; StoreUnavailableError once
-    `ATTEMPTS` have failed. Any other failure is raised at once."""
-    start = time.monotonic()
-    for attempt in range(ATTEMPTS):
-        try:
-            return request()
-        except Exception as error:
-            if not is_transient(error):
-                raise
-            if attempt == ATTEMPTS - 1:
-                message = " ".join(str(error).split()) or type(error).__name__
-                raise StoreUnavailableError(
-                    f"Cloud Storage kept failing a request for {what} ({message}) through "
-                    f"{ATTEMPTS} attempts over {time.monotonic() - start:.0f} s; "
-                    "rerun the same command"
-                ) from error
-        time.sleep(backoff_s(attempt))
-    raise AssertionError("unreachable")
 
 
 def split(path: str) -> tuple[str, str]:
@@ -246,6 +160,51 @@ class RangeReader(io.RawIOBase):
         buffer[: len(data)] = data
         self._position += len(data)
         return len(data)
+
+
+def folder_prefix(folder: str) -> tuple[str, str]:
+    """A `gs://` folder's bucket, and the prefix its objects' names start with ("" at the top)."""
+    bucket, prefix = split(folder)
+    return bucket, prefix.rstrip("/") + "/" if prefix.strip("/") else ""
+
+
+def list_folder(folder: str) -> Iterator[tuple[str, bool]]:
+    """(name, whether a subfolder) of what is directly in a `gs://` folder: its objects as the
+    listing streams them (in name order, a page at a time, each page one request), then its
+    subfolders (prefixes)."""
+    bucket, prefix = folder_prefix(folder)
+    token, subfolders = None, set()
+    while True:
+        names, prefixes, token = retried(functools.partial(_page, bucket, prefix, token), folder)
+        subfolders.update(prefixes)
+        # The folder's own placeholder object (named `prefix`) is not in it.
+        yield from ((name[len(prefix) :], False) for name in names if name != prefix)
+        if not token:
+            break
+    for sub in sorted(subfolders):
+        yield sub[len(prefix) :].rstrip("/"), True
+
+
+def _page(bucket: str, prefix: str, token: str | None) -> tuple[list[str], tuple, str | None]:
+    """One page of a folder's listing: its objects' names, its prefixes, the next page's token."""
+    listing = client().list_blobs(
+        bucket, prefix=prefix, delimiter="/", page_token=token, retry=None, timeout=TIMEOUT_S
+    )
+    page = next(listing.pages)
+    return [blob.name for blob in page], page.prefixes, listing.next_page_token
+
+
+def holds_objects(folder: str) -> bool:
+    """Whether any object's name starts with a `gs://` folder's prefix (one listed, not all)."""
+    bucket, prefix = folder_prefix(folder)
+
+    def first() -> bool:
+        listing = client().list_blobs(
+            bucket, prefix=prefix, max_results=1, retry=None, timeout=TIMEOUT_S
+        )
+        return any(True for _ in listing)
+
+    return retried(first, folder)
 
 
 def store_answers(path: str) -> bool:

@@ -11,7 +11,7 @@ from collections import Counter
 
 from transforms.plan.refresh import shifted_index
 from transforms.plan.sharding import WHOLE
-from transforms.storage import fileio
+from transforms.storage import fileio, joins
 from transforms.tfrecord.records import ShardFileWriter, file_crc32c, read_records, shard_payload
 from transforms.write.shard_writer import ShardResult, write_synced
 
@@ -35,7 +35,7 @@ def join_staged(parts: list[ShardResult], staging: str, compress: bool) -> Shard
     else:
         size, crc = (
             sum(part.bytes for part in parts),
-            file_crc32c(fileio.join_files(sources, target)),
+            file_crc32c(joins.join_files(sources, target)),
         )
     fileio.sync_file(target)
     rows = [fileio.read_text(f"{source}.rows") for source in sources]

@@ -1,0 +1,62 @@
+"""transforms/storage/disk.py at the unit tier: what is not already checked through fileio's
+entry points (tests/test_fileio.py) or against hostile paths (tests/test_hostile_files.py)."""
+
+import errno
+import os
+
+import pytest
+
+from transforms.storage import disk
+
+
+def test_a_size_over_the_limit_says_how_much_when_it_is_known():
+    disk.check_size("a.jpg", 10, 10)  # exactly the limit: not over
+    disk.check_size("a.jpg", 1 << 40, None)  # no limit
+    with pytest.raises(disk.FileTooLargeError, match="a.jpg: 11 bytes, over the limit of 10"):
+        disk.check_size("a.jpg", 11, 10)
+    with pytest.raises(disk.FileTooLargeError, match="a.jpg: larger than that, over the limit"):
+        disk.check_size("a.jpg", 11, 10, known=False)
+
+
+def test_a_read_gives_the_identity_a_stat_gives(tmp_path):
+    path = tmp_path / "a.jpg"
+    path.write_bytes(b"\xff\xd8\xff")
+    assert disk.read(str(path), None) == (b"\xff\xd8\xff", disk.identity(os.stat(path)))
+
+
+def test_create_makes_the_parent_folders(tmp_path):
+    with disk.create(str(tmp_path / "a" / "b" / "c.bin")) as handle:
+        handle.write(b"x")
+    assert (tmp_path / "a" / "b" / "c.bin").read_bytes() == b"x"
+
+
+@pytest.mark.parametrize("code", [errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP])
+def test_where_a_link_cannot_be_made_the_bytes_are_copied(tmp_path, monkeypatch, code):
+    (tmp_path / "a.jpg").write_bytes(b"bytes")
+
+    def refused(source, destination):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(os, "link", refused)
+    disk.link(str(tmp_path / "a.jpg"), str(tmp_path / "new" / "b.jpg"))
+    assert (tmp_path / "new" / "b.jpg").read_bytes() == b"bytes"
+    assert (tmp_path / "new" / "b.jpg").stat().st_ino != (tmp_path / "a.jpg").stat().st_ino
+
+
+def test_a_link_that_fails_otherwise_is_an_error(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        disk.link(str(tmp_path / "missing.jpg"), str(tmp_path / "b.jpg"))
+    assert not (tmp_path / "b.jpg").exists()
+
+
+def test_a_durable_write_that_fails_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    path = tmp_path / "LATEST"
+    disk.write_durably(str(path), b"old")
+
+    def full(descriptor):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError, match="No space left"):
+        disk.write_durably(str(path), b"new")
+    assert path.read_bytes() == b"old" and os.listdir(tmp_path) == ["LATEST"]

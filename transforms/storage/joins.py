@@ -1,0 +1,46 @@
+"""One file made of others, one after another: how a shard written in pieces becomes one file.
+
+On Cloud Storage the store composes the objects (no byte passes through this process), up to
+32 in one request; a local file is streamed together from its parts. Either way the CRC-32C of
+the whole comes back, so the caller never reads the result again to checksum it.
+"""
+
+import base64
+import functools
+
+import google_crc32c
+
+from transforms.storage import disk, fileio, gcs
+from transforms.storage.retry import TIMEOUT_S, retried
+
+JOIN_CHUNK_BYTES = 8 << 20
+COMPOSE_LIMIT = 32  # source objects in one compose request
+
+
+def join_files(sources: list[str], destination: str) -> int:
+    """`destination` made of `sources`' bytes one after another; returns its CRC-32C."""
+    if fileio.is_remote(destination):
+        return compose(sources, destination)
+    crc = 0
+    with disk.create(destination) as out:
+        for source in sources:
+            with open(source, "rb") as handle:
+                while chunk := handle.read(JOIN_CHUNK_BYTES):
+                    crc = google_crc32c.extend(crc, chunk)
+                    out.write(chunk)
+    return crc
+
+
+def compose(sources: list[str], destination: str) -> int:
+    """`destination` made of objects `sources` (in its bucket) by one compose request, sent again
+    after a transient failure: it makes a new name, so sending it twice makes the same object.
+    A shard is written in at most as many pieces (transforms/plan/sharding.py MAX_PIECES)."""
+    if len(sources) > COMPOSE_LIMIT:
+        raise ValueError(f"{len(sources)} objects, over the {COMPOSE_LIMIT} a compose joins")
+    bucket_name, name = gcs.split(destination)
+    bucket = gcs.client().bucket(bucket_name)
+    target = bucket.blob(name)
+    parts = [bucket.blob(gcs.split(source)[1]) for source in sources]
+    send = functools.partial(target.compose, parts, retry=None, timeout=TIMEOUT_S)
+    retried(send, destination)
+    return int.from_bytes(base64.b64decode(target.crc32c), "big")
