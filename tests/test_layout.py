@@ -1,0 +1,124 @@
+"""The code's shape, checked: no import cycles between modules and no module over 250 lines.
+
+Imports inside functions count: a lazy import hides a cycle from the interpreter, not from a
+reader following the data path.
+"""
+
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PACKAGES = ("pipeline", "transforms")
+MAX_LINES = 250
+GENERATED = {"transforms.tfrecord.proto.example_pb2"}
+
+
+def _modules() -> dict[str, pathlib.Path]:
+    modules = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            modules[name] = path
+    return modules
+
+
+def _imported(tree: ast.AST, modules: dict[str, pathlib.Path]) -> set[str]:
+    """The project's modules `tree` imports, at any depth."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                names.add(submodule if submodule in modules else node.module)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return {name for name in names if name in modules}
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the modules it imports; packages' `__init__` left out (a package is not a
+    concern of its own, and importing a submodule runs its parents)."""
+    modules = _modules()
+    graph = {}
+    for name, path in modules.items():
+        if path.name == "__init__.py":
+            continue
+        imported = _imported(ast.parse(path.read_text()), modules)
+        graph[name] = {other for other in imported if modules[other].name != "__init__.py"}
+        graph[name].discard(name)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            for other in edges:
+                if other not in index:
+                    index[other] = low[other] = len(index)
+                    stack.append(other)
+                    on_stack.add(other)
+                    work.append((other, iter(sorted(graph[other]))))
+                    break
+                if other in on_stack:
+                    low[node] = min(low[node], index[other])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def test_cycles_finds_a_cycle_through_a_function_level_import():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles():
+    assert cycles(import_graph()) == []
+
+
+def test_the_conversion_logic_never_reaches_into_the_pipeline():
+    """transforms/ is the pure logic and its Beam steps; pipeline/ builds on it, never the
+    other way round."""
+    reaching = {
+        (name, other)
+        for name, imported in import_graph().items()
+        if name.startswith("transforms.")
+        for other in imported
+        if other.startswith("pipeline.")
+    }
+    assert reaching == set()
+
+
+@pytest.mark.parametrize("name", sorted(set(_modules()) - GENERATED))
+def test_module_is_short(name):
+    lines = len(_modules()[name].read_text().splitlines())
+    assert lines <= MAX_LINES, f"{name}: {lines} lines"
+
+
+def test_every_package_says_what_it_holds():
+    for name, path in _modules().items():
+        if path.name == "__init__.py":
+            assert ast.get_docstring(ast.parse(path.read_text())), name
