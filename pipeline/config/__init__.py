@@ -1,1 +1,3 @@
-"""Flags parsed and validated once into typed configs; presets."""
+"""Flags parsed, then checked once with the runner decided (`conversion.prepare`), into the
+typed configs each stage takes whole; presets.
+"""

@@ -1,3 +1,5 @@
-"""The local runner and the Beam pipeline, chosen in one place, and refresh's reuse of a
-published version.
+"""The local runner and the Beam pipeline, and refresh's reuse of a published version.
+
+`choice.py` tells which runner Beam's flags name; pipeline/config/conversion.py `prepare` asks it
+once per run.
 """
