@@ -60,14 +60,7 @@ def test_boxes_cover_their_rectangles_in_the_stored_image(orientation, name):
         HEIGHT,
         orientation,
     )
-    placement = Placement(
-        stored.source_width,
-        stored.source_height,
-        stored.orientation,
-        stored.applied,
-        stored.width,
-        stored.height,
-    )
+    placement = Placement.of(stored)
     frame = Frame(False, WIDTH, HEIGHT)
     annotations = [Annotation(str(i), *box, frame=frame) for i, (_, box) in enumerate(RECTANGLES)]
     objects, dropped = placed(annotations, placement)

@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 from transforms.errors import bad_annotation as bad
 from transforms.image import masks
+from transforms.image.config import StoredImage
 from transforms.image.detection import Annotation, Frame
 from transforms.image.orientation import TRANSPOSING, oriented
 
@@ -46,6 +47,17 @@ class Placement(NamedTuple):
     applied: int  # the orientation the stored pixels were turned by: `orientation` or 1
     width: int  # the stored image
     height: int
+
+    @classmethod
+    def of(cls, stored: StoredImage) -> "Placement":
+        return cls(
+            stored.source_width,
+            stored.source_height,
+            stored.orientation,
+            stored.applied,
+            stored.width,
+            stored.height,
+        )
 
 
 def _as_stored(value: float) -> float:

@@ -90,14 +90,7 @@ def object_labels(
     """A detection row's object features on its stored image, the distinct label ids they
     hold, and how many boxes were dropped (no area left in the image). With --drop_negatives
     a row whose every box was dropped is a `bad_annotation`: it was counted as a row in."""
-    placement = Placement(
-        stored.source_width,
-        stored.source_height,
-        stored.orientation,
-        stored.applied,
-        stored.width,
-        stored.height,
-    )
+    placement = Placement.of(stored)
     kept, dropped = placed(row.objects, placement)
     if config.drop_negatives and dropped and not kept:
         raise RowError(Reason.BAD_ANNOTATION, f"none of its {dropped} boxes is in the image")
