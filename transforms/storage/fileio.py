@@ -112,6 +112,13 @@ def write_bytes(path: str, data: bytes) -> None:
         handle.write(data)
 
 
+def write_synced(path: str, data: bytes) -> None:
+    """Write a staged file and flush it to its disk before it is described to anyone: its name
+    is its attempt's own, so unlike `write_durably` it needs no rename."""
+    write_bytes(path, data)
+    sync_file(path)
+
+
 def write_durably(path: str, data: bytes) -> None:
     """Write a file that readers see whole or not at all, and that survives a crash once this
     returns: an object write is both; a local file is written beside, flushed and renamed."""
