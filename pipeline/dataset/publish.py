@@ -110,7 +110,7 @@ def read_pointer(root: str) -> tuple[Pointer | None, int]:
 
 
 def _blob(path: str):
-    bucket, _, name = path.removeprefix("gs://").partition("/")
+    bucket, name = gcs.split(path)
     return gcs.client().bucket(bucket).blob(name)
 
 

@@ -50,10 +50,6 @@ def is_remote(path: str) -> bool:
     return "://" in path
 
 
-def is_gcs(path: str) -> bool:
-    return path.startswith("gs://")
-
-
 def join(base: str, *parts: str) -> str:
     if is_remote(base):
         return posixpath.join(base, *parts)
