@@ -20,8 +20,9 @@ from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from transforms.errors import ErrorRow, Reason, RowError, shown
+from transforms.errors import bad_annotation as bad
 from transforms.image import masks
-from transforms.image.detection import Annotation, Frame, bad, box_corners
+from transforms.image.detection import Annotation, Frame, box_corners
 from transforms.manifest.lines import check_unicode
 
 # The keys of a COCO document's top level; a `.json` manifest whose first key is one of them
