@@ -198,8 +198,8 @@ def finalise(target: Target, moves: list[tuple[str, str]]) -> None:
     for pair in moves:
         move(pair)
     for folder in {os.path.dirname(fileio.join(target.folder, final)) for _, final in moves}:
-        fileio.sync_folder(folder)
-    fileio.sync_folder(os.path.dirname(target.folder))
+        fileio.sync_file(folder)
+    fileio.sync_file(os.path.dirname(target.folder))
 
 
 def discard(target: Target) -> None:

@@ -125,13 +125,8 @@ def write_durably(path: str, data: bytes) -> None:
 
 
 def sync_file(path: str) -> None:
-    """Flush a local file's data to its disk (object stores persist a write before it returns)."""
-    if not is_remote(path):
-        disk.sync_file(path)
-
-
-def sync_folder(path: str) -> None:
-    """Flush a local folder's entries (names created or renamed in it) to its disk."""
+    """Flush a local file's data, or a local folder's entries (names created or renamed in it),
+    to its disk; object stores persist a write before it returns."""
     if not is_remote(path):
         disk.sync_file(path)
 
