@@ -18,10 +18,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from charts import bar_chart
 from corpus import make_corpus
 from measure import run_measured
-
-from pipeline.read.charts import bar_chart
 
 HERE = Path(__file__).resolve().parent
 PYTHON = sys.executable

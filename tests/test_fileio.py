@@ -11,7 +11,7 @@ from pathlib import Path
 import google_crc32c
 import pytest
 
-from transforms.storage import disk, fileio, joins
+from transforms.storage import disk, fileio, gcs, joins
 
 CMDLINE = "/proc/self/cmdline"  # stat says 0 bytes, reading gives more; fixed for the process
 
@@ -31,7 +31,7 @@ def test_join(base, parts, joined):
 
 
 @pytest.mark.parametrize(
-    ("path", "remote", "gcs", "absolute"),
+    ("path", "remote", "on_gcs", "absolute"),
     [
         ("gs://bucket/a.jpg", True, True, True),
         ("s3://bucket/a.jpg", True, False, True),
@@ -40,10 +40,10 @@ def test_join(base, parts, joined):
         ("gs:/bucket/a.jpg", False, False, False),  # one slash: a local relative path
     ],
 )
-def test_what_a_path_names(path, remote, gcs, absolute):
-    assert (fileio.is_remote(path), fileio.is_gcs(path), fileio.is_absolute(path)) == (
+def test_what_a_path_names(path, remote, on_gcs, absolute):
+    assert (fileio.is_remote(path), gcs.is_gcs(path), fileio.is_absolute(path)) == (
         remote,
-        gcs,
+        on_gcs,
         absolute,
     )
     assert fileio.absolute(path) == (path if absolute else os.path.join(os.getcwd(), path))

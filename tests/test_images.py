@@ -8,7 +8,8 @@ from conftest import encode, photo
 from PIL import Image
 
 from transforms.errors import Reason, RowError
-from transforms.image.images import ImageConfig, normalise, sniff
+from transforms.image.config import ImageConfig
+from transforms.image.images import normalise, sniff
 from transforms.image.jpeg import parse_jpeg
 from transforms.image.pixels import check_jpeg_decodes
 

@@ -5,7 +5,6 @@ from collections import Counter
 
 from transforms.plan.sharding import (
     ShardId,
-    is_shard_file_name,
     piece_of,
     record_order,
     shard_for,
@@ -24,8 +23,6 @@ def test_shards_mix_labels_and_order_is_deterministic():
 def test_shard_file_names():
     assert ShardId("train", 3, 8).file_name(False) == "train-00003-of-00008.tfrecord"
     assert ShardId("val", 0, 1).file_name(True) == "val-00000-of-00001.tfrecord.gz"
-    assert is_shard_file_name("train-00003-of-00008.tfrecord")
-    assert not is_shard_file_name("train-3-of-8.tfrecord")
 
 
 def test_pieces_are_ranges_of_the_record_order():

@@ -17,7 +17,6 @@ from pipeline.config.conversion import Conversion, prepare
 from pipeline.config.presets import one_based_warning
 from pipeline.dataset import publish
 from pipeline.dataset.commit import read_info
-from pipeline.dataset.publish import SupersededError
 from pipeline.runners.convert import convert_prepared
 from transforms.errors import UserError
 
@@ -64,7 +63,7 @@ def _convert(argv: list[str]) -> int:
             raise
         line = report_fault(fault, error, conversion.options.debug)
         print(f"tfrecord-pipeline: failed: {line}", file=sys.stderr)
-        return EXIT_SUPERSEDED if isinstance(fault, SupersededError) else EXIT_FAULT
+        return EXIT_SUPERSEDED if isinstance(fault, publish.SupersededError) else EXIT_FAULT
 
 
 def _on_dataflow(conversion: Conversion) -> int:

@@ -112,7 +112,8 @@ def prepare(options: ConvertOptions, beam_args=(), test_pipeline=None) -> Conver
 
 
 def _check_values(options: ConvertOptions) -> None:
-    """The checks of values no stage's config is built from."""
+    """The checks that building the configs does not make (parsing --split, --num_shards,
+    --label_map, --feature and --background checks those)."""
     if options.validate not in VALIDATE_MODES:
         raise UserError(f"--validate must be one of {', '.join(VALIDATE_MODES)}")
     checks = (

@@ -110,7 +110,7 @@ def read_pointer(root: str) -> tuple[Pointer | None, int]:
 
 
 def _blob(path: str):
-    bucket, _, name = path.removeprefix("gs://").partition("/")
+    bucket, name = gcs.split(path)
     return gcs.client().bucket(bucket).blob(name)
 
 
@@ -198,8 +198,8 @@ def finalise(target: Target, moves: list[tuple[str, str]]) -> None:
     for pair in moves:
         move(pair)
     for folder in {os.path.dirname(fileio.join(target.folder, final)) for _, final in moves}:
-        fileio.sync_folder(folder)
-    fileio.sync_folder(os.path.dirname(target.folder))
+        fileio.sync_file(folder)
+    fileio.sync_file(os.path.dirname(target.folder))
 
 
 def discard(target: Target) -> None:

@@ -17,7 +17,6 @@ from pipeline.dataset.metadata import DatasetInfo
 from pipeline.dataset.previous import previous_version
 from pipeline.dataset.publish import Target
 from pipeline.runners import refresh
-from pipeline.runners.refresh import assemble
 from transforms.beam.error_files import WriteErrors
 from transforms.beam.manifests import ReadManifests
 from transforms.beam.plan import AssignShards, DropDuplicateContent, PlanDataset
@@ -40,7 +39,7 @@ class _CommitFn(beam.DoFn):
     def process(self, plan, results, error_files, error_counts, skipped, negatives):
         results = list(results)
         if self._refreshed:
-            results, counts = assemble(results, self._config.target.staging, self._compress)
+            results, counts = refresh.assemble(results, self._config.target.staging, self._compress)
             plan = plan._replace(shards=counts)
         inputs = CommitInputs(plan, results, list(error_files), error_counts, skipped, negatives)
         yield commit_dataset(self._config, inputs)

@@ -16,7 +16,7 @@ from apache_beam.pvalue import TaggedOutput
 from pipeline.dataset.previous import Previous
 from pipeline.runners.refresh import carry_shard
 from transforms.beam.coders import RowBatch
-from transforms.beam.steps import ROWS_PER_BATCH
+from transforms.beam.steps import as_row_batches
 from transforms.plan.refresh import Reuse, read_rows, row_fingerprint, stays
 from transforms.progress import Progress
 from transforms.storage import fileio
@@ -126,9 +126,4 @@ class RefreshRows(beam.PTransform):
             | "GroupKeptByShard" >> beam.GroupByKey()
             | "CarryShards" >> beam.ParDo(_CarryFn(self._previous, self._staging, self._progress))
         )
-        rows = (
-            matched.rows
-            | "Rebatch" >> beam.BatchElements(min_batch_size=1, max_batch_size=ROWS_PER_BATCH)
-            | "ToRowBatch" >> beam.Map(lambda rows: RowBatch(tuple(rows)))
-        )
-        return {"rows": rows, "carried": carried}
+        return {"rows": as_row_batches(matched.rows), "carried": carried}

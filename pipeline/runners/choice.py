@@ -2,11 +2,12 @@
 
 Beam turns `--runner` into a runner class (`direct`, `directrunner` and `DirectRunner` are one
 class; a dotted path names any PipelineRunner subclass) and checks the flags against it
-(PipelineOptionsValidator). The conversion asks that class two questions. Does the pipeline run
-on this machine (Beam's own list of local runners, or a PortableRunner with an embedded job
-server)? Then the shard writers may take every core, a progress bar runs and `--processes`
-applies. Is it Dataflow? Then the command submits the job and prints its URL; every other
-runner runs the job to its end and prints the summary.
+(PipelineOptionsValidator). The conversion asks that class three questions. Does the pipeline
+run on this machine (Beam's own list of local runners, or a PortableRunner with an embedded job
+server)? Then a progress bar runs. Is it Dataflow? Then the command submits the job and prints
+its URL; every other runner runs the job to its end and prints the summary. How many of its
+worker processes share a machine's cores? Each shard writer sizes its threads from its share.
+(`--processes` is the local runner's alone: with Beam flags it is refused.)
 
 The embedded job server (`--job_endpoint embed`) runs the job on Beam's FnApiRunner with one
 SDK harness, whatever `--direct_num_workers` says (Beam 2.77), and can start that harness on

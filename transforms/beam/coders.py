@@ -51,3 +51,7 @@ class RowBatchCoder(beam.coders.Coder):
 
     def to_type_hint(self):
         return RowBatch
+
+
+# Beam picks this coder for every RowBatch, a shuffle's values included.
+beam.coders.registry.register_coder(RowBatch, RowBatchCoder)

@@ -113,13 +113,14 @@ class _ListFolderFn(beam.DoFn):
 
 
 class ReadManifests(beam.PTransform):
-    """Reads manifests (CSV, JSONL, Parquet, class-folder trees) into rows, errors and skipped
-    files, on the workers: files in byte-range pieces, `gs://` trees a folder at a time.
+    """Reads manifests (CSV, JSONL, Parquet, COCO, class-folder trees) into rows, errors,
+    skipped files and dropped negatives, on the workers: files in byte-range pieces, a COCO
+    file whole, `gs://` trees a folder at a time.
 
     Args:
       manifests: the manifests as the launcher found them (transforms/manifest/sources.py); their
         numbers order them, which decides which of two rows with the same key is "first".
-      config: the split and extra-feature settings every row is read with.
+      config: what every row is read with (transforms/manifest/rows.py `ReadConfig`).
       piece_bytes: the size of the pieces a file is first split into (PIECE_BYTES).
     """
 

@@ -11,7 +11,7 @@ import apache_beam as beam
 from apache_beam.pvalue import AsSingleton
 
 from transforms.beam.coders import RowBatch
-from transforms.beam.steps import ROWS_PER_BATCH, PieceKey, error_output
+from transforms.beam.steps import PieceKey, as_row_batches, error_output
 from transforms.manifest.rows import ManifestRow
 from transforms.plan.dataset import (
     DatasetPlan,
@@ -90,12 +90,7 @@ def DropDuplicateContent(batches, max_file_bytes: int):
         | "GroupByContent" >> beam.GroupByKey()  # (digest, [ManifestRow])
         | "KeepFirst" >> beam.FlatMap(_keep_first).with_outputs("errors", main="rows")
     )
-    rebatched = (
-        kept.rows  # how many rows a batch holds changes nothing downstream
-        | "Rebatch" >> beam.BatchElements(min_batch_size=1, max_batch_size=ROWS_PER_BATCH)
-        | "ToRowBatch" >> beam.Map(lambda rows: RowBatch(tuple(rows)))
-    )
-    return {"rows": rebatched, "errors": kept.errors}
+    return {"rows": as_row_batches(kept.rows), "errors": kept.errors}
 
 
 @beam.typehints.with_output_types(tuple[PieceKey, RowBatch])

@@ -82,7 +82,7 @@ class WriteShards(beam.PTransform):
 
     Args:
       plan: the DatasetPlan side input (label ids, shard counts, pieces).
-      config: output folder, image settings and compression of the shards.
+      config: the run's staging folder, image settings and compression of the shards.
       progress: told the rows of each shard as they are written.
     """
 

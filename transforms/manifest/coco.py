@@ -20,8 +20,9 @@ from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from transforms.errors import ErrorRow, Reason, RowError, shown
+from transforms.errors import bad_annotation as bad
 from transforms.image import masks
-from transforms.image.detection import Annotation, Frame, bad, box_corners
+from transforms.image.detection import Annotation, Frame, box_corners
 from transforms.manifest.lines import check_unicode
 
 # The keys of a COCO document's top level; a `.json` manifest whose first key is one of them
@@ -81,7 +82,7 @@ def read_document(
         if isinstance(entry, dict) and entry.get("id") is not None:
             frames.setdefault(_id_key(entry["id"]), _image_frame(entry))
     by_image, orphans = _group(annotations, frames, names, path, with_masks)
-    read = [_image(index, entry, by_image, frames) for index, entry in enumerate(images)]
+    read = [_image(index, entry, by_image) for index, entry in enumerate(images)]
     return read, orphans
 
 
@@ -208,7 +209,7 @@ def _segmentation(item: dict, where: str) -> masks.Segmentation:
     return segmentation
 
 
-def _image(index: int, entry: object, by_image: dict, frames: dict) -> CocoImage:
+def _image(index: int, entry: object, by_image: dict) -> CocoImage:
     """An image entry as a row's fields: its id (as text) the key, its file_name the image."""
     if not isinstance(entry, dict):
         return CocoImage(index, {}, bad(f"images[{index}] is not an object"))

@@ -1,6 +1,6 @@
 """Refreshing a dataset: which records of the published version a new version keeps, which rows
-it converts, and how its shards are named and compacted. Pure functions; pipeline/runners/refresh.py
-moves the files.
+it converts, and how its shards are named and compacted. Pure functions but for a row's
+fingerprint, which stats its image; pipeline/runners/refresh.py moves the files.
 
 A row is known again by its fingerprint: a digest of everything its record is made from (split,
 label, extra features, a detection row's objects, image path) and of the image file's identity,

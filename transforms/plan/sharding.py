@@ -7,7 +7,6 @@ keep the split, shard and order decisions independent of one another.
 
 import hashlib
 import math
-import re
 from typing import NamedTuple
 
 SPLIT_SALT = "split"
@@ -17,8 +16,6 @@ ORDER_SALT = "order"
 DEFAULT_TARGET_SHARD_MB = 150
 MAX_SHARDS = 99999  # five digits in the file name
 MAX_PIECES = 32  # the objects one Cloud Storage compose request joins
-
-_SHARD_FILE = re.compile(r"^[a-z0-9_]+-\d{5}-of-\d{5}\.tfrecord(\.gz)?$")
 
 
 def key_hash(key: str, salt: str) -> int:
@@ -42,10 +39,6 @@ class ShardId(NamedTuple):
     def file_name(self, compressed: bool) -> str:
         suffix = ".tfrecord.gz" if compressed else ".tfrecord"
         return f"{self.split}-{self.index:05d}-of-{self.count:05d}{suffix}"
-
-
-def is_shard_file_name(name: str) -> bool:
-    return bool(_SHARD_FILE.match(name))
 
 
 def shard_for(key: str, split: str, num_shards: int) -> ShardId:

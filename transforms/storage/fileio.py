@@ -50,10 +50,6 @@ def is_remote(path: str) -> bool:
     return "://" in path
 
 
-def is_gcs(path: str) -> bool:
-    return path.startswith("gs://")
-
-
 def join(base: str, *parts: str) -> str:
     if is_remote(base):
         return posixpath.join(base, *parts)
@@ -112,6 +108,13 @@ def write_bytes(path: str, data: bytes) -> None:
         handle.write(data)
 
 
+def write_synced(path: str, data: bytes) -> None:
+    """Write a staged file and flush it to its disk before it is described to anyone: its name
+    is its attempt's own, so unlike `write_durably` it needs no rename."""
+    write_bytes(path, data)
+    sync_file(path)
+
+
 def write_durably(path: str, data: bytes) -> None:
     """Write a file that readers see whole or not at all, and that survives a crash once this
     returns: an object write is both; a local file is written beside, flushed and renamed."""
@@ -122,13 +125,8 @@ def write_durably(path: str, data: bytes) -> None:
 
 
 def sync_file(path: str) -> None:
-    """Flush a local file's data to its disk (object stores persist a write before it returns)."""
-    if not is_remote(path):
-        disk.sync_file(path)
-
-
-def sync_folder(path: str) -> None:
-    """Flush a local folder's entries (names created or renamed in it) to its disk."""
+    """Flush a local file's data, or a local folder's entries (names created or renamed in it),
+    to its disk; object stores persist a write before it returns."""
     if not is_remote(path):
         disk.sync_file(path)
 

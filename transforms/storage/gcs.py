@@ -16,6 +16,11 @@ from transforms.storage.retry import TIMEOUT_S, CorruptTransferError, StoreUnava
 from transforms.tfrecord.records import crc32c_of
 
 
+def is_gcs(path: str) -> bool:
+    """A Cloud Storage path, which this module's requests serve (other stores: Beam's)."""
+    return path.startswith("gs://")
+
+
 def split(path: str) -> tuple[str, str]:
     """("bucket", "object name") of a gs:// path."""
     bucket, _, name = path.removeprefix("gs://").partition("/")
@@ -212,7 +217,7 @@ def store_answers(path: str) -> bool:
     object in another way (a listing of its name, retried as any request), that is whether the
     object fails rather than the service. Any answer counts, a refusal too. Another store's
     objects are not asked about: their failure is the service's."""
-    if not path.startswith("gs://"):
+    if not is_gcs(path):
         return False
     bucket, name = split(path)
 

@@ -24,14 +24,10 @@ def filesystems():
     return FileSystems
 
 
-def _is_gcs(path: str) -> bool:
-    return path.startswith("gs://")
-
-
 def read(path: str, max_bytes: int | None) -> tuple[bytes, str]:
     """An object's bytes and identity: on Cloud Storage from one request, on another store a
     stat, then a read. On Cloud Storage StoreUnavailableError when transient failures go on."""
-    if not _is_gcs(path):
+    if not gcs.is_gcs(path):
         identity_before = identity(path)
         return _read_filesystem(path, max_bytes), identity_before
     read = gcs.read(path, max_bytes)
@@ -57,7 +53,7 @@ def _read_filesystem(path: str, max_bytes: int | None) -> bytes:
 def open_stream(path: str, chunk_bytes: int) -> BinaryIO:
     """A seekable stream of an object: on Cloud Storage by ranged requests of `chunk_bytes`,
     never downloaded whole."""
-    if _is_gcs(path):
+    if gcs.is_gcs(path):
         return io.BufferedReader(gcs.RangeReader(path), buffer_size=chunk_bytes)
     return filesystems().open(path, compression_type=_RAW)
 
@@ -68,7 +64,7 @@ def create(path: str):
 
 
 def size(path: str) -> int:
-    if _is_gcs(path):
+    if gcs.is_gcs(path):
         return gcs.stat(path).size
     return filesystems().match([path])[0].metadata_list[0].size_in_bytes
 
@@ -76,7 +72,7 @@ def size(path: str) -> int:
 def identity(path: str) -> str:
     """An object's identity without reading it: on Cloud Storage its size and CRC-32C
     (gcs.identity), on another store its size and modification time."""
-    if _is_gcs(path):
+    if gcs.is_gcs(path):
         return gcs.stat(path).identity
     found = filesystems().match([path])[0].metadata_list
     if not found:

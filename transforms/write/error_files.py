@@ -19,7 +19,6 @@ from typing import NamedTuple
 from transforms.errors import ErrorRow
 from transforms.plan.sharding import key_hash
 from transforms.storage import fileio
-from transforms.write.shard_writer import write_synced
 
 ERRORS_DIR = "errors"
 ERRORS_SALT = "errors"
@@ -109,7 +108,7 @@ def write_error_file(
     errors = list(errors)
     name = error_file_name(index, count)
     staged = f"{posixpath.basename(name)}.{os.urandom(16).hex()}"
-    write_synced(fileio.join(staging, staged), error_file_bytes(errors))
+    fileio.write_synced(fileio.join(staging, staged), error_file_bytes(errors))
     return ErrorFileResult(name, staged, len(errors))
 
 

@@ -13,7 +13,7 @@ from transforms.plan.refresh import shifted_index
 from transforms.plan.sharding import WHOLE
 from transforms.storage import fileio, joins
 from transforms.tfrecord.records import ShardFileWriter, file_crc32c, read_records, shard_payload
-from transforms.write.shard_writer import ShardResult, write_synced
+from transforms.write.shard_writer import ShardResult
 
 
 def join_staged(parts: list[ShardResult], staging: str, compress: bool) -> ShardResult:
@@ -39,10 +39,12 @@ def join_staged(parts: list[ShardResult], staging: str, compress: bool) -> Shard
         )
     fileio.sync_file(target)
     rows = [fileio.read_text(f"{source}.rows") for source in sources]
-    write_synced(f"{target}.rows", "".join(rows).encode())
+    fileio.write_synced(f"{target}.rows", "".join(rows).encode())
     if parts[0].index_file:
         texts = [fileio.read_text(f"{source}.idx") for source in sources]
-        write_synced(f"{target}.idx", shifted_index(texts, [part.bytes for part in parts]).encode())
+        fileio.write_synced(
+            f"{target}.idx", shifted_index(texts, [part.bytes for part in parts]).encode()
+        )
     labels: Counter = Counter()
     for part in parts:
         labels.update(dict(part.label_counts))

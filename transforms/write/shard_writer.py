@@ -68,7 +68,7 @@ class ShardResult(NamedTuple):
     index_file: str = ""  # name of the shard's DALI .idx file in the version, when written
     staged: str = ""  # this attempt's file in the staging folder; its index and rows files
     # are that name + ".idx" / ".rows"
-    rows_file: str = ""  # name of the shard's rows file in the version (refresh.py)
+    rows_file: str = ""  # name of the shard's rows file in the version (transforms/plan/refresh.py)
     piece: Piece = WHOLE  # the part of its shard this file holds (`join_staged` joins them)
     boxes_dropped: int = 0  # detection: boxes left out of records, with no area in the image
 
@@ -209,8 +209,8 @@ def write_shard(
     fileio.sync_file(temp)  # on disk before any marker can promise it
     index_file = f"{INDEX_DIR}/{name}.idx" if config.write_index else ""
     if index_file:
-        write_synced(f"{temp}.idx", writer.index_text().encode())
-    write_synced(f"{temp}.rows", "".join(row_lines).encode())
+        fileio.write_synced(f"{temp}.idx", writer.index_text().encode())
+    fileio.write_synced(f"{temp}.rows", "".join(row_lines).encode())
     yield ShardResult(
         *shard,
         name,
@@ -224,8 +224,3 @@ def write_shard(
         piece,
         boxes_dropped,
     )
-
-
-def write_synced(path: str, data: bytes) -> None:
-    fileio.write_bytes(path, data)
-    fileio.sync_file(path)

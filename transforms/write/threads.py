@@ -1,8 +1,9 @@
 """How many image threads a shard writer gets: the cores this process may use, its share of a
 machine it shares with other worker processes, and whether threads pay for the work at hand.
 
-Apart from the writer, so that what sizes the work (the runner's choice of processes, the
-task of each shard) does not depend on the code that does it.
+Apart from the writer, which runs on the threads it is given: the runners size their own pools
+by these too (the cores a local run counts, the threads a stat or digest pool gets on an object
+store).
 """
 
 import os

@@ -1,4 +1,5 @@
-"""Small horizontal bar charts as PNG bytes, drawn with Pillow (no plotting dependency)."""
+"""The benchmark's bar charts (bench-N.png) as PNG bytes, drawn with Pillow (no plotting
+dependency)."""
 
 import io
 
