@@ -209,3 +209,36 @@ def test_another_label_offset_is_refused_once_a_version_exists(tmp_path, rows):
     with pytest.raises(UserError, match="label ids never change"):
         _convert(manifest, root, "--label_offset", "2")
     assert _convert(manifest, root).info.labels["offset"] == 1  # no offset given: inherited
+
+
+def test_every_file_of_a_refreshed_version_is_on_the_disk_before_it_is_published(
+    tmp_path, rows, monkeypatch
+):
+    """A crash just after publication must find the version whole: every file in it (carried
+    by a link, written again, or new) flushed to the disk before the pointer names it. One
+    shard writer, in this process, so that every flush is seen."""
+    flushed: list[tuple[int, int, str]] = []
+    real_fsync = os.fsync
+
+    def recorded(descriptor):
+        status = os.fstat(descriptor)
+        name = os.readlink(f"/proc/self/fd/{descriptor}")
+        flushed.append((status.st_dev, status.st_ino, os.path.basename(name)))
+        return real_fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", recorded)
+    root = tmp_path / "nightly"
+    flags = ("--processes", "1", "--write_index")
+    _convert(write_manifest(tmp_path / "a.csv", rows[:30]), root, *flags)
+    kept = [row for index, row in enumerate(rows) if index % 7]  # every shard loses a row
+    refreshed = _convert(write_manifest(tmp_path / "b.csv", kept), root, *flags, "--incremental")
+
+    pointer = max(i for i, (*_, name) in enumerate(flushed) if name.startswith("LATEST.tmp-"))
+    before = {(device, inode) for device, inode, _ in flushed[:pointer]}
+    files = [path for path in Path(refreshed.folder).rglob("*") if path.is_file()]
+    unflushed = [
+        str(path.relative_to(refreshed.folder))
+        for path in files
+        if (path.stat().st_dev, path.stat().st_ino) not in before
+    ]
+    assert files and unflushed == []

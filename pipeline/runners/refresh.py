@@ -163,8 +163,8 @@ def carry_shard(
         fileio.sync_file(target)
         size, crc = writer.bytes, writer.crc32c
         if shard.index:
-            fileio.write_bytes(f"{target}.idx", writer.index_text().encode())
-        fileio.write_bytes(f"{target}.rows", "".join(map(rows_line, kept)).encode())
+            fileio.write_synced(f"{target}.idx", writer.index_text().encode())
+        fileio.write_synced(f"{target}.rows", "".join(map(rows_line, kept)).encode())
     labels = tuple(sorted(Counter(i for record in kept for i in record.label_ids).items()))
     index = "index" if shard.index else ""
     return ShardResult(reuse.split, 0, 0, "", len(kept), size, crc, labels, index, staged, "rows")

@@ -151,7 +151,8 @@ def check_writable_folder(path: str) -> None:
 
 
 def link(source: str, destination: str) -> None:
-    """A new name for a file's bytes: a hard link, or a copy where links cannot be made."""
+    """A new name for a file's bytes: a hard link (bytes already on the disk), or a copy where
+    links cannot be made, flushed to the disk like every file a version is made of."""
     os.makedirs(os.path.dirname(os.path.abspath(destination)), exist_ok=True)
     try:
         os.link(source, destination)
@@ -159,6 +160,7 @@ def link(source: str, destination: str) -> None:
         if error.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
             raise
         shutil.copyfile(source, destination)
+        sync_file(destination)
 
 
 class Unlisted(NamedTuple):
