@@ -9,13 +9,15 @@ import hashlib
 import math
 from typing import NamedTuple
 
+from transforms.storage.joins import COMPOSE_LIMIT
+
 SPLIT_SALT = "split"
 SHARD_SALT = "shard"
 ORDER_SALT = "order"
 
 DEFAULT_TARGET_SHARD_MB = 150
 MAX_SHARDS = 99999  # five digits in the file name
-MAX_PIECES = 32  # the objects one Cloud Storage compose request joins
+MAX_PIECES = COMPOSE_LIMIT  # a shard's pieces are joined by one compose request
 
 
 def key_hash(key: str, salt: str) -> int:
