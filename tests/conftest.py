@@ -43,6 +43,9 @@ RGB_SOURCES = ("astronaut.png", "chelsea.png", "coffee.png", "rocket.jpg")
 # The Beam pipeline on the in-process DirectRunner: one worker keeps a test to about a second.
 BEAM = ["--runner", "DirectRunner", "--direct_num_workers=1"]
 RUNNERS = {"local": [], "beam": BEAM}  # the Beam-free local runner takes no Beam flags
+# Beam's embedded job server, and with it the SDK harness on threads here.
+EMBEDDED = ["--runner", "PortableRunner", "--job_endpoint", "embed"]
+LOOPBACK = [*EMBEDDED, "--environment_type", "LOOPBACK"]
 # Complete Dataflow flags, for a job that is built and not submitted.
 DATAFLOW = arguments(
     "--runner=DataflowRunner --dry_run=True --temp_location=gs://tfrp-test/tmp"
