@@ -1,5 +1,7 @@
 """pipeline/cli/summary.py: the table a run prints when it ends, and a remote job's counters."""
 
+from conftest import dataset_info
+
 from pipeline.cli.summary import format_counters, format_summary
 from pipeline.dataset.metadata import DatasetInfo, ShardInfo, SplitInfo
 
@@ -12,17 +14,11 @@ def _split(examples: int, shards: int, errors: int = 0, boxes_dropped: int = 0) 
 def _info(splits: dict, errors: int = 0, failures=(), **more) -> DatasetInfo:
     by_reason = {"missing_file": errors} if errors else {}
     records = sum(split.examples for split in splits.values())
-    return DatasetInfo(
-        tool_version="0",
-        options={},
-        features={},
-        compression="",
-        labels={},
+    return dataset_info(
         rows_in=records + errors,
         records=records,
         errors=errors,
         errors_by_reason=by_reason,
-        skipped_files=more.pop("skipped_files", 0),
         splits=splits,
         failures=list(failures),
         **more,
