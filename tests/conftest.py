@@ -21,6 +21,7 @@ import pytest
 from PIL import Image
 
 import pipeline
+from pipeline.dataset.metadata import DatasetInfo
 from pipeline.dataset.versions import resolve
 from pipeline.runners.convert import run
 from transforms.manifest.rows import ManifestRow, ReadConfig, row_position
@@ -43,6 +44,9 @@ RGB_SOURCES = ("astronaut.png", "chelsea.png", "coffee.png", "rocket.jpg")
 # The Beam pipeline on the in-process DirectRunner: one worker keeps a test to about a second.
 BEAM = ["--runner", "DirectRunner", "--direct_num_workers=1"]
 RUNNERS = {"local": [], "beam": BEAM}  # the Beam-free local runner takes no Beam flags
+# Beam's embedded job server, and with it the SDK harness on threads here.
+EMBEDDED = ["--runner", "PortableRunner", "--job_endpoint", "embed"]
+LOOPBACK = [*EMBEDDED, "--environment_type", "LOOPBACK"]
 # Complete Dataflow flags, for a job that is built and not submitted.
 DATAFLOW = arguments(
     "--runner=DataflowRunner --dry_run=True --temp_location=gs://tfrp-test/tmp"
@@ -140,6 +144,15 @@ def convert_into(manifest, output, *flags) -> tuple[Path, object]:
     argv = ["--manifest", str(manifest), "--output", str(output), "--no_progress", *flags]
     converted = run(argv)
     return Path(converted.folder), converted.info
+
+
+def dataset_info(**fields) -> DatasetInfo:
+    """A dataset's metadata with every field not given empty: for what is made from one."""
+    counts = {"rows_in": 0, "records": 0, "errors": 0, "skipped_files": 0}
+    empty = {"options": {}, "features": {}, "labels": {}, "errors_by_reason": {}, "splits": {}}
+    return DatasetInfo(
+        **{"tool_version": "0", "compression": "none", "failures": [], **counts, **empty, **fields}
+    )
 
 
 def version_files(version: Path) -> dict[str, bytes]:

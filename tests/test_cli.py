@@ -6,11 +6,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import BEAM, DATAFLOW, make_images, published, write_manifest
+from conftest import BEAM, DATAFLOW, LOOPBACK, make_images, published, write_manifest
 
 from pipeline.cli.main import main
 from pipeline.config.flags import FLAGS, help_text, synopsis
 from pipeline.config.options import option_defaults
+from pipeline.dataset.versions import MARKER
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -110,6 +111,28 @@ def test_successful_run_prints_summary_and_failing_gates_exit_1(tmp_path, capsys
     assert status == 1 and "(NOT published)" in captured.out
     assert f"version: {published(out)}  (published)" in printed  # the first one still
     assert "missing_file" in captured.err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--runner", "directrunner"],  # once a "dry run" that did nothing
+        ["--runner", "FnApiRunner"],
+        LOOPBACK,
+    ],
+    ids=["directrunner", "FnApiRunner", "PortableRunner-embed"],
+)
+def test_every_local_runner_runs_to_the_end_and_prints_the_summary(tmp_path, capsys, flags):
+    manifest = write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
+    out = tmp_path / "out"
+    argv = ["convert", "--manifest", str(manifest), "--output", str(out), "--no_progress"]
+    assert main([*argv, "--num_shards", "2", *flags]) == 0
+    printed = capsys.readouterr().out
+    assert "dry run" not in printed and "Dataflow" not in printed
+    version = published(out)
+    assert printed.rstrip().endswith(f"version: {version}  (published)")
+    assert (version / MARKER).exists() and len(list(version.glob("*.tfrecord"))) == 2
 
 
 def test_installed_command_has_no_traceback_and_never_imports_tensorflow(tmp_path):

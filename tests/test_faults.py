@@ -10,7 +10,6 @@ lock, and a run's process group is stopped (SIGSTOP) once its first shard file e
 """
 
 import contextlib
-import errno
 import fcntl
 import os
 import re
@@ -33,7 +32,6 @@ from conftest import (
     write_manifest,
 )
 
-from pipeline.cli.faults import as_fault
 from pipeline.cli.main import EXIT_FAULT, EXIT_INTERRUPTED, EXIT_SUPERSEDED, EXIT_USER_ERROR, main
 from pipeline.config.arguments import parse_args
 from pipeline.config.conversion import prepare
@@ -42,7 +40,6 @@ from pipeline.dataset.publish import LOCK, start
 from pipeline.dataset.versions import MARKER, POINTER, STAGING, VERSIONS
 from pipeline.read.reader import examples
 from pipeline.read.verify import verify
-from transforms.errors import FaultError, UserError
 from transforms.manifest.labels import LabelMap
 from transforms.manifest.rows import ReadConfig
 from transforms.plan.dataset import DatasetPlan
@@ -640,35 +637,6 @@ def test_retention_deletes_old_versions_only_after_publishing_and_readers_keep_t
     # ... and reads the rest of it after a newer one was published.
     assert first and 1 + sum(1 for _ in reading) == info.splits["train"].examples
     assert verify(str(folder)) == (8, [])
-
-
-def test_faults_are_told_from_bugs_through_the_chain_of_causes():
-    from google.api_core import exceptions as api
-
-    def raised(error, cause=None, suppress=False):
-        try:
-            try:
-                raise cause or ValueError()
-            except BaseException as inner:
-                raise error from (None if suppress else inner)
-        except BaseException as outer:
-            return outer
-
-    full = OSError(errno.ENOSPC, "No space left on device")
-    # Beam re-raises a step's exception as a RuntimeError raised from it.
-    assert "no space left" in str(as_fault(raised(RuntimeError("in a step"), full)))
-    assert "quota" in str(as_fault(api.TooManyRequests("rate limit")))
-    assert "kept failing" in str(as_fault(api.ServiceUnavailable("try again")))
-    assert "kept failing" in str(as_fault(api.RetryError("deadline", api.BadGateway("x"))))
-    assert as_fault(FaultError("killed")).args == ("killed",)
-    for bug in (
-        ValueError("a bug"),
-        api.NotFound("no such object"),
-        api.Forbidden("no permission"),
-        OSError(errno.EACCES, "Permission denied"),
-        raised(UserError("a mistake"), full, suppress=True),  # `from None` ends the chain
-    ):
-        assert as_fault(bug) is None, bug
 
 
 def test_a_bug_keeps_its_traceback(tmp_path, monkeypatch):

@@ -1,6 +1,6 @@
 """transforms/manifest/lines.py at the unit tier: a CSV or JSONL line as its fields, or the
 RowError that makes it an error row. (Agreement with the csv module, under fuzzing:
-tests/test_fuzz_manifest.py; hostile lines: tests/test_hostile_files.py.)"""
+tests/test_rows.py; hostile lines: tests/test_hostile_files.py.)"""
 
 import pytest
 

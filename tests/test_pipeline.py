@@ -1,5 +1,5 @@
 """Whole conversions run on a temp folder, on both runners: the layout, identical bytes whatever
-the runner, error rows and the gate, versions. (Each Beam step alone: tests/test_steps.py.)"""
+the runner, error rows and the gate, versions. (Each Beam step alone: tests/test_beam_*.py.)"""
 
 import multiprocessing
 import threading

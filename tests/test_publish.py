@@ -1,0 +1,52 @@
+"""pipeline/dataset/publish.py on a local folder: the version a run starts, the folders it
+refuses to write into, and the pointer's compare-and-write between two runs."""
+
+import re
+
+import pytest
+
+from pipeline.dataset.publish import SupersededError, publish, published_since, start
+from pipeline.dataset.versions import MARKER, POINTER, VERSIONS, Pointer
+from transforms.errors import UserError
+
+
+def test_a_run_starts_the_version_after_the_published_one_under_a_name_of_its_own(tmp_path):
+    first = start(str(tmp_path / "new"))
+    assert re.fullmatch(r"v000001-[0-9a-f]{8}", first.version) and first.base is None
+    assert start(str(tmp_path / "new")).version != first.version
+    pointer = Pointer("v000041-0123abcd", "0" * 64)
+    (tmp_path / POINTER).write_bytes(pointer.to_bytes())
+    (tmp_path / f"{POINTER}.tmp-1234").write_bytes(b"left by a killed write")
+    target = start(str(tmp_path))
+    assert target.version.startswith("v000042-") and target.base == pointer
+    assert target.folder == f"{tmp_path}/{VERSIONS}/{target.version}"
+
+
+@pytest.mark.parametrize(
+    "names, says",
+    [
+        (["a", "b", "c", "d"], "is not empty and is not a tfrecord-pipeline dataset (it holds "),
+        ([MARKER, "x.tfrecord"], "holds a dataset in the single-folder layout"),
+        ([f"{VERSIONS}/v000001-0123abcd/{MARKER}"], "is a version of a dataset; --output names"),
+    ],
+)
+def test_a_folder_another_tool_or_layout_wrote_is_refused(tmp_path, names, says):
+    for name in names:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    folder = (tmp_path / names[-1]).parent
+    with pytest.raises(UserError, match=re.escape(says)) as raised:
+        start(str(folder))
+    if len(names) > 3:
+        assert str(raised.value).count(", ") == 3 and ", ..." in str(raised.value)
+
+
+def test_of_two_runs_from_one_version_the_second_to_publish_is_superseded(tmp_path):
+    one, other = start(str(tmp_path)), start(str(tmp_path))
+    first = Pointer(one.version, "1" * 64)
+    publish(one, first)
+    publish(one, first)  # a retried commit: already done
+    assert published_since(one) is None and published_since(other) == first
+    with pytest.raises(SupersededError, match=f"another run published {first.version} in "):
+        publish(other, Pointer(other.version, "2" * 64))
+    assert Pointer.parse((tmp_path / POINTER).read_bytes(), "LATEST") == first
