@@ -5,9 +5,9 @@ import pytest
 from conftest import BEAM, arguments, make_images, write_manifest
 
 from pipeline.cli.main import main
+from pipeline.config import runner_choice
 from pipeline.config.conversion import prepare
 from pipeline.config.options import ConvertOptions
-from pipeline.runners import choice
 from pipeline.runners.convert import convert, run
 from transforms.errors import UserError
 from transforms.storage import fileio
@@ -72,15 +72,15 @@ def test_options_are_checked_once_a_run(tmp_path, counted, start, beam):
 @pytest.mark.parametrize("start", [_command_line, _run, _python_api])
 def test_the_runner_is_decided_once_a_run(tmp_path, monkeypatch, start):
     decided = []
-    describe = choice.describe
+    describe = runner_choice.describe
 
     def counted_describe(runner, options):
         decided.append(type(runner).__name__)
         return describe(runner, options)
 
     # Uncached, so that every decision is counted, not only the first for these flags.
-    monkeypatch.setattr(choice, "_resolve", choice._resolve.__wrapped__)
-    monkeypatch.setattr(choice, "describe", counted_describe)
+    monkeypatch.setattr(runner_choice, "_resolve", runner_choice._resolve.__wrapped__)
+    monkeypatch.setattr(runner_choice, "describe", counted_describe)
     start(_flags(tmp_path), BEAM)
     assert decided == ["SwitchingDirectRunner"]
 
@@ -107,7 +107,7 @@ def test_the_stages_configs_come_from_the_checked_options(tmp_path):
         compression="gzip",
     )
     conversion = prepare(options)
-    assert conversion.runner == choice.LOCAL and conversion.beam_args == ()
+    assert conversion.runner == runner_choice.LOCAL and conversion.beam_args == ()
     plan = conversion.plan_config(inherited=None, detection=True)
     assert plan.labels.pinned.names == ("b", "a") and plan.labels.offset == 1
     assert plan.counts.for_split("train") == 3 and plan.max_file_bytes == 2 << 20

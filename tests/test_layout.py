@@ -1,4 +1,5 @@
-"""The code's shape, checked: no import cycles between modules and no module over 250 lines.
+"""The code's shape, checked: no import cycles between modules or packages, and no module over
+250 lines.
 
 Imports inside functions count: a lazy import hides a cycle from the interpreter, not from a
 reader following the data path.
@@ -97,6 +98,23 @@ def test_cycles_finds_a_cycle_through_a_function_level_import():
 
 def test_no_import_cycles():
     assert cycles(import_graph()) == []
+
+
+def _package(module: str) -> str:
+    """transforms.plan.sharding -> transforms.plan; a top-level module is its own."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_no_import_cycles_between_packages():
+    """The folders read in one direction too: no two packages import each other."""
+    graph = {}
+    for name, imported in import_graph().items():
+        edges = graph.setdefault(_package(name), set())
+        edges.update(_package(other) for other in imported if _package(other) != _package(name))
+    for edges in list(graph.values()):
+        for package in edges:
+            graph.setdefault(package, set())
+    assert cycles(graph) == []
 
 
 def test_the_conversion_logic_never_reaches_into_the_pipeline():

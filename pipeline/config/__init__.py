@@ -1,3 +1,4 @@
-"""Flags parsed, then checked once with the runner decided (`conversion.prepare`), into the
-typed configs each stage takes whole; presets.
+"""Flags parsed, then checked once with the runner decided (`conversion.prepare`, asking
+`runner_choice` which runner Beam's flags name), into the typed configs each stage takes whole;
+presets.
 """

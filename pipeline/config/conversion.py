@@ -11,9 +11,9 @@ from typing import NamedTuple
 
 from pipeline.config.options import ConvertOptions
 from pipeline.config.presets import PRESETS
+from pipeline.config.runner_choice import Runner, describe, resolve
 from pipeline.dataset.commit import CommitConfig
 from pipeline.dataset.publish import Target
-from pipeline.runners.choice import Runner, describe, resolve
 from pipeline.version import __version__
 from transforms.errors import UserError
 from transforms.image.config import VALIDATE_MODES, ImageConfig

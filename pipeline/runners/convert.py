@@ -10,10 +10,10 @@ from typing import NamedTuple
 from pipeline.config.arguments import parse_args
 from pipeline.config.conversion import Conversion, prepare
 from pipeline.config.options import ConvertOptions
+from pipeline.config.runner_choice import LOCAL
 from pipeline.dataset import publish
 from pipeline.dataset.commit import cleaned_up_on_failure, read_info
 from pipeline.dataset.metadata import DatasetInfo
-from pipeline.runners.choice import LOCAL
 from pipeline.runners.local import convert_here
 from transforms.progress import UNWATCHED, ProgressBar
 

@@ -17,12 +17,12 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 from pipeline.config.conversion import Conversion
+from pipeline.config.runner_choice import local_processes
 from pipeline.dataset.commit import CommitInputs, commit_dataset
 from pipeline.dataset.metadata import DatasetInfo
 from pipeline.dataset.previous import previous_version
 from pipeline.dataset.publish import Target
 from pipeline.runners import refresh
-from pipeline.runners.choice import local_processes
 from transforms.errors import ErrorRow
 from transforms.manifest.rows import DroppedNegative, ManifestRow, ReadConfig, SkippedFile
 from transforms.manifest.sources import ManifestFile, read_all

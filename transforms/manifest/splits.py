@@ -4,7 +4,7 @@ import re
 from typing import NamedTuple
 
 from transforms.errors import Reason, RowError, UserError
-from transforms.plan.sharding import SPLIT_SALT, unit_interval
+from transforms.keys import SPLIT_SALT, unit_interval
 
 DEFAULT_SPLIT = "train"
 _SPLIT_NAME = re.compile(r"^[a-z0-9_]+$")

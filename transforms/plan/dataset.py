@@ -14,12 +14,11 @@ from typing import NamedTuple
 
 from transforms.errors import UserError
 from transforms.image.files import stored_size
+from transforms.keys import SHARD_SALT, key_hash
 from transforms.manifest.labels import LabelMap, inherited_label_map, label_map_from_labels
 from transforms.manifest.rows import ManifestRow, manifest_number, row_labels
 from transforms.plan.sharding import (
     MAX_SHARDS,
-    SHARD_SALT,
-    key_hash,
     pieces_for,
     shards_for_bytes,
 )

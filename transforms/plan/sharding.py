@@ -1,34 +1,19 @@
 """The shard plan: which shard a row goes to, in what order, and how many shards a split gets.
 
 Everything here is a pure function of row keys and sizes, so the same manifest and options give
-the same shards on any runner, any number of workers and any bundle boundaries. Different salts
-keep the split, shard and order decisions independent of one another.
+the same shards on any runner, any number of workers and any bundle boundaries (the keys'
+salted hashes: transforms/keys.py).
 """
 
-import hashlib
 import math
 from typing import NamedTuple
 
+from transforms.keys import ORDER_SALT, SHARD_SALT, key_hash
 from transforms.storage.joins import COMPOSE_LIMIT
-
-SPLIT_SALT = "split"
-SHARD_SALT = "shard"
-ORDER_SALT = "order"
 
 DEFAULT_TARGET_SHARD_MB = 150
 MAX_SHARDS = 99999  # five digits in the file name
 MAX_PIECES = COMPOSE_LIMIT  # a shard's pieces are joined by one compose request
-
-
-def key_hash(key: str, salt: str) -> int:
-    """A 64-bit hash of `key`, stable across processes and Python versions (unlike `hash`)."""
-    digest = hashlib.sha256(f"{salt}:{key}".encode()).digest()
-    return int.from_bytes(digest[:8], "big")
-
-
-def unit_interval(key: str, salt: str) -> float:
-    """The key's hash as a float in [0, 1)."""
-    return key_hash(key, salt) / 2.0**64
 
 
 class ShardId(NamedTuple):

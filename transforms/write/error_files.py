@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from transforms.errors import ErrorRow
-from transforms.plan.sharding import key_hash
+from transforms.keys import key_hash
 from transforms.storage import fileio
 
 ERRORS_DIR = "errors"

@@ -6,8 +6,8 @@ import re
 import pytest
 from conftest import DATAFLOW, EMBEDDED, LOOPBACK
 
-from pipeline.runners import choice
-from pipeline.runners.choice import LOCAL, Runner, local_processes, resolve
+from pipeline.config import runner_choice
+from pipeline.config.runner_choice import LOCAL, Runner, local_processes, resolve
 from transforms.errors import UserError
 from transforms.write.threads import available_cores
 
@@ -84,7 +84,9 @@ def test_an_embedded_job_server_that_could_not_start_its_harness_is_one_line(
     """Beam would fail with a traceback (Docker, PROCESS) or wait forever for a harness that
     died at start (`python` without Beam): here neither Docker nor Python is on PATH."""
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(choice, "_resolve", choice._resolve.__wrapped__)  # PATH, not a cache
+    monkeypatch.setattr(
+        runner_choice, "_resolve", runner_choice._resolve.__wrapped__
+    )  # PATH, not a cache
     with pytest.raises(UserError, match=re.escape("--runner PortableRunner: ")) as raised:
         resolve([*EMBEDDED, *flags])
     assert says in str(raised.value) and "\n" not in str(raised.value)
