@@ -30,10 +30,15 @@ from transforms.beam.coders import RowBatch
 from transforms.beam.plan import _AssignShardFn
 from transforms.beam.steps import ROWS_PER_BATCH
 from transforms.image.config import ImageConfig
-from transforms.image.files import stored_size
 from transforms.manifest.rows import ManifestRow, ReadConfig
 from transforms.manifest.sources import check_manifests, read_all
-from transforms.plan.dataset import LabelSource, PlanAccumulator, ShardCounts, make_plan
+from transforms.plan.dataset import (
+    LabelSource,
+    PlanAccumulator,
+    PlanConfig,
+    ShardCounts,
+    decide_plan,
+)
 from transforms.plan.sharding import DEFAULT_TARGET_SHARD_MB, ShardId
 from transforms.storage import fileio, gcs
 from transforms.write.shard_writer import WriteConfig, write_shard
@@ -68,13 +73,8 @@ def measure(count: int) -> dict:
     read_us = cpu_us_per(count, lambda: rows.extend(read_all(manifest, ReadConfig())))
     accumulator = PlanAccumulator(ShardCounts(), sample_every_split=True)
     plan_us = cpu_us_per(count, lambda: [accumulator.add(row) for row in rows])
-    plan = make_plan(
-        accumulator.stats(),
-        LabelSource(),
-        ShardCounts(),
-        DEFAULT_TARGET_SHARD_MB,
-        lambda uri: stored_size(uri, 1 << 30),
-    )
+    config = PlanConfig(LabelSource(), ShardCounts(), DEFAULT_TARGET_SHARD_MB, 1 << 30)
+    plan = decide_plan(accumulator.stats(), config)
     batches = [
         RowBatch(tuple(rows[start : start + ROWS_PER_BATCH]))
         for start in range(0, len(rows), ROWS_PER_BATCH)

@@ -8,6 +8,7 @@ from transforms.errors import UserError
 from transforms.plan.dataset import (
     LabelSource,
     PlanAccumulator,
+    PlanConfig,
     ShardCounts,
     make_plan,
     parse_shard_counts,
@@ -17,16 +18,20 @@ from transforms.plan.sharding import (
 )
 
 
+def _config(counts: ShardCounts, target_shard_mb: float) -> PlanConfig:
+    return PlanConfig(LabelSource(), counts, target_shard_mb, max_file_bytes=1 << 30)
+
+
 def test_plan_counts_shards_from_sampled_sizes():
     accumulators = [PlanAccumulator(), PlanAccumulator()]
     for i in range(300):
         accumulators[i % 2].add(manifest_row(f"a/{i}", "train" if i % 3 else "test", f"f{i}"))
     stats = accumulators[0].merge(accumulators[1]).stats()
-    plan = make_plan(stats, LabelSource(), ShardCounts(), 1.0, lambda uri: 100 * 1024)
+    plan = make_plan(stats, _config(ShardCounts(), 1.0), lambda uri: 100 * 1024)
     assert dict(plan.rows) == {"test": 100, "train": 200}
     # 200 rows × 100 KiB ≈ 19.5 MiB at 1 MiB per shard → 20 shards.
     assert dict(plan.shards) == {"test": 10, "train": 20}
-    fixed = make_plan(stats, LabelSource(), parse_shard_counts("train=3"), 1.0, lambda uri: 0)
+    fixed = make_plan(stats, _config(parse_shard_counts("train=3"), 1.0), lambda uri: 0)
     assert dict(fixed.shards) == {"test": 1, "train": 3}
 
 
@@ -37,7 +42,7 @@ def test_plan_samples_only_the_splits_sized_by_bytes():
         accumulator.add(manifest_row(f"a/{i}", "train" if i % 3 else "test", f"f{i}"))
     stats = accumulator.stats()
     assert dict(stats.samples).keys() == {"test"}
-    plan = make_plan(stats, LabelSource(), counts, 1.0, lambda uri: 100 * 1024)
+    plan = make_plan(stats, _config(counts, 1.0), lambda uri: 100 * 1024)
     assert dict(plan.shards) == {"test": 10, "train": 3}
 
 
@@ -46,13 +51,13 @@ def test_shards_that_num_shards_makes_large_are_planned_in_pieces():
     accumulator = PlanAccumulator(counts, sample_every_split=True)
     for i in range(300):
         accumulator.add(manifest_row(f"a/{i}", "train" if i % 3 else "test", f"f{i}"))
-    plan = make_plan(accumulator.stats(), LabelSource(), counts, 1.0, lambda uri: 100 * 1024)
+    plan = make_plan(accumulator.stats(), _config(counts, 1.0), lambda uri: 100 * 1024)
     # train: 200 rows × 100 KiB in 2 shards ≈ 9.8 MiB a shard → 10 pieces of ≤ 1 MiB; test
     # is sized by bytes, so its shards are already about 1 MiB: whole.
     assert dict(plan.shards) == {"test": 10, "train": 2}
     assert plan.pieces == (("train", 10),)
     assert (plan.pieces_of("train"), plan.pieces_of("test")) == (10, 1)
-    huge = make_plan(accumulator.stats(), LabelSource(), counts, 0.001, lambda uri: 100 * 1024)
+    huge = make_plan(accumulator.stats(), _config(counts, 0.001), lambda uri: 100 * 1024)
     assert huge.pieces_of("train") == MAX_PIECES  # one compose request joins them
 
 

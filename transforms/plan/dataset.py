@@ -171,34 +171,43 @@ class LabelSource(NamedTuple):
         return label_map_from_labels(labels, self.offset)
 
 
-def make_plan(
-    stats: PlanStats,
-    label_source: LabelSource,
-    counts: ShardCounts,
-    target_shard_mb: float,
-    size_of: Callable[[str], int],
-) -> DatasetPlan:
+class PlanConfig(NamedTuple):
+    """What the planner takes besides the rows' stats: built once from the options."""
+
+    labels: LabelSource
+    counts: ShardCounts
+    target_shard_mb: float
+    max_file_bytes: int  # a larger file weighs nothing in a split's size: it is an error row
+    detection: bool = False  # records hold objects (boxes), not one label
+
+
+def make_plan(stats: PlanStats, config: PlanConfig, size_of: Callable[[str], int]) -> DatasetPlan:
     """Label ids, shard counts, and the pieces of shards that `--num_shards` makes larger than
-    `target_shard_mb`; `size_of` is only called for sampled rows."""
-    labels = label_source.label_map(stats.labels)
+    `config.target_shard_mb`; `size_of` is only called for sampled rows."""
+    labels = config.labels.label_map(stats.labels)
     samples = dict(stats.samples)
     shards, pieces = [], []
     for split, rows in stats.rows:
-        count = counts.for_split(split)
+        count = config.counts.for_split(split)
         estimate = None
         if split in samples:
             sizes = [_size_or_zero(size_of, uri) for _, uri in samples[split]]
             estimate = rows * sum(sizes) / max(1, len(sizes))
         if count is None:
-            count = shards_for_bytes(estimate, target_shard_mb)
+            count = shards_for_bytes(estimate, config.target_shard_mb)
         shards.append((split, count))
         if (
             estimate is not None
-            and (split_pieces := pieces_for(estimate / count, target_shard_mb)) > 1
+            and (split_pieces := pieces_for(estimate / count, config.target_shard_mb)) > 1
         ):
             pieces.append((split, split_pieces))
     return DatasetPlan(
-        labels, stats.rows, tuple(shards), tuple(pieces), label_names=stats.label_names
+        labels,
+        stats.rows,
+        tuple(shards),
+        tuple(pieces),
+        label_names=stats.label_names,
+        detection=config.detection,
     )
 
 
@@ -210,18 +219,9 @@ def _size_or_zero(size_of: Callable[[str], int], uri: str) -> int:
         return 0
 
 
-class PlanConfig(NamedTuple):
-    """What the planner takes besides the rows' stats: built once from the options."""
-
-    labels: LabelSource
-    counts: ShardCounts
-    target_shard_mb: float
-    max_file_bytes: int  # a larger file weighs nothing in a split's size: it is an error row
-    detection: bool = False  # records hold objects (boxes), not one label
-
-
 def decide_plan(stats: PlanStats, config: PlanConfig) -> DatasetPlan:
-    """`make_plan`, once every row is counted, for records that hold objects or not."""
-    size_of = functools.partial(stored_size, max_file_bytes=config.max_file_bytes)
-    plan = make_plan(stats, config.labels, config.counts, config.target_shard_mb, size_of)
-    return plan._replace(detection=config.detection)
+    """`make_plan` once every row is counted, a sampled row weighing its file's size (a stat,
+    never a read)."""
+    return make_plan(
+        stats, config, functools.partial(stored_size, max_file_bytes=config.max_file_bytes)
+    )
