@@ -111,8 +111,9 @@ class _Handler(socketserver.StreamRequestHandler):
 class FaultProxy(LoopbackServer):
     """Context manager: serves on 127.0.0.1 at `.port` while open. Reads of objects under
     `prefix` fail at `rate` (seeded); those of an object in `always` meet its fault (one of
-    FAULTS) every time. `.requests` counts the (method, object name) of every request,
-    `.faults` the faults met by kind, `.failed` by object."""
+    FAULTS) every time. With `listings_too`, listings of prefixes under `prefix` meet the same
+    faults (their own prefix in `always`, else at `rate`). `.requests` counts the (method, object
+    name) of every request, `.faults` the faults met by kind, `.failed` by object."""
 
     def __init__(
         self,
@@ -144,7 +145,12 @@ class FaultProxy(LoopbackServer):
             return None
         if name is None:  # a listing, or a bucket's metadata
             listed = listed_prefix(target)
-            return self._counted(listed, self.always.get(listed) if self.listings_too else None)
+            if not (self.listings_too and listed is not None and listed.startswith(self.prefix)):
+                return None
+            fault = self.always.get(listed) or planned_fault(
+                self.seed, self.rate, f"{method} {target}", repeat
+            )
+            return self._counted(listed, fault)
         if not name.startswith(self.prefix):
             return None
         fault = self.always.get(name) or planned_fault(

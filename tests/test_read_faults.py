@@ -220,3 +220,21 @@ def test_a_store_that_answers_nothing_about_an_object_fails_the_run_publishing_n
         f"gs://tfrp-test/{broken} (503 "
     )
     assert not (tmp_path / "out" / POINTER).exists()
+
+
+@pytest.mark.slow
+def test_a_gs_folder_tree_listed_through_faults_gives_the_bytes_of_a_clean_listing(
+    tmp_path, gcs, faulty_gcs, convert
+):
+    """Every listing page is one request of the one retry layer: a page that meets a 503, a
+    dropped connection or a cut body is asked again, and the tree's rows come out the same."""
+    make_images(tmp_path / "tree", per_class=5)
+    prefix = f"tree-{tmp_path.name}"
+    tree = gcs(tmp_path / "tree" / "images", prefix) + "/"
+    clean, _ = convert(tree, "--num_shards", "2", output=tmp_path / "clean")
+    proxy = faulty_gcs(f"{prefix}/", rate=0.35, seed=3, listings_too=True)
+    faulty, info = convert(tree, "--num_shards", "2", output=tmp_path / "faulty")
+
+    assert info.records == 20 and _files(faulty) == _files(clean)
+    failed_listings = {listed for listed in proxy.failed if listed.endswith("/")}
+    assert failed_listings  # folders whose listing failed, then passed
