@@ -14,7 +14,7 @@ from google.api_core import exceptions as api
 from google.auth import exceptions as auth
 
 from pipeline.cli.main import main
-from pipeline.dataset.versions import POINTER
+from pipeline.dataset.versions import POINTER, resolve
 from pipeline.read.verify import verify
 from pipeline.runners.convert import run
 from transforms.errors import FaultError
@@ -238,3 +238,31 @@ def test_a_gs_folder_tree_listed_through_faults_gives_the_bytes_of_a_clean_listi
     assert info.records == 20 and _files(faulty) == _files(clean)
     failed_listings = {listed for listed in proxy.failed if listed.endswith("/")}
     assert failed_listings  # folders whose listing failed, then passed
+
+
+def _objects(root: str) -> dict[str, bytes]:
+    """Every object of a published version by its name inside it."""
+    folder = resolve(root).folder
+    names = fileio.glob(f"{folder}/**")
+    return {name[len(folder) + 1 :]: fileio.read_bytes(name) for name in names}
+
+
+@pytest.mark.slow
+def test_publishing_into_a_bucket_through_faults_gives_the_version_a_clean_run_gives(
+    tmp_path, gcs, faulty_gcs, convert
+):
+    """The pointer's read, the root's listings and every metadata read meet 503s, drops and cut
+    bodies, on a conversion and then a refresh into the bucket: both publish, and what they
+    publish is what runs without faults publish."""
+    prefix, source = _source(tmp_path, gcs)
+    flags = ("--num_shards", "2", "--keep_versions", "1")
+    clean_root, faulty_root = (f"gs://tfrp-test/{prefix}/{name}" for name in ("clean", "faulty"))
+    for root in (clean_root, faulty_root):
+        if root == faulty_root:
+            proxy = faulty_gcs(f"{prefix}/", rate=0.35, seed=7, listings_too=True)
+        convert(f"{source}/manifest.csv", *flags, output=root)
+        _, info = convert(f"{source}/manifest.csv", *flags, "--incremental", output=root)
+        assert info.records == 20 and verify(root, "all") == (20, [])
+
+    assert _objects(faulty_root) == _objects(clean_root)
+    assert proxy.failed[f"{prefix}/faulty/{POINTER}"] and set(proxy.faults) == set(FAULTS)
