@@ -3,15 +3,19 @@ Cloud Storage do: a 503, a connection dropped before the answer, a body cut off 
 
 Clients reach it as the emulator (STORAGE_EMULATOR_HOST names it). Every request is replayed
 against the emulator on 127.0.0.1, unless it reads an object under `prefix` and its fault plan
-says otherwise. The plan is a function of the seed, the request and how many times the same
-request came before, never of timing or thread order: two runs meet the same faults, and no
-request fails more than `MAX_IN_A_ROW` times in a row, except those of an object named in
-`always`, which fail every time (with `listings_too`, listings of its name as well: the store
-then answers nothing about it).
+says otherwise. A conditional upload is answered as Cloud Storage answers it (412 unless the
+object's generation is the one asked for), which the emulator does not do. The plan is a
+function of the seed, the request and how many times the same request came before, never of
+timing or thread order: two runs meet the same faults, and no request fails more than
+`MAX_IN_A_ROW` times in a row, except those of an object named in `always`, which fail every
+time (with `listings_too`, listings of its name as well: the store then answers nothing about
+it).
 """
 
 import hashlib
 import http.client
+import json
+import re
 import socketserver
 import threading
 import urllib.parse
@@ -20,6 +24,7 @@ from collections import Counter
 from loopback import LoopbackServer
 
 FAULTS = ("503", "drop", "truncate")
+_UPLOADED_NAME = re.compile(rb'"name": ?"([^"]+)"')  # in an upload's metadata part
 MAX_IN_A_ROW = 2
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "host"}
 
@@ -68,7 +73,7 @@ class _Handler(socketserver.StreamRequestHandler):
             name, _, value = header.partition(":")
             headers[name.strip().lower()] = value.strip()
         body = self._body(headers)
-        fault = self.server.fault_for(method, target)
+        fault = self.server.fault_for(method, target, body)
         if fault == "503":
             self._send(
                 503,
@@ -79,6 +84,14 @@ class _Handler(socketserver.StreamRequestHandler):
             return headers.get("connection") != "close"
         if fault == "drop":
             return False  # closed without a word, as a reset or a dead load balancer leaves it
+        if not self.server.precondition_holds(method, target, body):
+            self._send(
+                412,
+                "Precondition Failed",
+                [("Content-Type", "application/json")],
+                b'{"error": {"code": 412, "message": "conditionNotMet"}}',
+            )
+            return headers.get("connection") != "close"
         status, reason, response_headers, data = self.server.forward(method, target, headers, body)
         if fault == "truncate" and data:
             # The length the whole body has, then half of it, then the end of the connection.
@@ -112,8 +125,11 @@ class FaultProxy(LoopbackServer):
     """Context manager: serves on 127.0.0.1 at `.port` while open. Reads of objects under
     `prefix` fail at `rate` (seeded); those of an object in `always` meet its fault (one of
     FAULTS) every time. With `listings_too`, listings of prefixes under `prefix` meet the same
-    faults (their own prefix in `always`, else at `rate`). `.requests` counts the (method, object
-    name) of every request, `.faults` the faults met by kind, `.failed` by object."""
+    faults (their own prefix in `always`, else at `rate`). The first upload of an object named
+    in `first_upload` meets its fault: "truncate" lets the upload take effect and cuts its
+    answer, the lost acknowledgement a client can only send again. `.requests` counts the
+    (method, object name) of every request, `.faults` the faults met by kind, `.failed` by
+    object."""
 
     def __init__(
         self,
@@ -123,24 +139,28 @@ class FaultProxy(LoopbackServer):
         seed: int = 0,
         always: dict[str, str] | None = None,
         listings_too: bool = False,
+        first_upload: dict[str, str] | None = None,
     ):
         super().__init__(_Handler)
         self.emulator_port = emulator_port
         self.prefix, self.rate, self.seed = prefix, rate, seed
         self.always, self.listings_too = always or {}, listings_too
+        self.first_upload = dict(first_upload or {})  # consumed as the uploads come
         self.requests: Counter = Counter()
         self.faults: Counter = Counter()  # by kind
         self.failed: Counter = Counter()  # by object name (a listing's prefix)
         self._sent: Counter = Counter()  # sendings of each (method, target) so far
         self._lock = threading.Lock()
 
-    def fault_for(self, method: str, target: str) -> str | None:
+    def fault_for(self, method: str, target: str, body: bytes | None = None) -> str | None:
         """The fault this request meets (counted), or None: it is replayed."""
         name = object_name(target)
         with self._lock:
             self.requests[method, name] += 1
             repeat = self._sent[method, target]
             self._sent[method, target] += 1
+        if method == "POST" and "/upload/" in target:
+            return self._upload_fault(body or b"")
         if method != "GET":
             return None
         if name is None:  # a listing, or a bucket's metadata
@@ -158,12 +178,37 @@ class FaultProxy(LoopbackServer):
         )
         return self._counted(name, fault)
 
+    def _upload_fault(self, body: bytes) -> str | None:
+        """The fault of the first upload of an object named in `first_upload` (its name is in
+        the upload's metadata part); its later uploads pass."""
+        with self._lock:
+            named = _UPLOADED_NAME.search(body)
+            name = named.group(1).decode() if named else None
+            if name not in self.first_upload:
+                return None
+            fault = self.first_upload.pop(name)
+        return self._counted(name, fault)
+
     def _counted(self, name: str | None, fault: str | None) -> str | None:
         if fault:
             with self._lock:
                 self.faults[fault] += 1
                 self.failed[name] += 1
         return fault
+
+    def precondition_holds(self, method: str, target: str, body: bytes | None) -> bool:
+        """Whether a conditional upload (`ifGenerationMatch`) asks for the object's generation
+        as it is (0: no such object), as Cloud Storage checks it; the emulator ignores it."""
+        split = urllib.parse.urlsplit(target)
+        wanted = urllib.parse.parse_qs(split.query).get("ifGenerationMatch")
+        named = _UPLOADED_NAME.search(body or b"")
+        if method != "POST" or not wanted or not named:
+            return True
+        bucket = split.path.split("/b/", 1)[1].split("/", 1)[0]
+        name = urllib.parse.quote(named.group(1).decode(), safe="")
+        status, _, _, data = self.forward("GET", f"/storage/v1/b/{bucket}/o/{name}", {}, None)
+        generation = int(json.loads(data)["generation"]) if status == 200 else 0
+        return generation == int(wanted[0])
 
     def forward(self, method: str, target: str, headers: dict, body: bytes | None):
         """The emulator's answer: (status, reason, headers, body)."""

@@ -14,7 +14,14 @@ from tls_proxy import TlsProxy
 
 from pipeline.cli.main import main
 from pipeline.dataset.commit import read_info
-from pipeline.dataset.versions import MARKER, POINTER, STAGING, VERSIONS, resolve
+from pipeline.dataset.publish import (
+    SupersededError,
+    publish,
+    published_since,
+    read_pointer,
+    start,
+)
+from pipeline.dataset.versions import MARKER, POINTER, STAGING, VERSIONS, Pointer, resolve
 from pipeline.read.verify import verify
 from pipeline.runners.convert import run
 from transforms.beam.manifests import ReadManifests
@@ -272,3 +279,22 @@ def test_a_gs_manifest_read_in_ranged_pieces_gives_the_rows_of_one_read(tmp_path
         read = p | ReadManifests([manifest], ReadConfig(), piece_bytes=200)
         rows = read["rows"] | beam.FlatMap(lambda batch: batch.rows)
         assert_that((rows, read["errors"]) | beam.Flatten(), equal_to(whole))
+
+
+def test_of_two_runs_from_one_version_in_a_bucket_the_second_to_publish_is_superseded(
+    tmp_path, gcs, faulty_gcs
+):
+    """LATEST's write carries the generation the run started from: of two runs started from
+    one version, the first publishes, a retry of its write is a no-op, and the second is
+    refused whatever it wrote. (The proxy answers preconditions as Cloud Storage does.)"""
+    faulty_gcs(f"{tmp_path.name}/")
+    root = f"gs://tfrp-test/{tmp_path.name}"
+    for _ in range(2):  # from no version (generation 0), then from the version just published
+        one, other = start(root), start(root)
+        first = Pointer(one.version, "1" * 64)
+        publish(one, first)
+        publish(one, first)
+        assert published_since(one) is None and published_since(other) == first
+        with pytest.raises(SupersededError, match=f"another run published {first.version} in "):
+            publish(other, Pointer(other.version, "2" * 64))
+        assert read_pointer(root)[0] == first

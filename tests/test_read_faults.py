@@ -266,3 +266,26 @@ def test_publishing_into_a_bucket_through_faults_gives_the_version_a_clean_run_g
 
     assert _objects(faulty_root) == _objects(clean_root)
     assert proxy.failed[f"{prefix}/faulty/{POINTER}"] and set(proxy.faults) == set(FAULTS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", FAULTS)
+def test_a_pointer_write_whose_answer_is_lost_publishes_the_version_once(
+    tmp_path, gcs, faulty_gcs, fault
+):
+    """The conditional write of LATEST is sent again after a failure. When the first took
+    effect and only its answer was lost ("truncate"), the second is refused (the generation
+    moved on) and the run reads the pointer: its own version, so it is published, not
+    superseded."""
+    prefix, source = _source(tmp_path, gcs)
+    root = f"gs://tfrp-test/{prefix}/out"
+    proxy = faulty_gcs(f"{prefix}/", first_upload={f"{prefix}/out/{POINTER}": fault})
+    argv = arguments(
+        "--manifest {source}/manifest.csv --output {root} --no_progress --num_shards 2",
+        source=source,
+        root=root,
+    )
+    converted = run(argv)
+
+    assert not converted.info.failures and resolve(root).folder == converted.folder
+    assert proxy.faults == {fault: 1} and verify(root, "none") == (20, [])

@@ -99,14 +99,8 @@ def read_pointer(root: str) -> tuple[Pointer | None, int]:
         if not os.path.exists(path):
             return None, 0
         return Pointer.parse(fileio.read_bytes(path), path), 0
-    from google.api_core.exceptions import NotFound
-
-    blob = _blob(path)
-    try:
-        data = retried(lambda: blob.download_as_bytes(retry=None, timeout=TIMEOUT_S), path)
-    except NotFound:
-        return None, 0
-    return Pointer.parse(data, path), blob.generation
+    read = gcs.read_generation(path)
+    return (Pointer.parse(read[0], path), read[1]) if read else (None, 0)
 
 
 def _blob(path: str):

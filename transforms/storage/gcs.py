@@ -6,6 +6,7 @@ tells what is needed (the body, and its CRC-32C in X-Goog-Hash). So an object is
 with one GET of its media, nothing before it. A `gs://` folder is listed a page at a time.
 """
 
+import contextlib
 import errno
 import functools
 import io
@@ -115,6 +116,21 @@ def stat(path: str) -> Stat:
     if blob is None:
         raise FileNotFoundError(errno.ENOENT, "no such object", path)
     return Stat(blob.size, identity(blob.size, blob.crc32c))
+
+
+def read_generation(path: str) -> tuple[bytes, int] | None:
+    """A small object's bytes and their generation (None: no object): metadata, then that
+    generation's media, never one generation's bytes under another's number."""
+    from google.api_core.exceptions import NotFound
+
+    bucket, name = split(path)
+    metadata = functools.partial(client().bucket(bucket).get_blob, name, retry=None)
+    while blob := retried(metadata, path):
+        exact = client().bucket(bucket).blob(name, generation=blob.generation)
+        media = functools.partial(exact.download_as_bytes, retry=None, timeout=TIMEOUT_S)
+        with contextlib.suppress(NotFound):  # rewritten between the two requests: read again
+            return retried(media, path), blob.generation
+    return None
 
 
 class RangeReader(io.RawIOBase):
