@@ -74,24 +74,12 @@ class _Handler(socketserver.StreamRequestHandler):
             headers[name.strip().lower()] = value.strip()
         body = self._body(headers)
         fault = self.server.fault_for(method, target, body)
-        if fault == "503":
-            self._send(
-                503,
-                "Service Unavailable",
-                [("Content-Type", "application/json")],
-                b'{"error": {"code": 503, "message": "injected"}}',
-            )
-            return headers.get("connection") != "close"
         if fault == "drop":
             return False  # closed without a word, as a reset or a dead load balancer leaves it
+        if fault == "503":
+            return self._send_error(503, "Service Unavailable", "injected", headers)
         if not self.server.precondition_holds(method, target, body):
-            self._send(
-                412,
-                "Precondition Failed",
-                [("Content-Type", "application/json")],
-                b'{"error": {"code": 412, "message": "conditionNotMet"}}',
-            )
-            return headers.get("connection") != "close"
+            return self._send_error(412, "Precondition Failed", "conditionNotMet", headers)
         status, reason, response_headers, data = self.server.forward(method, target, headers, body)
         if fault == "truncate" and data:
             # The length the whole body has, then half of it, then the end of the connection.
@@ -111,6 +99,12 @@ class _Handler(socketserver.StreamRequestHandler):
             self.rfile.readline()
             return b"".join(chunks)
         return None
+
+    def _send_error(self, status: int, reason: str, message: str, request_headers: dict) -> bool:
+        """Answer with a JSON API error; whether the connection goes on."""
+        error = json.dumps({"error": {"code": status, "message": message}}).encode()
+        self._send(status, reason, [("Content-Type", "application/json")], error)
+        return request_headers.get("connection") != "close"
 
     def _send(self, status, reason, headers, data: bytes, cut: int | None = None) -> None:
         lines = [f"HTTP/1.1 {status} {reason}"]
