@@ -151,7 +151,7 @@ def build_info(
             "offset": plan.labels.offset,
             "names": list(plan.labels.names),
         },
-        rows_in=sum(rows for _, rows in plan.rows) + errors_by_split.get("", 0),
+        rows_in=plan.row_count + errors_by_split.get("", 0),
         records=sum(r.records for r in results),
         errors=error_counts.total,
         errors_by_reason=error_counts.by_reason(),

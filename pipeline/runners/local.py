@@ -75,7 +75,7 @@ def write_here(
     rows, errors, skipped, negatives = read_rows(manifests, read_config)
     inherited = previous.labels() if previous else None
     plan = _plan(rows, conversion.plan_config(inherited, read_config.detection))
-    progress.planned(sum(count for _, count in plan.rows))
+    progress.planned(plan.row_count)
     if options.dedup:  # after the plan, which counts every row, so rows = records + errors
         rows, duplicates = drop_duplicate_content(rows, options.max_file_bytes)
         errors += duplicates

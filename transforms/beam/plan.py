@@ -52,7 +52,7 @@ class _PlanStatsFn(beam.CombineFn):
 def _decide_and_report(stats: PlanStats, config: PlanConfig, progress: Progress) -> DatasetPlan:
     """`decide_plan`, its rows then told to `progress`: the bar's total."""
     plan = decide_plan(stats, config)
-    progress.planned(sum(rows for _, rows in plan.rows))
+    progress.planned(plan.row_count)
     return plan
 
 

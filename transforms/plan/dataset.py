@@ -153,6 +153,11 @@ class DatasetPlan(NamedTuple):
     def pieces_of(self, split: str) -> int:
         return dict(self.pieces).get(split, 1)
 
+    @property
+    def row_count(self) -> int:
+        """The manifest rows of every split: what a run counts to."""
+        return sum(rows for _, rows in self.rows)
+
 
 class LabelSource(NamedTuple):
     """Where label ids come from: `--label_map` (pinned), else the published version's ids
