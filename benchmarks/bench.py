@@ -45,6 +45,7 @@ RUNS = {
     "4 Pillow resize": lambda m, o: [PYTHON, str(HERE / "peers.py"), "pillow_resize", m, o],
     "4 turbo + vips resize": lambda m, o: [PYTHON, str(HERE / "peers.py"), "turbo_vips", m, o],
     "5 Pillow validate": lambda m, o: [PYTHON, str(HERE / "peers.py"), "pillow_validate", m, o],
+    "5 validation floor": lambda m, o: [PYTHON, str(HERE / "peers.py"), "validation_floor", m, o],
     "6 converter": converter(),
     "7 full, 1 worker": converter("--validate", "full", *ONE_WORKER),
     "7 full, 2 workers": converter("--validate", "full", *TWO_WORKERS),
@@ -58,6 +59,8 @@ TARGETS = (
     ("converter / TF loop", "6 converter", "2 TF loop", 1.5),
     ("converter / Beam tutorial", "6 converter", "3 Beam tutorial", 10.0),
     ("full validate 1 worker / Pillow validate", "7 full, 1 worker", "5 Pillow validate", 1.25),
+    # Not the converter: the most any full validation can reach against the same loop.
+    ("validation floor / Pillow validate", "5 validation floor", "5 Pillow validate", 1.25),
     ("full validate 2 workers / Pillow validate", "7 full, 2 workers", "5 Pillow validate", 1.0),
     ("full validate 2 workers / 1 worker", "7 full, 2 workers", "7 full, 1 worker", 1.0),
     ("resize 1 worker / Pillow resize", "8 resize, 1 worker", "4 Pillow resize", 1.1),

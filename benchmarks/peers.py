@@ -9,10 +9,18 @@ pillow_resize    decode (reduced size), RGB, resize short side to 256 (bicubic),
 turbo_vips       the same with libjpeg-turbo (simplejpeg: DCT-scaled decode, encode) and libvips'
                  bicubic reduce: the fastest libraries for that filter a user would pick
 pillow_validate  reduced-size decode of every file, nothing written
+validation_floor the least a converter's full validation does, and nothing else: read, SHA-256
+                 (the key every record holds), libjpeg-turbo's luma decode at 1/8 (simplejpeg,
+                 strict), nothing written; it bounds what any full validation can reach
+refresh_floor    given a dataset root for OUT_DIR: the least a refresh of it does, and nothing
+                 else: stat every image (the least that sees an image change without reading
+                 it) and read the published version's rows files (benchmarks/refresh.py)
 """
 
 import csv
+import hashlib
 import io
+import json
 import math
 import os
 import sys
@@ -20,9 +28,13 @@ from pathlib import Path
 
 
 def _rows(manifest: str) -> list[tuple[str, str]]:
-    base = Path(manifest).parent
+    """(image path, label) of every row, read as lean as Python reads a CSV."""
+    base = os.path.dirname(manifest)
     with open(manifest, newline="") as handle:
-        return [(str(base / row["image_uri"]), row["label"]) for row in csv.DictReader(handle)]
+        lines = csv.reader(handle)
+        header = next(lines)
+        path, label = header.index("image_uri"), header.index("label")
+        return [(os.path.join(base, row[path]), row[label]) for row in lines]
 
 
 def copy(rows, out: Path) -> None:
@@ -125,9 +137,38 @@ def pillow_validate(rows, out: Path) -> None:
         image.load()
 
 
+def validation_floor(rows, out: Path) -> None:
+    import simplejpeg
+
+    for path, _ in rows:
+        with open(path, "rb") as handle:
+            data = handle.read()
+        hashlib.sha256(data).digest()
+        height, width, _, _ = simplejpeg.decode_jpeg_header(data)
+        eighth = {"min_height": -(-height // 8), "min_width": -(-width // 8)}
+        simplejpeg.decode_jpeg(data, "GRAY", strict=True, **eighth)
+
+
+def refresh_floor(rows, root: Path) -> None:
+    for path, _ in rows:
+        os.stat(path)
+    version = root / "versions" / json.loads((root / "LATEST").read_text())["version"]
+    for rows_file in (version / "rows").iterdir():
+        rows_file.read_bytes()
+
+
 PEERS = {
     f.__name__: f
-    for f in (copy, tf_loop, beam_tutorial, pillow_resize, turbo_vips, pillow_validate)
+    for f in (
+        copy,
+        tf_loop,
+        beam_tutorial,
+        pillow_resize,
+        turbo_vips,
+        pillow_validate,
+        validation_floor,
+        refresh_floor,
+    )
 }
 
 if __name__ == "__main__":

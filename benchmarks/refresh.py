@@ -3,9 +3,13 @@
 
 The refresh is `convert --incremental` over the whole corpus into a dataset whose published
 version holds all but the last 1% of its rows (made before the clock starts, every round); the
-full conversion is the same command without `--incremental` into an empty folder. Each run is a
-whole process measured by measure.py, rounds alternate the two, and each figure is a median.
-Writes benchmarks/results/refresh-N[-flags].json.
+full conversion is the same command without `--incremental` into an empty folder. The floor is
+what no refresh can do without, and nothing else, in a bare Python process (benchmarks/peers.py
+`refresh_floor`): read the manifest, stat every image (the least that sees an image change
+without reading it) and read the published version's rows files (what its records were made
+from). Each
+run is a whole process measured by measure.py, rounds alternate the three, and each figure is a
+median. Writes benchmarks/results/refresh-N[-flags].json.
 """
 
 import csv
@@ -23,6 +27,7 @@ from measure import run_measured
 
 HERE = Path(__file__).resolve().parent
 CLI = str(Path(sys.executable).parent / "tfrecord-pipeline")
+PEERS = HERE / "peers.py"
 CONVERT = ["--num_shards", "8", "--no_progress"]
 ADDED = 0.01  # the share of rows the refresh finds new
 TARGET = 0.10  # the refresh's time as a share of the full conversion's, at most
@@ -44,26 +49,33 @@ def convert(manifest: Path, root: Path, *flags: str) -> list[str]:
     return [CLI, "convert", "--manifest", str(manifest), "--output", str(root), *CONVERT, *flags]
 
 
-def one_round(manifest: Path, older: Path, flags: list[str]) -> tuple[dict, dict]:
-    """(full conversion, refresh), each measured as a whole process."""
+def one_round(manifest: Path, older: Path, flags: list[str]) -> tuple[dict, dict, dict]:
+    """(full conversion, refresh, floor), each measured as a whole process."""
     with tempfile.TemporaryDirectory() as out:
         full = run_measured(convert(manifest, Path(out) / "full", *flags))
         root = Path(out) / "nightly"
         subprocess.run(convert(older, root, *flags), check=True, stdout=subprocess.DEVNULL)
+        least = run_measured(
+            [sys.executable, str(PEERS), "refresh_floor", str(manifest), str(root)]
+        )
         refresh = run_measured(convert(manifest, root, *flags, "--incremental"))
-    return full, refresh
+    return full, refresh, least
 
 
 def main(count: int, repeats: int, flags: list[str]) -> dict:
     corpus_root = Path(os.environ.get("CORPUS_DIR", tempfile.gettempdir()))
     manifest = make_corpus(corpus_root / f"tfrp-corpus-{count}", count)
     older = older_manifest(manifest, manifest.with_name("manifest-older.csv"))
-    fulls, refreshes = [], []
+    fulls, refreshes, floors = [], [], []
     for number in range(1, repeats + 1):
-        full, refresh = one_round(manifest, older, flags)
+        full, refresh, least = one_round(manifest, older, flags)
         fulls.append(full["seconds"])
         refreshes.append(refresh["seconds"])
-        print(f"round {number}: full {full['seconds']:.2f} s, refresh {refresh['seconds']:.2f} s")
+        floors.append(least["seconds"])
+        print(
+            f"round {number}: full {full['seconds']:.2f} s, refresh {refresh['seconds']:.2f} s, "
+            f"floor {least['seconds']:.2f} s"
+        )
     ratio = statistics.median(refreshes) / statistics.median(fulls)
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     return {
@@ -75,7 +87,9 @@ def main(count: int, repeats: int, flags: list[str]) -> dict:
         "refresh_s": statistics.median(refreshes),
         "refresh_over_full": round(ratio, 3),
         "target": TARGET,
-        "samples": {"full_s": fulls, "refresh_s": refreshes},
+        "floor_s": statistics.median(floors),
+        "floor_over_full": round(statistics.median(floors) / statistics.median(fulls), 3),
+        "samples": {"full_s": fulls, "refresh_s": refreshes, "floor_s": floors},
     }
 
 
@@ -87,6 +101,7 @@ if __name__ == "__main__":
     print(
         f"{mark} refresh / full conversion: {report['refresh_over_full']:.3f} (target ≤ {TARGET})"
     )
+    print(f"floor / full conversion: {report['floor_over_full']:.3f}")
     results = HERE / "results"
     results.mkdir(exist_ok=True)
     name = "-".join([f"refresh-{images}", *(flag.strip("-") for flag in extra)])
