@@ -9,7 +9,8 @@ function of the seed, the request and how many times the same request came befor
 timing or thread order: two runs meet the same faults, and no request fails more than
 `MAX_IN_A_ROW` times in a row, except those of an object named in `always`, which fail every
 time (with `listings_too`, listings of its name as well: the store then answers nothing about
-it).
+it). An object can also be named in `always` with DAMAGE: its media then always arrives whole,
+one byte changed, under the emulator's X-Goog-Hash.
 """
 
 import hashlib
@@ -24,6 +25,7 @@ from collections import Counter
 from loopback import LoopbackServer
 
 FAULTS = ("503", "drop", "truncate")
+DAMAGE = "damage"  # for `always` only: a media body with one byte changed, its length kept
 _UPLOADED_NAME = re.compile(rb'"name": ?"([^"]+)"')  # in an upload's metadata part
 MAX_IN_A_ROW = 2
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "host"}
@@ -81,6 +83,8 @@ class _Handler(socketserver.StreamRequestHandler):
         if not self.server.precondition_holds(method, target, body):
             return self._send_error(412, "Precondition Failed", "conditionNotMet", headers)
         status, reason, response_headers, data = self.server.forward(method, target, headers, body)
+        if fault == DAMAGE:
+            data = data[:-1] + bytes([data[-1] ^ 0xFF])
         if fault == "truncate" and data:
             # The length the whole body has, then half of it, then the end of the connection.
             self._send(status, reason, response_headers, data, cut=len(data) // 2)
@@ -118,12 +122,12 @@ class _Handler(socketserver.StreamRequestHandler):
 class FaultProxy(LoopbackServer):
     """Context manager: serves on 127.0.0.1 at `.port` while open. Reads of objects under
     `prefix` fail at `rate` (seeded); those of an object in `always` meet its fault (one of
-    FAULTS) every time. With `listings_too`, listings of prefixes under `prefix` meet the same
-    faults (their own prefix in `always`, else at `rate`). The first upload of an object named
-    in `first_upload` meets its fault: "truncate" lets the upload take effect and cuts its
-    answer, the lost acknowledgement a client can only send again. `.requests` counts the
-    (method, object name) of every request, `.faults` the faults met by kind, `.failed` by
-    object."""
+    FAULTS, or DAMAGE) every time. With `listings_too`, listings of prefixes under `prefix`
+    meet the same faults (their own prefix in `always`, else at `rate`). The first upload of
+    an object named in `first_upload` meets its fault: "truncate" lets the upload take effect
+    and cuts its answer, the lost acknowledgement a client can only send again. `.requests`
+    counts the (method, object name) of every request, `.faults` the faults met by kind,
+    `.failed` by object."""
 
     def __init__(
         self,
@@ -170,6 +174,8 @@ class FaultProxy(LoopbackServer):
         fault = self.always.get(name) or planned_fault(
             self.seed, self.rate, f"{method} {target}", repeat
         )
+        if fault == DAMAGE and "alt=media" not in target:
+            fault = None  # its metadata arrives as it is: only the media is damaged
         return self._counted(name, fault)
 
     def _upload_fault(self, body: bytes) -> str | None:

@@ -9,7 +9,7 @@ import pytest
 import requests
 import urllib3
 from conftest import arguments, error_rows, make_images, write_manifest
-from fault_proxy import FAULTS, MAX_IN_A_ROW, planned_fault
+from fault_proxy import DAMAGE, FAULTS, MAX_IN_A_ROW, planned_fault
 from google.api_core import exceptions as api
 from google.auth import exceptions as auth
 
@@ -163,23 +163,28 @@ def test_an_object_that_always_fails_is_an_error_row_and_the_rest_converts(
     tmp_path, gcs, faulty_gcs, convert
 ):
     prefix, source = _source(tmp_path, gcs)
-    broken = {f"{prefix}/images/coffee/1.jpg": "503", f"{prefix}/images/rocket/3.jpg": "drop"}
+    broken = {
+        f"{prefix}/images/coffee/1.jpg": "503",
+        f"{prefix}/images/rocket/3.jpg": "drop",
+        f"{prefix}/images/astronaut/2.jpg": DAMAGE,  # never stored: it fails its X-Goog-Hash
+    }
     proxy = faulty_gcs(f"{prefix}/", rate=0.2, seed=5, always=broken)
     # Sized by --target_shard_mb, so the plan's stat of a sample of rows meets them too.
     output, info = convert(f"{source}/manifest.csv", "--max_error_rate", "0.2")
 
-    assert info.records == 18 and info.errors_by_reason == {"unavailable_file": 2}
+    keys = ("images/astronaut/2.jpg", "images/coffee/1.jpg", "images/rocket/3.jpg")
+    assert info.records == 17 and info.errors_by_reason == {"unavailable_file": 3}
     errors = error_rows(output)
-    assert {error["key"]: error["reason"] for error in errors} == {
-        "images/coffee/1.jpg": "unavailable_file",
-        "images/rocket/3.jpg": "unavailable_file",
-    }
+    assert {error["key"]: error["reason"] for error in errors} == dict.fromkeys(
+        keys, "unavailable_file"
+    )
     assert {error["message"] for error in errors} == {
         f"{source}/{key}: every read failed, 7 attempts, while the store answered for it"
-        for key in ("images/coffee/1.jpg", "images/rocket/3.jpg")
+        for key in keys
     }
     assert proxy.failed[f"{prefix}/images/rocket/3.jpg"] >= retry.ATTEMPTS
-    assert verify(str(tmp_path / "out"), "all") == (18, [])
+    assert proxy.failed[f"{prefix}/images/astronaut/2.jpg"] >= retry.ATTEMPTS
+    assert verify(str(tmp_path / "out"), "all") == (17, [])
 
 
 @pytest.mark.slow
