@@ -7,9 +7,8 @@ full conversion is the same command without `--incremental` into an empty folder
 what no refresh can do without, and nothing else, in a bare Python process (benchmarks/peers.py
 `refresh_floor`): read the manifest, stat every image (the least that sees an image change
 without reading it) and read the published version's rows files (what its records were made
-from). Each
-run is a whole process measured by measure.py, rounds alternate the three, and each figure is a
-median. Writes benchmarks/results/refresh-N[-flags].json.
+from). Each run is a whole process measured by measure.py, rounds alternate the three, and each
+figure is a median. Writes benchmarks/results/refresh-N[-flags].json.
 """
 
 import csv
