@@ -126,8 +126,8 @@ class FaultProxy(LoopbackServer):
     meet the same faults (their own prefix in `always`, else at `rate`). The first upload of
     an object named in `first_upload` meets its fault: "truncate" lets the upload take effect
     and cuts its answer, the lost acknowledgement a client can only send again. `.requests`
-    counts the (method, object name) of every request, `.faults` the faults met by kind,
-    `.failed` by object."""
+    counts the (method, object name) of every request, `.listings` the listing requests by
+    prefix, `.faults` the faults met by kind, `.failed` by object."""
 
     def __init__(
         self,
@@ -145,6 +145,7 @@ class FaultProxy(LoopbackServer):
         self.always, self.listings_too = always or {}, listings_too
         self.first_upload = dict(first_upload or {})  # consumed as the uploads come
         self.requests: Counter = Counter()
+        self.listings: Counter = Counter()  # listing requests, by the prefix they list
         self.faults: Counter = Counter()  # by kind
         self.failed: Counter = Counter()  # by object name (a listing's prefix)
         self._sent: Counter = Counter()  # sendings of each (method, target) so far
@@ -163,6 +164,9 @@ class FaultProxy(LoopbackServer):
             return None
         if name is None:  # a listing, or a bucket's metadata
             listed = listed_prefix(target)
+            if listed is not None:
+                with self._lock:
+                    self.listings[listed] += 1
             if not (self.listings_too and listed is not None and listed.startswith(self.prefix)):
                 return None
             fault = self.always.get(listed) or planned_fault(

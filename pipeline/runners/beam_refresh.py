@@ -17,7 +17,7 @@ from pipeline.dataset.previous import Previous
 from pipeline.runners.refresh import carry_shard
 from transforms.beam.coders import RowBatch
 from transforms.beam.steps import as_row_batches
-from transforms.plan.refresh import Reuse, read_rows, row_fingerprint, stays
+from transforms.plan.refresh import Reuse, read_rows, row_fingerprint, row_fingerprints, stays
 from transforms.progress import Progress
 from transforms.storage import fileio
 from transforms.write.shard_writer import ShardResult
@@ -25,8 +25,9 @@ from transforms.write.threads import REMOTE_THREADS_PER_CORE
 
 
 class _FingerprintFn(beam.DoFn):
-    """(key, (row, fingerprint)) for every row: one stat each, many at once on an object
-    store, where a stat is a request."""
+    """(key, (row, fingerprint)) for every row: one stat each, or on Cloud Storage a folder's
+    listing for many of a batch's rows; many at once on an object store, where a stat or a
+    listing is a request."""
 
     def setup(self):
         self._pool = ThreadPoolExecutor(REMOTE_THREADS_PER_CORE, "stat")
@@ -34,7 +35,7 @@ class _FingerprintFn(beam.DoFn):
     def process(self, batch: RowBatch):
         rows = batch.rows
         remote = bool(rows) and fileio.is_remote(rows[0].image_uri)
-        found = self._pool.map(row_fingerprint, rows) if remote else map(row_fingerprint, rows)
+        found = row_fingerprints(rows, self._pool.map) if remote else map(row_fingerprint, rows)
         for row, fingerprint in zip(rows, found, strict=True):
             yield row.key, (row, fingerprint)
 

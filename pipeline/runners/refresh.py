@@ -32,6 +32,7 @@ from transforms.plan.refresh import (
     delta_shards,
     read_rows,
     row_fingerprint,
+    row_fingerprints,
     rows_line,
 )
 from transforms.plan.sharding import ShardId
@@ -83,12 +84,13 @@ def why_not_refreshable(previous: Previous, recorded: dict) -> str | None:
 
 
 def fingerprints(rows: list[ManifestRow], cores: int) -> list[str]:
-    """Every row's fingerprint: one stat each; on an object store, where a stat is a request,
-    many at once."""
+    """Every row's fingerprint: one stat each, or on Cloud Storage a folder's listing for many
+    (transforms/plan/refresh.py `row_fingerprints`); on an object store, where a stat or a
+    listing is a request, many at once."""
     if not rows or not fileio.is_remote(rows[0].image_uri):
         return list(map(row_fingerprint, rows))
     with ThreadPoolExecutor(cores * REMOTE_THREADS_PER_CORE, "stat") as pool:
-        return list(pool.map(row_fingerprint, rows))
+        return row_fingerprints(rows, pool.map)
 
 
 def past_records(previous: Previous) -> Iterator[tuple[str, str, list[PastRecord]]]:

@@ -1,14 +1,15 @@
 """Refreshing a dataset: which records of the published version a new version keeps, which rows
 it converts, and how its shards are named and compacted. Pure functions but for a row's
-fingerprint, which stats its image; pipeline/runners/refresh.py moves the files.
+fingerprint, which stats its image (or lists its folder); pipeline/runners/refresh.py moves the
+files.
 
 A row is known again by its fingerprint: a digest of everything its record is made from (split,
 label, extra features, a detection row's objects, image path) and of the image file's identity,
-its size and modification time (an object's size and CRC-32C, from its metadata), taken with
-one stat and no read. The alternative, a hash of a local image's bytes, would read every image
-every night, which is most of what a conversion costs; the price of the stat is that a rewrite
-keeping both size and time goes unseen (`touch` the file, or run without `--incremental`, to
-convert it again).
+its size and modification time (an object's size and CRC-32C, from its folder's listing or its
+metadata: transforms/storage/listings.py), taken with one stat and no read. The alternative,
+a hash of a local image's bytes, would read every image every night, which is most of what a
+conversion costs; the price of the stat is that a rewrite keeping both size and time goes
+unseen (`touch` the file, or run without `--incremental`, to convert it again).
 """
 
 import hashlib
@@ -18,7 +19,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from transforms.manifest.rows import ManifestRow
-from transforms.storage import fileio, gcs, retry
+from transforms.storage import fileio, gcs, listings, retry
 
 
 class PastRecord(NamedTuple):
@@ -54,6 +55,19 @@ def row_fingerprint(row: ManifestRow) -> str:
         return ""
     except fileio.READ_ERRORS:
         return ""
+
+
+def row_fingerprints(rows: list[ManifestRow], map_=map) -> list[str]:
+    """Every row's fingerprint (`row_fingerprint`), a `gs://` image's identity taken from its
+    folder's listing where that pays (transforms/storage/listings.py), else from a stat of its
+    own; `map_` runs the listings and the stats (a thread pool's, where they are requests)."""
+    listed = listings.listed_identities((row.image_uri for row in rows), map_)
+
+    def one(row: ManifestRow) -> str:
+        identity = listed.get(row.image_uri)
+        return fingerprint(row, identity) if identity else row_fingerprint(row)
+
+    return list(map_(one, rows))
 
 
 # Keys that would not stay one field of one line as they are, written as JSON strings instead.
