@@ -9,10 +9,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import arguments, make_images, write_manifest
+from conftest import arguments, make_images, manifest_row, write_manifest
 from google.api_core import exceptions as api
 
 from pipeline.runners.convert import run
+from transforms.plan.refresh import row_fingerprint, row_fingerprints
 from transforms.storage import fileio, gcs, listings
 
 
@@ -62,6 +63,14 @@ class _PagedClient:
         page = [SimpleNamespace(name=name, size=1, crc32c="c") for name in names[at : at + 5]]
         token = str(at + 5) if at + 5 < len(names) else None
         return SimpleNamespace(pages=iter([page]), next_page_token=token)
+
+
+def test_rows_fingerprinted_from_listings_and_from_stats_keep_their_order(tmp_path, gcs):
+    source = _folders(tmp_path, gcs, {"many": 20, "few": 3})
+    uris = [*_uris(source, "few", range(3)), *_uris(source, "many", range(20))]
+    rows = [manifest_row(f"cat/{index}", uri=uri) for index, uri in enumerate(reversed(uris))]
+    assert row_fingerprints(rows) == [row_fingerprint(row) for row in rows]
+    assert len(set(row_fingerprints(rows))) == len(rows)
 
 
 def test_a_listing_reads_a_page_for_every_few_wanted_objects_from_the_first(monkeypatch):

@@ -62,12 +62,11 @@ def row_fingerprints(rows: list[ManifestRow], map_=map) -> list[str]:
     folder's listing where that pays (transforms/storage/listings.py), else from a stat of its
     own; `map_` runs the listings and the stats (a thread pool's, where they are requests)."""
     listed = listings.listed_identities((row.image_uri for row in rows), map_)
-
-    def one(row: ManifestRow) -> str:
-        identity = listed.get(row.image_uri)
-        return fingerprint(row, identity) if identity else row_fingerprint(row)
-
-    return list(map_(one, rows))
+    stated = iter(map_(row_fingerprint, [row for row in rows if row.image_uri not in listed]))
+    return [
+        fingerprint(row, listed[row.image_uri]) if row.image_uri in listed else next(stated)
+        for row in rows
+    ]
 
 
 # Keys that would not stay one field of one line as they are, written as JSON strings instead.
