@@ -36,7 +36,7 @@ def _listings(proxy) -> int:
     return sum(proxy.listings.values())
 
 
-def test_a_folder_holding_enough_wanted_objects_is_listed_once_not_stated(
+def test_a_folder_holding_enough_wanted_objects_is_listed_once_not_statted_object_by_object(
     tmp_path, gcs, faulty_gcs
 ):
     source = _folders(tmp_path, gcs, {"many": 40, "few": 40})
@@ -121,7 +121,7 @@ def test_a_folder_whose_listing_keeps_failing_is_left_to_stats(tmp_path, gcs, fa
 
 @pytest.mark.slow
 @pytest.mark.parametrize("runner", ["local", "beam"])
-def test_a_refresh_in_a_bucket_lists_folders_instead_of_stating_each_image(
+def test_a_refresh_in_a_bucket_lists_folders_instead_of_a_stat_per_image(
     tmp_path, gcs, faulty_gcs, runner
 ):
     """Every image folder holds 13 images: a refresh fingerprints them from one listing each,
@@ -138,7 +138,7 @@ def test_a_refresh_in_a_bucket_lists_folders_instead_of_stating_each_image(
     refreshed = run(["--manifest", f"{source}/manifest.csv", *argv, *beam, "--incremental"])
     folders = {row["image_uri"].rpartition("/")[0] for row in rows}
     assert refreshed.info.records == len(rows)
-    # No image is stated for its fingerprint: only the two new ones are read, each once (its
+    # No image gets a stat for its fingerprint: only the two new ones are read, each once (its
     # media). Beam's plan also stats up to 64 rows of each split, to size shard pieces: here
     # every row, once.
     sampled = 1 if runner == "beam" else 0

@@ -62,9 +62,9 @@ def row_fingerprints(rows: list[ManifestRow], map_=map) -> list[str]:
     folder's listing where that pays (transforms/storage/listings.py), else from a stat of its
     own; `map_` runs the listings and the stats (a thread pool's, where they are requests)."""
     listed = listings.listed_identities((row.image_uri for row in rows), map_)
-    stated = iter(map_(row_fingerprint, [row for row in rows if row.image_uri not in listed]))
+    by_stat = iter(map_(row_fingerprint, [row for row in rows if row.image_uri not in listed]))
     return [
-        fingerprint(row, listed[row.image_uri]) if row.image_uri in listed else next(stated)
+        fingerprint(row, listed[row.image_uri]) if row.image_uri in listed else next(by_stat)
         for row in rows
     ]
 
