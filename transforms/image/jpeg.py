@@ -21,7 +21,7 @@ from typing import NamedTuple
 from transforms.errors import Reason, RowError
 
 # Any marker other than a stuffed zero or a restart marker ends an entropy-coded segment.
-_FILL = re.compile(rb"\xff+")  # a marker's 0xFF, after any number of 0xFF fill bytes
+_FILL = re.compile(rb"\xff+")  # fill bytes: any number of 0xFF before a marker's own
 # Bytes of markers outside the scans (0xFF, fill bytes, marker codes): real files hold a few
 # hundred (ICC chunks, a progressive file's scans and tables); the walk, in Python, takes a
 # microsecond or so each, so millions of empty segments would stall a row for many seconds.
@@ -145,9 +145,10 @@ def parse_jpeg(data: bytes) -> JpegInfo:
             raise _truncated()
         if data[pos] != 0xFF:
             raise _corrupt(f"no marker at byte {pos}")
-        marker_bytes -= pos
-        pos = _FILL.match(data, pos).end()
-        marker_bytes += pos + 1
+        start, pos = pos, pos + 1
+        if pos < end and data[pos] == 0xFF:  # fill bytes: rare, skipped at C speed
+            pos = _FILL.match(data, pos).end()
+        marker_bytes += pos - start + 1
         if marker_bytes > MAX_MARKER_BYTES:
             raise _too_many_markers()
         if pos >= end:
