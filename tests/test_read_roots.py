@@ -2,7 +2,8 @@
 documented status, never a traceback: `verify` reports it as a problem (status 1), `preview`
 and `stats` as an input mistake (status 2), `load()` raises ValueError. The roots are made for
 real: a folder, real symbolic links (to a file outside the root, to a pointer outside it that
-names a sound version, to a folder), garbage, files where folders belong, damaged shards."""
+names a sound version, to a folder; `versions/` to a sound copy outside), garbage, files where
+folders belong, damaged shards."""
 
 import shutil
 import subprocess
@@ -50,6 +51,9 @@ MALFORMED = {
     "LATEST a link to a folder": lambda root: _replace(
         root / POINTER, lambda p: p.symlink_to(root / VERSIONS)
     ),
+    "versions a link to a sound copy outside": lambda root: _replace(
+        root / VERSIONS, lambda p: p.symlink_to(root.parent / "versions")
+    ),
     "garbage in LATEST": lambda root: (root / POINTER).write_bytes(b"\x00\xff{garbage"),
     "the version a file": lambda root: _replace(_only_version(root), lambda p: p.write_text("x")),
     "versions a file": lambda root: _replace(root / VERSIONS, lambda p: p.write_text("x")),
@@ -76,6 +80,7 @@ def malformed(request, sound, tmp_path) -> tuple[str, Path]:
     shutil.copytree(sound, root)
     (tmp_path / "outside.txt").write_text("not a pointer\n")
     shutil.copy(sound / POINTER, tmp_path / "pointer")
+    shutil.copytree(sound / VERSIONS, tmp_path / "versions")
     MALFORMED[request.param](root)
     return request.param, root
 

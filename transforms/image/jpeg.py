@@ -1,8 +1,10 @@
 """JPEG structure without decoding: frame size, colour layout, EXIF orientation, completeness.
 
 Walking the marker segments up to EOI catches the truncated and malformed files that make
-`tf.io.decode_jpeg` fail in the middle of a training run. Entropy-coded data is skipped with a
-C-speed regex, so the walk costs microseconds, not a decode.
+`tf.io.decode_jpeg` fail in the middle of a training run. Entropy-coded data and fill bytes are
+skipped with a C-speed regex, so the walk costs microseconds, not a decode; the markers outside
+the scans are counted and limited, so a file of millions of empty segments cannot stall it.
+Whether each scan's data fills its frame only a decode can tell (`fastpath.check_scans`).
 
 The walk also weighs the entropy-coded data against the frame it claims to fill. In Huffman
 coding every 8x8 block of every component has its DC coefficient coded in at least one bit (a
@@ -20,12 +22,12 @@ from typing import NamedTuple
 
 from transforms.errors import Reason, RowError
 
-# Any marker other than a stuffed zero or a restart marker ends an entropy-coded segment.
 _FILL = re.compile(rb"\xff+")  # fill bytes: any number of 0xFF before a marker's own
 # Bytes of markers outside the scans (0xFF, fill bytes, marker codes): real files hold a few
 # hundred (ICC chunks, a progressive file's scans and tables); the walk, in Python, takes a
 # microsecond or so each, so millions of empty segments would stall a row for many seconds.
 MAX_MARKER_BYTES = 65_536
+# Any marker other than a stuffed zero or a restart marker ends an entropy-coded segment.
 _NEXT_MARKER = re.compile(rb"\xff[^\x00\xd0-\xd7]")
 _SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # minus DHT, JPG, DAC
 _STANDALONE = frozenset(range(0xD0, 0xD8)) | {0x01}
