@@ -8,10 +8,11 @@ import pytest
 from conftest import encode, photo
 from PIL import Image
 
-from transforms.image import fastpath, pixels
+from transforms.errors import Reason, RowError
+from transforms.image import fastpath
 from transforms.image.config import ImageConfig
 from transforms.image.images import normalise
-from transforms.image.jpeg import coefficient_bytes, parse_jpeg
+from transforms.image.jpeg import parse_jpeg
 
 PHOTO = photo("chelsea.png")  # 451x300
 RESIZE = ImageConfig(resize_short_side=128, jpeg_quality=90)
@@ -52,11 +53,17 @@ def test_filters_libvips_lacks_rotated_and_cmyk_jpegs_stay_on_pillows_path():
     assert not fastpath.covers(parse_jpeg(encode(PHOTO.convert("CMYK"))), RESIZE)
 
 
-def test_a_file_libjpeg_warns_about_is_converted_as_pillow_converts_it():
+@pytest.mark.parametrize(
+    "config",
+    [RESIZE, RESIZE._replace(resample="nearest"), ImageConfig(), ImageConfig(encoding="raw")],
+)
+def test_a_file_libjpeg_warns_about_is_an_error_row_on_every_path(config):
+    """The fast path's decode, the check before Pillow's and a JPEG stored as it is alike."""
     data = _short_scan(encode(PHOTO, quality=92))
-    info = parse_jpeg(data)
-    assert fastpath.convert_jpeg(data, info, RESIZE, 0) is None
-    assert normalise(data, RESIZE) == pixels.convert_pixels(data, RESIZE, coefficient_bytes(info))
+    with pytest.raises(RowError) as raised:
+        normalise(data, config)
+    assert raised.value.reason is Reason.CORRUPT_IMAGE
+    assert "premature end of data segment" in raised.value.message
 
 
 @pytest.mark.parametrize("mode", ["RGB", "L"])

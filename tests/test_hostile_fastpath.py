@@ -1,7 +1,7 @@
 """Hostile JPEGs against the fast path (libjpeg-turbo + libvips): whatever it takes must come out
 as Pillow's path would make it (same shape, same turn, close pixels), and whatever it must not
-decide (damaged data, EXIF it cannot read, a shrink libvips refuses) must be decided exactly as
-Pillow's path decides it, error rows included."""
+decide (EXIF it cannot read, a shrink libvips refuses) must be decided exactly as Pillow's path
+decides it, error rows included; a file libjpeg warns about is an error row on every path."""
 
 import hashlib
 import io
@@ -156,17 +156,38 @@ KINDS = {
     "restart intervals": encode(ASTRONAUT, quality=90, restart_marker_blocks=3),
     "4:1:1": simplejpeg.encode_jpeg(np.asarray(ASTRONAUT), 90, "RGB", "411"),
 }
-CONFIGS = [RESIZE, ImageConfig(encoding="raw", channels=1), ImageConfig(max_side=64, channels=3)]
+CONFIGS = [
+    RESIZE,
+    ImageConfig(encoding="raw", channels=1),
+    ImageConfig(max_side=64, channels=3),
+    ImageConfig(max_side=64, resample="nearest"),  # Pillow's path
+    ImageConfig(),  # stored as it is
+]
+
+
+def _warns(data: bytes) -> bool:
+    try:
+        simplejpeg.decode_jpeg(data, "GRAY", strict=True)
+    except ValueError:
+        return True
+    return False
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_damaged_scans_are_decided_as_pillows_path_decides(kind):
-    """Both convert (a flipped bit can still be valid data), or both refuse for one reason."""
+def test_damaged_scans_are_error_rows_on_every_path_exactly_when_libjpeg_warns(kind):
+    """A scan cut short with its EOI kept is always refused; a flipped bit or zeros can still
+    be valid data, and are then converted as Pillow's path converts them."""
     for name, data in _damaged(KINDS[kind]).items():
+        warns = _warns(data)
+        assert warns or name != "short scan, EOI kept"
         for config in CONFIGS:
-            ours, pillows = _ours(data, config), _pillows(data, config)
-            if isinstance(ours, Reason) or isinstance(pillows, Reason):
-                assert ours == pillows, (name, config)
+            ours = _ours(data, config)
+            if warns:
+                assert ours == Reason.CORRUPT_IMAGE, (name, config)
+            elif config.max_side and config.resample == "nearest":
+                assert ours == _pillows(data, config), (name, config)
+            else:
+                assert not isinstance(ours, Reason), (name, config)
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -1,6 +1,7 @@
 """transforms/image/jpeg.py, pure: the marker walk's frame, scans and APP segments, the EXIF
 orientation it reads (or leaves to Pillow), blocks by sampling factor, and broken structures.
-(The data bound and scan count on crafted and real files: test_hostile.py.)"""
+(The data bound and scan count on crafted and real files: test_hostile.py; scans that run
+short and a file of millions of empty segments, through a conversion: test_hostile_jpeg.py.)"""
 
 import struct
 
@@ -8,7 +9,7 @@ import pytest
 from conftest import encode, photo
 
 from transforms.errors import Reason, RowError
-from transforms.image.jpeg import blocks, exif_orientation, padded, parse_jpeg
+from transforms.image.jpeg import MAX_MARKER_BYTES, blocks, exif_orientation, parse_jpeg
 
 SMALL = photo().resize((64, 48))
 BASELINE = encode(SMALL)
@@ -89,11 +90,24 @@ def test_a_broken_structure_is_a_corrupt_image_saying_what_is_broken(data, says)
     assert raised.value.reason is Reason.CORRUPT_IMAGE and raised.value.message.startswith(says)
 
 
-def test_padding_goes_after_each_scan_around_the_restart_marker_that_would_come_next():
-    info = parse_jpeg(BASELINE)
-    ((_, end),) = info.scans
-    pad = b"\x00" * 3
-    assert padded(BASELINE, info, pad) == BASELINE[:end] + pad + b"\xff\xd0" + pad + BASELINE[end:]
-    restarts = encode(SMALL, restart_marker_blocks=1)  # 12 MCUs: 11 restart markers, D0 to D2
-    ((_, end),) = parse_jpeg(restarts).scans
-    assert padded(restarts, parse_jpeg(restarts), pad)[end : end + 8] == pad + b"\xff\xd3" + pad
+def _after_soi(data: bytes, inserted: bytes) -> bytes:
+    return data[:2] + inserted + data[2:]
+
+
+@pytest.mark.parametrize(
+    "inserted",
+    [
+        b"\xff\xfe\x00\x02" * (MAX_MARKER_BYTES // 2),  # empty COM segments
+        b"\xff\x01" * (MAX_MARKER_BYTES // 2 + 1),  # standalone TEM markers
+        b"\xff" * MAX_MARKER_BYTES,  # fill bytes before the next marker
+    ],
+)
+def test_markers_and_fill_bytes_outside_the_scans_are_limited(inserted):
+    with pytest.raises(RowError) as raised:
+        parse_jpeg(_after_soi(BASELINE, inserted))
+    assert raised.value.reason is Reason.TOO_MANY_MARKERS
+
+
+def test_markers_under_the_limit_pass():
+    comments = b"\xff\xfe\x00\x03!" * 2000 + b"\xff" * 1000
+    assert parse_jpeg(_after_soi(BASELINE, comments))[:5] == parse_jpeg(BASELINE)[:5]

@@ -46,6 +46,8 @@ class Reason(enum.StrEnum):
     UNSUPPORTED_FORMAT = "unsupported_format"
     IMAGE_TOO_LARGE = "image_too_large"  # over the pixel or decode-memory limit (a bomb)
     TOO_MANY_SCANS = "too_many_scans"  # a JPEG of more scans than --max_scans (slow to decode)
+    TOO_MANY_MARKERS = "too_many_markers"  # a JPEG of over 65,536 marker and fill bytes outside
+    # its scans (millions of empty segments: slow to walk, a huge record)
     RECORD_TOO_LARGE = "record_too_large"  # over TensorFlow's record size limit
 
 

@@ -92,10 +92,11 @@ FLAGS = (
          "in `image/object/mask`, for Mask R-CNN; an object without one is a `bad_annotation` "
          "(see Object detection)"),
     Flag("--validate", "|".join(VALIDATE_MODES), _choices(VALIDATE_MODES),
-         "structural: walk every JPEG marker up to EOI (catches truncation, and a frame its scan "
-         "data cannot fill); full: also decode every scan with libjpeg (luma at 1/8 scale: every "
-         "coefficient read, few pixels made), and refuse a scan whose data ends early (see "
-         "Limits)"),
+         "both walk every JPEG marker up to EOI (truncation, a frame its scan data cannot fill, "
+         "over 65,536 marker bytes) and decode every scan with libjpeg in strict mode (luma at "
+         "1/8 scale: every coefficient read, few pixels made), refusing a JPEG it warns about, "
+         "such as one whose scan data ends early however the file ends (see Limits); `full` is "
+         "kept as the same check"),
     Flag("--channels", "1|3", INT, "channels of stored images"),
     Flag("--jpeg_quality", "Q", INT, "quality when an image has to be re-encoded"),
     Flag("--max_pixels", "N", INT,

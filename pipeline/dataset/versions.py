@@ -11,6 +11,7 @@ pipeline/dataset/publish.py's.
 
 import hashlib
 import json
+import os
 import re
 from collections.abc import Callable
 from typing import NamedTuple
@@ -75,21 +76,43 @@ class Published(NamedTuple):
 
 
 def read_or_none(path: str) -> bytes | None:
+    """A file's bytes, or None when there is none (a file standing where its folder should
+    is none either); DatasetError, one line, for one that is there and cannot be read (a
+    folder, permission denied)."""
     try:
         return fileio.read_bytes(path)
-    except fileio.MISSING:
+    except (*fileio.MISSING, NotADirectoryError):
         return None
+    except fileio.READ_ERRORS as error:
+        strerror = getattr(error, "strerror", None)
+        raise DatasetError(
+            f"{path} cannot be read: {strerror}" if strerror else str(error)
+        ) from None
+
+
+def _refuse_links(*paths: str) -> None:
+    """A reader follows no symbolic link inside a dataset root (`LATEST`, `versions/`, the
+    version it names), as a run makes none there and refuses to write through one: a link
+    would have it read another folder's files, outside the root, as this dataset's. (The
+    root's own path may be a link: that is the user's name for the dataset.)"""
+    for path in paths:
+        if not fileio.is_remote(path) and os.path.islink(path):
+            raise DatasetError(f"{path} is a symbolic link; readers follow none in a dataset")
 
 
 def resolve(path: str, read: Callable[[str], bytes | None] = read_or_none) -> Published:
     """The published version of the dataset root `path`, or `path` itself when it is a version
     folder; its marker and metadata checked against what the pointer promises. `read` gives a
-    file's bytes or None when there is none (TensorFlow's file system in `load`)."""
+    file's bytes or None when there is none (TensorFlow's file system in `load`); anything
+    else about the root is a DatasetError of one line."""
     path = path.rstrip("/")
+    _refuse_links(f"{path}/{POINTER}")
     pointer_bytes = read(f"{path}/{POINTER}")
     if pointer_bytes is not None:
         pointer = Pointer.parse(pointer_bytes, f"{path}/{POINTER}")
-        return complete_version(f"{path}/{VERSIONS}/{pointer.version}", pointer, read)
+        folder = f"{path}/{VERSIONS}/{pointer.version}"
+        _refuse_links(f"{path}/{VERSIONS}", folder)
+        return complete_version(folder, pointer, read)
     return complete_version(path, None, read)
 
 

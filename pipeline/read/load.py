@@ -7,7 +7,7 @@ read side; the conversion path never imports this module.
 
 import json
 
-from pipeline.dataset.versions import resolve
+from pipeline.dataset.versions import DatasetError, resolve
 from transforms.tfrecord.examples import LABEL_KEY, OBJECT_LABEL_KEY
 
 
@@ -18,13 +18,17 @@ def _tf():
 
 
 def _gfile_reader(tf):
-    """A file's bytes through TensorFlow's file systems, or None when there is none."""
+    """A file's bytes through TensorFlow's file systems, or None when there is none; a
+    DatasetError (a ValueError, one line) for one that cannot be read (a folder)."""
 
     def read(path: str) -> bytes | None:
-        if not tf.io.gfile.exists(path):
+        try:
+            with tf.io.gfile.GFile(path, "rb") as handle:
+                return handle.read()
+        except tf.errors.NotFoundError:
             return None
-        with tf.io.gfile.GFile(path, "rb") as handle:
-            return handle.read()
+        except tf.errors.OpError as error:
+            raise DatasetError(f"cannot read {error.message}") from None
 
     return read
 

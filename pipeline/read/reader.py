@@ -2,12 +2,14 @@
 
 from collections.abc import Iterator
 
+from google.protobuf.message import DecodeError
+
 from pipeline.dataset.metadata import DatasetInfo
-from pipeline.dataset.versions import resolve
+from pipeline.dataset.versions import DatasetError, resolve
 from transforms.errors import UserError
 from transforms.storage import fileio
 from transforms.tfrecord.proto.example_pb2 import Example
-from transforms.tfrecord.records import read_records, shard_payload
+from transforms.tfrecord.records import RecordError, read_records, shard_payload
 
 
 def open_dataset(path: str) -> tuple[str, DatasetInfo]:
@@ -27,12 +29,23 @@ def examples(output: str, info: DatasetInfo, split: str) -> Iterator[dict]:
     if split not in info.splits:
         raise UserError(f"no split {split!r} in {output}; it has {sorted(info.splits)}")
     for shard in info.splits[split].shards:
-        data = fileio.read_bytes(fileio.join(output, shard.file))
-        for _, record in read_records(shard_payload(data, info.compression)):
-            features = Example.FromString(record).features.feature
+        for record in _records(output, shard.file, info.compression):
+            features = record.features.feature
             yield {
                 key: values if key in lists else values[0]
                 for key, feature in features.items()
                 if (kind := feature.WhichOneof("kind"))
                 and ((values := list(getattr(feature, kind).value)) or key in lists)
             }
+
+
+def _records(output: str, name: str, compression: str) -> Iterator[Example]:
+    """A shard's Examples; a DatasetError of one line for a shard that is missing, cannot be
+    read or is damaged (`verify` says what else is)."""
+    path = fileio.join(output, name)
+    try:
+        for _, record in read_records(shard_payload(fileio.read_bytes(path), compression)):
+            yield Example.FromString(record)
+    except (*fileio.READ_ERRORS, RecordError, DecodeError) as error:
+        reason = getattr(error, "strerror", None) or error
+        raise DatasetError(f"{path} cannot be read ({reason}); run verify on {output}") from None

@@ -4,10 +4,13 @@ Resolves the published version once (pointer, marker and the metadata's hash mus
 checks every listed shard's size and CRC-32C, the framing and both CRCs of every record, record
 counts, DALI index files, TFDS's files (against what our metadata makes of them), that every
 Example carries the recorded features with their types, and that images decode to the stored
-height, width and channels (a sample per shard, or all with `decode="all"`), a JPEG only after
-the converter's own checks of its structure, pixels and scans, with the limits it was converted
-with; and that every listed errors file holds its count of rows. Uses the project's own proto
-classes and Pillow: no TensorFlow.
+height, width and channels (the first `SAMPLE_PER_SHARD` records of each shard, all with
+`decode="all"`, none with `"none"`), a JPEG only after the converter's own checks, as the
+current converter makes them, with the limits the dataset was converted with: its structure,
+pixels, scans and markers, and a strict libjpeg decode that refuses a scan whose data ends
+before its frame is filled (which an older version may hold: versions converted before that
+check stored such files); and that every listed errors file holds its count of rows. Uses the
+project's own proto classes, Pillow and libjpeg-turbo: no TensorFlow.
 """
 
 import io
@@ -20,7 +23,7 @@ from pipeline.dataset.tfds_metadata import tfds_files
 from pipeline.dataset.versions import DatasetError, resolve
 from transforms.errors import RowError
 from transforms.image.config import DECODER_ERRORS, ImageConfig
-from transforms.image.images import check_jpeg, sniff
+from transforms.image.images import check_jpeg, check_scans, sniff
 from transforms.storage import fileio
 from transforms.tfrecord.examples import RAW_KEY
 from transforms.tfrecord.proto.example_pb2 import Example
@@ -64,6 +67,9 @@ def _limits(options: dict) -> ImageConfig:
     return ImageConfig(
         max_pixels=options.get("max_pixels", default.max_pixels),
         max_scans=options.get("max_scans", default.max_scans),
+        max_decode_bytes=int(
+            options.get("max_decode_mb", default.max_decode_bytes / 2**20) * 2**20
+        ),
     )
 
 
@@ -76,7 +82,7 @@ def _check_pixels(values: dict, limits: ImageConfig) -> str | None:
     encoded = values["image/encoded"]
     try:
         if sniff(encoded) == "jpeg":
-            check_jpeg(encoded, limits)
+            check_scans(encoded, check_jpeg(encoded, limits), limits)
         image = Image.open(io.BytesIO(encoded))
         if (image.height, image.width, _CHANNELS.get(image.mode)) != (height, width, channels):
             return f"image is {image.width}x{image.height} {image.mode}, record says otherwise"

@@ -1,21 +1,27 @@
-"""The fast path for 8-bit RGB and grayscale JPEGs: decoded and encoded by libjpeg-turbo
-through `simplejpeg`, resized by libvips' `reduce` (SIMD code); Pillow does everything else.
+"""libjpeg-turbo through `simplejpeg`: the check that a JPEG's scans decode cleanly, and the
+fast path for 8-bit RGB and grayscale JPEGs, decoded and encoded by libjpeg-turbo and resized
+by libvips' `reduce` (SIMD code); Pillow does everything else.
 
-It only ever takes a file libjpeg decodes without a single warning (`strict`): a damaged file,
-even one libjpeg would fill with grey and Pillow accept, goes to Pillow's path, which decides it
-exactly as it always has (error rows, their reasons and messages are Pillow's). Covered: one or
-three components (YCbCr, not Adobe RGB or YCCK), upright (no EXIF rotation), and a resize, when
-one is asked, with a filter libvips has too: bilinear, bicubic (Catmull-Rom, as Pillow's) and
-lanczos (Lanczos-3), each widened by the downscale factor as Pillow widens them, so they
-antialias alike. A JPEG is decoded at 1/2, 1/4 or 1/8 scale where the target allows (libjpeg's
-DCT scaling with its SIMD inverse DCTs; the other M/8 scales use C code and decode slower than
-full size), then resampled to the exact size.
+Every JPEG is decoded by libjpeg in strict mode, which stops at the first warning: a scan
+whose data ends before its frame is filled ("premature end of data segment", however the file
+goes on: an EOI, zeros, garbage), a bad Huffman code, a restart marker out of place, bytes
+after a scan. Pillow ignores those warnings and fills the missing blocks with grey, as
+`tf.io.decode_jpeg` does; such a file is an error row. A JPEG stored as it is gets the check
+alone (`check_scans`: luma at 1/8 scale, where nearly all the cost is Huffman decoding, which
+no decoder skips); one the fast path converts gets it from its own decode. Covered by the fast
+path: one or three components (YCbCr, not Adobe RGB or YCCK), upright (no EXIF rotation), and
+a resize, when one is asked, with a filter libvips has too: bilinear, bicubic (Catmull-Rom, as
+Pillow's) and lanczos (Lanczos-3), each widened by the downscale factor as Pillow widens them,
+so they antialias alike. A JPEG is decoded at 1/2, 1/4 or 1/8 scale where the target allows
+(libjpeg's DCT scaling with its SIMD inverse DCTs; the other M/8 scales use C code and decode
+slower than full size), then resampled to the exact size.
 """
 
 import numpy as np
 import pyvips
 import simplejpeg
 
+from transforms.errors import Reason, RowError
 from transforms.image.config import (
     ImageConfig,
     StoredImage,
@@ -52,26 +58,35 @@ def _decode_step(width: int, height: int, size: tuple[int, int]) -> int:
     return step
 
 
+def _decode(data: bytes, colorspace: str, height: int, width: int) -> np.ndarray:
+    """libjpeg's decode at the smallest DCT scale that covers `width` x `height`; RowError at
+    its first warning or error, in libjpeg's words."""
+    try:
+        return simplejpeg.decode_jpeg(
+            data, colorspace, min_height=height, min_width=width, strict=True
+        )
+    except ValueError as error:
+        raise RowError(Reason.CORRUPT_IMAGE, f"JPEG does not decode cleanly: {error}") from None
+
+
+def check_scans(data: bytes, info: JpegInfo) -> None:
+    """Every scan decodes without a warning, so its data fills the frame: luma (CMYK for four
+    components, which libjpeg does not turn into grey) at 1/8 scale."""
+    colorspace = "CMYK" if info.components == 4 else "GRAY"
+    _decode(data, colorspace, -(-info.height // 8), -(-info.width // 8))
+
+
 def convert_jpeg(data: bytes, info: JpegInfo, config: ImageConfig, held: int) -> StoredImage | None:
-    """Decode (DCT-scaled), resample, encode; None when libjpeg warns or fails, or libvips
-    cannot reduce that far (Pillow's path then decides). `held`: what the decoder keeps (a
-    progressive JPEG's coefficients)."""
+    """Decode (DCT-scaled), resample, encode; None when libvips cannot reduce that far
+    (Pillow's path then decides); RowError when libjpeg warns. `held`: what the decoder keeps
+    (a progressive JPEG's coefficients)."""
     size = scaled_size(info.width, info.height, min(scale_for(info.width, info.height, config), 1))
     step = _decode_step(info.width, info.height, size)
     channels = config.channels
     decoded_width, decoded_height = -(-info.width // step), -(-info.height // step)
     needed = held + (decoded_width * decoded_height + 2 * size[0] * size[1]) * channels
     check_decode_bytes(info.width, info.height, needed, config)
-    try:
-        pixels = simplejpeg.decode_jpeg(
-            data,
-            "RGB" if channels == 3 else "GRAY",
-            min_height=decoded_height,
-            min_width=decoded_width,
-            strict=True,
-        )
-    except ValueError:
-        return None
+    pixels = _decode(data, "RGB" if channels == 3 else "GRAY", decoded_height, decoded_width)
     if pixels.shape[1::-1] != size:
         extent = (info.width / step, info.height / step)
         try:

@@ -1,9 +1,10 @@
 """Image bytes in, bytes fit for `tf.io.decode_jpeg` (or raw pixels) out, decided by content.
 
 A valid 8-bit Huffman-coded JPEG with the wanted channel count, small enough and (with
-`exif_transpose`) upright, is stored byte-identical after a structural check (`jpeg.py`);
-`validate="full"` also decodes it, luma only at 1/8 scale (libjpeg still reads every
-coefficient of every component, so corrupt data is found at a fraction of the cost). Everything
+`exif_transpose`) upright, is stored byte-identical after a structural check (`jpeg.py`) and a
+strict libjpeg decode of its luma at 1/8 scale (`fastpath.check_scans`: libjpeg still reads
+every coefficient of every component, so a scan that runs short is found at a fraction of a
+full decode's cost); every other JPEG gets that decode too. Everything
 else Pillow reads (PNG 8/16-bit, palette, alpha; GIF's first frame; BMP; TIFF; WebP; CMYK, YCCK
 or grayscale JPEG) is decoded, EXIF-rotated, flattened onto the background if it has alpha,
 resized if asked, and stored as JPEG or raw pixels, by `pixels.py` (Pillow), which is imported
@@ -100,13 +101,24 @@ def fastpath():
     return fastpath
 
 
+def check_scans(data: bytes, info: JpegInfo, config: ImageConfig) -> None:
+    """That libjpeg decodes every scan of the JPEG without a warning (its data fills the
+    frame), within the memory limit: a progressive JPEG's coefficients and the luma at 1/8."""
+    eighth = -(-info.width // 8) * -(-info.height // 8) * (4 if info.components == 4 else 1)
+    check_decode_bytes(info.width, info.height, coefficient_bytes(info) + eighth, config)
+    fastpath().check_scans(data, info)
+
+
 def _convert_jpeg(data: bytes, info: JpegInfo, config: ImageConfig) -> StoredImage:
-    """The fast path where it covers the file and libjpeg decodes it cleanly, else Pillow."""
+    """The fast path where it covers the file (its decode is the scans' check), else the
+    check, then Pillow."""
     held = coefficient_bytes(info)
     if fastpath().covers(info, config):
         stored = fastpath().convert_jpeg(data, info, config, held)
         if stored is not None:  # upright: boxes on the file's grid need only its size
             return stored._replace(source_width=info.width, source_height=info.height)
+    else:
+        check_scans(data, info, config)
     return pixels().convert_pixels(data, config, held)
 
 
@@ -129,10 +141,7 @@ def normalise(data: bytes, config: ImageConfig) -> StoredImage:
         )
     if not _keeps_bytes(info, config):
         return _convert_jpeg(data, info, config)
-    if config.validate == "full":
-        luma = -(-info.width // 8) * -(-info.height // 8)
-        check_decode_bytes(info.width, info.height, coefficient_bytes(info) + luma, config)
-        pixels().check_jpeg_decodes(data, info)
+    check_scans(data, info, config)
     orientation = info.orientation or 1
     return StoredImage(
         data, "JPEG", info.height, info.width, info.components, info.width, info.height, orientation

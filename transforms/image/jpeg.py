@@ -1,8 +1,10 @@
 """JPEG structure without decoding: frame size, colour layout, EXIF orientation, completeness.
 
 Walking the marker segments up to EOI catches the truncated and malformed files that make
-`tf.io.decode_jpeg` fail in the middle of a training run. Entropy-coded data is skipped with a
-C-speed regex, so the walk costs microseconds, not a decode.
+`tf.io.decode_jpeg` fail in the middle of a training run. Entropy-coded data and fill bytes are
+skipped with a C-speed regex, so the walk costs microseconds, not a decode; the markers outside
+the scans are counted and limited, so a file of millions of empty segments cannot stall it.
+Whether each scan's data fills its frame only a decode can tell (`fastpath.check_scans`).
 
 The walk also weighs the entropy-coded data against the frame it claims to fill. In Huffman
 coding every 8x8 block of every component has its DC coefficient coded in at least one bit (a
@@ -20,9 +22,13 @@ from typing import NamedTuple
 
 from transforms.errors import Reason, RowError
 
+_FILL = re.compile(rb"\xff+")  # fill bytes: any number of 0xFF before a marker's own
+# Bytes of markers outside the scans (0xFF, fill bytes, marker codes): real files hold a few
+# hundred (ICC chunks, a progressive file's scans and tables); the walk, in Python, takes a
+# microsecond or so each, so millions of empty segments would stall a row for many seconds.
+MAX_MARKER_BYTES = 65_536
 # Any marker other than a stuffed zero or a restart marker ends an entropy-coded segment.
 _NEXT_MARKER = re.compile(rb"\xff[^\x00\xd0-\xd7]")
-_RESTART = re.compile(rb"\xff[\xd0-\xd7]")
 _SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # minus DHT, JPG, DAC
 _STANDALONE = frozenset(range(0xD0, 0xD8)) | {0x01}
 HUFFMAN_8BIT = frozenset({0xC0, 0xC1, 0xC2})  # baseline, extended, progressive
@@ -48,6 +54,13 @@ class JpegInfo(NamedTuple):
 
 def _truncated() -> RowError:
     return RowError(Reason.CORRUPT_IMAGE, "truncated JPEG: data ends before the EOI marker")
+
+
+def _too_many_markers() -> RowError:
+    return RowError(
+        Reason.TOO_MANY_MARKERS,
+        f"over {MAX_MARKER_BYTES:,} bytes of markers and fill bytes outside the scans",
+    )
 
 
 def _corrupt(what: str) -> RowError:
@@ -128,14 +141,18 @@ def _check_coded(frame: JpegInfo, coded: int) -> None:
 
 def parse_jpeg(data: bytes) -> JpegInfo:
     """Walk every marker segment up to EOI; raises RowError if the structure is broken."""
-    pos, end, frame, extras, scans, coded = 2, len(data), None, {}, [], 0
+    pos, end, frame, extras, scans, coded, marker_bytes = 2, len(data), None, {}, [], 0, 2
     while True:
         if pos >= end:
             raise _truncated()
         if data[pos] != 0xFF:
             raise _corrupt(f"no marker at byte {pos}")
-        while pos < end and data[pos] == 0xFF:
-            pos += 1
+        start, pos = pos, pos + 1
+        if pos < end and data[pos] == 0xFF:  # fill bytes: rare, skipped at C speed
+            pos = _FILL.match(data, pos).end()
+        marker_bytes += pos - start + 1
+        if marker_bytes > MAX_MARKER_BYTES:
+            raise _too_many_markers()
         if pos >= end:
             raise _truncated()
         marker = data[pos]
@@ -174,15 +191,3 @@ def parse_jpeg(data: bytes) -> JpegInfo:
         raise _corrupt("no scan")
     _check_coded(frame, coded)
     return frame._replace(scans=tuple(scans), **extras)
-
-
-def padded(data: bytes, info: JpegInfo, padding: bytes) -> bytes:
-    """The JPEG with `padding` after each scan's data, on both sides of the restart marker that
-    would come next: bytes a complete scan never reads, and a scan that ran out of data decodes
-    (after a restart marker, if it ran out at the end of a restart interval)."""
-    pieces, done = [], 0
-    for start, end in info.scans:
-        restart = bytes((0xFF, 0xD0 + len(_RESTART.findall(data, start, end)) % 8))
-        pieces += (data[done:end], padding, restart, padding)
-        done = end
-    return b"".join(pieces) + data[done:]

@@ -20,7 +20,6 @@ from transforms.image.config import (
     scale_for,
     scaled_size,
 )
-from transforms.image.jpeg import JpegInfo, padded
 from transforms.image.orientation import ORIENTATIONS
 
 _WIDE_INTEGER = ("I;16", "I;16B", "I;16L", "I")  # scaled to 8 bits through a 32-bit copy
@@ -57,47 +56,6 @@ def _load(image: Image.Image) -> None:
         image.load()
     except DECODER_ERRORS as error:
         raise RowError(Reason.CORRUPT_IMAGE, f"cannot decode image: {error}") from None
-
-
-def _luma_eighth(data: bytes, info: JpegInfo) -> Image.Image:
-    size = ((info.width + 7) // 8, (info.height + 7) // 8)
-    try:  # decoder arguments: raw mode, file mode, scale, draft
-        return Image.frombytes("L", size, data, "jpeg", "L", "", 8, 0)
-    except DECODER_ERRORS as error:  # ValueError: "not enough image data", "cannot decode ..."
-        raise RowError(Reason.CORRUPT_IMAGE, f"JPEG does not decode: {error}") from None
-
-
-def check_jpeg_decodes(data: bytes, info: JpegInfo) -> None:
-    """A real libjpeg decode of every scan, producing only luma at 1/8 scale.
-
-    libjpeg entropy-decodes every coefficient of every component whatever it outputs, so
-    asking for grayscale at 1/8 skips only the chroma IDCT, upsampling and colour conversion.
-    The decoder is called directly with the whole buffer: `Image.open` would re-parse in Python
-    the headers `parse_jpeg` has already walked, and feed the data in 64 KiB pieces. Pillow's
-    decoder writes each output row into a buffer as wide as the image it is given, so that size
-    must be libjpeg's own: both come from the one frame header `parse_jpeg` accepted (libjpeg
-    rejects a second one; test_hostile checks the two agree on damaged headers).
-
-    A scan whose data ends before its last block is only a warning to libjpeg, which Pillow
-    ignores: the missing blocks decode as flat grey, so the last one is exactly 128 at 1/8
-    scale. Only then is the file decoded again with padding after each scan (`padded`): a
-    complete scan never reads it, so the decodes agree; a scan that ran short decodes it into
-    its missing blocks, which then differ, unless all three paddings decode to grey as well (a
-    flat mid-grey image with optimised tables, which decodes to the same grey either way).
-    """
-    luma = _luma_eighth(data, info)
-    if luma.getpixel((luma.width - 1, luma.height - 1)) == 128 and any(
-        _luma_eighth(padded(data, info, padding), info).tobytes() != luma.tobytes()
-        for padding in _paddings(data, info)
-    ):
-        raise RowError(Reason.CORRUPT_IMAGE, "JPEG scan data ends before the image does")
-
-
-def _paddings(data: bytes, info: JpegInfo) -> tuple[bytes, ...]:
-    """Bytes that decode to something other than grey under most Huffman tables: the file's own
-    first scan bytes (before any 0xFF), long codes (0xF0), the shortest code (zeros)."""
-    start, end = info.scans[0]
-    return data[start:end].split(b"\xff", 1)[0][:256], b"\xf0" * 256, bytes(256)
 
 
 def _bytes_per_pixel(mode: str) -> int:

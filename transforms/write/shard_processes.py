@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from transforms.errors import ErrorRow, FaultError
 from transforms.image.config import ImageConfig
-from transforms.image.images import decodes_every_image, pixels
+from transforms.image.images import decodes_every_image, fastpath, pixels
 from transforms.manifest.labels import LabelMap
 from transforms.manifest.rows import ManifestRow
 from transforms.plan.dataset import DatasetPlan
@@ -128,8 +128,10 @@ class ShardPool:
 
     def __init__(self, processes: int, image: ImageConfig):
         fork = only_thread()
-        if fork and decodes_every_image(image):
-            pixels()  # loaded once here and shared, rather than by every fork
+        if fork:  # loaded once here and shared, rather than by every fork
+            fastpath()  # every JPEG's scans are checked by libjpeg
+            if decodes_every_image(image):
+                pixels()
         context = multiprocessing.get_context("fork" if fork else "forkserver")
         if not fork:
             context.set_forkserver_preload([__name__])
