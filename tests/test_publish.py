@@ -14,12 +14,14 @@ def test_a_run_starts_the_version_after_the_published_one_under_a_name_of_its_ow
     first = start(str(tmp_path / "new"))
     assert re.fullmatch(r"v000001-[0-9a-f]{8}", first.version) and first.base is None
     assert start(str(tmp_path / "new")).version != first.version
+    root = tmp_path / "root"
+    root.mkdir()
     pointer = Pointer("v000041-0123abcd", "0" * 64)
-    (tmp_path / POINTER).write_bytes(pointer.to_bytes())
-    (tmp_path / f"{POINTER}.tmp-1234").write_bytes(b"left by a killed write")
-    target = start(str(tmp_path))
+    (root / POINTER).write_bytes(pointer.to_bytes())
+    (root / f"{POINTER}.tmp-1234").write_bytes(b"left by a killed write")
+    target = start(str(root))
     assert target.version.startswith("v000042-") and target.base == pointer
-    assert target.folder == f"{tmp_path}/{VERSIONS}/{target.version}"
+    assert target.folder == f"{root}/{VERSIONS}/{target.version}"
 
 
 @pytest.mark.parametrize(
