@@ -2,10 +2,11 @@
 never by a bare `_staging/`; on a local disk the layout holds no symbolic links, and what a run
 deletes is the layout's own: nothing outside the root is ever deleted, moved or written.
 
-A link where the layout has a file or folder (`LATEST`, `.lock`, `versions/`, `_staging/`,
-`_published/`, a version or staging folder) would lead a run's writes and its clean-up into
-another folder, even another dataset: `check_layout` refuses it with one line, and a deletion
-checks each name below the root with lstat and leaves a link where it is, never following it.
+A link where the layout has a file or folder (`LATEST`, `versions/`, `_staging/`, `_published/`,
+a version or staging folder) would lead a run's writes and its clean-up into another folder,
+even another dataset: `check_layout` refuses it with one line, and a deletion checks each name
+below the root with lstat and leaves a link where it is, never following it. (`.lock` is only
+ever opened to be locked, never written: it may lead to a file elsewhere, but not nowhere.)
 Object stores have no links; there the checks pass.
 """
 
@@ -21,7 +22,7 @@ from transforms.storage.retry import TIMEOUT_S, retried
 
 TEMPORARY = f"{POINTER}.tmp-"  # a pointer's write in progress, or one a kill cut short
 _OURS = (POINTER, VERSIONS, STAGING, PUBLISHED, LOCK)
-_FILES = (POINTER, LOCK)
+_FILES = (POINTER,)
 _FOLDERS = (VERSIONS, STAGING, PUBLISHED)
 
 
@@ -67,6 +68,7 @@ def check_layout(root: str) -> None:
     symbolic link or not the kind of entry the layout expects."""
     if fileio.is_remote(root):
         return
+    check_lock(root)
     for name in (*_FILES, *_FOLDERS):
         path = os.path.join(root, name)
         with contextlib.suppress(FileNotFoundError):
@@ -76,6 +78,14 @@ def check_layout(root: str) -> None:
             for entry in os.scandir(os.path.join(root, name)):
                 if entry.is_symlink():
                     _check_entry(entry.path, stat.S_IFLNK, folder=True)
+
+
+def check_lock(root: str) -> None:
+    """Raise UserError if the local lock file is a link that leads nowhere: opening it would
+    make a file where it leads."""
+    lock = os.path.join(root, LOCK)
+    if os.path.islink(lock) and not os.path.exists(lock):
+        raise UserError(f"{lock} is a symbolic link that leads nowhere; remove the link")
 
 
 def _check_entry(path: str, mode: int, folder: bool) -> None:

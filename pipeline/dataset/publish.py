@@ -22,6 +22,7 @@ from pipeline.dataset import history
 from pipeline.dataset.layout import (
     TEMPORARY,
     check_layout,
+    check_lock,
     delete_folder,
     delete_version,
     make_layout,
@@ -129,6 +130,7 @@ def publish(target: Target, pointer: Pointer) -> None:
         _publish_remote(target, pointer)
         return
     with exclusive(target.root):
+        check_layout(target.root)
         current, _ = read_pointer(target.root)
         if current == pointer:
             return
@@ -176,13 +178,13 @@ def _publish_remote(target: Target, pointer: Pointer) -> None:
 @contextlib.contextmanager
 def exclusive(root: str):
     """An exclusive lock on a local root, for the pointer's compare-and-write and the clean-up
-    after it; the kernel drops it when its holder dies, however it dies. Never through a link.
-    On a store, nothing: its writes carry preconditions instead."""
+    after it; the kernel drops it when its holder dies, however it dies. On a store, nothing:
+    its writes carry preconditions instead."""
     if fileio.is_remote(root):
         yield
         return
-    check_layout(root)
-    descriptor = os.open(os.path.join(root, LOCK), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    check_lock(root)
+    descriptor = os.open(os.path.join(root, LOCK), os.O_RDONLY | os.O_CREAT, 0o644)
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX)
         yield
