@@ -106,11 +106,13 @@ def _blob(path: str):
     return gcs.client().bucket(bucket).blob(name)
 
 
-def superseded(target: Target, now: str | None) -> SupersededError:
-    now = now or "nothing"
+def superseded(target: Target, other: str | None, now: str | None = None) -> SupersededError:
+    """The loss to `other`, published since `target`'s run started; `now` is published now
+    when it is another (LATEST written back by hand)."""
+    other = other or "nothing"
     return SupersededError(
-        f"another run published {now} in {target.root} while this one ran, so this run's "
-        f"{target.version} was not published; rerun to convert again from {now}"
+        f"another run published {other} in {target.root} while this one ran, so this run's "
+        f"{target.version} was not published; rerun to convert again from {now or other}"
     )
 
 
@@ -147,7 +149,7 @@ def _record(target: Target, pointer: Pointer) -> None:
     """Record the publication, unless another was recorded since the run started."""
     other = history.recorded_since(target.root, target.serial, pointer.version)
     if other:
-        raise superseded(target, other)
+        raise superseded(target, other, target.base.version if target.base else None)
     history.note(target.root, target.base, pointer.version, target.highest)
 
 

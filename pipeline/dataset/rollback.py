@@ -13,6 +13,7 @@ from pipeline.dataset import history
 from pipeline.dataset.layout import check_layout
 from pipeline.dataset.publish import SupersededError, Target, publish, read_pointer
 from pipeline.dataset.versions import (
+    MARKER,
     POINTER,
     VERSIONS,
     DatasetError,
@@ -49,7 +50,10 @@ def rollback(root: str, version: str) -> RolledBack:
         raise UserError(f"{root} is not a dataset root: it holds no {POINTER} (nothing published)")
     records = history.read_records(root)
     name = _named(root, version)
-    published = complete_version(fileio.join(root, VERSIONS, name), None, read_or_none)
+    folder = fileio.join(root, VERSIONS, name)
+    if not fileio.exists(fileio.join(folder, MARKER)):
+        raise DatasetError(f"{folder} is not complete (no {MARKER}): it cannot be published")
+    published = complete_version(folder, None, read_or_none)
     pointer = Pointer(name, metadata_digest(published.info_text.encode("utf-8")))
     if pointer == current:
         return RolledBack(pointer, current)
