@@ -12,12 +12,16 @@ recorded. The record is what the pointer cannot say once it names another versio
   even when LATEST names v5 again (a rollback, or LATEST written by hand);
 - numbers are never reused: a run numbers after the highest version recorded or present.
 
-A record is written before its pointer, so a publication is never left unrecorded: a run killed
-between the two leaves a record of a version that was not published, which is kept as if it
-had been (the safe side). A record needs no rename, lock or precondition: its name is its own,
-on a disk as in a bucket. A `LATEST` another hand wrote is recorded by the next publication, as
-a rollback would have been; a dataset from before records (none exist) has its complete
-versions recorded then, in number order, the published one last.
+The pointer keeps its two fields, so readers, and LATEST files older releases wrote, read as
+before: the order lives in the records. A record is written before its pointer, so no
+publication is left unrecorded: a run killed between the two leaves a record of a version that
+was not published, which is kept as if it had been (the safe side). A record needs no rename,
+lock or precondition: its name is its own, on a disk as in a bucket (locally it is written under
+the pointer's lock; on gs:// the pointer's generation precondition decides between two
+publishers, and the one refused erases its record). A `LATEST` another hand
+wrote is recorded by the next publication, as a rollback would have been; a dataset from before
+records (none exist) has its complete versions recorded then, in number order, the published
+one last.
 """
 
 import re

@@ -1,5 +1,6 @@
-"""A run's writes and their publication: its own version and staging folders, the pointer's
-one atomic write, and the clean-up after it (the layout: pipeline/dataset/versions.py).
+"""A run's writes and their publication: its own version and staging folders, and the pointer's
+one atomic write (the layout: pipeline/dataset/versions.py; the clean-up after a publication:
+pipeline/dataset/retention.py).
 
 A run writes only into its own version and staging folders, named by a random id, so nothing it
 does (killed, retried, orphaned, racing another run) can touch a byte another run wrote. Its
@@ -28,13 +29,7 @@ from pipeline.dataset.layout import (
     make_layout,
     refuse_foreign,
 )
-from pipeline.dataset.versions import (
-    LOCK,
-    POINTER,
-    STAGING,
-    VERSIONS,
-    Pointer,
-)
+from pipeline.dataset.versions import LOCK, POINTER, STAGING, VERSIONS, Pointer
 from transforms.errors import FaultError, UserError
 from transforms.storage import fileio, gcs
 from transforms.storage.retry import TIMEOUT_S, retried
