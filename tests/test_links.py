@@ -10,7 +10,7 @@ import pytest
 from conftest import make_images, published, write_manifest
 
 from pipeline.cli.main import EXIT_USER_ERROR, main
-from pipeline.dataset.publish import read_pointer, start
+from pipeline.dataset.publish import discard, read_pointer, start
 from pipeline.dataset.retention import clean_up
 from pipeline.dataset.versions import LOCK, POINTER, PUBLISHED, STAGING, VERSIONS
 from pipeline.read.verify import verify
@@ -154,3 +154,17 @@ def test_a_first_run_lays_out_its_dataset_before_staging_anything(tmp_path, smal
     Path(killed.staging).mkdir(parents=True)  # as the killed run left it
     assert _convert(small, root, "--num_shards", "2") == 0
     assert not Path(killed.staging).exists() and verify(str(root)) == (8, [])
+
+
+def test_a_link_inside_a_runs_own_folders_is_removed_never_followed(tmp_path):
+    theirs = tmp_path / "theirs"
+    (theirs / "sub").mkdir(parents=True)
+    (theirs / "sub" / "file").write_text("mine")
+    target = start(str(tmp_path / "root"))
+    for folder in (Path(target.staging), Path(target.folder)):
+        folder.mkdir(parents=True)
+        (folder / "link").symlink_to(theirs)
+    before = _everything(theirs)
+    discard(target)
+    assert not Path(target.staging).exists() and not Path(target.folder).exists()
+    assert _everything(theirs) == before

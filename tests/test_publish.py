@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from pipeline.dataset.history import read_records
 from pipeline.dataset.publish import SupersededError, publish, published_since, start
 from pipeline.dataset.versions import MARKER, POINTER, VERSIONS, Pointer
 from transforms.errors import UserError
@@ -52,3 +53,21 @@ def test_of_two_runs_from_one_version_the_second_to_publish_is_superseded(tmp_pa
     with pytest.raises(SupersededError, match=f"another run published {first.version} in "):
         publish(other, Pointer(other.version, "2" * 64))
     assert Pointer.parse((tmp_path / POINTER).read_bytes(), "LATEST") == first
+
+
+def test_a_run_numbers_after_every_version_ever_published_whatever_latest_names(tmp_path):
+    """Numbers come from the version folders, the publication records and the pointer: a
+    version folder deleted by hand, or LATEST pointing at an older version, reuses none."""
+    first = start(str(tmp_path))
+    publish(first, Pointer(first.version, "1" * 64))
+    second = start(str(tmp_path))
+    publish(second, Pointer(second.version, "2" * 64))
+    (tmp_path / POINTER).write_bytes(Pointer(first.version, "1" * 64).to_bytes())
+    assert start(str(tmp_path)).version.startswith("v000003-")
+    assert [r.version for r in read_records(str(tmp_path))] == [first.version, second.version]
+    target = start(str(tmp_path))
+    publish(target, Pointer(target.version, "3" * 64))  # LATEST by hand: recorded first
+    order = [first.version, second.version, first.version, target.version]
+    assert [r.version for r in read_records(str(tmp_path))] == order
+    assert [r.serial for r in read_records(str(tmp_path))] == [1, 2, 3, 4]
+    assert start(str(tmp_path)).version.startswith("v000004-")

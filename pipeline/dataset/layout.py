@@ -12,7 +12,6 @@ Object stores have no links; there the checks pass.
 
 import contextlib
 import os
-import shutil
 import stat
 
 from pipeline.dataset.versions import LOCK, MARKER, POINTER, PUBLISHED, STAGING, VERSIONS
@@ -124,13 +123,10 @@ def folders_in(root: str, name: str) -> list[str]:
 
 def delete_folder(root: str, parent: str, name: str) -> None:
     """Delete the folder root/parent/name and what it holds, unless a link stands on the way
-    (then nothing is deleted: what the link leads to is not the dataset's)."""
-    folder = fileio.join(root, parent, name)
-    if not fileio.is_remote(root):
-        if own_folder(root, parent, name):
-            shutil.rmtree(folder)  # never descends through a link below it (it unlinks it)
-        return
-    fileio.delete_tree(folder)
+    (then nothing is deleted: what the link leads to is not the dataset's). Below it, the
+    deletion unlinks a link and never descends through it (shutil.rmtree)."""
+    if own_folder(root, parent, name):
+        fileio.delete_tree(fileio.join(root, parent, name))
 
 
 def delete_version(root: str, version: str) -> None:
