@@ -151,8 +151,12 @@ def test_a_version_a_rollback_cannot_publish_is_one_line_exit_2(tmp_path, small,
 
 @pytest.mark.slow
 def test_a_rollback_in_a_bucket_is_a_publication_a_run_started_before_loses_to(
-    tmp_path, small, gcs, capsys
+    tmp_path, small, gcs, faulty_gcs, capsys
 ):
+    """Through the proxy that answers conditional uploads as Cloud Storage does: the rollback
+    publishes, a run started before it loses, and so does one started before LATEST was
+    rewritten (here with the very same bytes: only its generation tells)."""
+    faulty_gcs(f"{tmp_path.name}/")
     root = f"gs://tfrp-test/{tmp_path.name}"
     made = []
     for _ in range(2):
@@ -162,6 +166,11 @@ def test_a_rollback_in_a_bucket_is_a_publication_a_run_started_before_loses_to(
     status, said = _rollback(root, "1", capsys)
     assert status == EXIT_OK and said == f"{root}: published {made[0]}, replacing {made[1]}"
     assert publish.read_pointer(root)[0].version == made[0] and verify(root) == (8, [])
+    with pytest.raises(publish.SupersededError):
+        publish.publish(running, Pointer(running.version, "0" * 64))
+    running = publish.start(root)
+    pointer = gcs.bucket.blob(f"{tmp_path.name}/{POINTER}")
+    pointer.upload_from_string(pointer.download_as_bytes())  # the same bytes, by hand
     with pytest.raises(publish.SupersededError):
         publish.publish(running, Pointer(running.version, "0" * 64))
     assert main(_argv(small, root, "--num_shards", "2")) == EXIT_OK
