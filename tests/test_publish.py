@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from pipeline.dataset.history import read_records
+from pipeline.dataset.history import Record, newest_first, read_records, recorded_since
 from pipeline.dataset.publish import SupersededError, publish, published_since, start
 from pipeline.dataset.versions import MARKER, POINTER, VERSIONS, Pointer
 from transforms.errors import UserError
@@ -71,3 +71,11 @@ def test_a_run_numbers_after_every_version_ever_published_whatever_latest_names(
     assert [r.version for r in read_records(str(tmp_path))] == order
     assert [r.serial for r in read_records(str(tmp_path))] == [1, 2, 3, 4]
     assert start(str(tmp_path)).version.startswith("v000004-")
+
+
+def test_publication_order_is_by_the_last_record_of_each_version():
+    a, b, c = "v000001-0123abcd", "v000002-0123abcd", "v000003-0123abcd"
+    records = [Record(1, a), Record(2, b), Record(3, a), Record(4, c)]
+    assert newest_first(records) == [c, a, b]
+    assert recorded_since(records, 2, c) == a and recorded_since(records, 3, c) is None
+    assert Record(4, c).name == f"00000004-{c}"

@@ -67,12 +67,13 @@ def newest_first(records: list[Record]) -> list[str]:
     return sorted(order, key=lambda version: (order[version], version), reverse=True)
 
 
-def note(root: str, current: Pointer | None, version: str, highest: int) -> Record:
+def note(
+    root: str, records: list[Record], current: Pointer | None, version: str, highest: int
+) -> Record:
     """Record the publication of `version`, which replaces `current`, before its pointer is
-    written; returns its record. Records `current` first when no record names it as the last
-    publication (LATEST written by hand), and, in a dataset from before records, its complete
-    versions numbered up to `highest`."""
-    records = read_records(root)
+    written (`records`: those read just before); returns its record. Records `current` first
+    when no record names it as the last publication (LATEST written by hand), and, in a
+    dataset from before records, its complete versions numbered up to `highest`."""
     if records and records[-1].version == version:  # asked again: already recorded
         return records[-1]
     new = []
@@ -95,9 +96,9 @@ def note(root: str, current: Pointer | None, version: str, highest: int) -> Reco
     return written[-1]
 
 
-def recorded_since(root: str, serial: int, version: str) -> str | None:
+def recorded_since(records: list[Record], serial: int, version: str) -> str | None:
     """A version other than `version` recorded after `serial`, if any: a publication since."""
-    later = [r.version for r in read_records(root) if r.serial > serial and r.version != version]
+    later = [r.version for r in records if r.serial > serial and r.version != version]
     return later[-1] if later else None
 
 

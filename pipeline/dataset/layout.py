@@ -39,6 +39,8 @@ def make_layout(root: str) -> None:
 
 
 def refuse_foreign(root: str, names: list[str]) -> None:
+    """Raise UserError unless `names`, what `root` holds, are those of a dataset's layout, or
+    none: a folder that is not one of this tool's datasets is never written into."""
     foreign = [name for name in names if name not in _OURS and not name.startswith(TEMPORARY)]
     if not foreign:
         if names and POINTER not in names and VERSIONS not in names:

@@ -142,10 +142,11 @@ def publish(target: Target, pointer: Pointer) -> None:
 
 def _record(target: Target, pointer: Pointer) -> None:
     """Record the publication, unless another was recorded since the run started."""
-    other = history.recorded_since(target.root, target.serial, pointer.version)
+    records = history.read_records(target.root)
+    other = history.recorded_since(records, target.serial, pointer.version)
     if other:
         raise superseded(target, other, target.base.version if target.base else None)
-    history.note(target.root, target.base, pointer.version, target.highest)
+    history.note(target.root, records, target.base, pointer.version, target.highest)
 
 
 def _publish_remote(target: Target, pointer: Pointer) -> None:
