@@ -27,6 +27,7 @@ one last.
 import re
 from typing import NamedTuple
 
+from pipeline.dataset.layout import own_folder
 from pipeline.dataset.versions import MARKER, PUBLISHED, VERSIONS, Pointer, sequence
 from transforms.storage import fileio
 
@@ -103,6 +104,9 @@ def recorded_since(records: list[Record], serial: int, version: str) -> str | No
 
 
 def erase(root: str, versions: set[str]) -> None:
-    """Delete the records of `versions` (deleted versions, or a version that lost)."""
+    """Delete the records of `versions` (deleted versions, or a version that lost); never
+    through a link."""
+    if not own_folder(root, PUBLISHED):
+        return
     names = [record.name for record in read_records(root) if record.version in versions]
     fileio.delete([fileio.join(root, PUBLISHED, name) for name in names])
