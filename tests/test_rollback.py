@@ -143,9 +143,14 @@ def test_a_version_a_rollback_cannot_publish_is_one_line_exit_2(tmp_path, small,
         status, said = _rollback(root, version, capsys)
         assert status == EXIT_USER_ERROR and said.startswith("tfrecord-pipeline: error: ")
         assert says in said and len(said.splitlines()) == 1, said
-    for folder in (tmp_path / "not-there", tmp_path):
+    for folder in (tmp_path / "not-there", tmp_path, small):  # none, a folder, a file
         status, said = _rollback(folder, "1", capsys)
         assert status == EXIT_USER_ERROR and "is not a dataset root" in said, said
+    (tmp_path / "odd" / POINTER).mkdir(parents=True)
+    status, said = _rollback(tmp_path / "odd", "1", capsys)
+    assert status == EXIT_USER_ERROR and said.endswith(
+        f"{POINTER} is not a file, as a dataset's layout has it"
+    )
     assert published(root).name == made[1]
 
 

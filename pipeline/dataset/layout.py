@@ -72,7 +72,7 @@ def check_layout(root: str) -> None:
     check_lock(root)
     for name in (*_FILES, *_FOLDERS):
         path = os.path.join(root, name)
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):  # none, or no root
             _check_entry(path, os.lstat(path).st_mode, folder=name in _FOLDERS)
     for name in (VERSIONS, STAGING):
         with contextlib.suppress(FileNotFoundError, NotADirectoryError):

@@ -44,11 +44,16 @@ def rollback(root: str, version: str) -> RolledBack:
     at `root` again; UserError for a root that is not a dataset or a version it cannot publish,
     SupersededError if another publication came first."""
     root = root.rstrip("/")
-    check_layout(root)
-    current, generation = read_pointer(root)
+    try:
+        check_layout(root)
+        current, generation = read_pointer(root)
+        records = history.read_records(root)
+    except fileio.UNAVAILABLE:
+        raise  # the service's failure, not the root's: a fault
+    except fileio.READ_ERRORS as error:
+        raise UserError(f"{root} is not a dataset root this can read ({error})") from None
     if current is None:
         raise UserError(f"{root} is not a dataset root: it holds no {POINTER} (nothing published)")
-    records = history.read_records(root)
     name = _named(root, version)
     folder = fileio.join(root, VERSIONS, name)
     if not fileio.exists(fileio.join(folder, MARKER)):
