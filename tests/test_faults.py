@@ -37,7 +37,7 @@ from pipeline.config.arguments import parse_args
 from pipeline.config.conversion import prepare
 from pipeline.dataset.commit import CommitInputs, commit_dataset, read_info
 from pipeline.dataset.publish import LOCK, start
-from pipeline.dataset.versions import MARKER, POINTER, STAGING, VERSIONS
+from pipeline.dataset.versions import MARKER, POINTER, PUBLISHED, STAGING, VERSIONS
 from pipeline.read.reader import examples
 from pipeline.read.verify import verify
 from transforms.manifest.labels import LabelMap
@@ -531,7 +531,7 @@ def test_a_file_system_turned_read_only_while_publishing(tmp_path, small, small_
         subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
     status, _, err = _ended(run)
     assert status == EXIT_FAULT
-    line = _fault_line(err, f"the file system ({root}/{POINTER}.tmp-")
+    line = _fault_line(err, f"the file system ({root}/{PUBLISHED}/")  # recorded first
     assert "is read-only" in line and "Read-only file system" in _logged_traceback(line)
     _intact(root, before)
     subprocess.run(["mount", "-o", "remount,rw", str(small_disk)], check=True)

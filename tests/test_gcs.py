@@ -21,7 +21,15 @@ from pipeline.dataset.publish import (
     read_pointer,
     start,
 )
-from pipeline.dataset.versions import MARKER, POINTER, STAGING, VERSIONS, Pointer, resolve
+from pipeline.dataset.versions import (
+    MARKER,
+    POINTER,
+    PUBLISHED,
+    STAGING,
+    VERSIONS,
+    Pointer,
+    resolve,
+)
 from pipeline.read.verify import verify
 from pipeline.runners.convert import run
 from transforms.beam.manifests import ReadManifests
@@ -107,8 +115,8 @@ def test_bucket_to_bucket_gives_the_bytes_of_a_local_run(tmp_path, gcs, convert)
         # image's identity: a file's modification time here, an object's update time there.
         if not name.startswith(("errors/", "rows/")):
             assert remote_files[name] == data, name
-    # The root holds the pointer and the one version; the run's staging objects are gone.
-    assert {name.split("/")[0] for name in _files(remote)} == {POINTER, VERSIONS}
+    # The root holds the pointer, the one version and its record; no staging objects.
+    assert {name.split("/")[0] for name in _files(remote)} == {POINTER, VERSIONS, PUBLISHED}
     assert MARKER in remote_files and not fileio.glob(f"{remote}/{STAGING}/**")
     assert json.loads(_files(remote)[POINTER])["version"] == version_name
     assert verify(remote, "all") == verify(version, "all") == (12, [])

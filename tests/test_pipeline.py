@@ -21,7 +21,7 @@ import pipeline
 from pipeline.cli.main import main
 from pipeline.dataset.metadata import INFO_FILE
 from pipeline.dataset.publish import LOCK
-from pipeline.dataset.versions import MARKER, POINTER, STAGING, VERSIONS
+from pipeline.dataset.versions import MARKER, POINTER, PUBLISHED, STAGING, VERSIONS
 from pipeline.read.verify import verify
 from pipeline.runners.convert import run
 from transforms.manifest.lines import QUOTED_NEWLINE
@@ -84,7 +84,8 @@ def test_same_input_gives_identical_bytes_whatever_the_runner_and_parallelism(
     def convert(name, *more):
         run(["--manifest", str(dataset), "--output", str(tmp_path / name), *flags, *more])
         root = tmp_path / name
-        assert sorted(p.name for p in root.iterdir()) == [LOCK, POINTER, STAGING, VERSIONS]
+        layout = [LOCK, POINTER, PUBLISHED, STAGING, VERSIONS]
+        assert sorted(p.name for p in root.iterdir()) == layout
         assert not list((root / STAGING).iterdir())
         return published(root)
 

@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from pipeline.dataset.history import Record, newest_first, read_records, recorded_since
 from pipeline.dataset.publish import SupersededError, publish, published_since, start
 from pipeline.dataset.versions import MARKER, POINTER, VERSIONS, Pointer
 from transforms.errors import UserError
@@ -14,12 +15,14 @@ def test_a_run_starts_the_version_after_the_published_one_under_a_name_of_its_ow
     first = start(str(tmp_path / "new"))
     assert re.fullmatch(r"v000001-[0-9a-f]{8}", first.version) and first.base is None
     assert start(str(tmp_path / "new")).version != first.version
+    root = tmp_path / "root"
+    root.mkdir()
     pointer = Pointer("v000041-0123abcd", "0" * 64)
-    (tmp_path / POINTER).write_bytes(pointer.to_bytes())
-    (tmp_path / f"{POINTER}.tmp-1234").write_bytes(b"left by a killed write")
-    target = start(str(tmp_path))
+    (root / POINTER).write_bytes(pointer.to_bytes())
+    (root / f"{POINTER}.tmp-1234").write_bytes(b"left by a killed write")
+    target = start(str(root))
     assert target.version.startswith("v000042-") and target.base == pointer
-    assert target.folder == f"{tmp_path}/{VERSIONS}/{target.version}"
+    assert target.folder == f"{root}/{VERSIONS}/{target.version}"
 
 
 @pytest.mark.parametrize(
@@ -50,3 +53,29 @@ def test_of_two_runs_from_one_version_the_second_to_publish_is_superseded(tmp_pa
     with pytest.raises(SupersededError, match=f"another run published {first.version} in "):
         publish(other, Pointer(other.version, "2" * 64))
     assert Pointer.parse((tmp_path / POINTER).read_bytes(), "LATEST") == first
+
+
+def test_a_run_numbers_after_every_version_ever_published_whatever_latest_names(tmp_path):
+    """Numbers come from the version folders, the publication records and the pointer: a
+    version folder deleted by hand, or LATEST pointing at an older version, reuses none."""
+    first = start(str(tmp_path))
+    publish(first, Pointer(first.version, "1" * 64))
+    second = start(str(tmp_path))
+    publish(second, Pointer(second.version, "2" * 64))
+    (tmp_path / POINTER).write_bytes(Pointer(first.version, "1" * 64).to_bytes())
+    assert start(str(tmp_path)).version.startswith("v000003-")
+    assert [r.version for r in read_records(str(tmp_path))] == [first.version, second.version]
+    target = start(str(tmp_path))
+    publish(target, Pointer(target.version, "3" * 64))  # LATEST by hand: recorded first
+    order = [first.version, second.version, first.version, target.version]
+    assert [r.version for r in read_records(str(tmp_path))] == order
+    assert [r.serial for r in read_records(str(tmp_path))] == [1, 2, 3, 4]
+    assert start(str(tmp_path)).version.startswith("v000004-")
+
+
+def test_publication_order_is_by_the_last_record_of_each_version():
+    a, b, c = "v000001-0123abcd", "v000002-0123abcd", "v000003-0123abcd"
+    records = [Record(1, a), Record(2, b), Record(3, a), Record(4, c)]
+    assert newest_first(records) == [c, a, b]
+    assert recorded_since(records, 2, c) == a and recorded_since(records, 3, c) is None
+    assert Record(4, c).name == f"00000004-{c}"

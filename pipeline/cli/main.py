@@ -24,12 +24,14 @@ USAGE = """usage: tfrecord-pipeline convert --manifest M [M ...] --output ROOT [
        tfrecord-pipeline verify DATASET [--decode sample|all|none]
        tfrecord-pipeline preview DATASET [--split S] -o grid.png [--per_class N | --random N]
        tfrecord-pipeline stats DATASET -o report.html
+       tfrecord-pipeline rollback ROOT --to VERSION
 
 commands:
   convert   turn image/label manifests into sharded TFRecord files: a new version of ROOT
   verify    check the published version against its tfrecord_pipeline.json (exit 1 on a problem)
   preview   a PNG contact sheet of decoded records, labelled with class text and id
   stats     a one-page HTML report: splits, label histogram, image and shard sizes, errors
+  rollback  publish an older complete version of ROOT again, atomically; says what it replaced
 run 'tfrecord-pipeline convert --help' for the options"""
 
 # The exit statuses, as the README documents them.
@@ -53,15 +55,24 @@ def _finish(info, folder: str) -> int:
 
 def _convert(argv: list[str]) -> int:
     conversion = prepare(*parse_args(argv))
-    try:
+
+    def run() -> int:
         if conversion.runner.dataflow:
             return _on_dataflow(conversion)
         return _finish(*convert_prepared(conversion))
+
+    return _faults_reported(run, conversion.options.debug)
+
+
+def _faults_reported(command, debug: bool) -> int:
+    """`command`'s exit status; a fault it raises printed as one line, with its status."""
+    try:
+        return command()
     except Exception as error:  # noqa: BLE001 - re-raised unless it is a fault
         fault = as_fault(error)
         if fault is None:
             raise
-        line = report_fault(fault, error, conversion.options.debug)
+        line = report_fault(fault, error, debug)
         print(f"tfrecord-pipeline: failed: {line}", file=sys.stderr)
         return EXIT_SUPERSEDED if isinstance(fault, publish.SupersededError) else EXIT_FAULT
 
@@ -168,7 +179,28 @@ def _stats(argv: list[str]) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"convert": _convert, "verify": _verify, "preview": _preview, "stats": _stats}
+def _rollback(argv: list[str]) -> int:
+    from pipeline.dataset.rollback import rollback
+
+    parser = UserErrorParser(prog="tfrecord-pipeline rollback", allow_abbrev=False)
+    parser.add_argument("root", help="a dataset root (local or gs://)")
+    parser.add_argument("--to", required=True, help="the version to publish: name or number")
+    args = parser.parse_args(argv)
+
+    def run() -> int:
+        print(f"{args.root}: {rollback(args.root, args.to).said()}")
+        return EXIT_OK
+
+    return _faults_reported(run, debug=False)  # a fault's traceback goes to a log file
+
+
+COMMANDS = {
+    "convert": _convert,
+    "verify": _verify,
+    "preview": _preview,
+    "stats": _stats,
+    "rollback": _rollback,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

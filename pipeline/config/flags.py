@@ -152,8 +152,9 @@ FLAGS = (
     Flag("--wait", "", SWITCH,
          "on Dataflow: wait for the job, then print its counters and the summary"),
     Flag("--keep_versions", "K", INT,
-         "after publishing, delete the complete versions beyond the newest K (the published one "
-         "counts); 0 keeps every version"),
+         "after publishing, delete the published versions beyond the K most recently published "
+         "(the published one counts; a rollback publishes a version anew); 0 keeps every "
+         "version"),
     Flag("--no_progress", "", {"dest": "progress", "action": "store_false"}, "no progress bar"),
     Flag("--debug", "", SWITCH,
          "when a run fails with a fault (exit status 3), print its traceback; without it the "

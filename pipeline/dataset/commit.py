@@ -10,7 +10,10 @@ import contextlib
 from typing import NamedTuple
 
 from pipeline.dataset import publish, versions
+from pipeline.dataset.layout import delete_folder
 from pipeline.dataset.metadata import INFO_FILE, LABELS_FILE, DatasetInfo, build_info
+from pipeline.dataset.previous import base_lost
+from pipeline.dataset.retention import clean_up
 from pipeline.dataset.tfds_metadata import tfds_files
 from transforms.errors import UserError
 from transforms.plan.dataset import DatasetPlan
@@ -43,20 +46,20 @@ def staged_files(
 def cleaned_up_on_failure(target: publish.Target):
     """Around a run: when it fails, its own staging and version folders are deleted where the
     failure allows. If another run published meanwhile, that is the failure raised (not what
-    followed from it, such as this run's staging deleted by that run's clean-up). A UserError
-    comes before any work: nothing to delete."""
+    followed from it, such as this run's base version deleted by that run's retention, or its
+    staging by its clean-up). Any other UserError comes before any work: nothing to delete."""
     try:
         yield
-    except UserError:
-        raise
     except BaseException as error:
+        if isinstance(error, UserError) and not base_lost(target):
+            raise
         other = None
         with contextlib.suppress(Exception):  # the failure may well stop these too
             publish.discard(target)
             if isinstance(error, Exception):
                 other = publish.published_since(target)
         if other and not isinstance(error, publish.SupersededError):
-            raise publish.superseded(target, other) from error
+            raise publish.superseded(target, other.version) from error
         raise
 
 
@@ -115,12 +118,12 @@ def commit_dataset(config: CommitConfig, inputs: CommitInputs) -> DatasetInfo:
     target = config.target
     current, _ = publish.read_pointer(target.root)
     if current and current.version == target.version:  # a retry after this step published
-        publish.clean_up(target.root, current, config.keep_versions)
+        clean_up(target.root, current, config.keep_versions)
         return info
     publish.finalise(target, staged_files(results, error_files))
     labels_text = "" if plan.labels.integers else plan.labels.to_text()
     info_bytes = write_version_files(target.folder, info, labels_text)
-    fileio.delete_tree(target.staging)
+    delete_folder(target.root, versions.STAGING, target.version)
     if info.failures:
         return info
     fileio.write_durably(
@@ -128,5 +131,5 @@ def commit_dataset(config: CommitConfig, inputs: CommitInputs) -> DatasetInfo:
     )
     pointer = versions.Pointer(target.version, versions.metadata_digest(info_bytes))
     publish.publish(target, pointer)
-    publish.clean_up(target.root, pointer, config.keep_versions)
+    clean_up(target.root, pointer, config.keep_versions)
     return info

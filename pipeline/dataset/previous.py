@@ -5,7 +5,13 @@ from typing import NamedTuple
 
 from pipeline.dataset.metadata import DatasetInfo
 from pipeline.dataset.publish import Target
-from pipeline.dataset.versions import VERSIONS, Published, complete_version, read_or_none
+from pipeline.dataset.versions import (
+    MARKER,
+    VERSIONS,
+    Published,
+    complete_version,
+    read_or_none,
+)
 from transforms.errors import UserError
 from transforms.manifest.labels import LabelMap
 from transforms.storage import fileio
@@ -18,6 +24,14 @@ def base_version(target: Target) -> Published | None:
         return None
     folder = fileio.join(target.root, VERSIONS, target.base.version)
     return complete_version(folder, target.base, read_or_none)
+
+
+def base_lost(target: Target) -> bool:
+    """Whether the version `target`'s run started from is no longer complete: another run's
+    retention deleted it (or a hand did), so reading it failed for that reason."""
+    if target.base is None:
+        return False
+    return not fileio.exists(fileio.join(target.root, VERSIONS, target.base.version, MARKER))
 
 
 class Previous(NamedTuple):

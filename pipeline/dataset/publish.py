@@ -1,35 +1,39 @@
-"""A run's writes and their publication: its own version and staging folders, the pointer's
-one atomic write, and the clean-up after it (the layout: pipeline/dataset/versions.py).
+"""A run's writes and their publication: its own version and staging folders, and the pointer's
+one atomic write (the layout: pipeline/dataset/versions.py; the clean-up after a publication:
+pipeline/dataset/retention.py).
 
 A run writes only into its own version and staging folders, named by a random id, so nothing it
 does (killed, retried, orphaned, racing another run) can touch a byte another run wrote. Its
-version becomes visible in one atomic step, the pointer's write, made only if the pointer still
-names the version the run started from: under an exclusive lock on a local disk (write, fsync,
-rename), with a generation precondition on Cloud Storage. Of two runs started from the same
-version one publishes and the other is told so (SupersededError).
+version becomes visible in one atomic step, the pointer's write, made only if no publication
+happened since the run started: the pointer still names the version the run started from, and
+no other version was recorded since (pipeline/dataset/history.py: a rollback, or LATEST written
+by hand, is a publication too). On a local disk the compare and the write (write, fsync,
+rename) are made under an exclusive lock; on Cloud Storage the write carries a generation
+precondition. Of two runs started from the same version one publishes and the other is told so
+(SupersededError). A rollback (pipeline/dataset/rollback.py) publishes through the same write.
 """
 
 import contextlib
 import dataclasses
 import fcntl
 import os
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from pipeline.dataset.versions import (
-    MARKER,
-    POINTER,
-    STAGING,
-    VERSIONS,
-    Pointer,
-    sequence,
+from pipeline.dataset import history
+from pipeline.dataset.layout import (
+    TEMPORARY,
+    check_layout,
+    check_lock,
+    delete_folder,
+    delete_version,
+    make_layout,
+    refuse_foreign,
 )
+from pipeline.dataset.versions import LOCK, POINTER, STAGING, VERSIONS, Pointer
 from transforms.errors import FaultError, UserError
 from transforms.storage import fileio, gcs
 from transforms.storage.retry import TIMEOUT_S, retried
 
-LOCK = ".lock"
-_OURS = (POINTER, VERSIONS, STAGING, LOCK)
 REMOTE_MOVES_AT_ONCE = 64
 
 
@@ -39,12 +43,15 @@ class SupersededError(FaultError):
 
 @dataclasses.dataclass(frozen=True)
 class Target:
-    """Where one run writes: its version of the dataset at `root`, decided before any work."""
+    """Where one run writes: its version of the dataset at `root`, decided before any work,
+    and what the run found published when it started."""
 
     root: str
     version: str
     base: Pointer | None  # the version published when the run started; None for the first
     base_generation: int = 0  # Cloud Storage's generation of that pointer (0: there was none)
+    serial: int = 0  # the last publication recorded then (pipeline/dataset/history.py)
+    highest: int = 0  # the highest version number then
 
     @property
     def folder(self) -> str:
@@ -56,39 +63,25 @@ class Target:
 
 
 def start(root: str) -> Target:
-    """A new version of the dataset at `root`, for a run starting now. A folder that is not
-    one of this tool's datasets is refused (UserError): nothing in it is ever touched."""
+    """A new version of the dataset at `root`, for a run starting now, numbered after every
+    version ever published. A folder that is not one of this tool's datasets, or whose layout
+    holds a link, is refused (UserError): nothing in it is ever touched."""
     try:
         fileio.check_writable_folder(root)
-        _refuse_foreign(root, fileio.names_in(root))
+        names = fileio.names_in(root)
+        refuse_foreign(root, names)
+        check_layout(root)
         base, generation = read_pointer(root)
+        records = history.read_records(root)
+        highest = history.highest_number(root, records, base)
+        if VERSIONS not in names:
+            make_layout(root)
     except fileio.UNAVAILABLE:
         raise  # the service's failure, not the output's: a fault
     except fileio.READ_ERRORS as error:
         raise UserError(f"--output {root}: cannot write there ({error})") from None
-    number = sequence(base.version) + 1 if base else 1
-    return Target(root, f"v{number:06d}-{os.urandom(4).hex()}", base, generation)
-
-
-def _refuse_foreign(root: str, names: list[str]) -> None:
-    foreign = [
-        name for name in names if name not in _OURS and not name.startswith(f"{POINTER}.tmp-")
-    ]
-    if not foreign:
-        return
-    parent = root.rstrip("/").replace("\\", "/").split("/")[-2:-1]
-    if MARKER in foreign and parent == [VERSIONS]:
-        raise UserError(f"{root} is a version of a dataset; --output names the dataset's root")
-    if MARKER in foreign:
-        raise UserError(
-            f"{root} holds a dataset in the single-folder layout of tfrecord-pipeline 0.1; "
-            "convert into a new --output folder (nothing in that one is changed)"
-        )
-    shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
-    raise UserError(
-        f"{root} is not empty and is not a tfrecord-pipeline dataset (it holds {shown}); "
-        "name a new or empty folder for --output"
-    )
+    version = f"v{highest + 1:06d}-{os.urandom(4).hex()}"
+    return Target(root, version, base, generation, history.last_serial(records), highest)
 
 
 def read_pointer(root: str) -> tuple[Pointer | None, int]:
@@ -96,7 +89,7 @@ def read_pointer(root: str) -> tuple[Pointer | None, int]:
     pointer object's generation, which a publication must find unchanged."""
     path = fileio.join(root, POINTER)
     if not fileio.is_remote(root):
-        if not os.path.exists(path):
+        if not os.path.lexists(path):
             return None, 0
         return Pointer.parse(fileio.read_bytes(path), path), 0
     read = gcs.read_generation(path)
@@ -108,11 +101,13 @@ def _blob(path: str):
     return gcs.client().bucket(bucket).blob(name)
 
 
-def superseded(target: Target, current: Pointer | None) -> SupersededError:
-    now = current.version if current else "nothing"
+def superseded(target: Target, other: str | None, now: str | None = None) -> SupersededError:
+    """The loss to `other`, published since `target`'s run started; `now` is published now
+    when it is another (LATEST written back by hand)."""
+    other = other or "nothing"
     return SupersededError(
-        f"another run published {now} in {target.root} while this one ran, so this run's "
-        f"{target.version} was not published; rerun to convert again from {now}"
+        f"another run published {other} in {target.root} while this one ran, so this run's "
+        f"{target.version} was not published; rerun to convert again from {now or other}"
     )
 
 
@@ -125,43 +120,69 @@ def published_since(target: Target) -> Pointer | None:
 
 
 def publish(target: Target, pointer: Pointer) -> None:
-    """Make `pointer` the published version in one atomic write, if the published version is
-    still the run's base; raises SupersededError if another run published meanwhile. Asking
-    again after success (a retried commit) succeeds."""
-    path = fileio.join(target.root, POINTER)
-    if fileio.is_remote(path):
-        from google.api_core.exceptions import PreconditionFailed
-
-        def upload() -> None:  # sent again after it took effect, it is refused (412)
-            _blob(path).upload_from_string(
-                pointer.to_bytes(),
-                content_type="application/json",
-                if_generation_match=target.base_generation,
-                retry=None,
-                timeout=TIMEOUT_S,
-            )
-
-        try:
-            retried(upload, path)
-        except PreconditionFailed:
-            current, _ = read_pointer(target.root)
-            if current != pointer:
-                raise superseded(target, current) from None
+    """Make `pointer` the published version in one atomic write, if nothing was published
+    since `target`'s run started; raises SupersededError if something was. Asking again after
+    success (a retried commit) succeeds."""
+    if fileio.is_remote(target.root):
+        _publish_remote(target, pointer)
         return
-    with _locked(target.root):
+    with exclusive(target.root):
+        check_layout(target.root)
         current, _ = read_pointer(target.root)
         if current == pointer:
             return
         if current != target.base:
-            raise superseded(target, current)
-        fileio.write_durably(path, pointer.to_bytes())
+            raise superseded(target, current.version if current else None)
+        _record(target, pointer)
+        for name in fileio.names_in(target.root):  # no pointer is being written: we hold the lock
+            if name.startswith(TEMPORARY):
+                fileio.delete([fileio.join(target.root, name)])
+        fileio.write_durably(fileio.join(target.root, POINTER), pointer.to_bytes())
+
+
+def _record(target: Target, pointer: Pointer) -> None:
+    """Record the publication, unless another was recorded since the run started."""
+    records = history.read_records(target.root)
+    other = history.recorded_since(records, target.serial, pointer.version)
+    if other:
+        raise superseded(target, other, target.base.version if target.base else None)
+    history.note(target.root, records, target.base, pointer.version, target.highest)
+
+
+def _publish_remote(target: Target, pointer: Pointer) -> None:
+    from google.api_core.exceptions import PreconditionFailed
+
+    path = fileio.join(target.root, POINTER)
+    _record(target, pointer)
+
+    def upload() -> None:  # sent again after it took effect, it is refused (412)
+        _blob(path).upload_from_string(
+            pointer.to_bytes(),
+            content_type="application/json",
+            if_generation_match=target.base_generation,
+            retry=None,
+            timeout=TIMEOUT_S,
+        )
+
+    try:
+        retried(upload, path)
+    except PreconditionFailed:
+        current, _ = read_pointer(target.root)
+        if current != pointer:
+            history.erase(target.root, {pointer.version})
+            raise superseded(target, current.version if current else None) from None
 
 
 @contextlib.contextmanager
-def _locked(root: str):
-    """An exclusive lock on the root, for the pointer's compare-and-write. The kernel drops it
-    when its holder dies, however it dies."""
-    descriptor = os.open(os.path.join(root, LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+def exclusive(root: str):
+    """An exclusive lock on a local root, for the pointer's compare-and-write and the clean-up
+    after it; the kernel drops it when its holder dies, however it dies. On a store, nothing:
+    its writes carry preconditions instead."""
+    if fileio.is_remote(root):
+        yield
+        return
+    check_lock(root)
+    descriptor = os.open(os.path.join(root, LOCK), os.O_RDONLY | os.O_CREAT, 0o644)
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX)
         yield
@@ -197,48 +218,15 @@ def finalise(target: Target, moves: list[tuple[str, str]]) -> None:
 
 
 def discard(target: Target) -> None:
-    """Delete the run's own staging and version folders: after a failure, or a lost race.
-    Never the published version (a retried commit may already have published it)."""
+    """Delete the run's own staging and version folders, and any record of its version: after
+    a failure, or a lost race. Never a version published once (a retried commit may already
+    have published it, and a later run replaced it since)."""
     published, _ = read_pointer(target.root)
-    fileio.delete_tree(target.staging)
-    if not published or published.version != target.version:
-        _delete_version(target.root, target.version)
-
-
-def _delete_version(root: str, version: str) -> None:
-    """Marker first: a version half deleted is never taken for a complete one."""
-    folder = fileio.join(root, VERSIONS, version)
-    fileio.delete([fileio.join(folder, MARKER)])
-    fileio.delete_tree(folder)
-
-
-def clean_up(root: str, published: Pointer, keep_versions: int) -> None:
-    """After `published` was published: delete what no run can publish any more (staging and
-    unfinished versions numbered up to it: their runs started from an older version; and
-    complete versions numbered as it is: their runs started from the version it replaced, so
-    they lost to it or died before publishing), and with `keep_versions`, the complete versions
-    beyond the newest K."""
-    last = sequence(published.version)
-    for name in fileio.names_in(fileio.join(root, STAGING)):
-        if sequence(name) <= last:
-            _tidy(fileio.delete_tree, fileio.join(root, STAGING, name))
-    complete = []
-    for name in fileio.names_in(fileio.join(root, VERSIONS)):
-        if name == published.version or not 0 < sequence(name) <= last:
-            continue
-        if sequence(name) < last and fileio.exists(fileio.join(root, VERSIONS, name, MARKER)):
-            complete.append(name)
-        else:
-            _tidy(_delete_version, root, name)
-    if keep_versions:
-        complete.sort(key=sequence, reverse=True)
-        for name in complete[keep_versions - 1 :]:
-            _tidy(_delete_version, root, name)
-
-
-def _tidy(delete: Callable[..., None], *args: str) -> None:
-    """One deletion of the clean-up, which may fail: the version is published by then, and
-    another run deleting its own folder, or still writing in it, can make the deletion fail
-    (a file gone or added under it): what is left, a later run's clean-up deletes."""
-    with contextlib.suppress(OSError):
-        delete(*args)
+    delete_folder(target.root, STAGING, target.version)
+    if published and published.version == target.version:
+        return
+    recorded = [record.version for record in history.read_records(target.root)]
+    if target.version in recorded and recorded[-1] != target.version:
+        return  # recorded, and another publication recorded since: it was published
+    delete_version(target.root, target.version)
+    history.erase(target.root, {target.version})

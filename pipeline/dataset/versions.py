@@ -3,6 +3,13 @@
     ROOT/LATEST               {"version": "v000003-9f2c4e1a", "sha256": <of its metadata file>}
     ROOT/versions/<version>/  one conversion's shards and metadata; `_COMMITTED` written last
     ROOT/_staging/<version>/  a run's shard files until its commit moves them into its version
+    ROOT/_published/<serial>-<version>  an empty record of each publication, in publication
+                              order (pipeline/dataset/history.py)
+    ROOT/.lock                the local lock around the pointer's compare-and-write
+
+Version numbers are never reused: a run takes the number after the highest one a version folder,
+a record or the pointer names, whatever LATEST names (a rollback publishes an older version).
+The layout holds no symbolic links (pipeline/dataset/layout.py).
 
 Readers resolve the pointer once and read that version alone, its marker and metadata checked
 against what the pointer promises; how a run writes and publishes a version is
@@ -23,6 +30,8 @@ from transforms.storage import fileio
 POINTER = "LATEST"
 VERSIONS = "versions"
 STAGING = "_staging"
+PUBLISHED = "_published"
+LOCK = ".lock"
 MARKER = "_COMMITTED"
 _VERSION = re.compile(r"^v(\d{6,})-[0-9a-f]{8}$")
 
