@@ -41,7 +41,7 @@ from transforms.write.shard_processes import (
     shard_task,
     writers_at_once,
 )
-from transforms.write.shard_writer import ShardResult
+from transforms.write.shard_writer import IN_FLIGHT_PER_THREAD, ShardResult, ordered_map
 from transforms.write.threads import REMOTE_THREADS_PER_CORE, available_cores
 
 
@@ -148,6 +148,8 @@ def drop_duplicate_content(
     by_digest: dict[str, list[ManifestRow]] = defaultdict(list)
     digest_of = functools.partial(content_digest, max_file_bytes=max_file_bytes)
     with ThreadPoolExecutor(threads, "digest") as pool:
-        for digest, row in zip(pool.map(digest_of, rows), rows, strict=True):
+        # A window of futures, not Executor.map's one a row submitted at once (~1 KB each).
+        digests = ordered_map(pool, digest_of, rows, threads * IN_FLIGHT_PER_THREAD)
+        for digest, row in zip(digests, rows, strict=True):
             by_digest[digest].append(row)
     return [row for group in by_digest.values() for row in errors.passed(keep_first(group))]

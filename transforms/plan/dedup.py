@@ -5,6 +5,7 @@ Only digests and rows are grouped, never image bytes.
 """
 
 import hashlib
+import itertools
 from collections.abc import Iterator
 
 from transforms.errors import ErrorRow, Reason, RowError
@@ -26,8 +27,10 @@ def keep_first(rows: list[ManifestRow]) -> Iterator[ManifestRow | ErrorRow]:
     """Of rows with the same bytes, the first stays; the others become errors, except repeats of
     the first row's own key, which stay for the shard writer to report as `duplicate_key`.
     One at a time: a group can be every row of a manifest."""
-    first, *others = sorted(rows, key=lambda row: (row.position, row.key))
+    ordered = sorted(rows, key=lambda row: row.key)
+    ordered.sort(key=lambda row: row.position)  # stable: by (position, key), no tuple a row
+    first = ordered[0]
     yield first
     message = f"same bytes as {first.source}"
-    for row in others:
+    for row in itertools.islice(ordered, 1, None):
         yield row if row.key == first.key else error_row(row, Reason.DUPLICATE_CONTENT, message)
