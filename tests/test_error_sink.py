@@ -19,6 +19,7 @@ from pipeline.cli.main import main
 from pipeline.dataset.versions import POINTER, STAGING, VERSIONS
 from pipeline.read.verify import verify
 from transforms.errors import ErrorRow, Reason
+from transforms.storage import fileio
 from transforms.write import error_files, error_sink
 from transforms.write.error_files import (
     count_errors,
@@ -114,6 +115,23 @@ def test_a_workers_rows_are_adopted_as_if_taken_here(tmp_path, small_runs):
     parent.adopt(spilled)
     assert _finished(parent, tmp_path, 50) == _expected(rows, 50)
     assert list(parent.passed([1, rows[0], spilled._replace(runs=()), 2])) == [1, 2]
+
+
+@pytest.mark.slow
+def test_runs_on_a_bucket_make_the_same_files(tmp_path, small_runs, gcs, monkeypatch):
+    """Staging on gs://: runs written, read back by ranged reads, deleted; few files at once."""
+    monkeypatch.setattr(error_sink, "REMOTE_FILES_AT_ONCE", 2)
+    rows = _rows(150)
+    staging = f"gs://tfrp-test/{tmp_path.name}/staging"
+    sink = ErrorSink(staging)
+    for row in rows:
+        sink.add(row)
+    files, _ = sink.finish(20)
+    prefix = f"{tmp_path.name}/staging/"
+    left = sorted(blob.name.removeprefix(prefix) for blob in gcs.bucket.list_blobs(prefix=prefix))
+    assert left == sorted(f.staged for f in files)
+    written = {f.file: fileio.read_bytes(f"{staging}/{f.staged}") for f in files}
+    assert written == _expected(rows, 20) and len(written) == 9
 
 
 def test_no_rows_make_one_empty_file(tmp_path):

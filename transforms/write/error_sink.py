@@ -35,6 +35,9 @@ from transforms.write.error_files import (
 RUN_BYTES = 8 << 20  # JSON lines buffered before they are spilled as a run (~20 MB resident)
 RUNS_AT_ONCE = 64  # runs merged at once: as many more make one run of the next level
 FILES_AT_ONCE = 64  # files written at once: more are first routed in groups, a run each
+# An object's writer holds what it is given up to 16 MB (Beam's GcsIO upload chunk) before it
+# uploads: few at once when staging is on gs://.
+REMOTE_FILES_AT_ONCE = 4
 READ_BYTES = 64 << 10  # read buffer of a run being merged
 WRITE_BYTES = 64 << 10  # lines batched per write, so a file's write buffer stays this small
 RUN_PREFIX = "errors-run."
@@ -142,10 +145,11 @@ class ErrorSink:
 
     def _route(self, lines: Iterator[Line], count: int, files: range) -> list[ErrorFileResult]:
         """Files `files` of `count` from sorted `lines` (theirs only): written at once, or, when
-        they are more than FILES_AT_ONCE, routed first to a run per group of files."""
-        if len(files) <= FILES_AT_ONCE:
+        they are more than can be, routed first to a run per group of files."""
+        at_once = REMOTE_FILES_AT_ONCE if fileio.is_remote(self._staging) else FILES_AT_ONCE
+        if len(files) <= at_once:
             return self._write_files(lines, count, files)
-        size = -(-len(files) // FILES_AT_ONCE)
+        size = -(-len(files) // at_once)
         groups = [files[start : start + size] for start in range(0, len(files), size)]
         writers = [_LineWriter(self._path(_run_name())) for _ in groups]
         for line in lines:
