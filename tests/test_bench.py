@@ -115,3 +115,16 @@ def test_one_tiny_writer_cpu_sitting_measures_every_engine(tmp_path, monkeypatch
         (run,) = engine["samples"]
         assert run["small"]["cpu_s"] > 0 and run["large"]["cpu_s"] > 0
     assert set(report["local_over_beam"]) == set(writer_cpu.ENGINES) - {"local"}
+
+
+def test_one_tiny_error_memory_sitting_measures_every_case_and_its_floor():
+    import error_memory
+
+    report = error_memory.main([50], rounds=1)
+    runs = report["runs"]
+    assert [(run["case"], run["processes"]) for run in runs] == [
+        (case, processes) for case in error_memory.CASES for processes in error_memory.PROCESSES
+    ]
+    assert all(run["errors"] == 49 and run["peak_rss_tree_mb"] > 0 for run in runs)
+    assert all(run["rows_floor_mb"] > 0 for run in runs)
+    assert "| 50 | duplicate_content | --processes 1 |" in error_memory.markdown(report)

@@ -36,8 +36,8 @@ from transforms.write.error_files import (
     error_file_name,
     file_of,
     write_error_file,
-    write_error_files,
 )
+from transforms.write.error_sink import ErrorSink
 from transforms.write.shard_writer import ShardResult
 
 
@@ -54,6 +54,16 @@ def _errors(count: int, key=lambda i: f"img/{i}.jpg") -> list[ErrorRow]:
         for i in range(count)
         for reason, split in [kinds[i % 3]]
     ]
+
+
+def write_error_files(staging: str, rows: list[ErrorRow], rows_per_file: int) -> list:
+    """The local runner's errors files of `rows`: each taken by its sink as it arises."""
+    sink = ErrorSink(staging)
+    for row in rows:
+        sink.add(row)
+    files, counts = sink.finish(rows_per_file)
+    assert counts == count_errors(rows)
+    return files
 
 
 def test_the_file_count_follows_the_rows_with_always_one_file():

@@ -44,7 +44,8 @@ from transforms.manifest.labels import LabelMap
 from transforms.manifest.rows import ReadConfig
 from transforms.plan.dataset import DatasetPlan
 from transforms.plan.sharding import ShardId
-from transforms.write.error_files import ROWS_PER_ERRORS_FILE, count_errors, write_error_files
+from transforms.write.error_files import ROWS_PER_ERRORS_FILE
+from transforms.write.error_sink import ErrorSink
 from transforms.write.shard_processes import ShardPool, ShardTask, run_task
 
 COMMAND = Path(sys.executable).parent / "tfrecord-pipeline"
@@ -432,8 +433,8 @@ def test_a_duplicate_attempt_at_a_shard_is_never_published(tmp_path, small):
         early = list(other.write([task]))[-1]
         assert early.records == result.records - 1
         plan = DatasetPlan(labels, (("train", len(rows)),), (("train", 1),))
-        files = write_error_files(target.staging, errors, ROWS_PER_ERRORS_FILE)
-        inputs = CommitInputs(plan, [result], files, count_errors(errors), 0)
+        files, counts = ErrorSink(target.staging).finish(ROWS_PER_ERRORS_FILE)
+        inputs = CommitInputs(plan, [result], files, counts, 0)
         info = commit_dataset(conversion.commit_config(target), inputs)
         late = list(other.write([task]))[-1]  # into a staging folder no commit will read
     assert info.records == len(rows) and not errors

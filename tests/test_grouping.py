@@ -21,7 +21,8 @@ def test_rows_group_by_their_shard_and_unknown_labels_are_errors():
         manifest_row("cat/t", "test"),
         manifest_row("dog/d"),
     ]
-    by_shard, errors = group_by_shard(rows, plan)
+    errors = []
+    by_shard = group_by_shard(rows, plan, errors.append)
     assert [(e.key, e.reason) for e in errors] == [("dog/d", Reason.UNKNOWN_LABEL)]
     assert sum(map(len, by_shard.values())) == 41
     assert all(

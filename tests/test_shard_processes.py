@@ -1,6 +1,7 @@
 """Shards written in the local runner's process pool: same bytes as in this process, failures
 surface here."""
 
+import json
 import os
 import platform
 import signal
@@ -18,6 +19,7 @@ from transforms.manifest.rows import ReadConfig
 from transforms.plan.dataset import DatasetPlan
 from transforms.plan.sharding import ShardId
 from transforms.progress import FolderProgress
+from transforms.write.error_sink import SpilledErrors
 from transforms.write.heap import keep_freed_memory
 from transforms.write.shard_processes import (
     ShardPool,
@@ -87,8 +89,16 @@ def _by_shard(outputs) -> list:
     """Outputs in shard order, each attempt's own staging name left out: the rest is the same
     anywhere."""
     results = sorted((o for o in outputs if isinstance(o, ShardResult)), key=lambda r: r.index)
-    errors = sorted((o for o in outputs if isinstance(o, ErrorRow)), key=lambda e: e.key)
-    return [*errors, *(result._replace(staged="") for result in results)]
+    return [*sorted(_error_lines(outputs)), *(result._replace(staged="") for result in results)]
+
+
+def _error_lines(outputs) -> list[str]:
+    """The error rows among `outputs` as JSON lines: a worker sends them spilled (few, so as
+    lines and no runs), this process's writer as rows."""
+    rows = [o.to_json() for o in outputs if isinstance(o, ErrorRow)]
+    spilled = [o for o in outputs if isinstance(o, SpilledErrors)]
+    assert not any(s.runs for s in spilled)
+    return rows + [line for s in spilled for _, line in s.lines]
 
 
 def test_every_shard_is_written_once(rows, tmp_path, pool):
@@ -172,8 +182,8 @@ def test_the_pool_writes_the_same_bytes_and_rows_as_this_process(rows, tmp_path,
     theirs = list(pool.write(_tasks(rows, tmp_path / "there", threads=2, image=RESIZE)))
     assert _by_shard(ours) == _by_shard(theirs)
     assert _shard_files(tmp_path / "here", ours) == _shard_files(tmp_path / "there", theirs)
-    errors = [o for o in theirs if isinstance(o, ErrorRow)]
-    assert [e.reason for e in errors] == [Reason.MISSING_FILE]
+    errors = [json.loads(line) for line in _error_lines(theirs)]
+    assert [e["reason"] for e in errors] == [Reason.MISSING_FILE]
 
 
 def test_shard_tasks_share_the_cores_and_remote_work_stays_here(rows):

@@ -33,6 +33,7 @@ from transforms.plan.refresh import classify
 from transforms.progress import UNWATCHED, Progress, Watch
 from transforms.storage import fileio
 from transforms.write import error_files
+from transforms.write.error_sink import ErrorSink
 from transforms.write.shard_processes import (
     ShardPool,
     ShardTask,
@@ -40,7 +41,7 @@ from transforms.write.shard_processes import (
     shard_task,
     writers_at_once,
 )
-from transforms.write.shard_writer import ShardResult
+from transforms.write.shard_writer import IN_FLIGHT_PER_THREAD, ShardResult, ordered_map
 from transforms.write.threads import REMOTE_THREADS_PER_CORE, available_cores
 
 
@@ -72,13 +73,13 @@ def write_here(
     progress = stack.enter_context(watch)
     previous = previous_version(target, options.label_offset)
     manifests, read_config = conversion.manifests()
-    rows, errors, skipped, negatives = read_rows(manifests, read_config)
+    errors = ErrorSink(target.staging)  # every error row, on its way to the errors files
+    rows, skipped, negatives = read_rows(manifests, read_config, errors)
     inherited = previous.labels() if previous else None
     plan = _plan(rows, conversion.plan_config(inherited, read_config.detection))
     progress.planned(plan.row_count)
     if options.dedup:  # after the plan, which counts every row, so rows = records + errors
-        rows, duplicates = drop_duplicate_content(rows, options.max_file_bytes)
-        errors += duplicates
+        rows = drop_duplicate_content(rows, options.max_file_bytes, errors)
     results: list[ShardResult] = []
     write_plan = plan
     if options.incremental and refresh.refreshable(previous, options.recorded()):
@@ -88,22 +89,19 @@ def write_here(
         rows = update.to_convert
         write_plan = refresh.delta_plan(plan, Counter(row.split for row in rows), previous)
     writer_count = writers_at_once(config, rows, write_plan)
-    by_shard, unlabelled = group_by_shard(rows, write_plan)
+    by_shard = group_by_shard(rows, write_plan, errors.add)
     del rows  # the shards' lists hold them now
-    errors += unlabelled
     shards = all_shards(write_plan)
     tasks = [shard_task(s, by_shard.pop(s, []), write_plan, config, writer_count) for s in shards]
     if pool and writer_count > 1:
         written = pool.write(tasks, progress)
     else:
         written = write_in_process(tasks, progress)
-    for output in written:
-        (errors if isinstance(output, ErrorRow) else results).append(output)
+    results += errors.passed(written)
     if write_plan is not plan:
         results, counts = refresh.assemble(results, target.staging, options.compression == "gzip")
         plan = plan._replace(shards=counts)
-    files = error_files.write_error_files(target.staging, errors, error_files.ROWS_PER_ERRORS_FILE)
-    tally = error_files.count_errors(errors)
+    files, tally = errors.finish(error_files.ROWS_PER_ERRORS_FILE)
     return CommitInputs(plan, results, files, tally, len(skipped), len(negatives))
 
 
@@ -119,15 +117,15 @@ def write_in_process(
 
 
 def read_rows(
-    manifests: list[ManifestFile], config: ReadConfig
-) -> tuple[list[ManifestRow], list[ErrorRow], list[SkippedFile], list[DroppedNegative]]:
-    """Every manifest's rows, the records that are errors, the files a folder tree skipped and
-    the negatives --drop_negatives left out: each manifest read whole here, by the rules its
-    pieces are read by on Beam."""
-    kinds = (ManifestRow, ErrorRow, SkippedFile, DroppedNegative)
+    manifests: list[ManifestFile], config: ReadConfig, errors: ErrorSink
+) -> tuple[list[ManifestRow], list[SkippedFile], list[DroppedNegative]]:
+    """Every manifest's rows, the files a folder tree skipped and the negatives
+    --drop_negatives left out; the records that are errors go to `errors`. Each manifest is
+    read whole here, by the rules its pieces are read by on Beam."""
+    kinds = (ManifestRow, SkippedFile, DroppedNegative)
     found: dict[type, list] = {kind: [] for kind in kinds}
     for manifest in manifests:
-        for item in read_all(manifest, config):
+        for item in errors.passed(read_all(manifest, config)):
             found[type(item)].append(item)
     return tuple(found[kind] for kind in kinds)
 
@@ -140,21 +138,18 @@ def _plan(rows: list[ManifestRow], config: PlanConfig) -> DatasetPlan:
 
 
 def drop_duplicate_content(
-    rows: list[ManifestRow], max_file_bytes: int
-) -> tuple[list[ManifestRow], list[ErrorRow]]:
-    """Rows whose image bytes repeat an earlier row's become errors. The files are read and
+    rows: list[ManifestRow], max_file_bytes: int, errors: ErrorSink
+) -> list[ManifestRow]:
+    """The rows left once those whose image bytes repeat an earlier row's went to `errors` as
+    error rows. The files are read and
     hashed on threads (file reads and SHA-256 release the GIL): many per core for `gs://`."""
     remote = any(fileio.is_remote(row.image_uri) for row in rows[:1])
     threads = available_cores() * (REMOTE_THREADS_PER_CORE if remote else 1)
     by_digest: dict[str, list[ManifestRow]] = defaultdict(list)
     digest_of = functools.partial(content_digest, max_file_bytes=max_file_bytes)
     with ThreadPoolExecutor(threads, "digest") as pool:
-        for digest, row in zip(pool.map(digest_of, rows), rows, strict=True):
+        # A window of futures, not Executor.map's one a row submitted at once (~1 KB each).
+        digests = ordered_map(pool, digest_of, rows, threads * IN_FLIGHT_PER_THREAD)
+        for digest, row in zip(digests, rows, strict=True):
             by_digest[digest].append(row)
-    kept: list[ManifestRow] = []
-    errors: list[ErrorRow] = []
-    for group in by_digest.values():
-        group_kept, group_errors = keep_first(group)
-        kept += group_kept
-        errors += group_errors
-    return kept, errors
+    return [row for group in by_digest.values() for row in errors.passed(keep_first(group))]

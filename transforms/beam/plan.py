@@ -12,6 +12,7 @@ from apache_beam.pvalue import AsSingleton
 
 from transforms.beam.coders import RowBatch
 from transforms.beam.steps import PieceKey, as_row_batches, error_output
+from transforms.errors import ErrorRow
 from transforms.manifest.rows import ManifestRow
 from transforms.plan.dataset import (
     DatasetPlan,
@@ -74,9 +75,8 @@ def _digest_rows(batch: RowBatch, max_file_bytes: int):
 
 
 def _keep_first(digest_and_rows):
-    kept, errors = keep_first(list(digest_and_rows[1]))
-    yield from kept
-    yield from map(error_output, errors)
+    for item in keep_first(list(digest_and_rows[1])):
+        yield error_output(item) if isinstance(item, ErrorRow) else item
 
 
 @beam.ptransform_fn
@@ -96,7 +96,8 @@ def DropDuplicateContent(batches, max_file_bytes: int):
 @beam.typehints.with_output_types(tuple[PieceKey, RowBatch])
 class _AssignShardFn(beam.DoFn):
     def process(self, batch, plan):
-        by_shard, errors = group_by_shard(batch.rows, plan)
+        errors: list[ErrorRow] = []
+        by_shard = group_by_shard(batch.rows, plan, errors.append)
         yield from map(error_output, errors)
         for shard, rows in by_shard.items():
             pieces = plan.pieces_of(shard.split)

@@ -5,6 +5,8 @@ Only digests and rows are grouped, never image bytes.
 """
 
 import hashlib
+import itertools
+from collections.abc import Iterator
 
 from transforms.errors import ErrorRow, Reason, RowError
 from transforms.image.files import read_image
@@ -21,15 +23,14 @@ def content_digest(row: ManifestRow, max_file_bytes: int) -> str:
         return f"unreadable:{row.key}"
 
 
-def keep_first(rows: list[ManifestRow]) -> tuple[list[ManifestRow], list[ErrorRow]]:
-    """Of rows with the same bytes, the first stays; the others are errors, except repeats of
-    the first row's own key, which stay for the shard writer to report as `duplicate_key`."""
-    first, *others = sorted(rows, key=lambda row: (row.position, row.key))
-    kept, errors = [first], []
-    for row in others:
-        if row.key == first.key:
-            kept.append(row)
-        else:
-            message = f"same bytes as {first.source}"
-            errors.append(error_row(row, Reason.DUPLICATE_CONTENT, message))
-    return kept, errors
+def keep_first(rows: list[ManifestRow]) -> Iterator[ManifestRow | ErrorRow]:
+    """Of rows with the same bytes, the first stays; the others become errors, except repeats of
+    the first row's own key, which stay for the shard writer to report as `duplicate_key`.
+    One at a time: a group can be every row of a manifest."""
+    ordered = sorted(rows, key=lambda row: row.key)
+    ordered.sort(key=lambda row: row.position)  # stable: by (position, key), no tuple a row
+    first = ordered[0]
+    yield first
+    message = f"same bytes as {first.source}"
+    for row in itertools.islice(ordered, 1, None):
+        yield row if row.key == first.key else error_row(row, Reason.DUPLICATE_CONTENT, message)

@@ -6,7 +6,7 @@ Apart from `dataset.py`, which decides the plan from counts alone: this side run
 rows again, where they are (the local runner's list, or each of Beam's batches).
 """
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from transforms.errors import ErrorRow, Reason, RowError, shown
 from transforms.manifest.rows import ManifestRow, error_row, row_labels
@@ -15,12 +15,11 @@ from transforms.plan.sharding import ShardId, shard_for
 
 
 def group_by_shard(
-    rows: Iterable[ManifestRow], plan: DatasetPlan
-) -> tuple[dict[ShardId, list[ManifestRow]], list[ErrorRow]]:
-    """Rows by the shard they go to, and as errors the rows whose label has no id, or names a
-    label id otherwise than the first manifest naming it does."""
+    rows: Iterable[ManifestRow], plan: DatasetPlan, reject: Callable[[ErrorRow], object]
+) -> dict[ShardId, list[ManifestRow]]:
+    """Rows by the shard they go to; the rows whose label has no id, or names a label id
+    otherwise than the first manifest naming it does, go to `reject` as error rows."""
     by_shard: dict[ShardId, list[ManifestRow]] = {}
-    errors = []
     shard_counts = dict(plan.shards)
     names = dict(plan.label_names)
     for row in rows:
@@ -30,11 +29,11 @@ def group_by_shard(
             if row.objects and names:
                 check_names(row, names)
         except RowError as error:
-            errors.append(error_row(row, error.reason, error.message))
+            reject(error_row(row, error.reason, error.message))
             continue
         shard = shard_for(row.key, row.split, shard_counts[row.split])
         by_shard.setdefault(shard, []).append(row)
-    return by_shard, errors
+    return by_shard
 
 
 def check_names(row: ManifestRow, names: dict[str, tuple[int, str]]) -> None:

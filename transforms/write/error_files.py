@@ -3,10 +3,11 @@ the commit step is given in place of the rows.
 
 Error rows can be many (a tenth of a web-scraped manifest), so no step holds them all: each goes
 to one of `error_file_count` files by a hash of what identifies it, each file is sorted and
-written by a worker into the run's staging folder under a name no other attempt uses, and the
-commit step moves the files whose results it received into the version, as it moves shards.
-Counts per split and reason are combined into one small `ErrorCounts`. All of it is a pure
-function of the rows, so every runner writes the same bytes.
+written into the run's staging folder under a name no other attempt uses (on Beam by a worker a
+file; on the local runner by a sink that spills sorted runs and merges them:
+transforms/write/error_sink.py), and the commit step moves the files whose results it received
+into the version, as it moves shards. Counts per split and reason are combined into one small
+`ErrorCounts`. All of it is a pure function of the rows, so every runner writes the same bytes.
 """
 
 import math
@@ -26,6 +27,8 @@ ERRORS_SALT = "errors"
 # (~2 KB a row as Python objects, so ~40 MB), and a file small enough to open and read.
 ROWS_PER_ERRORS_FILE = 20_000
 MAX_ERROR_FILES = 99999  # five digits in the name
+
+SortKey = tuple[str, str, str]  # an error row's source, key and reason: ErrorRow.sort_key()
 
 
 class ErrorCounts(NamedTuple):
@@ -87,9 +90,14 @@ def error_file_name(index: int, count: int) -> str:
 def file_of(error: ErrorRow, count: int) -> int:
     """The file an error row goes to: a hash of its source, key and reason (its source names
     its manifest line, so rows spread evenly even when many share a key)."""
+    return file_of_key(error.sort_key(), count)
+
+
+def file_of_key(sort_key: SortKey, count: int) -> int:
+    """`file_of` a row given by its sort key (a spilled row is a JSON line and its key)."""
     if count == 1:
         return 0
-    source, key, reason = error.sort_key()
+    source, key, reason = sort_key
     return key_hash(f"{source}\n{key}\n{reason}", ERRORS_SALT) % count
 
 
@@ -110,15 +118,3 @@ def write_error_file(
     staged = f"{posixpath.basename(name)}.{os.urandom(16).hex()}"
     fileio.write_synced(fileio.join(staging, staged), error_file_bytes(errors))
     return ErrorFileResult(name, staged, len(errors))
-
-
-def write_error_files(
-    staging: str, errors: list[ErrorRow], rows_per_file: int
-) -> list[ErrorFileResult]:
-    """Every errors file of `errors` (the local runner: the Beam pipeline groups them by file
-    with a shuffle instead: transforms/beam/error_files.py)."""
-    count = error_file_count(len(errors), rows_per_file)
-    by_file: list[list[ErrorRow]] = [[] for _ in range(count)]
-    for error in errors:
-        by_file[file_of(error, count)].append(error)
-    return [write_error_file(staging, index, count, rows) for index, rows in enumerate(by_file)]

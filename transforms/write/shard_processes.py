@@ -3,7 +3,9 @@ pool, so a run uses every core.
 
 A pass-through shard writer is Python work under the GIL: threads cannot spread it over cores.
 So the local runner hands whole shards to a `concurrent.futures` process pool: a shard's rows
-go in, its error rows and ShardResult come back; image bytes never cross a process boundary.
+go in, its ShardResult comes back with its error rows, spilled into staging as the worker meets
+them when they are many (transforms/write/error_sink.py); image bytes never cross a process
+boundary.
 The Beam pipeline writes in its worker's process (`ShardWriter`): its runner spreads the work
 over processes itself (Dataflow's, one per core).
 
@@ -33,6 +35,7 @@ from transforms.plan.dataset import DatasetPlan
 from transforms.plan.sharding import WHOLE, Piece, ShardId
 from transforms.progress import SILENT, Progress
 from transforms.storage import fileio
+from transforms.write.error_sink import ErrorSink, SpilledErrors
 from transforms.write.heap import keep_freed_memory
 from transforms.write.shard_writer import ShardResult, WriteConfig, write_shard
 from transforms.write.threads import available_cores, process_cores, writer_threads
@@ -144,8 +147,9 @@ class ShardPool:
 
     def write(
         self, tasks: Iterable[ShardTask], progress: Progress = SILENT
-    ) -> Iterator[ErrorRow | ShardResult]:
-        """The outputs of every task, largest first (the last shard to finish is short), their
+    ) -> Iterator[SpilledErrors | ShardResult]:
+        """The outputs of every task (its error rows, for an ErrorSink to adopt, then its
+        ShardResult), largest first (the last shard to finish is short), their
         rows counted to `progress` (sent with each task); a failure cancels the shards not yet
         started, and is raised here."""
         futures = []
@@ -203,12 +207,14 @@ def _how(code: int) -> str:
         return f"killed by signal {-code}"
 
 
-def _write_alone(task: ShardTask, progress: Progress) -> list[ErrorRow | ShardResult]:
+def _write_alone(task: ShardTask, progress: Progress) -> list[SpilledErrors | ShardResult]:
     """A worker's run of one task; an exception carries the worker's traceback to this process
     as a note."""
     _started.put((os.getpid(), task.file_name()))
+    errors = ErrorSink(task.config.staging)
     try:
-        return list(_writer.write(task, progress))
+        results = list(errors.passed(_writer.write(task, progress)))
+        return [errors.spilled(), *results]
     except Exception as error:
         error.add_note(f"in the shard writer process:\n{traceback.format_exc()}")
         raise

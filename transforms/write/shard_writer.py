@@ -125,8 +125,12 @@ def make_record(
 
 def ordered_unique(rows: Iterable[ManifestRow]) -> Iterator[ManifestRow | ErrorRow]:
     """Rows in record order; a key seen before (earlier in the manifests) becomes an error."""
+    # Two stable sorts, not one by (record_order, position): the pair's sort keys would hold
+    # ~180 bytes a row at once (180 MB for a shard of 10^6 rows), record_order's alone ~90.
+    ordered = sorted(rows, key=lambda r: r.position)
+    ordered.sort(key=lambda r: record_order(r.key))
     previous = None
-    for row in sorted(rows, key=lambda r: (record_order(r.key), r.position)):
+    for row in ordered:
         if previous is not None and row.key == previous.key:
             yield error_row(row, Reason.DUPLICATE_KEY, f"key also used at {previous.source}")
         else:
