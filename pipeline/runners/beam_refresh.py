@@ -30,9 +30,10 @@ from pipeline.runners.refresh_files import stage_past
 from transforms.beam.coders import RowBatch
 from transforms.beam.steps import as_row_batches
 from transforms.plan.fingerprints import row_fingerprint, row_fingerprints
-from transforms.plan.refresh import PastShard, refresh_layout, stays
+from transforms.plan.refresh import PastShard, RefreshLayout, refresh_layout, stays
 from transforms.progress import Progress
 from transforms.storage import fileio
+from transforms.write.shard_writer import ShardResult
 from transforms.write.threads import REMOTE_THREADS_PER_CORE
 
 SHARDS_PER_CHECK = 1000  # published shards a worker checks in one element
@@ -104,6 +105,7 @@ def _decide(plan, shards, kept, verdicts, converted):
     return refresh_layout(plan, past, converted)
 
 
+@beam.typehints.with_output_types(tuple[str, ShardResult])
 class _CarryFn(beam.DoFn):
     """Stages a published shard's kept records (refresh_files.py `stage_past`) for the final
     shard the layout gives it; a damaged shard, which the layout leaves out, is not."""
@@ -187,7 +189,7 @@ class RefreshRows(beam.PTransform):
             AsDict(counts),
             AsDict(checked.verdicts),
             AsDict(rows | "CountBySplit" >> _CountBySplit()),
-        )
+        ).with_output_types(RefreshLayout)
         sources = layout | "PastSources" >> beam.FlatMap(
             lambda layout: (
                 (source.file, (source, final)) for source, final in layout.past_sources()
