@@ -349,3 +349,33 @@ def test_a_write_into_the_old_version_never_changes_the_new_one(tmp_path, rows, 
         with open(path, "r+b") as handle:  # as root too, which a read-only mode would not stop
             handle.write(b"overwritten")
     assert verify(str(root), "all") == (len(rows), [])
+
+
+def test_both_runners_refresh_a_version_into_the_same_files(tmp_path, rows):
+    """Decided by one function from counts, a refresh names and fills every shard alike on the
+    local runner and on Beam: the same files, byte for byte, with a damaged shard too."""
+    first = _convert(write_manifest(tmp_path / "a.csv", rows[:30]), tmp_path / "local")
+    _flip(Path(first.folder) / first.info.splits["train"].shards[0].file)
+    shutil.copytree(tmp_path / "local", tmp_path / "beam", symlinks=True)
+    manifest = write_manifest(tmp_path / "b.csv", rows[2:])
+    files = {}
+    for runner in RUNNERS:
+        refreshed = _convert(manifest, tmp_path / runner, "--incremental", *RUNNERS[runner])
+        folder = Path(refreshed.folder)
+        files[runner] = {
+            str(path.relative_to(folder)): path.read_bytes()
+            for path in folder.rglob("*")
+            if path.is_file() and path.name != "_COMMITTED"
+        }
+    assert files["local"] == files["beam"]
+
+
+def test_on_beam_an_unchanged_record_of_a_damaged_shard_is_counted_and_its_row_converted():
+    from pipeline.runners.beam_refresh import _keep_or_convert
+
+    row = _row("a")
+    for sound, converted in ((True, []), (False, [row])):
+        grouped = {"rows": [(row, "fa")], "past": [("s0", 3, "fa", sound)]}
+        outputs = list(_keep_or_convert(("a", grouped)))
+        kept = [(out.tag, out.value) for out in outputs[:1]]
+        assert kept == [("kept", ("s0", 3))] and outputs[1:] == converted

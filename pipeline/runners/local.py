@@ -78,6 +78,7 @@ def write_here(
     if options.dedup:  # after the plan, which counts every row, so rows = records + errors
         rows, duplicates = drop_duplicate_content(rows, options.max_file_bytes)
         errors += duplicates
+    results: list[ShardResult] = []
     update = None
     if options.incremental and refresh.refreshable(previous, options.recorded()):
         update = refresh.refresh_here(plan, rows, previous, processes)
@@ -93,7 +94,6 @@ def write_here(
         written = pool.write(tasks, progress)
     else:
         written = write_in_process(tasks, progress)
-    results: list[ShardResult] = []
     for output in written:
         (errors if isinstance(output, ErrorRow) else results).append(output)
     if update:

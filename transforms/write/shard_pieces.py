@@ -3,7 +3,7 @@
 The Beam pipeline writes a shard larger than the target size (`--num_shards` can ask for one)
 in pieces, each by a worker of its own (transforms/plan/sharding.py `piece_of`), and joins them
 into the one file, with the bytes of the shard written whole; a refresh compacts a new version's
-small shards the same way (pipeline/runners/refresh.py).
+small shards the same way (pipeline/runners/refresh_files.py).
 """
 
 import os
