@@ -7,11 +7,12 @@ full conversion is the same command without `--incremental` into an empty folder
 what no refresh can do without, and nothing else, in a bare Python process (benchmarks/peers.py
 `refresh_floor`): read the manifest, stat every image (the least that sees an image change
 without reading it) and read the published version's rows files (what its records were made
-from). Each run is a whole process measured by measure.py, rounds alternate the three, and each
-figure is a median. Each round also times the check a refresh makes of the published shards
-before it carries them (every byte read and its CRC-32C computed, in this process: on a local
-disk; on Cloud Storage the objects' listing answers it, no byte read), and the report prints
-the figures measured before shards were checked and copied beside its own (BEFORE). Writes
+from). Each run is a whole process measured by measure.py, started with no earlier run's writes
+pending (`sync`), rounds alternate the three, and each figure is a median. Each round also
+times the check a refresh makes of the published shards before it carries them (every byte
+read and its CRC-32C computed, in this process: on a local disk; on Cloud Storage the objects'
+listing answers it, no byte read), and the report prints the figures measured before shards
+were checked and copied beside its own (BEFORE). Writes
 benchmarks/results/refresh-N[-flags].json.
 """
 
@@ -71,9 +72,11 @@ def check_seconds(root: Path) -> float:
 def one_round(manifest: Path, older: Path, flags: list[str]) -> tuple[dict, dict, dict, float]:
     """(full conversion, refresh, floor), each measured as a whole process, and the check."""
     with tempfile.TemporaryDirectory() as out:
+        os.sync()  # each run starts with no other run's writes pending: their flushes are its
         full = run_measured(convert(manifest, Path(out) / "full", *flags))
         root = Path(out) / "nightly"
         subprocess.run(convert(older, root, *flags), check=True, stdout=subprocess.DEVNULL)
+        os.sync()  # a nightly refresh finds its published version on the disk for hours
         least = run_measured(
             [sys.executable, str(PEERS), "refresh_floor", str(manifest), str(root)]
         )
