@@ -379,3 +379,28 @@ def test_on_beam_an_unchanged_record_of_a_damaged_shard_is_counted_and_its_row_c
         outputs = list(_keep_or_convert(("a", grouped)))
         kept = [(out.tag, out.value) for out in outputs[:1]]
         assert kept == [("kept", ("s0", 3))] and outputs[1:] == converted
+
+
+def test_a_shard_is_sound_only_with_its_metadata_s_size_and_crc_and_an_index_that_fits_it(tmp_path):
+    from pipeline.dataset.metadata import ShardInfo
+    from pipeline.runners.refresh import check_shards
+    from transforms.tfrecord.records import ShardFileWriter
+
+    writer = ShardFileWriter(open(tmp_path / "s.tfrecord", "wb"))  # noqa: SIM115 - closes it
+    for record in (b"one", b"two"):
+        writer.write(record)
+    writer.close()
+    (tmp_path / "s.idx").write_text(writer.index_text())
+    (tmp_path / "bad.idx").write_text("0 19\n19 20\n")
+    data = (tmp_path / "s.tfrecord").read_bytes()
+    (tmp_path / "cut.tfrecord").write_bytes(data[:-1])
+    (tmp_path / "flipped.tfrecord").write_bytes(data[:5] + bytes([data[5] ^ 1]) + data[6:])
+    shards = [
+        ShardInfo("s.tfrecord", 2, writer.bytes, writer.crc32c, "s.idx"),
+        ShardInfo("s.tfrecord", 2, writer.bytes, writer.crc32c, "bad.idx"),
+        ShardInfo("s.tfrecord", 2, writer.bytes, writer.crc32c, "missing.idx"),
+        ShardInfo("cut.tfrecord", 2, writer.bytes, writer.crc32c),
+        ShardInfo("flipped.tfrecord", 2, writer.bytes, writer.crc32c),
+        ShardInfo("missing.tfrecord", 2, writer.bytes, writer.crc32c),
+    ]
+    assert list(check_shards(str(tmp_path), shards)) == [True, False, False, False, False, False]
