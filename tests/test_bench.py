@@ -52,7 +52,15 @@ def test_one_tiny_refresh_sitting_measures_every_run(tmp_path, monkeypatch):
     monkeypatch.setenv("CORPUS_DIR", str(tmp_path))
     report = refresh.main(100, 1, [])
     assert report["full_s"] > 0 and report["refresh_s"] > 0 and report["refresh_over_full"] > 0
-    assert report["floor_s"] > 0 and report["floor_over_full"] > 0
+    assert report["floor_s"] > 0 and report["floor_over_full"] > 0 and report["check_s"] > 0
+
+
+def test_one_tiny_carry_costs_sitting_times_every_way(tmp_path, monkeypatch):
+    import carry_costs
+
+    monkeypatch.setenv("CORPUS_DIR", str(tmp_path))
+    report = carry_costs.main(100, 1)
+    assert set(report["median_s"]) == set(carry_costs.WAYS) and report["shard_bytes"] > 0
 
 
 def test_one_tiny_commit_memory_sitting_runs_the_commit_step_alone():

@@ -39,7 +39,7 @@ PIECE_RESULTS_PRODUCER = "WriteShards/KeyPieceByShard"
 REFRESH_PRODUCERS = {
     "RefreshRows/MatchByKey/CoGroupByKeyImpl/Flatten",  # (key, row + fingerprint | position)
     "RefreshRows/KeepOrConvert/FlatMap(_keep_or_convert)",  # (shard file, kept position)
-    "CountBySplit/SplitOfEachRow",  # (split, 1)
+    "RefreshRows/CountBySplit/SplitOfEachRow",  # (split, 1)
 }
 
 

@@ -30,22 +30,31 @@ def test_create_makes_the_parent_folders(tmp_path):
     assert (tmp_path / "a" / "b" / "c.bin").read_bytes() == b"x"
 
 
-@pytest.mark.parametrize("code", [errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP])
-def test_where_a_link_cannot_be_made_the_bytes_are_copied(tmp_path, monkeypatch, code):
+def test_a_copy_has_bytes_of_its_own(tmp_path):
+    source, copy = tmp_path / "a.bin", tmp_path / "new" / "b.bin"
+    source.write_bytes(os.urandom(3 << 20))
+    disk.copy(str(source), str(copy))
+    assert copy.read_bytes() == source.read_bytes()
+    with open(source, "r+b") as handle:  # a write into the source, as root can make it
+        handle.write(b"changed")
+    assert copy.read_bytes() != source.read_bytes()
+
+
+@pytest.mark.parametrize("code", [errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP])
+def test_where_the_kernel_cannot_copy_the_bytes_are_copied_here(tmp_path, monkeypatch, code):
     (tmp_path / "a.jpg").write_bytes(b"bytes")
 
-    def refused(source, destination):
+    def refused(*_):
         raise OSError(code, os.strerror(code))
 
-    monkeypatch.setattr(os, "link", refused)
-    disk.link(str(tmp_path / "a.jpg"), str(tmp_path / "new" / "b.jpg"))
+    monkeypatch.setattr(os, "copy_file_range", refused)
+    disk.copy(str(tmp_path / "a.jpg"), str(tmp_path / "new" / "b.jpg"))
     assert (tmp_path / "new" / "b.jpg").read_bytes() == b"bytes"
-    assert (tmp_path / "new" / "b.jpg").stat().st_ino != (tmp_path / "a.jpg").stat().st_ino
 
 
-def test_a_link_that_fails_otherwise_is_an_error(tmp_path):
+def test_a_copy_that_fails_otherwise_is_an_error(tmp_path):
     with pytest.raises(FileNotFoundError):
-        disk.link(str(tmp_path / "missing.jpg"), str(tmp_path / "b.jpg"))
+        disk.copy(str(tmp_path / "missing.jpg"), str(tmp_path / "b.jpg"))
     assert not (tmp_path / "b.jpg").exists()
 
 

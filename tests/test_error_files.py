@@ -8,8 +8,9 @@ from pathlib import Path
 
 import apache_beam as beam
 import pytest
+from apache_beam import typehints
 from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.pvalue import AsList, AsSingleton
+from apache_beam.pvalue import AsDict, AsList, AsSingleton
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from conftest import RUNNERS, arguments, error_rows, make_images, published, write_manifest
@@ -26,6 +27,7 @@ from transforms.beam.error_files import WriteErrors, _CountErrorsFn
 from transforms.errors import ErrorRow, Reason
 from transforms.manifest.labels import LabelMap
 from transforms.plan.dataset import DatasetPlan
+from transforms.plan.refresh import RefreshLayout
 from transforms.write import error_files
 from transforms.write.error_files import (
     ErrorCounts,
@@ -219,7 +221,11 @@ def test_the_commit_step_is_given_per_shard_and_per_file_results_and_counts_neve
     manifest = write_manifest(first / "m.csv", make_images(first, 1))
     argv = arguments("convert --manifest {m} --output {out}", m=manifest, out=first / "out")
     main([*argv, "--no_progress"])
-    assert _commit_side_inputs(first, "--incremental") == allowed
+    refreshed = {
+        (AsSingleton.__name__, RefreshLayout),  # per shard its sources: published and new
+        (AsDict.__name__, typehints.Tuple[str, ShardResult]),  # per published shard carried
+    }
+    assert _commit_side_inputs(first, "--incremental") == allowed | refreshed
 
 
 def _manifest_with_bad_rows(root: Path) -> tuple[Path, list[str]]:

@@ -214,11 +214,11 @@ def test_join_files_concatenates_and_gives_the_crc32c_of_the_whole(tmp_path, mon
     assert (tmp_path / "empty").read_bytes() == b""
 
 
-def test_copy_links_the_same_bytes_under_a_new_name(tmp_path):
+def test_a_copy_is_the_same_bytes_in_a_file_of_its_own(tmp_path):
     (tmp_path / "a.jpg").write_bytes(b"bytes")
     fileio.copy(str(tmp_path / "a.jpg"), str(tmp_path / "new" / "b.jpg"))
     assert (tmp_path / "new" / "b.jpg").read_bytes() == b"bytes"
-    assert (tmp_path / "new" / "b.jpg").stat().st_ino == (tmp_path / "a.jpg").stat().st_ino
+    assert (tmp_path / "new" / "b.jpg").stat().st_ino != (tmp_path / "a.jpg").stat().st_ino
 
 
 def test_a_folder_is_writable_if_it_or_its_nearest_existing_parent_is_a_folder(tmp_path):

@@ -190,7 +190,9 @@ def test_a_manifest_the_store_keeps_failing_is_a_fault_not_a_mistake(
     assert main([*argv, f"{source}/none.csv"]) == 2
 
 
-def test_a_refresh_on_the_bucket_carries_shards_by_server_side_copy(tmp_path, gcs, capfd):
+def test_a_refresh_on_the_bucket_carries_shards_by_server_side_copy(
+    tmp_path, gcs, capfd, monkeypatch
+):
     rows = make_images(tmp_path, per_class=3)
     write_manifest(tmp_path / "older.csv", rows[:-2])
     write_manifest(tmp_path / "manifest.csv", rows)
@@ -205,6 +207,19 @@ def test_a_refresh_on_the_bucket_carries_shards_by_server_side_copy(tmp_path, gc
     new = [shard.crc32c for shard in second.info.splits["train"].shards]
     assert new[: len(old)] == old and len(new) == len(old) + 1  # carried whole, one new shard
     assert verify(first.folder, "all") == (len(rows) - 2, [])
+    # A published object damaged: its own CRC-32C (listed, never downloaded) keeps it out.
+    damaged = f"{second.folder}/{second.info.splits['train'].shards[0].file}"
+    data = bytearray(fileio.read_bytes(damaged))
+    data[100] ^= 1
+    fileio.write_bytes(damaged, bytes(data))
+    monkeypatch.setattr("pipeline.runners.refresh.stored_checksum", _never_read)
+    third = run(["--manifest", f"{source}/manifest.csv", *argv, "--incremental"])
+    assert third.info.refresh["damaged"] == [damaged.rsplit("/", 1)[1]]
+    assert verify(root, "all") == (len(rows), [])
+
+
+def _never_read(path):
+    raise AssertionError(f"{path} was read to be checked")
 
 
 def test_a_gs_tree_is_listed_folder_by_folder_as_a_local_walk_lists_it(tmp_path, gcs):

@@ -13,7 +13,7 @@ from conftest import arguments, make_images, manifest_row, write_manifest
 from google.api_core import exceptions as api
 
 from pipeline.runners.convert import run
-from transforms.plan.refresh import row_fingerprint, row_fingerprints
+from transforms.plan.fingerprints import row_fingerprint, row_fingerprints
 from transforms.storage import fileio, gcs, listings
 
 

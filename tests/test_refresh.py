@@ -1,6 +1,7 @@
 """Incremental refresh: pure decisions, then real refreshes read back with TensorFlow's reader."""
 
 import hashlib
+import json
 import os
 import shutil
 from pathlib import Path
@@ -11,19 +12,22 @@ from conftest import RUNNERS, arguments, make_images, write_manifest
 from pipeline.dataset.versions import resolve
 from pipeline.read.verify import verify
 from pipeline.runners.convert import run
-from pipeline.runners.refresh import assemble
 from transforms.manifest.rows import ManifestRow
+from transforms.plan.dataset import DatasetPlan
+from transforms.plan.fingerprints import row_fingerprint
 from transforms.plan.refresh import (
-    PastRecord,
-    classify,
+    NewRows,
+    PastShard,
+    RefreshCounts,
     compaction_groups,
     delta_shards,
-    read_rows,
-    row_fingerprint,
-    rows_line,
+    match,
+    refresh_layout,
     shifted_index,
+    spread,
 )
-from transforms.write.shard_writer import ShardResult
+from transforms.plan.rows_files import PastRecord, parse_rows, rows_line
+from transforms.plan.sharding import ShardId
 
 
 def _row(key: str, image: str = "", label: str = "cat", split: str = "train") -> ManifestRow:
@@ -32,16 +36,24 @@ def _row(key: str, image: str = "", label: str = "cat", split: str = "train") ->
 
 def test_a_past_record_stays_only_when_one_row_has_its_key_and_fingerprint():
     past = [
-        ("train", "s0", [PastRecord("a", "fa", (0,)), PastRecord("b", "fb", (0,))]),
-        ("train", "s1", [PastRecord("c", "fc", (1,)), PastRecord("d", "fd", (1,))]),
-        ("train", "s2", [PastRecord("e", "fe", (1,))]),
+        ("s0", [PastRecord("a", "fa", (0,)), PastRecord("b", "fb", (0,))]),
+        ("s1", [PastRecord("c", "fc", (1,)), PastRecord("d", "fd", (1,))]),
+        ("s2", [PastRecord("e", "fe", (1,))]),
     ]
+    sound = {"s0": True, "s1": True, "s2": True}
     rows = [_row("a"), _row("b"), _row("c"), _row("d"), _row("d"), _row("n")]
-    plan = classify(rows, ["fa", "fb", "CHANGED", "fd", "fd", "fn"], past)
-    assert [(reuse.file, reuse.keep) for reuse in plan.reused] == [("s0", None)]
-    assert [row.key for row in plan.to_convert] == ["c", "d", "d", "n"]  # e is gone
-    unreadable = classify([_row("a")], [""], past)
-    assert not unreadable.reused and [row.key for row in unreadable.to_convert] == ["a"]
+    matched = match(rows, ["fa", "fb", "CHANGED", "fd", "fd", "fn"], past, sound)
+    assert matched.kept == {"s0": (0, 1)}
+    assert [row.key for row in matched.to_convert] == ["c", "d", "d", "n"]  # e is gone
+    unreadable = match([_row("a")], [""], past, sound)
+    assert not unreadable.kept and [row.key for row in unreadable.to_convert] == ["a"]
+
+
+def test_the_unchanged_rows_of_a_damaged_shard_are_counted_and_converted_again():
+    past = [("s0", [PastRecord("a", "fa", (0,)), PastRecord("b", "fb", (0,))])]
+    matched = match([_row("a"), _row("b")], ["fa", "fb"], past, {"s0": False})
+    assert matched.kept == {"s0": (0, 1)}
+    assert [row.key for row in matched.to_convert] == ["a", "b"]
 
 
 def test_rows_files_hold_any_key_on_one_line():
@@ -51,26 +63,64 @@ def test_rows_files_hold_any_key_on_one_line():
         PastRecord("several", "f", (2, 7)),
         PastRecord("none", "f", ()),
     ]
-    assert read_rows("".join(map(rows_line, records))) == records
+    assert parse_rows("".join(map(rows_line, records))) == records
 
 
-def test_shards_are_numbered_carried_first_whatever_order_the_runner_delivers_them():
-    def shard(staged, file="", index=0):
-        return ShardResult("train", index, 2 if file else 0, file, 10, 1, "c", (), "", staged)
+def _plan(*splits: tuple[str, int, int]) -> DatasetPlan:
+    """A full conversion's plan: (split, rows, shards) each."""
+    rows = tuple((split, count) for split, count, _ in splits)
+    return DatasetPlan(None, rows, tuple((split, shards) for split, _, shards in splits))
 
-    carried = [shard(f"train-0000{i}-of-00003.tfrecord.{hex}") for i, hex in ((0, "f"), (2, "a"))]
-    new = [shard(f"new{i}", f"train-0000{i}-of-00002.tfrecord", i) for i in (0, 1)]
-    numbered, counts = assemble([new[1], carried[1], new[0], carried[0]], "unused", False)
-    assert [part.staged for part in numbered] == [part.staged for part in carried + new]
-    assert [part.file for part in numbered] == [
-        f"train-0000{i}-of-00004.tfrecord" for i in range(4)
+
+def test_the_layout_names_every_shard_before_anything_is_written():
+    past = [
+        PastShard("train", "train-00000-of-00003.tfrecord", 10, 10, True),  # carried whole
+        PastShard("train", "train-00001-of-00003.tfrecord", 10, 0, True),  # every row changed
+        PastShard("train", "train-00002-of-00003.tfrecord", 10, 9, True),  # one row gone
+        PastShard("test", "test-00000-of-00001.tfrecord", 4, 4, False),  # damaged
     ]
-    assert counts == (("train", 4),)
+    layout = refresh_layout(
+        _plan(("train", 40, 3), ("test", 4, 1), ("new", 30, 2)), past, {"train": 21, "test": 4}
+    )
+    shards = {final.shard: final.sources for final in layout.shards}
+    new = ShardId("train", 0, 2), ShardId("train", 1, 2)
+    assert shards == {
+        ShardId("train", 0, 4): (past[0],),
+        ShardId("train", 1, 4): (past[2],),
+        ShardId("train", 2, 4): (NewRows(new[0]),),
+        ShardId("train", 3, 4): (NewRows(new[1]),),
+        ShardId("test", 0, 1): (NewRows(ShardId("test", 0, 1)),),
+        ShardId("new", 0, 2): (NewRows(ShardId("new", 0, 2)),),  # as a full conversion
+        ShardId("new", 1, 2): (NewRows(ShardId("new", 1, 2)),),
+    }
+    assert layout.plan.shards == (("train", 4), ("test", 1), ("new", 2))
+    assert layout.write_plan.shards == (("train", 2), ("test", 1), ("new", 2))
+    damaged = ("test-00000-of-00001.tfrecord",)
+    assert layout.counts == RefreshCounts(10, 9, 25, damaged, 4)
+    assert list(layout.past_sources()) == [
+        (past[0], ShardId("train", 0, 4)),
+        (past[2], ShardId("train", 1, 4)),
+    ]
+
+
+def test_small_shards_are_compacted_in_the_layout():
+    past = [
+        PastShard("train", f"train-{i}", 100, kept, True) for i, kept in enumerate((100, 10, 30))
+    ]
+    layout = refresh_layout(_plan(("train", 160, 3)), past, {"train": 20})
+    assert [final.sources for final in layout.shards] == [
+        (past[0],),
+        (past[1], past[2], NewRows(ShardId("train", 0, 1))),
+    ]
 
 
 def test_delta_shards_match_the_past_fill_and_compaction_packs_small_shards():
-    assert delta_shards(0, 1000, 4) == 0
-    assert delta_shards(10, 1000, 4) == 1 and delta_shards(750, 1000, 4) == 3
+    four = [PastShard("train", f"s{i}", 250, 0, True) for i in range(4)]
+    assert delta_shards(0, four) == 0
+    assert delta_shards(10, four) == 1 and delta_shards(750, four) == 3
+    sparse = [PastShard("train", "s", 3, 0, True), *[PastShard("train", "s", 0, 0, True)] * 7]
+    assert delta_shards(3, sparse) == 3  # never more shards than rows
+    assert spread(7, 3) == [3, 2, 2]
     assert compaction_groups([100, 100, 10]) == []  # one small shard: nothing to gain
     assert compaction_groups([100, 100, 10, 30, 20]) == [[2, 3, 4]]
     assert compaction_groups([100, 40, 40, 40, 10]) == [[1, 2], [3, 4]]
@@ -150,12 +200,14 @@ def test_a_refresh_equals_a_full_conversion_and_rereads_only_what_changed(
     kept_stale = {r for r in _records(first.folder) if r[0] == current[6]["image_uri"]}
     expected = {r for r in _records(full.folder) if r[0] != current[6]["image_uri"]} | kept_stale
     assert _records(refreshed.folder) == expected
-    # Untouched shards are the published files under a second name, not copies.
-    inodes = {os.stat(path).st_ino for path in Path(first.folder).glob("train-*")}
+    # Untouched shards are carried: the published files' bytes, in files of their own.
+    published = {
+        path.read_bytes(): path.stat().st_ino for path in Path(first.folder).glob("train-*")
+    }
     carried = [
-        path for path in Path(refreshed.folder).glob("train-*") if path.stat().st_ino in inodes
+        path for path in Path(refreshed.folder).glob("train-*") if path.read_bytes() in published
     ]
-    assert carried and all(path.stat().st_nlink == 2 for path in carried)
+    assert carried and all(path.stat().st_ino != published[path.read_bytes()] for path in carried)
     assert verify(first.folder, "all") == (len(older), [])  # the old version is untouched
 
 
@@ -242,3 +294,113 @@ def test_every_file_of_a_refreshed_version_is_on_the_disk_before_it_is_published
         if (path.stat().st_dev, path.stat().st_ino) not in before
     ]
     assert files and unflushed == []
+
+
+def _flip(path: Path, at: int = 100) -> None:
+    data = bytearray(path.read_bytes())
+    data[at] ^= 1
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("runner", sorted(RUNNERS))
+def test_damaged_or_missing_shards_are_never_carried_their_rows_converted_again(
+    tmp_path, rows, runner, capsys
+):
+    """A byte flipped in a shard that would be carried whole, a shard gone, and a damaged
+    shard that would be rewritten (it lost a row): each one's unchanged rows are converted
+    again from the manifest, the run says so and publishes a version that verifies."""
+    from pipeline.cli.main import main
+
+    root = tmp_path / "nightly"
+    first = _convert(write_manifest(tmp_path / "a.csv", rows), root)
+    folder = Path(first.folder)
+    shards = [folder / shard.file for shard in first.info.splits["train"].shards]
+    _flip(shards[0])
+    shards[1].unlink()
+    _flip(shards[2], at=-10)
+    gone = (folder / first.info.splits["train"].shards[2].rows).read_text().split("\t")[2]
+    gone = gone.split("\n")[0]  # the key of the rewritten shard's first record
+    current = [row for row in rows if row["image_uri"] != gone]
+    manifest = write_manifest(tmp_path / "b.csv", current)
+    argv = ["convert", "--manifest", str(manifest), "--output", str(root), "--no_progress"]
+    assert main([*argv, "--num_shards", "4", "--incremental", *RUNNERS[runner]]) == 0
+    said = capsys.readouterr().out
+    assert "damaged in the published version, not carried: 3 shards" in said
+    new = resolve(str(root)).folder
+    assert verify(str(root), "all") == (len(current), [])
+    full = _convert(manifest, tmp_path / "full")
+    assert _records(new) == _records(full.folder)
+    info = json.loads((Path(new) / "tfrecord_pipeline.json").read_text())
+    damaged = [path.name for path in shards[:3]]
+    lost = sum(shard.records for shard in first.info.splits["train"].shards[:3]) - 1
+    assert info["refresh"]["damaged"] == damaged and info["refresh"]["reconverted"] == lost
+    assert f"their {lost} unchanged rows converted again" in said
+
+
+@pytest.mark.parametrize("runner", sorted(RUNNERS))
+def test_a_write_into_the_old_version_never_changes_the_new_one(tmp_path, rows, runner):
+    root = tmp_path / "nightly"
+    first = _convert(write_manifest(tmp_path / "a.csv", rows[:30]), root, *RUNNERS[runner])
+    refreshed = _convert(
+        write_manifest(tmp_path / "b.csv", rows), root, "--incremental", *RUNNERS[runner]
+    )
+    assert refreshed.info.refresh["carried"] == 30
+    for path in Path(first.folder).glob("train-*"):
+        with open(path, "r+b") as handle:  # as root too, which a read-only mode would not stop
+            handle.write(b"overwritten")
+    assert verify(str(root), "all") == (len(rows), [])
+
+
+def test_both_runners_refresh_a_version_into_the_same_files(tmp_path, rows):
+    """Decided by one function from counts, a refresh names and fills every shard alike on the
+    local runner and on Beam: the same files, byte for byte, with a damaged shard too."""
+    first = _convert(write_manifest(tmp_path / "a.csv", rows[:30]), tmp_path / "local")
+    _flip(Path(first.folder) / first.info.splits["train"].shards[0].file)
+    shutil.copytree(tmp_path / "local", tmp_path / "beam", symlinks=True)
+    manifest = write_manifest(tmp_path / "b.csv", rows[2:])
+    files = {}
+    for runner in RUNNERS:
+        refreshed = _convert(manifest, tmp_path / runner, "--incremental", *RUNNERS[runner])
+        folder = Path(refreshed.folder)
+        files[runner] = {
+            str(path.relative_to(folder)): path.read_bytes()
+            for path in folder.rglob("*")
+            if path.is_file() and path.name != "_COMMITTED"
+        }
+    assert files["local"] == files["beam"]
+
+
+def test_on_beam_an_unchanged_record_of_a_damaged_shard_is_counted_and_its_row_converted():
+    from pipeline.runners.beam_refresh import _keep_or_convert
+
+    row = _row("a")
+    for sound, converted in ((True, []), (False, [row])):
+        grouped = {"rows": [(row, "fa")], "past": [("s0", 3, "fa", sound)]}
+        outputs = list(_keep_or_convert(("a", grouped)))
+        kept = [(out.tag, out.value) for out in outputs[:1]]
+        assert kept == [("kept", ("s0", 3))] and outputs[1:] == converted
+
+
+def test_a_shard_is_sound_only_with_its_metadata_s_size_and_crc_and_an_index_that_fits_it(tmp_path):
+    from pipeline.dataset.metadata import ShardInfo
+    from pipeline.runners.refresh import check_shards
+    from transforms.tfrecord.records import ShardFileWriter
+
+    writer = ShardFileWriter(open(tmp_path / "s.tfrecord", "wb"))  # noqa: SIM115 - closes it
+    for record in (b"one", b"two"):
+        writer.write(record)
+    writer.close()
+    (tmp_path / "s.idx").write_text(writer.index_text())
+    (tmp_path / "bad.idx").write_text("0 19\n19 20\n")
+    data = (tmp_path / "s.tfrecord").read_bytes()
+    (tmp_path / "cut.tfrecord").write_bytes(data[:-1])
+    (tmp_path / "flipped.tfrecord").write_bytes(data[:5] + bytes([data[5] ^ 1]) + data[6:])
+    shards = [
+        ShardInfo("s.tfrecord", 2, writer.bytes, writer.crc32c, "s.idx"),
+        ShardInfo("s.tfrecord", 2, writer.bytes, writer.crc32c, "bad.idx"),
+        ShardInfo("s.tfrecord", 2, writer.bytes, writer.crc32c, "missing.idx"),
+        ShardInfo("cut.tfrecord", 2, writer.bytes, writer.crc32c),
+        ShardInfo("flipped.tfrecord", 2, writer.bytes, writer.crc32c),
+        ShardInfo("missing.tfrecord", 2, writer.bytes, writer.crc32c),
+    ]
+    assert list(check_shards(str(tmp_path), shards)) == [True, False, False, False, False, False]

@@ -54,9 +54,27 @@ def format_summary(info: DatasetInfo, folder: str) -> str:
     if info.negatives_dropped:
         left_out = info.negatives_dropped
         lines.append(f"{left_out:,} images without objects left out (--drop_negatives)")
+    if info.refresh:
+        lines += refresh_lines(info.refresh)
     state = "published" if not info.failures else "NOT published"
     lines.append(f"version: {folder}  ({state})")
     return "\n".join(lines)
+
+
+def refresh_lines(counts: dict) -> list[str]:
+    """What a refresh made its version of, and the damaged shards it found and did not carry."""
+    lines = [
+        f"refresh: {counts['carried']:,} records carried in whole shards, "
+        f"{counts['rewritten']:,} kept from shards written again, {counts['converted']:,} rows "
+        "converted"
+    ]
+    if counts["damaged"]:
+        shown = ", ".join(counts["damaged"][:3]) + (", ..." if len(counts["damaged"]) > 3 else "")
+        lines.append(
+            f"damaged in the published version, not carried: {len(counts['damaged']):,} "
+            f"shards ({shown}); their {counts['reconverted']:,} unchanged rows converted again"
+        )
+    return lines
 
 
 def format_counters(counters: dict[str, int]) -> str:

@@ -17,6 +17,7 @@ from pipeline.dataset.retention import clean_up
 from pipeline.dataset.tfds_metadata import tfds_files
 from transforms.errors import UserError
 from transforms.plan.dataset import DatasetPlan
+from transforms.plan.refresh import RefreshCounts
 from transforms.storage import fileio
 from transforms.write.error_files import ErrorCounts, ErrorFileResult
 from transforms.write.shard_writer import ShardResult
@@ -97,13 +98,14 @@ class CommitInputs(NamedTuple):
     error_counts: ErrorCounts
     skipped: int  # files a class-folder tree skipped
     negatives_dropped: int = 0  # detection rows without objects, with --drop_negatives
+    refresh: RefreshCounts | None = None  # what a refresh made the version of
 
 
 def commit_dataset(config: CommitConfig, inputs: CommitInputs) -> DatasetInfo:
     """Describe the run's version, move its shards and errors files in, and publish it if it
     passed its gates; runs once, after every shard and errors file exists. A retry of this
     step repeats it harmlessly."""
-    plan, results, error_files, error_counts, skipped, negatives_dropped = inputs
+    plan, results, error_files, error_counts, skipped, negatives_dropped, refresh = inputs
     info = build_info(
         plan,
         results,
@@ -114,6 +116,7 @@ def commit_dataset(config: CommitConfig, inputs: CommitInputs) -> DatasetInfo:
         config.tool_version,
         config.max_error_rate,
         negatives_dropped,
+        refresh,
     )
     target = config.target
     current, _ = publish.read_pointer(target.root)

@@ -12,6 +12,7 @@ import json
 from collections import Counter
 
 from transforms.plan.dataset import DatasetPlan
+from transforms.plan.refresh import RefreshCounts
 from transforms.tfrecord.examples import feature_spec
 from transforms.write.error_files import ERRORS_DIR, ErrorCounts, ErrorFileResult
 from transforms.write.shard_writer import ShardResult
@@ -69,9 +70,15 @@ class DatasetInfo:
     negatives_dropped: int = 0
     boxes_dropped: int = 0
     format_version: int = FORMAT_VERSION
+    # A refresh's version: what it was made of (transforms/plan/refresh.py RefreshCounts); a
+    # full conversion's metadata holds no such key.
+    refresh: dict | None = None
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True, ensure_ascii=False)
+        fields = dataclasses.asdict(self)
+        if self.refresh is None:
+            del fields["refresh"]
+        return json.dumps(fields, indent=2, sort_keys=True, ensure_ascii=False)
 
     @classmethod
     def from_json(cls, text: str) -> "DatasetInfo":
@@ -128,6 +135,7 @@ def build_info(
     tool_version: str,
     max_error_rate: float,
     negatives_dropped: int = 0,
+    refresh: RefreshCounts | None = None,
 ) -> DatasetInfo:
     """The dataset's description, from per-shard and per-file results and the counted errors
     (never the error rows themselves); raises if the count law (rows = records + errors) is
@@ -164,6 +172,7 @@ def build_info(
         error_files=[ErrorFileInfo(f.file, f.rows) for f in sorted(error_files)],
         negatives_dropped=negatives_dropped,
         boxes_dropped=sum(r.boxes_dropped for r in results),
+        refresh={**refresh._asdict(), "damaged": list(refresh.damaged)} if refresh else None,
     )
     if info.rows_in != info.records + info.errors:
         raise AssertionError(f"count law broken: {info.rows_in} rows != {info.records} + errors")

@@ -17,6 +17,7 @@ from pipeline.dataset.metadata import DatasetInfo
 from pipeline.dataset.previous import previous_version
 from pipeline.dataset.publish import Target
 from pipeline.runners import refresh
+from pipeline.runners.refresh_files import assemble
 from transforms.beam.error_files import WriteErrors
 from transforms.beam.manifests import ReadManifests
 from transforms.beam.plan import AssignShards, DropDuplicateContent, PlanDataset
@@ -28,31 +29,33 @@ from transforms.write import error_files
 @beam.typehints.with_output_types(DatasetInfo)
 class _CommitFn(beam.DoFn):
     """Runs once, on the plan, after all shards and errors files exist (their results and the
-    error counts are side inputs); after a refresh, names the new version's shards first
-    (pipeline/runners/refresh.py `assemble`)."""
+    error counts are side inputs); after a refresh, on its layout's plan, each final shard
+    assembled from its sources first (pipeline/runners/refresh_files.py `assemble`)."""
 
-    def __init__(self, config: CommitConfig, refreshed: bool, compress: bool):
+    def __init__(self, config: CommitConfig, compress: bool):
         self._config = config
-        self._refreshed = refreshed
         self._compress = compress
 
-    def process(self, plan, results, error_files, error_counts, skipped, negatives):
-        results = list(results)
-        if self._refreshed:
-            results, counts = refresh.assemble(results, self._config.target.staging, self._compress)
-            plan = plan._replace(shards=counts)
-        inputs = CommitInputs(plan, results, list(error_files), error_counts, skipped, negatives)
+    def process(
+        self,
+        plan,
+        results,
+        error_files,
+        error_counts,
+        skipped,
+        negatives,
+        layout=None,
+        carried=None,
+    ):
+        results, counts = list(results), None
+        if layout is not None:
+            staging = self._config.target.staging
+            results = assemble(layout, results, carried, staging, self._compress)
+            plan, counts = layout.plan, layout.counts
+        inputs = CommitInputs(
+            plan, results, list(error_files), error_counts, skipped, negatives, counts
+        )
         yield commit_dataset(self._config, inputs)
-
-
-@beam.ptransform_fn
-def _CountBySplit(batches):
-    """Rows per split: (split, count)."""
-    return (
-        batches
-        | "SplitOfEachRow" >> beam.FlatMap(lambda batch: [(row.split, 1) for row in batch.rows])
-        | "Sum" >> beam.CombinePerKey(sum)
-    )
 
 
 def build_pipeline(
@@ -74,33 +77,31 @@ def build_pipeline(
     if options.dedup:  # after the plan, which counts every row, so rows = records + errors
         unique = rows | "DropDuplicateContent" >> DropDuplicateContent(options.max_file_bytes)
         rows, errors = unique["rows"], [*errors, unique["errors"]]
-    write_plan, carried = plan, []
-    refreshed = options.incremental and refresh.refreshable(previous, options.recorded())
-    if refreshed:
+    write_plan, refreshed = plan, {}
+    if options.incremental and refresh.refreshable(previous, options.recorded()):
         from pipeline.runners.beam_refresh import RefreshRows
 
-        update = rows | "RefreshRows" >> RefreshRows(previous, target.staging, progress)
-        rows, carried = update["rows"], [update["carried"]]
-        write_plan = plan | "PlanNewShards" >> beam.Map(
-            refresh.delta_plan, AsDict(rows | "CountBySplit" >> _CountBySplit()), previous
-        )
+        update = rows | "RefreshRows" >> RefreshRows(previous, plan, target.staging, progress)
+        rows, layout = update["rows"], update["layout"]
+        write_plan = layout | "WritePlan" >> beam.Map(lambda layout: layout.write_plan)
+        refreshed = {"layout": AsSingleton(layout), "carried": AsDict(update["carried"])}
     keyed = rows | "AssignShards" >> AssignShards(write_plan)
     shards = keyed.keyed | "WriteShards" >> WriteShards(write_plan, write_config, progress)
-    results = (shards["shards"], *carried) | "CollectShards" >> beam.Flatten()
     errors = (*errors, keyed.errors, shards["errors"]) | "CollectErrors" >> beam.Flatten()
     rejected = errors | "WriteErrors" >> WriteErrors(
         target.staging, error_files.ROWS_PER_ERRORS_FILE
     )
     skipped = read["skipped"] | "CountSkippedFiles" >> beam.combiners.Count.Globally()
     negatives = read["negatives"] | "CountDroppedNegatives" >> beam.combiners.Count.Globally()
-    commit = _CommitFn(conversion.commit_config(target), refreshed, options.compression == "gzip")
+    commit = _CommitFn(conversion.commit_config(target), options.compression == "gzip")
     return plan | "CommitDataset" >> beam.ParDo(
         commit,
-        AsList(results),
+        AsList(shards["shards"]),
         AsList(rejected["files"]),
         AsSingleton(rejected["counts"]),
         AsSingleton(skipped),
         AsSingleton(negatives),
+        **refreshed,
     )
 
 

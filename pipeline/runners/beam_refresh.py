@@ -1,36 +1,58 @@
-"""`--incremental` on Beam: pipeline/runners/refresh.py's refresh as steps.
+"""`--incremental` on Beam: pipeline/runners/refresh.py's refresh as steps, decided by the same
+pure function (transforms/plan/refresh.py `refresh_layout`), fed counts.
 
 Manifest rows meet the published version's records in one shuffle keyed by row key, which
 carries rows, fingerprints and record positions: never image bytes, and no step holds more than
-one key's rows or one shard's records. A past shard's kept records are carried by the worker
-that gets that shard's positions.
+one key's rows or one shard's records. The published shards are checked (and their rows files
+read) before it, so a record knows whether its shard may be carried; the layout is decided from
+counts (per published shard its unchanged records, per split its rows to convert) before
+anything is written; a past shard's kept records are then staged by the worker that gets that
+shard's positions, which finds its final shard in a dict side input. Element shapes:
 
-    RefreshRows: RowBatch -> {"rows": RowBatch (to convert), "carried": ShardResult (staged)}
+    CheckPublishedShards: [ShardInfo] (a thousand a batch)
+        -> (key, (shard file, position, fingerprint, sound)), "verdicts": (shard file, sound)
+    FingerprintRows:      RowBatch -> (key, (ManifestRow, fingerprint))
+    MatchByKey:           (key, {"rows": [(row, fingerprint)], "past": [(file, position, ...)]})
+    KeepOrConvert:        -> ManifestRow (to convert), "kept": (shard file, position)
+    GroupKeptByShard:     (shard file, [position])
+    DecideRefresh:        DatasetPlan (one) -> RefreshLayout (one)
+    CarryShards:          (shard file, [position]) -> (shard file, ShardResult (staged))
 """
 
 from concurrent.futures import ThreadPoolExecutor
 
 import apache_beam as beam
-from apache_beam.pvalue import TaggedOutput
+from apache_beam.pvalue import AsDict, TaggedOutput
 
 from pipeline.dataset.previous import Previous
-from pipeline.runners.refresh import carry_shard
+from pipeline.runners.refresh import check_shards, past_records, published_shards
+from pipeline.runners.refresh_files import stage_past
 from transforms.beam.coders import RowBatch
 from transforms.beam.steps import as_row_batches
-from transforms.plan.refresh import Reuse, read_rows, row_fingerprint, row_fingerprints, stays
+from transforms.plan.fingerprints import row_fingerprint, row_fingerprints
+from transforms.plan.refresh import PastShard, RefreshLayout, refresh_layout, stays
 from transforms.progress import Progress
 from transforms.storage import fileio
 from transforms.write.shard_writer import ShardResult
 from transforms.write.threads import REMOTE_THREADS_PER_CORE
 
+SHARDS_PER_CHECK = 1000  # published shards a worker checks in one element
 
-class _FingerprintFn(beam.DoFn):
-    """(key, (row, fingerprint)) for every row: one stat each, or on Cloud Storage a folder's
-    listing for many of a batch's rows; many at once on an object store, where a stat or a
-    listing is a request."""
+
+class _RequestsFn(beam.DoFn):
+    """A DoFn with a thread pool for stats and listings: on an object store each is a request,
+    so many go at once."""
 
     def setup(self):
         self._pool = ThreadPoolExecutor(REMOTE_THREADS_PER_CORE, "stat")
+
+    def teardown(self):
+        self._pool.shutdown()
+
+
+class _FingerprintFn(_RequestsFn):
+    """(key, (row, fingerprint)) for every row: one stat each, or on Cloud Storage a folder's
+    listing for many of a batch's rows."""
 
     def process(self, batch: RowBatch):
         rows = batch.rows
@@ -39,92 +61,140 @@ class _FingerprintFn(beam.DoFn):
         for row, fingerprint in zip(rows, found, strict=True):
             yield row.key, (row, fingerprint)
 
-    def teardown(self):
-        self._pool.shutdown()
 
+class _CheckFn(_RequestsFn):
+    """Checks a batch of published shards (refresh.py `check_shards`) and reads their rows
+    files: every record keyed by its key, with whether its shard is sound."""
 
-def _past_records(shard: tuple[str, str, str], folder: str):
-    """(key, (file, position, fingerprint)) for every record of one published shard."""
-    _, file, rows_file = shard
-    for position, record in enumerate(read_rows(fileio.read_text(fileio.join(folder, rows_file)))):
-        yield record.key, (file, position, record.fingerprint)
+    def __init__(self, previous: Previous):
+        self._previous = previous
+
+    def process(self, shards):
+        folder = self._previous.folder
+        requests = self._pool.map if fileio.is_remote(folder) else map
+        for shard, ok in zip(shards, check_shards(folder, shards, requests), strict=True):
+            records = past_records(self._previous, shard)
+            sound = ok and records is not None
+            yield TaggedOutput("verdicts", (shard.file, sound))
+            for position, record in enumerate(records or ()):
+                yield record.key, (shard.file, position, record.fingerprint, sound)
 
 
 def _keep_or_convert(keyed):
-    """A key's past record stays (its position goes to "kept"), or its rows are converted."""
+    """A key's past record stays (its position goes to "kept"), or its rows are converted:
+    those of a record that stays in a damaged shard too (its position still counted)."""
     _, grouped = keyed
     rows = list(grouped["rows"])
     fingerprints = [fingerprint for _, fingerprint in rows]
-    for file, position, past in grouped["past"]:
+    for file, position, past, sound in grouped["past"]:
         if stays(fingerprints, past):
             yield TaggedOutput("kept", (file, position))
-            return
+            if sound:
+                return
     for row, _ in rows:
         yield row
 
 
-@beam.typehints.with_output_types(ShardResult)
+def _decide(plan, shards, kept, verdicts, converted):
+    """`refresh_layout` from the steps' counts; `shards`: (split, file, records) of each
+    published shard, in its metadata's order."""
+    past = [
+        PastShard(split, file, records, kept.get(file, 0), verdicts[file])
+        for split, file, records in shards
+    ]
+    return refresh_layout(plan, past, converted)
+
+
+@beam.typehints.with_output_types(tuple[str, ShardResult])
 class _CarryFn(beam.DoFn):
+    """Stages a published shard's kept records (refresh_files.py `stage_past`) for the final
+    shard the layout gives it; a damaged shard, which the layout leaves out, is not."""
+
     def __init__(self, previous: Previous, staging: str, progress: Progress):
         self._previous = previous
         self._staging = staging
         self._progress = progress
 
-    def process(self, file_positions):
+    def setup(self):
+        self._shards = {shard.file: shard for _, shard in published_shards(self._previous)}
+
+    def process(self, file_positions, sources):
         file, positions = file_positions
-        info = self._previous.info
-        split, shard = next(
-            (name, shard)
-            for name, split in info.splits.items()
-            for shard in split.shards
-            if shard.file == file
-        )
-        records = read_rows(fileio.read_text(fileio.join(self._previous.folder, shard.rows)))
-        kept = set(positions)
-        keep = tuple(position in kept for position in range(len(records)))
-        reuse = Reuse(split, file, None if all(keep) else keep, tuple(records))
-        compress = info.compression == "gzip"
-        result = carry_shard(reuse, shard, self._previous.folder, self._staging, compress)
+        if file not in sources:
+            return
+        source, final = sources[file]
+        shard, folder = self._shards[file], self._previous.folder
+        records = past_records(self._previous, shard)
+        compress = self._previous.info.compression == "gzip"
+        kept = tuple(sorted(positions))
+        result = stage_past(source, final, shard, records, kept, folder, self._staging, compress)
         self._progress.carried(result.staged, result.records)
-        yield result
+        yield file, result
+
+
+@beam.ptransform_fn
+def _CountBySplit(batches):
+    """Rows per split: (split, count)."""
+    return (
+        batches
+        | "SplitOfEachRow" >> beam.FlatMap(lambda batch: [(row.split, 1) for row in batch.rows])
+        | "Sum" >> beam.CombinePerKey(sum)
+    )
 
 
 class RefreshRows(beam.PTransform):
-    """Splits rows into those whose published records stay, carried as staged shards, and
-    those to convert.
+    """Decides the refresh of the published version by the rows, and stages the published
+    shards' kept records. Returns {"rows": RowBatch (to convert), "layout": RefreshLayout (one
+    element), "carried": (published shard file, ShardResult)}.
 
     Args:
       previous: the published version the run started from.
+      plan: the full conversion's DatasetPlan (one element).
       staging: the run's staging folder, where carried shards are written.
       progress: told the records of each carried shard.
     """
 
-    def __init__(self, previous: Previous, staging: str, progress: Progress):
+    def __init__(self, previous: Previous, plan, staging: str, progress: Progress):
         super().__init__()
         self._previous = previous
+        self._plan = plan
         self._staging = staging
         self._progress = progress
 
     def expand(self, batches):
-        shards = [
-            (name, shard.file, shard.rows)
-            for name, split in sorted(self._previous.info.splits.items())
-            for shard in split.shards
+        shards = published_shards(self._previous)
+        chunks = [
+            [shard for _, shard in shards[start : start + SHARDS_PER_CHECK]]
+            for start in range(0, len(shards), SHARDS_PER_CHECK)
         ]
-        fingerprinted = batches | "FingerprintRows" >> beam.ParDo(_FingerprintFn())
-        past = (
+        checked = (
             batches.pipeline
-            | "ListPublishedShards" >> beam.Create(shards)
-            | "ReadPublishedRecords" >> beam.FlatMap(_past_records, self._previous.folder)
+            | "ListPublishedShards" >> beam.Create(chunks)
+            | "CheckPublishedShards"
+            >> beam.ParDo(_CheckFn(self._previous)).with_outputs("verdicts", main="records")
         )
+        fingerprinted = batches | "FingerprintRows" >> beam.ParDo(_FingerprintFn())
         matched = (
-            {"rows": fingerprinted, "past": past}
+            {"rows": fingerprinted, "past": checked.records}
             | "MatchByKey" >> beam.CoGroupByKey()
             | "KeepOrConvert" >> beam.FlatMap(_keep_or_convert).with_outputs("kept", main="rows")
         )
-        carried = (
-            matched.kept
-            | "GroupKeptByShard" >> beam.GroupByKey()
-            | "CarryShards" >> beam.ParDo(_CarryFn(self._previous, self._staging, self._progress))
+        kept = matched.kept | "GroupKeptByShard" >> beam.GroupByKey()
+        rows = as_row_batches(matched.rows)
+        counts = kept | "CountKept" >> beam.MapTuple(lambda file, at: (file, len(list(at))))
+        listed = [(split, shard.file, shard.records) for split, shard in shards]
+        layout = self._plan | "DecideRefresh" >> beam.Map(
+            _decide,
+            listed,
+            AsDict(counts),
+            AsDict(checked.verdicts),
+            AsDict(rows | "CountBySplit" >> _CountBySplit()),
+        ).with_output_types(RefreshLayout)
+        sources = layout | "PastSources" >> beam.FlatMap(
+            lambda layout: (
+                (source.file, (source, final)) for source, final in layout.past_sources()
+            )
         )
-        return {"rows": as_row_batches(matched.rows), "carried": carried}
+        carry = _CarryFn(self._previous, self._staging, self._progress)
+        carried = kept | "CarryShards" >> beam.ParDo(carry, AsDict(sources))
+        return {"rows": rows, "layout": layout, "carried": carried}

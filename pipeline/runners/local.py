@@ -12,7 +12,7 @@ Rows are held in memory, as the DirectRunner holds them: a few hundred bytes per
 
 import contextlib
 import functools
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -22,14 +22,13 @@ from pipeline.dataset.commit import CommitInputs, commit_dataset
 from pipeline.dataset.metadata import DatasetInfo
 from pipeline.dataset.previous import previous_version
 from pipeline.dataset.publish import Target
-from pipeline.runners import refresh
+from pipeline.runners import refresh, refresh_files
 from transforms.errors import ErrorRow
 from transforms.manifest.rows import DroppedNegative, ManifestRow, ReadConfig, SkippedFile
 from transforms.manifest.sources import ManifestFile, read_all
 from transforms.plan.dataset import DatasetPlan, PlanAccumulator, PlanConfig, decide_plan
 from transforms.plan.dedup import content_digest, keep_first
 from transforms.plan.grouping import all_shards, group_by_shard
-from transforms.plan.refresh import classify
 from transforms.progress import UNWATCHED, Progress, Watch
 from transforms.storage import fileio
 from transforms.write import error_files
@@ -81,13 +80,11 @@ def write_here(
     if options.dedup:  # after the plan, which counts every row, so rows = records + errors
         rows = drop_duplicate_content(rows, options.max_file_bytes, errors)
     results: list[ShardResult] = []
-    write_plan = plan
+    update = None
     if options.incremental and refresh.refreshable(previous, options.recorded()):
-        past = refresh.past_records(previous)
-        update = classify(rows, refresh.fingerprints(rows, processes), past)
-        results += refresh.reuse_shards(update, previous, target.staging, progress)
-        rows = update.to_convert
-        write_plan = refresh.delta_plan(plan, Counter(row.split for row in rows), previous)
+        update = refresh.refresh_here(plan, rows, previous, processes)
+        plan, rows = update.layout.plan, update.to_convert
+    write_plan = update.layout.write_plan if update else plan
     writer_count = writers_at_once(config, rows, write_plan)
     by_shard = group_by_shard(rows, write_plan, errors.add)
     del rows  # the shards' lists hold them now
@@ -98,11 +95,11 @@ def write_here(
     else:
         written = write_in_process(tasks, progress)
     results += errors.passed(written)
-    if write_plan is not plan:
-        results, counts = refresh.assemble(results, target.staging, options.compression == "gzip")
-        plan = plan._replace(shards=counts)
+    if update:
+        results = refresh_files.finish_here(update, previous, target.staging, progress, results)
     files, tally = errors.finish(error_files.ROWS_PER_ERRORS_FILE)
-    return CommitInputs(plan, results, files, tally, len(skipped), len(negatives))
+    counts = update.layout.counts if update else None
+    return CommitInputs(plan, results, files, tally, len(skipped), len(negatives), counts)
 
 
 def write_in_process(

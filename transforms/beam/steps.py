@@ -10,7 +10,9 @@ between steps (a RowBatch holds up to ROWS_PER_BATCH ManifestRows):
     DropDuplicateContent (plan.py, --dedup, after the plan has counted every row)
                     RowBatch -> {"rows": RowBatch, "errors": ErrorRow}
     RefreshRows (pipeline/runners/beam_refresh.py, --incremental)
-                    RowBatch -> {"rows": RowBatch, "carried": ShardResult}
+                    RowBatch -> {"rows": RowBatch (to convert), "layout": RefreshLayout (one
+                                 element: its write plan is AssignShards' and WriteShards'),
+                                 "carried": (published shard file, ShardResult)}
     AssignShards (plan.py)  RowBatch -> {"keyed": (PieceKey, RowBatch of that piece's rows),
                                          "errors": ErrorRow}   (pieces is 1 for most shards)
     WriteShards (shards.py) -> {"shards": ShardResult, "errors": ErrorRow}   (pieces joined)

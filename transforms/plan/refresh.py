@@ -1,152 +1,177 @@
-"""Refreshing a dataset: which records of the published version a new version keeps, which rows
-it converts, and how its shards are named and compacted. Pure functions but for a row's
-fingerprint, which stats its image (or lists its folder); pipeline/runners/refresh.py moves the
-files.
+"""Refreshing a dataset, decided before anything is written: which records of the published
+version stay, and the new version's final shards, each made of sources (a published shard
+carried whole, the records kept from one, the converted rows of a new shard). Pure functions:
+pipeline/runners/refresh.py reads, checks and moves the files; on Beam the same decisions are
+fed counts (pipeline/runners/beam_refresh.py).
 
-A row is known again by its fingerprint: a digest of everything its record is made from (split,
-label, extra features, a detection row's objects, image path) and of the image file's identity,
-its size and modification time (an object's size and CRC-32C, from its folder's listing or its
-metadata: transforms/storage/listings.py), taken with one stat and no read. The alternative,
-a hash of a local image's bytes, would read every image every night, which is most of what a
-conversion costs; the price of the stat is that a rewrite keeping both size and time goes
-unseen (`touch` the file, or run without `--incremental`, to convert it again).
+A past record stays when exactly one row has its key with the record's fingerprint
+(transforms/plan/fingerprints.py) and its shard passed its check (its file has the size and
+CRC-32C its metadata gives); every other row is converted: new keys, changed rows, every row of
+a repeated key, and the rows of a damaged shard. The new version's shards per split: the kept
+past shards in their old order, then the converted rows' shards, about as full as the split's
+past ones; once small shards pile up (`compaction_groups`) they are concatenated; all are
+numbered `<split>-NNNNN-of-NNNNN` (what TFDS and the shard glob expect).
 """
 
-import hashlib
-import json
-import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 from transforms.manifest.rows import ManifestRow
-from transforms.storage import fileio, gcs, listings, retry
-
-
-class PastRecord(NamedTuple):
-    """A record of a version, as its shard's rows file lists it (in record order)."""
-
-    key: str
-    fingerprint: str
-    label_ids: tuple[int, ...]  # the distinct label ids the record holds
-
-
-def fingerprint(row: ManifestRow, identity: str) -> str:
-    """The fingerprint of `row` with its image file's `identity` (fileio.identity); "" (which
-    matches nothing) without one. Its parts are joined by NUL, which none of them can hold
-    (paths and labels with one are errors)."""
-    if not identity:
-        return ""
-    features = repr(row.features) if row.features else ""
-    if row.objects is not None:  # a detection row: its annotations make its record too
-        features += repr(row.objects)
-    made_of = f"{row.split}\0{row.label}\0{features}\0{row.image_uri}\0{identity}"
-    return hashlib.blake2b(made_of.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
-
-
-def row_fingerprint(row: ManifestRow) -> str:
-    """The row's fingerprint; "" (matching nothing: the row is converted, which says why the
-    image cannot be had) when its image cannot be looked at. A stat the store keeps failing
-    for every request is a fault (transforms/image/files.py `read_image`)."""
-    try:
-        return fingerprint(row, fileio.identity(row.image_uri))
-    except retry.StoreUnavailableError:
-        if not gcs.store_answers(row.image_uri):
-            raise
-        return ""
-    except fileio.READ_ERRORS:
-        return ""
-
-
-def row_fingerprints(rows: list[ManifestRow], map_=map) -> list[str]:
-    """Every row's fingerprint (`row_fingerprint`), a `gs://` image's identity taken from its
-    folder's listing where that pays (transforms/storage/listings.py), else from a stat of its
-    own; `map_` runs the listings and the stats (a thread pool's, where they are requests)."""
-    listed = listings.listed_identities((row.image_uri for row in rows), map_)
-    by_stat = iter(map_(row_fingerprint, [row for row in rows if row.image_uri not in listed]))
-    return [
-        fingerprint(row, listed[row.image_uri]) if row.image_uri in listed else next(by_stat)
-        for row in rows
-    ]
-
-
-# Keys that would not stay one field of one line as they are, written as JSON strings instead.
-_QUOTED = re.compile(r'^"|[\x00-\x1f\x7f-\x9f\u2028\u2029\\]')
-
-
-def rows_line(record: PastRecord) -> str:
-    """One line of a rows file: fingerprint, label ids (comma-separated; one for a single
-    label) and key, tab-separated; a key holding a line end, tab or other control character
-    (or starting with a quote) as a JSON string."""
-    key = json.dumps(record.key) if _QUOTED.search(record.key) else record.key
-    ids = ",".join(map(str, record.label_ids))
-    return f"{record.fingerprint}\t{ids}\t{key}\n"
-
-
-def read_rows(text: str) -> list[PastRecord]:
-    records = []
-    for line in text.split("\n")[:-1]:
-        fingerprint, ids, key = line.split("\t", 2)
-        if key.startswith('"'):
-            key = json.loads(key)
-        records.append(PastRecord(key, fingerprint, tuple(map(int, filter(None, ids.split(","))))))
-    return records
+from transforms.plan.dataset import DatasetPlan
+from transforms.plan.rows_files import PastRecord
+from transforms.plan.sharding import ShardId
 
 
 def stays(row_fingerprints: list[str], past: str) -> bool:
-    """Whether a past record stays: exactly one row has its key, with the record's fingerprint
-    (a repeated key converts every row of it again, as a full conversion would judge them)."""
+    """Whether a past record's row is unchanged: exactly one row has its key, with the record's
+    fingerprint (a repeated key converts every row of it again, as a full conversion would
+    judge them)."""
     return len(row_fingerprints) == 1 and bool(past) and row_fingerprints[0] == past
 
 
-class Reuse(NamedTuple):
-    """A shard of the published version that the new version keeps records of."""
+class Matched(NamedTuple):
+    kept: dict[str, tuple[int, ...]]  # published shard → positions of its unchanged records
+    to_convert: list[ManifestRow]  # new keys, changed rows, rows of damaged shards
+
+
+def match(
+    rows: list[ManifestRow],
+    fingerprints: list[str],
+    past: Iterable[tuple[str, list[PastRecord]]],
+    sound: Mapping[str, bool],
+) -> Matched:
+    """`stays` for every record of `past` ((shard file, its records)), the rows as one
+    CoGroupByKey by key meets them on Beam; `sound`: each shard's check. A record of a shard
+    that failed its check is counted as kept (its row is unchanged) and its row converted."""
+    by_key: dict[str, list[str]] = {}
+    for row, fingerprint in zip(rows, fingerprints, strict=True):
+        by_key.setdefault(row.key, []).append(fingerprint)
+    kept, carried_keys = {}, set()
+    for file, records in past:
+        positions = tuple(
+            position
+            for position, record in enumerate(records)
+            if stays(by_key.get(record.key, []), record.fingerprint)
+        )
+        if positions:
+            kept[file] = positions
+            if sound[file]:
+                carried_keys.update(records[position].key for position in positions)
+    return Matched(kept, [row for row in rows if row.key not in carried_keys])
+
+
+class PastShard(NamedTuple):
+    """A shard of the published version, as a refresh found it; a source of a new shard."""
 
     split: str
     file: str  # its name in the published version
-    keep: tuple[bool, ...] | None  # per record; None: every record (the file is carried whole)
-    records: tuple[PastRecord, ...]
+    records: int
+    kept: int  # its records whose rows are unchanged
+    sound: bool  # its file has the size and CRC-32C its metadata gives; its rows file reads
 
-    def kept(self) -> list[PastRecord]:
-        if self.keep is None:
-            return list(self.records)
-        return [record for record, keep in zip(self.records, self.keep, strict=True) if keep]
-
-
-class RefreshPlan(NamedTuple):
-    reused: list[Reuse]
-    to_convert: list[ManifestRow]  # new keys, changed rows, and every row of a repeated key
+    @property
+    def whole(self) -> bool:
+        """Carried as the file it is (else its kept records are written again)."""
+        return self.kept == self.records
 
 
-def classify(
-    rows: list[ManifestRow],
-    fingerprints: list[str],
-    past: Iterable[tuple[str, str, list[PastRecord]]],
-) -> RefreshPlan:
-    """Which past records stay and which rows are converted. `past`: (split, file, records) of
-    every shard of the published version. A past record stays when exactly one row has its key
-    and that row's fingerprint is the record's; every other row is converted, and a past record
-    whose key is gone from the manifest is dropped."""
-    current: dict[str, str] = {}  # key → its row's fingerprint; "" (matching nothing) if repeated
-    for row, fingerprint in zip(rows, fingerprints, strict=True):
-        current[row.key] = "" if row.key in current else fingerprint
-    reused, kept_keys = [], set()
-    for split, file, records in past:
-        keep = tuple(
-            bool(record.fingerprint) and current.get(record.key) == record.fingerprint
-            for record in records
-        )
-        if any(keep):
-            kept_keys.update(record.key for record, kept in zip(records, keep, strict=True) if kept)
-            reused.append(Reuse(split, file, None if all(keep) else keep, tuple(records)))
-    return RefreshPlan(reused, [row for row in rows if row.key not in kept_keys])
+class NewRows(NamedTuple):
+    """The converted rows the write plan gives `shard`: a source of a new shard."""
+
+    shard: ShardId
 
 
-def delta_shards(rows: int, past_records: int, past_shards: int) -> int:
-    """Shards for a split's converted rows: about as full as its past shards, at least one."""
+class FinalShard(NamedTuple):
+    shard: ShardId  # its name in the new version
+    sources: tuple[PastShard | NewRows, ...]  # their records, concatenated in this order
+
+
+class RefreshCounts(NamedTuple):
+    """What a refresh made its version of, for the metadata and the summary."""
+
+    carried: int  # records of published shards carried whole
+    rewritten: int  # records kept from published shards written again
+    converted: int  # rows converted: new, changed, and those of damaged shards
+    damaged: tuple[str, ...]  # published shards that failed their check: never carried
+    reconverted: int  # unchanged rows converted again, their shards being damaged
+
+
+class RefreshLayout(NamedTuple):
+    plan: DatasetPlan  # the new version's (its shard counts)
+    write_plan: DatasetPlan  # the shards of the converted rows (their rows by key hash)
+    shards: tuple[FinalShard, ...]
+    counts: RefreshCounts
+
+    def past_sources(self) -> Iterator[tuple[PastShard, ShardId]]:
+        """Each published shard records are kept from, and the final shard they go to."""
+        for final in self.shards:
+            for source in final.sources:
+                if isinstance(source, PastShard):
+                    yield source, final.shard
+
+
+def refresh_layout(
+    plan: DatasetPlan, past: Sequence[PastShard], converted: Mapping[str, int]
+) -> RefreshLayout:
+    """The new version's shards, from the full conversion's `plan`, the published shards (in
+    their metadata's order) and the converted rows per split: counts only, as Beam can feed
+    them. A split new in this version gets the shards a full conversion would give it."""
+    by_split: dict[str, list[PastShard]] = {}
+    for shard in past:
+        by_split.setdefault(shard.split, []).append(shard)
+    planned = dict(plan.shards)
+    final, counts, new_counts = [], [], []
+    for split, _ in plan.rows:
+        shards, rows = by_split.get(split, []), converted.get(split, 0)
+        new = planned[split] if not shards else delta_shards(rows, shards)
+        kept = [shard for shard in shards if shard.sound and shard.kept]
+        new = new or (0 if kept else 1)  # a split of nothing still has its (empty) shard
+        if new:
+            new_counts.append((split, new))
+        sources = [*kept, *(NewRows(ShardId(split, index, new)) for index in range(new))]
+        sizes = [shard.kept for shard in kept] + spread(rows, new)
+        parts = compacted(sources, compaction_groups(sizes))
+        counts.append((split, len(parts)))
+        final += [FinalShard(ShardId(split, i, len(parts)), part) for i, part in enumerate(parts)]
+    carried = [shard for shard in past if shard.sound and shard.kept]
+    summary = RefreshCounts(
+        carried=sum(shard.records for shard in carried if shard.whole),
+        rewritten=sum(shard.kept for shard in carried if not shard.whole),
+        converted=sum(converted.values()),
+        damaged=tuple(shard.file for shard in past if not shard.sound),
+        reconverted=sum(shard.kept for shard in past if not shard.sound),
+    )
+    return RefreshLayout(
+        plan._replace(shards=tuple(counts)),
+        plan._replace(shards=tuple(new_counts)),
+        tuple(final),
+        summary,
+    )
+
+
+def delta_shards(rows: int, past: list[PastShard]) -> int:
+    """Shards for a split's converted rows: about as full as its past shards, at least one,
+    and no more than rows."""
     if not rows:
         return 0
-    per_shard = past_records / past_shards if past_shards and past_records else rows
-    return max(1, round(rows / per_shard))
+    records = sum(shard.records for shard in past)
+    per_shard = records / len(past) if records else rows
+    return max(1, min(rows, round(rows / per_shard)))
+
+
+def spread(rows: int, shards: int) -> list[int]:
+    """The rows each of `shards` new shards is expected to get (hashing spreads them evenly):
+    what compaction weighs them by, before a row is written."""
+    return [rows // shards + (index < rows % shards) for index in range(shards)]
+
+
+def compacted(sources: list, groups: list[list[int]]) -> list[tuple]:
+    """The sources, one a shard, but for each group, whose sources make one shard."""
+    merged = {group[0]: tuple(sources[index] for index in group) for group in groups}
+    dropped = {index for group in groups for index in group[1:]}
+    return [
+        merged.get(index, (source,)) for index, source in enumerate(sources) if index not in dropped
+    ]
 
 
 def compaction_groups(records: list[int]) -> list[list[int]]:

@@ -150,17 +150,26 @@ def check_writable_folder(path: str) -> None:
         raise PermissionError(errno.EACCES, "no permission to write in it", existing)
 
 
-def link(source: str, destination: str) -> None:
-    """A new name for a file's bytes: a hard link (bytes already on the disk), or a copy where
-    links cannot be made, flushed to the disk like every file a version is made of."""
+def copy(source: str, destination: str) -> None:
+    """A copy of a file's bytes of its own, never a second name for the same ones (a write into
+    one would change the other), flushed to the disk like every file a version is made of. The
+    kernel copies (`copy_file_range`): a reflink, instant and sharing blocks until one is
+    written, where the file system has them (Btrfs, XFS); else no byte passes through this
+    process. Where the kernel cannot (another file system, an old kernel), a plain copy."""
     os.makedirs(os.path.dirname(os.path.abspath(destination)), exist_ok=True)
-    try:
-        os.link(source, destination)
-    except OSError as error:
-        if error.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
-            raise
-        shutil.copyfile(source, destination)
-        sync_file(destination)
+    with open(source, "rb") as reader, open(destination, "wb") as writer:
+        try:
+            while os.copy_file_range(reader.fileno(), writer.fileno(), 1 << 30):
+                pass
+        except OSError as error:
+            if error.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                raise
+            reader.seek(0)
+            writer.seek(0)
+            writer.truncate()
+            shutil.copyfileobj(reader, writer, _CHUNK)
+        writer.flush()
+        os.fsync(writer.fileno())
 
 
 class Unlisted(NamedTuple):

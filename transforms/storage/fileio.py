@@ -175,12 +175,13 @@ def identity(path: str) -> str:
 
 
 def copy(source: str, destination: str) -> None:
-    """A new name for a file's bytes without passing them through this process: a hard link
-    on a local disk (a copy where links cannot be made), a server-side copy on a store."""
+    """A copy of a file of its own (never a second name for the same bytes), without passing
+    them through this process where the store can: a server-side copy on a store (Cloud
+    Storage checks its CRC-32C), the kernel's copy (a reflink where it can) on a local disk."""
     if is_remote(source):
         remote.filesystems().copy([source], [destination])
     else:
-        disk.link(source, destination)
+        disk.copy(source, destination)
 
 
 def rename(source: str, destination: str) -> None:

@@ -3,13 +3,14 @@
 The Beam pipeline writes a shard larger than the target size (`--num_shards` can ask for one)
 in pieces, each by a worker of its own (transforms/plan/sharding.py `piece_of`), and joins them
 into the one file, with the bytes of the shard written whole; a refresh compacts a new version's
-small shards the same way (pipeline/runners/refresh.py).
+small shards the same way (pipeline/runners/refresh_files.py).
 """
 
 import os
 from collections import Counter
 
 from transforms.plan.refresh import shifted_index
+from transforms.plan.rows_files import read_staged_rows, write_rows_file
 from transforms.plan.sharding import WHOLE
 from transforms.storage import fileio, joins
 from transforms.tfrecord.records import ShardFileWriter, file_crc32c, read_records, shard_payload
@@ -38,8 +39,7 @@ def join_staged(parts: list[ShardResult], staging: str, compress: bool) -> Shard
             file_crc32c(joins.join_files(sources, target)),
         )
     fileio.sync_file(target)
-    rows = [fileio.read_text(f"{source}.rows") for source in sources]
-    fileio.write_synced(f"{target}.rows", "".join(rows).encode())
+    write_rows_file(target, [record for source in sources for record in read_staged_rows(source)])
     if parts[0].index_file:
         texts = [fileio.read_text(f"{source}.idx") for source in sources]
         fileio.write_synced(

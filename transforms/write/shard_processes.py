@@ -131,8 +131,8 @@ class ShardPool:
 
     def __init__(self, processes: int, image: ImageConfig):
         fork = only_thread()
-        if fork:  # loaded once here and shared, rather than by every fork
-            fastpath()  # every JPEG's scans are checked by libjpeg
+        if fork:  # loaded once here and shared, rather than by every fork: libjpeg checks
+            fastpath()  # every JPEG's scans; Pillow only where images are decoded
             if decodes_every_image(image):
                 pixels()
         context = multiprocessing.get_context("fork" if fork else "forkserver")
@@ -148,10 +148,9 @@ class ShardPool:
     def write(
         self, tasks: Iterable[ShardTask], progress: Progress = SILENT
     ) -> Iterator[SpilledErrors | ShardResult]:
-        """The outputs of every task (its error rows, for an ErrorSink to adopt, then its
-        ShardResult), largest first (the last shard to finish is short), their
-        rows counted to `progress` (sent with each task); a failure cancels the shards not yet
-        started, and is raised here."""
+        """Every task's outputs (its error rows, for an ErrorSink to adopt, then its result),
+        largest first (the last shard to finish is short), rows counted to `progress` (sent
+        with each task); a failure cancels the shards not yet started, and is raised here."""
         futures = []
         try:
             for task in sorted(tasks, key=lambda task: -len(task.rows)):

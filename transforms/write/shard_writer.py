@@ -22,7 +22,8 @@ from transforms.image.images import normalise
 from transforms.image.placement import Placement, placed
 from transforms.manifest.labels import LabelMap
 from transforms.manifest.rows import ManifestRow, error_row, row_labels
-from transforms.plan.refresh import PastRecord, fingerprint, rows_line
+from transforms.plan.fingerprints import fingerprint
+from transforms.plan.rows_files import PastRecord, rows_file_name, write_rows_file
 from transforms.plan.sharding import WHOLE, Piece, ShardId, record_order
 from transforms.progress import SILENT, Progress
 from transforms.storage import fileio
@@ -32,7 +33,6 @@ from transforms.tfrecord.records import MAX_RECORD_BYTES, ShardFileWriter
 # DALI index files go in a folder of their own: beside the shards, `<split>-*` (the glob TPU
 # reference readers list a split's shards with) would match them too.
 INDEX_DIR = "index"
-ROWS_DIR = "rows"  # per shard, what a refresh needs of each record (transforms/plan/refresh.py)
 IN_FLIGHT_PER_THREAD = 8  # queued images per pool thread: bounds the writer's memory
 # Larger image files are error rows, read no further than the limit. Above any photograph a
 # camera writes (a 100-megapixel JPEG is 30-60 MB, its PNG 150-200 MB), far below the memory
@@ -68,7 +68,7 @@ class ShardResult(NamedTuple):
     index_file: str = ""  # name of the shard's DALI .idx file in the version, when written
     staged: str = ""  # this attempt's file in the staging folder; its index and rows files
     # are that name + ".idx" / ".rows"
-    rows_file: str = ""  # name of the shard's rows file in the version (transforms/plan/refresh.py)
+    rows_file: str = ""  # its rows file's name in the version (transforms/plan/rows_files.py)
     piece: Piece = WHOLE  # the part of its shard this file holds (`join_staged` joins them)
     boxes_dropped: int = 0  # detection: boxes left out of records, with no area in the image
 
@@ -191,7 +191,7 @@ def write_shard(
     writer = ShardFileWriter(fileio.create(temp), compress=config.compress)
     count = progress.shard(f"{name}.{piece.index}")
     label_counts: dict[int, int] = {}
-    row_lines: list[str] = []
+    past: list[PastRecord] = []  # what its rows file lists
     boxes_dropped = 0
     convert = functools.partial(_record_or_error, labels=labels, config=config)
     try:
@@ -204,7 +204,7 @@ def write_shard(
                 continue
             writer.write(record)
             boxes_dropped += dropped
-            row_lines.append(rows_line(PastRecord(item.key, digest, label_ids)))
+            past.append(PastRecord(item.key, digest, label_ids))
             for label_id in label_ids:
                 label_counts[label_id] = label_counts.get(label_id, 0) + 1
     finally:
@@ -214,7 +214,7 @@ def write_shard(
     index_file = f"{INDEX_DIR}/{name}.idx" if config.write_index else ""
     if index_file:
         fileio.write_synced(f"{temp}.idx", writer.index_text().encode())
-    fileio.write_synced(f"{temp}.rows", "".join(row_lines).encode())
+    write_rows_file(temp, past)
     yield ShardResult(
         *shard,
         name,
@@ -224,7 +224,7 @@ def write_shard(
         tuple(sorted(label_counts.items())),
         index_file,
         staged,
-        f"{ROWS_DIR}/{name}.rows",
+        rows_file_name(name),
         piece,
         boxes_dropped,
     )

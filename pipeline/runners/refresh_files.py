@@ -1,0 +1,143 @@
+"""The files of a refreshed version, as its layout (transforms/plan/refresh.py) names them: the
+published shards' kept records staged, then every final shard assembled from its sources.
+
+Each version stays self-contained, and no two share storage: a write into one version's file
+never changes another's.
+- a published shard whose records all stay is copied whole (on a local disk by the kernel,
+  `copy_file_range`: a reflink where the file system has them; on Cloud Storage a server-side
+  copy, which checks the object's CRC-32C itself): no byte passes through this process;
+- one that lost records is rewritten record by record from the old file, without decoding;
+- a final shard of several sources (small shards compacted) is their files concatenated: a
+  TFRecord file is a concatenation of records (gzip ones are written again as one stream).
+A source's rows file is written from the records read from the published one, never copied
+unread.
+"""
+
+import os
+from collections import Counter
+from collections.abc import Mapping
+
+from pipeline.dataset.metadata import ShardInfo
+from pipeline.dataset.previous import Previous
+from pipeline.runners.refresh import Refresh, published_shards
+from transforms.plan.refresh import FinalShard, PastShard, RefreshLayout
+from transforms.plan.rows_files import PastRecord, rows_file_name, write_rows_file
+from transforms.plan.sharding import ShardId
+from transforms.progress import Progress
+from transforms.storage import fileio
+from transforms.tfrecord.records import ShardFileWriter, read_records, shard_payload
+from transforms.write.shard_pieces import join_staged
+from transforms.write.shard_writer import INDEX_DIR, ShardResult
+
+
+def stage_past(
+    source: PastShard,
+    final: ShardId,
+    shard: ShardInfo,
+    records: list[PastRecord],
+    positions: tuple[int, ...],
+    folder: str,
+    staging: str,
+    compress: bool,
+) -> ShardResult:
+    """The records at `positions` of the published `shard` (checked: refresh.py `check_shards`)
+    as a staged file of the final shard `final`: the file copied when every record stays, else
+    its kept records written again."""
+    name = final.file_name(compress)
+    staged = f"{name}.{os.urandom(16).hex()}"
+    target = fileio.join(staging, staged)
+    kept = [records[position] for position in positions]
+    if source.whole:
+        fileio.copy(fileio.join(folder, shard.file), target)
+        size, crc = shard.bytes, shard.crc32c
+        if shard.index:
+            fileio.copy(fileio.join(folder, shard.index), f"{target}.idx")
+    else:
+        data = fileio.read_bytes(fileio.join(folder, shard.file))
+        writer = ShardFileWriter(fileio.create(target), compress)
+        chosen = set(positions)
+        payload = shard_payload(data, "gzip" if compress else "none")
+        for position, (_, record) in enumerate(read_records(payload)):
+            if position in chosen:
+                writer.write(record)
+        writer.close()
+        fileio.sync_file(target)
+        size, crc = writer.bytes, writer.crc32c
+        if shard.index:
+            fileio.write_synced(f"{target}.idx", writer.index_text().encode())
+    write_rows_file(target, kept)
+    labels = tuple(sorted(Counter(i for record in kept for i in record.label_ids).items()))
+    index = f"{INDEX_DIR}/{name}.idx" if shard.index else ""
+    return ShardResult(
+        source.split,
+        final.index,
+        final.count,
+        name,
+        len(kept),
+        size,
+        crc,
+        labels,
+        index,
+        staged,
+        rows_file_name(name),
+    )
+
+
+def finish_here(
+    update: Refresh, previous: Previous, staging: str, progress: Progress, written: list
+) -> list[ShardResult]:
+    """The local runner's refresh, its converted rows' shards `written`: the published
+    shards' kept records staged, each told to `progress`, then every final shard assembled."""
+    shards = {shard.file: shard for _, shard in published_shards(previous)}
+    compress = previous.info.compression == "gzip"
+    carried = {}
+    for source, final in update.layout.past_sources():
+        records, positions = update.records[source.file], update.kept[source.file]
+        result = stage_past(
+            source,
+            final,
+            shards[source.file],
+            records,
+            positions,
+            previous.folder,
+            staging,
+            compress,
+        )
+        progress.carried(result.staged, result.records)
+        carried[source.file] = result
+    return assemble(update.layout, written, carried, staging, compress)
+
+
+def assemble(
+    layout: RefreshLayout,
+    written: list[ShardResult],
+    carried: Mapping[str, ShardResult],
+    staging: str,
+    compress: bool,
+) -> list[ShardResult]:
+    """The final shards' results: each final shard's sources (`carried`: by published file;
+    `written`: the converted rows' shards, by their ShardId in the write plan) as one staged
+    file (joined, when there are several), named as the layout names it."""
+    new = {(result.split, result.index): result for result in written}
+    results = []
+    for final in layout.shards:
+        parts = [
+            carried[source.file] if isinstance(source, PastShard) else new[source.shard[:2]]
+            for source in final.sources
+        ]
+        joined = parts[0] if len(parts) == 1 else join_staged(parts, staging, compress)
+        results.append(named(joined, final, compress))
+    return results
+
+
+def named(result: ShardResult, final: FinalShard, compress: bool) -> ShardResult:
+    split, index, count = final.shard
+    name = final.shard.file_name(compress)
+    return result._replace(
+        split=split,
+        index=index,
+        count=count,
+        file=name,
+        index_file=f"{INDEX_DIR}/{name}.idx" if result.index_file else "",
+        rows_file=rows_file_name(name),
+    )
