@@ -3,9 +3,8 @@ pool, so a run uses every core.
 
 A pass-through shard writer is Python work under the GIL: threads cannot spread it over cores.
 So the local runner hands whole shards to a `concurrent.futures` process pool: a shard's rows
-go in, its ShardResult comes back with its error rows, spilled into staging as the worker meets
-them when they are many (transforms/write/error_sink.py); image bytes never cross a process
-boundary.
+go in, its ShardResult comes back with its error rows (spilled into staging when they are
+many: transforms/write/error_sink.py); image bytes never cross a process boundary.
 The Beam pipeline writes in its worker's process (`ShardWriter`): its runner spreads the work
 over processes itself (Dataflow's, one per core).
 
