@@ -146,6 +146,18 @@ def convert_into(manifest, output, *flags) -> tuple[Path, object]:
     return Path(converted.folder), converted.info
 
 
+def command(*argv: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    """`tfrecord-pipeline ARGV...` in a process of its own, as a user runs it: its status and
+    what it printed."""
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline.cli.main", *map(str, argv)],
+        capture_output=True,
+        text=True,
+        cwd=REPOSITORY,
+        timeout=timeout,
+    )
+
+
 def dataset_info(**fields) -> DatasetInfo:
     """A dataset's metadata with every field not given empty: for what is made from one."""
     counts = {"rows_in": 0, "records": 0, "errors": 0, "skipped_files": 0}

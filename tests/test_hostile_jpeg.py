@@ -5,13 +5,12 @@ empty marker segments. Each is built here from the committed photos and must bec
 row through a real conversion; `verify` must find the short one stored by an older converter."""
 
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import PHOTOS, REPOSITORY, encode, error_rows, photo, write_manifest
+from conftest import PHOTOS, command, encode, error_rows, photo, write_manifest
 
 from transforms.image import fastpath
 
@@ -45,13 +44,7 @@ def _run(*argv: str) -> subprocess.CompletedProcess:
     """The command in a process of its own; a conversion publishes whatever it rejects."""
     if argv[0] == "convert":
         argv = (*argv, "--max_error_rate", "1", "--no_progress")
-    return subprocess.run(
-        [sys.executable, "-m", "pipeline.cli.main", *argv],
-        capture_output=True,
-        text=True,
-        cwd=REPOSITORY,
-        timeout=600,
-    )
+    return command(*argv, timeout=600)
 
 
 @pytest.mark.parametrize("validate", ["structural", "full"])

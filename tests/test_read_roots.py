@@ -6,12 +6,10 @@ names a sound version, to a folder; `versions/` to a sound copy outside), garbag
 folders belong, damaged shards."""
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPOSITORY, convert_into
+from conftest import REPOSITORY, command, convert_into
 
 from pipeline.dataset.versions import POINTER, VERSIONS
 
@@ -85,30 +83,20 @@ def malformed(request, sound, tmp_path) -> tuple[str, Path]:
     return request.param, root
 
 
-def _command(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "pipeline.cli.main", *argv],
-        capture_output=True,
-        text=True,
-        cwd=REPOSITORY,
-        timeout=300,
-    )
-
-
 @pytest.mark.parametrize(
-    "command, status",
+    "words, status",
     [
         (["verify"], 1),
         (["preview", "-o", "{out}/grid.png"], 2),
         (["stats", "-o", "{out}/r.html"], 2),
     ],
 )
-def test_a_malformed_root_is_one_line_and_its_status(malformed, command, status, tmp_path):
+def test_a_malformed_root_is_one_line_and_its_status(malformed, words, status, tmp_path):
     case, root = malformed
-    if command[0] == "verify" and case not in ROOT_CASES:
+    if words[0] == "verify" and case not in ROOT_CASES:
         pytest.skip("verify lists each damaged shard's problems: tests/test_verify.py")
-    argv = [command[0], str(root), *(word.format(out=tmp_path) for word in command[1:])]
-    done = _command(*argv)
+    argv = [words[0], str(root), *(word.format(out=tmp_path) for word in words[1:])]
+    done = command(*argv)
     assert (done.returncode, done.stdout) == (status, ""), (case, done.stderr)
     assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr, case
     assert str(root) in done.stderr
@@ -131,7 +119,7 @@ def test_a_link_to_a_sound_pointer_is_refused_not_followed(sound, tmp_path):
     root = tmp_path / "root"
     shutil.copytree(sound, root)
     shutil.copy(sound / POINTER, tmp_path / "pointer")
-    assert _command("verify", str(root)).returncode == 0
+    assert command("verify", str(root)).returncode == 0
     MALFORMED["LATEST a link to a sound pointer outside"](root)
-    done = _command("verify", str(root))
+    done = command("verify", str(root))
     assert done.returncode == 1 and "symbolic link" in done.stderr
