@@ -13,7 +13,6 @@ A source's rows file is written from the records read from the published one, ne
 unread.
 """
 
-import os
 from collections import Counter
 from collections.abc import Mapping
 
@@ -44,7 +43,7 @@ def stage_past(
     as a staged file of the final shard `final`: the file copied when every record stays, else
     its kept records written again."""
     name = final.file_name(compress)
-    staged = f"{name}.{os.urandom(16).hex()}"
+    staged = fileio.staged_name(name)
     target = fileio.join(staging, staged)
     kept = [records[position] for position in positions]
     if source.whole:

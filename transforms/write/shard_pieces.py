@@ -6,7 +6,6 @@ into the one file, with the bytes of the shard written whole; a refresh compacts
 small shards the same way (pipeline/runners/refresh_files.py).
 """
 
-import os
 from collections import Counter
 
 from transforms.plan.refresh import shifted_index
@@ -23,7 +22,7 @@ def join_staged(parts: list[ShardResult], staging: str, compress: bool) -> Shard
     index files alike. Gzip parts are written again record by record as one gzip stream: not
     every reader reads on past a gzip member's end. The parts' files are left in staging
     (which the commit deletes), so a retried join finds them."""
-    staged = f"{parts[0].file}.joined.{os.urandom(16).hex()}"
+    staged = fileio.staged_name(f"{parts[0].file}.joined")
     target = fileio.join(staging, staged)
     sources = [fileio.join(staging, part.staged) for part in parts]
     if compress:

@@ -8,7 +8,6 @@ moves the files of the attempts whose results it received into the version
 """
 
 import functools
-import os
 import posixpath
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -186,7 +185,7 @@ def write_shard(
     """
     name = shard.file_name(config.compress)
     # A name of its own: a retried or speculative attempt at this shard writes beside it.
-    staged = f"{name}.{os.urandom(16).hex()}"
+    staged = fileio.staged_name(name)
     temp = fileio.join(config.staging, staged)
     writer = ShardFileWriter(fileio.create(temp), compress=config.compress)
     count = progress.shard(f"{name}.{piece.index}")
