@@ -26,7 +26,7 @@ from transforms.progress import Progress
 from transforms.storage import fileio
 from transforms.tfrecord.records import ShardFileWriter, read_records, shard_payload
 from transforms.write.shard_pieces import join_staged
-from transforms.write.shard_writer import INDEX_DIR, ShardResult
+from transforms.write.shard_writer import INDEX_SUFFIX, ShardResult, index_file_name
 
 
 def stage_past(
@@ -50,7 +50,7 @@ def stage_past(
         fileio.copy(fileio.join(folder, shard.file), target)
         size, crc = shard.bytes, shard.crc32c
         if shard.index:
-            fileio.copy(fileio.join(folder, shard.index), f"{target}.idx")
+            fileio.copy(fileio.join(folder, shard.index), f"{target}{INDEX_SUFFIX}")
     else:
         data = fileio.read_bytes(fileio.join(folder, shard.file))
         writer = ShardFileWriter(fileio.create(target), compress)
@@ -63,10 +63,10 @@ def stage_past(
         fileio.sync_file(target)
         size, crc = writer.bytes, writer.crc32c
         if shard.index:
-            fileio.write_synced(f"{target}.idx", writer.index_text().encode())
+            fileio.write_synced(f"{target}{INDEX_SUFFIX}", writer.index_text().encode())
     write_rows_file(target, kept)
     labels = tuple(sorted(Counter(i for record in kept for i in record.label_ids).items()))
-    index = f"{INDEX_DIR}/{name}.idx" if shard.index else ""
+    index = index_file_name(name) if shard.index else ""
     return ShardResult(
         source.split,
         final.index,
@@ -137,6 +137,6 @@ def named(result: ShardResult, final: FinalShard, compress: bool) -> ShardResult
         index=index,
         count=count,
         file=name,
-        index_file=f"{INDEX_DIR}/{name}.idx" if result.index_file else "",
+        index_file=index_file_name(name) if result.index_file else "",
         rows_file=rows_file_name(name),
     )

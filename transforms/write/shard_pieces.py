@@ -13,7 +13,7 @@ from transforms.plan.rows_files import read_staged_rows, write_rows_file
 from transforms.plan.sharding import WHOLE
 from transforms.storage import fileio, joins
 from transforms.tfrecord.records import ShardFileWriter, file_crc32c, read_records, shard_payload
-from transforms.write.shard_writer import ShardResult
+from transforms.write.shard_writer import INDEX_SUFFIX, ShardResult
 
 
 def join_staged(parts: list[ShardResult], staging: str, compress: bool) -> ShardResult:
@@ -40,9 +40,9 @@ def join_staged(parts: list[ShardResult], staging: str, compress: bool) -> Shard
     fileio.sync_file(target)
     write_rows_file(target, [record for source in sources for record in read_staged_rows(source)])
     if parts[0].index_file:
-        texts = [fileio.read_text(f"{source}.idx") for source in sources]
+        texts = [fileio.read_text(f"{source}{INDEX_SUFFIX}") for source in sources]
         fileio.write_synced(
-            f"{target}.idx", shifted_index(texts, [part.bytes for part in parts]).encode()
+            f"{target}{INDEX_SUFFIX}", shifted_index(texts, [part.bytes for part in parts]).encode()
         )
     labels: Counter = Counter()
     for part in parts:
