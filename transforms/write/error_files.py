@@ -64,10 +64,6 @@ def counted_as(error: ErrorRow) -> tuple[str, str]:
     return error.split, error.reason.value
 
 
-def count_errors(errors: Iterable[ErrorRow]) -> ErrorCounts:
-    return ErrorCounts.of(Counter(map(counted_as, errors)))
-
-
 class ErrorFileResult(NamedTuple):
     """One errors file as a worker staged it: what the commit moves and the metadata lists."""
 
