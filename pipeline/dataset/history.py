@@ -28,7 +28,7 @@ import re
 from typing import NamedTuple
 
 from pipeline.dataset.layout import own_folder
-from pipeline.dataset.versions import MARKER, PUBLISHED, VERSIONS, Pointer, sequence
+from pipeline.dataset.versions import PUBLISHED, VERSIONS, Pointer, is_complete, sequence
 from transforms.storage import fileio
 
 _RECORD = re.compile(r"^(\d{8,})-(v\d{6,}-[0-9a-f]{8})$")
@@ -84,7 +84,7 @@ def note(
             for name in fileio.names_in(fileio.join(root, VERSIONS))
             if 0 < sequence(name) <= highest
             and name not in (current.version, version)
-            and fileio.exists(fileio.join(root, VERSIONS, name, MARKER))
+            and is_complete(root, name)
         ]
         new += sorted(complete, key=lambda name: (sequence(name), name))
     if current and (not records or records[-1].version != current.version):

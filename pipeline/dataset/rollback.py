@@ -19,6 +19,7 @@ from pipeline.dataset.versions import (
     DatasetError,
     Pointer,
     complete_version,
+    is_complete,
     metadata_digest,
     read_or_none,
     sequence,
@@ -56,7 +57,7 @@ def rollback(root: str, version: str) -> RolledBack:
         raise UserError(f"{root} is not a dataset root: it holds no {POINTER} (nothing published)")
     name = _named(root, version)
     folder = fileio.join(root, VERSIONS, name)
-    if not fileio.exists(fileio.join(folder, MARKER)):
+    if not is_complete(root, name):
         raise DatasetError(f"{folder} is not complete (no {MARKER}): it cannot be published")
     published = complete_version(folder, None, read_or_none)
     pointer = Pointer(name, metadata_digest(published.info_text.encode("utf-8")))
