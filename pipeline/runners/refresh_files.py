@@ -45,25 +45,11 @@ def stage_past(
     name = final.file_name(compress)
     staged = fileio.staged_name(name)
     target = fileio.join(staging, staged)
-    kept = [records[position] for position in positions]
     if source.whole:
-        fileio.copy(fileio.join(folder, shard.file), target)
-        size, crc = shard.bytes, shard.crc32c
-        if shard.index:
-            fileio.copy(fileio.join(folder, shard.index), f"{target}{INDEX_SUFFIX}")
+        size, crc = _copied(folder, shard, target)
     else:
-        data = fileio.read_bytes(fileio.join(folder, shard.file))
-        writer = ShardFileWriter(fileio.create(target), compress)
-        chosen = set(positions)
-        payload = shard_payload(data, "gzip" if compress else "none")
-        for position, (_, record) in enumerate(read_records(payload)):
-            if position in chosen:
-                writer.write(record)
-        writer.close()
-        fileio.sync_file(target)
-        size, crc = writer.bytes, writer.crc32c
-        if shard.index:
-            fileio.write_synced(f"{target}{INDEX_SUFFIX}", writer.index_text().encode())
+        size, crc = _rewritten(folder, shard, positions, target, compress)
+    kept = [records[position] for position in positions]
     write_rows_file(target, kept)
     labels = tuple(sorted(Counter(i for record in kept for i in record.label_ids).items()))
     index = index_file_name(name) if shard.index else ""
@@ -80,6 +66,35 @@ def stage_past(
         staged,
         rows_file_name(name),
     )
+
+
+def _copied(folder: str, shard: ShardInfo, target: str) -> tuple[int, str]:
+    """The published `shard`, every record of which stays, copied whole to `target` with its
+    index; returns its size and CRC-32C, the metadata's (the file was checked against them)."""
+    fileio.copy(fileio.join(folder, shard.file), target)
+    if shard.index:
+        fileio.copy(fileio.join(folder, shard.index), f"{target}{INDEX_SUFFIX}")
+    return shard.bytes, shard.crc32c
+
+
+def _rewritten(
+    folder: str, shard: ShardInfo, positions: tuple[int, ...], target: str, compress: bool
+) -> tuple[int, str]:
+    """The records at `positions` of the published `shard` written again to `target`, framed
+    anew but never decoded, with an index when the shard had one; returns its size and
+    CRC-32C."""
+    data = fileio.read_bytes(fileio.join(folder, shard.file))
+    writer = ShardFileWriter(fileio.create(target), compress)
+    chosen = set(positions)
+    payload = shard_payload(data, "gzip" if compress else "none")
+    for position, (_, record) in enumerate(read_records(payload)):
+        if position in chosen:
+            writer.write(record)
+    writer.close()
+    fileio.sync_file(target)
+    if shard.index:
+        fileio.write_synced(f"{target}{INDEX_SUFFIX}", writer.index_text().encode())
+    return writer.bytes, writer.crc32c
 
 
 def finish_here(
