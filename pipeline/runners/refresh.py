@@ -11,6 +11,7 @@ summary says so. On this machine (pipeline/runners/local.py) `refresh_here` runs
 decision; on Beam, pipeline/runners/beam_refresh.py runs its parts as steps.
 """
 
+import functools
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -150,13 +151,16 @@ class Refresh(NamedTuple):
 def refresh_here(
     plan: DatasetPlan, rows: list[ManifestRow], previous: Previous, cores: int
 ) -> Refresh:
-    """The refresh of `previous` by `rows`, decided: rows files read, shards checked, rows
-    fingerprinted and matched, then `refresh_layout`."""
+    """The refresh of `previous` by `rows`, decided: rows files read and shards checked (many
+    at once on an object store, where each is a request), rows fingerprinted and matched,
+    then `refresh_layout`."""
     shards = published_shards(previous)
-    records = {shard.file: past_records(previous, shard) for _, shard in shards}
+    infos = [shard for _, shard in shards]
     with ThreadPoolExecutor(cores * REMOTE_THREADS_PER_CORE, "stat") as pool:
         requests = pool.map if fileio.is_remote(previous.folder) else map
-        checked = check_shards(previous.folder, [shard for _, shard in shards], requests)
+        read = requests(functools.partial(past_records, previous), infos)
+        records = {shard.file: found for shard, found in zip(infos, read, strict=True)}
+        checked = check_shards(previous.folder, infos, requests)
         sound = {
             shard.file: ok and records[shard.file] is not None
             for (_, shard), ok in zip(shards, checked, strict=True)
