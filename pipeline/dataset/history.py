@@ -27,7 +27,7 @@ one last.
 import re
 from typing import NamedTuple
 
-from pipeline.dataset.layout import own_folder
+from pipeline.dataset.layout import folders_in, own_folder
 from pipeline.dataset.versions import PUBLISHED, VERSIONS, Pointer, is_complete, sequence
 from transforms.storage import fileio
 
@@ -47,7 +47,7 @@ class Record(NamedTuple):
 
 def read_records(root: str) -> list[Record]:
     """The records of `root`, in publication order (other names are not records)."""
-    found = (_RECORD.match(name) for name in fileio.names_in(fileio.join(root, PUBLISHED)))
+    found = (_RECORD.match(name) for name in folders_in(root, PUBLISHED))
     return sorted(Record(int(match[1]), match[2]) for match in found if match)
 
 
@@ -57,7 +57,7 @@ def last_serial(records: list[Record]) -> int:
 
 def highest_number(root: str, records: list[Record], pointer: Pointer | None) -> int:
     """The highest version number any version folder, record or the pointer names."""
-    names = fileio.names_in(fileio.join(root, VERSIONS))
+    names = folders_in(root, VERSIONS)
     names += [record.version for record in records] + ([pointer.version] if pointer else [])
     return max(map(sequence, names), default=0)
 
@@ -81,7 +81,7 @@ def note(
     if current and not records:
         complete = [
             name
-            for name in fileio.names_in(fileio.join(root, VERSIONS))
+            for name in folders_in(root, VERSIONS)
             if 0 < sequence(name) <= highest
             and name not in (current.version, version)
             and is_complete(root, name)

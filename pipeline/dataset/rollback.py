@@ -10,7 +10,7 @@ most recently published. Nothing is deleted.
 from typing import NamedTuple
 
 from pipeline.dataset import history
-from pipeline.dataset.layout import check_layout
+from pipeline.dataset.layout import check_layout, folders_in
 from pipeline.dataset.publish import SupersededError, Target, publish, read_pointer
 from pipeline.dataset.versions import (
     MARKER,
@@ -80,7 +80,7 @@ def rollback(root: str, version: str) -> RolledBack:
 
 def _named(root: str, version: str) -> str:
     """The version folder `version` names: itself, or the one folder of that number."""
-    names = fileio.names_in(fileio.join(root, VERSIONS))
+    names = folders_in(root, VERSIONS)
     if version in names:
         return version
     number = sequence(f"{version}-00000000") or (int(version) if version.isdigit() else 0)
