@@ -122,12 +122,10 @@ class _CarryFn(beam.DoFn):
         file, positions = file_positions
         if file not in sources:
             return
-        source, final = sources[file]
-        shard, folder = self._shards[file], self._previous.folder
+        (source, final), shard = sources[file], self._shards[file]
         records = past_records(self._previous, shard)
-        compress = self._previous.info.compression == "gzip"
         kept = tuple(sorted(positions))
-        result = stage_past(source, final, shard, records, kept, folder, self._staging, compress)
+        result = stage_past(self._previous, source, shard, records, kept, final, self._staging)
         self._progress.carried(result.staged, result.records)
         yield file, result
 

@@ -30,18 +30,18 @@ from transforms.write.shard_writer import INDEX_SUFFIX, ShardResult, index_file_
 
 
 def stage_past(
+    previous: Previous,
     source: PastShard,
-    final: ShardId,
     shard: ShardInfo,
     records: list[PastRecord],
     positions: tuple[int, ...],
-    folder: str,
+    final: ShardId,
     staging: str,
-    compress: bool,
 ) -> ShardResult:
-    """The records at `positions` of the published `shard` (checked: refresh.py `check_shards`)
-    as a staged file of the final shard `final`: the file copied when every record stays, else
-    its kept records written again."""
+    """The records at `positions` of `previous`'s `shard` (the layout's `source`, checked:
+    refresh.py `check_shards`; `records`: its rows file's) as a staged file of the final shard
+    `final`: the file copied when every record stays, else its kept records written again."""
+    folder, compress = previous.folder, previous.info.compression == "gzip"
     name = final.file_name(compress)
     staged = fileio.staged_name(name)
     target = fileio.join(staging, staged)
@@ -54,7 +54,7 @@ def stage_past(
     labels = tuple(sorted(Counter(i for record in kept for i in record.label_ids).items()))
     index = index_file_name(name) if shard.index else ""
     return ShardResult(
-        source.split,
+        final.split,
         final.index,
         final.count,
         name,
@@ -107,16 +107,8 @@ def finish_here(
     carried = {}
     for source, final in update.layout.past_sources():
         records, positions = update.records[source.file], update.kept[source.file]
-        result = stage_past(
-            source,
-            final,
-            shards[source.file],
-            records,
-            positions,
-            previous.folder,
-            staging,
-            compress,
-        )
+        shard = shards[source.file]
+        result = stage_past(previous, source, shard, records, positions, final, staging)
         progress.carried(result.staged, result.records)
         carried[source.file] = result
     return assemble(update.layout, written, carried, staging, compress)
