@@ -29,7 +29,7 @@ from pipeline.runners.refresh import check_shards, past_records, published_shard
 from pipeline.runners.refresh_files import stage_past
 from transforms.beam.coders import RowBatch
 from transforms.beam.steps import as_row_batches
-from transforms.plan.fingerprints import row_fingerprint, row_fingerprints
+from transforms.plan.fingerprints import row_fingerprints
 from transforms.plan.refresh import PastShard, RefreshLayout, refresh_layout, stays
 from transforms.progress import Progress
 from transforms.storage import fileio
@@ -56,9 +56,7 @@ class _FingerprintFn(_RequestsFn):
 
     def process(self, batch: RowBatch):
         rows = batch.rows
-        remote = bool(rows) and fileio.is_remote(rows[0].image_uri)
-        found = row_fingerprints(rows, self._pool.map) if remote else map(row_fingerprint, rows)
-        for row, fingerprint in zip(rows, found, strict=True):
+        for row, fingerprint in zip(rows, row_fingerprints(rows, self._pool.map), strict=True):
             yield row.key, (row, fingerprint)
 
 

@@ -24,7 +24,7 @@ from pipeline.dataset.metadata import ShardInfo
 from pipeline.dataset.previous import Previous
 from transforms.manifest.rows import ManifestRow
 from transforms.plan.dataset import DatasetPlan
-from transforms.plan.fingerprints import row_fingerprint, row_fingerprints
+from transforms.plan.fingerprints import row_fingerprints
 from transforms.plan.refresh import PastShard, RefreshLayout, match, refresh_layout
 from transforms.plan.rows_files import DamagedRowsFileError, PastRecord, read_rows_file
 from transforms.storage import fileio, gcs, listings
@@ -165,10 +165,7 @@ def refresh_here(
             shard.file: ok and records[shard.file] is not None
             for (_, shard), ok in zip(shards, checked, strict=True)
         }
-        if rows and fileio.is_remote(rows[0].image_uri):
-            prints = row_fingerprints(rows, pool.map)
-        else:
-            prints = list(map(row_fingerprint, rows))
+        prints = row_fingerprints(rows, pool.map)
     readable = ((file, listed) for file, listed in records.items() if listed is not None)
     matched = match(rows, prints, readable, sound)
     past = [
