@@ -45,16 +45,7 @@ def rollback(root: str, version: str) -> RolledBack:
     at `root` again; UserError for a root that is not a dataset or a version it cannot publish,
     SupersededError if another publication came first."""
     root = root.rstrip("/")
-    try:
-        check_layout(root)
-        current, generation = read_pointer(root)
-        records = history.read_records(root)
-    except fileio.UNAVAILABLE:
-        raise  # the service's failure, not the root's: a fault
-    except fileio.READ_ERRORS as error:
-        raise UserError(f"{root} is not a dataset root this can read ({error})") from None
-    if current is None:
-        raise UserError(f"{root} is not a dataset root: it holds no {POINTER} (nothing published)")
+    current, generation, records = _published(root)
     name = _named(root, version)
     folder = fileio.join(root, VERSIONS, name)
     if not is_complete(root, name):
@@ -76,6 +67,23 @@ def rollback(root: str, version: str) -> RolledBack:
             f"rollback to {name} ran, so it changed nothing; check what is published, then rerun"
         ) from None
     return RolledBack(pointer, current)
+
+
+def _published(root: str) -> tuple[Pointer, int, list[history.Record]]:
+    """What `root` publishes now (its pointer, and that pointer's generation on Cloud Storage)
+    and its publication records; UserError for a root that is not a dataset or cannot be read
+    as one."""
+    try:
+        check_layout(root)
+        current, generation = read_pointer(root)
+        records = history.read_records(root)
+    except fileio.UNAVAILABLE:
+        raise  # the service's failure, not the root's: a fault
+    except fileio.READ_ERRORS as error:
+        raise UserError(f"{root} is not a dataset root this can read ({error})") from None
+    if current is None:
+        raise UserError(f"{root} is not a dataset root: it holds no {POINTER} (nothing published)")
+    return current, generation, records
 
 
 def _named(root: str, version: str) -> str:
