@@ -78,6 +78,14 @@ class _CheckFn(_RequestsFn):
                 yield record.key, (shard.file, position, record.fingerprint, sound)
 
 
+def _in_batches(shards: list) -> list[list]:
+    """The published shards, SHARDS_PER_CHECK to an element: a worker checks them together."""
+    return [
+        shards[start : start + SHARDS_PER_CHECK]
+        for start in range(0, len(shards), SHARDS_PER_CHECK)
+    ]
+
+
 def _keep_or_convert(keyed):
     """A key's past record stays (its position goes to "kept"), or its rows are converted:
     those of a record that stays in a damaged shard too (its position still counted)."""
@@ -159,13 +167,9 @@ class RefreshRows(beam.PTransform):
 
     def expand(self, batches):
         shards = published_shards(self._previous)
-        chunks = [
-            [shard for _, shard in shards[start : start + SHARDS_PER_CHECK]]
-            for start in range(0, len(shards), SHARDS_PER_CHECK)
-        ]
         checked = (
             batches.pipeline
-            | "ListPublishedShards" >> beam.Create(chunks)
+            | "ListPublishedShards" >> beam.Create(_in_batches([shard for _, shard in shards]))
             | "CheckPublishedShards"
             >> beam.ParDo(_CheckFn(self._previous)).with_outputs("verdicts", main="records")
         )
