@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 # Google credential discovery must never leave this machine: skip the GCE metadata probe and
@@ -26,6 +27,7 @@ from pipeline.dataset.versions import resolve
 from pipeline.runners.convert import run
 from transforms.manifest.rows import ManifestRow, ReadConfig, row_position
 from transforms.manifest.sources import describe, read_all
+from transforms.write.error_files import ErrorCounts, counted_as
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 PHOTOS = REPOSITORY / "sample" / "photos"  # committed: the tests need nothing beside the clone
@@ -136,6 +138,12 @@ def error_rows(version: Path) -> list[dict]:
     """Every rejected row of a version, read from all its errors files."""
     files = sorted((Path(version) / "errors").glob("errors-*.jsonl"))
     return [json.loads(line) for path in files for line in path.read_text().splitlines()]
+
+
+def count_errors(errors) -> ErrorCounts:
+    """The counts of `errors` taken all at once: what a sink or combiner that counts them as
+    they arise must come to."""
+    return ErrorCounts.of(Counter(map(counted_as, errors)))
 
 
 def convert_into(manifest, output, *flags) -> tuple[Path, object]:

@@ -13,7 +13,15 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.pvalue import AsDict, AsList, AsSingleton
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
-from conftest import RUNNERS, arguments, error_rows, make_images, published, write_manifest
+from conftest import (
+    RUNNERS,
+    arguments,
+    count_errors,
+    error_rows,
+    make_images,
+    published,
+    write_manifest,
+)
 
 from pipeline.cli.main import main
 from pipeline.config.arguments import parse_args
@@ -32,7 +40,6 @@ from transforms.write import error_files
 from transforms.write.error_files import (
     ErrorCounts,
     ErrorFileResult,
-    count_errors,
     error_file_bytes,
     error_file_count,
     error_file_name,

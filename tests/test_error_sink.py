@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import BEAM, make_images, published, version_files, write_manifest
+from conftest import BEAM, count_errors, make_images, published, version_files, write_manifest
 
 from pipeline.cli.main import main
 from pipeline.dataset.versions import POINTER, STAGING, VERSIONS
@@ -22,7 +22,6 @@ from transforms.errors import ErrorRow, Reason
 from transforms.storage import fileio
 from transforms.write import error_files, error_sink
 from transforms.write.error_files import (
-    count_errors,
     error_file_bytes,
     error_file_count,
     error_file_name,

@@ -18,9 +18,10 @@ from pipeline.dataset.tfds_metadata import tfds_files
 from transforms.errors import UserError
 from transforms.plan.dataset import DatasetPlan
 from transforms.plan.refresh import RefreshCounts
+from transforms.plan.rows_files import ROWS_SUFFIX
 from transforms.storage import fileio
 from transforms.write.error_files import ErrorCounts, ErrorFileResult
-from transforms.write.shard_writer import ShardResult
+from transforms.write.shard_writer import INDEX_SUFFIX, ShardResult
 
 
 def read_info(folder: str) -> DatasetInfo:
@@ -37,9 +38,9 @@ def staged_files(
     for result in results:
         moves.append((result.staged, result.file))
         if result.index_file:
-            moves.append((f"{result.staged}.idx", result.index_file))
+            moves.append((f"{result.staged}{INDEX_SUFFIX}", result.index_file))
         if result.rows_file:
-            moves.append((f"{result.staged}.rows", result.rows_file))
+            moves.append((f"{result.staged}{ROWS_SUFFIX}", result.rows_file))
     return moves
 
 

@@ -27,8 +27,8 @@ one last.
 import re
 from typing import NamedTuple
 
-from pipeline.dataset.layout import own_folder
-from pipeline.dataset.versions import MARKER, PUBLISHED, VERSIONS, Pointer, sequence
+from pipeline.dataset.layout import folders_in, own_folder
+from pipeline.dataset.versions import PUBLISHED, VERSIONS, Pointer, is_complete, sequence
 from transforms.storage import fileio
 
 _RECORD = re.compile(r"^(\d{8,})-(v\d{6,}-[0-9a-f]{8})$")
@@ -47,7 +47,7 @@ class Record(NamedTuple):
 
 def read_records(root: str) -> list[Record]:
     """The records of `root`, in publication order (other names are not records)."""
-    found = (_RECORD.match(name) for name in fileio.names_in(fileio.join(root, PUBLISHED)))
+    found = (_RECORD.match(name) for name in folders_in(root, PUBLISHED))
     return sorted(Record(int(match[1]), match[2]) for match in found if match)
 
 
@@ -57,7 +57,7 @@ def last_serial(records: list[Record]) -> int:
 
 def highest_number(root: str, records: list[Record], pointer: Pointer | None) -> int:
     """The highest version number any version folder, record or the pointer names."""
-    names = fileio.names_in(fileio.join(root, VERSIONS))
+    names = folders_in(root, VERSIONS)
     names += [record.version for record in records] + ([pointer.version] if pointer else [])
     return max(map(sequence, names), default=0)
 
@@ -81,10 +81,10 @@ def note(
     if current and not records:
         complete = [
             name
-            for name in fileio.names_in(fileio.join(root, VERSIONS))
+            for name in folders_in(root, VERSIONS)
             if 0 < sequence(name) <= highest
             and name not in (current.version, version)
-            and fileio.exists(fileio.join(root, VERSIONS, name, MARKER))
+            and is_complete(root, name)
         ]
         new += sorted(complete, key=lambda name: (sequence(name), name))
     if current and (not records or records[-1].version != current.version):

@@ -118,8 +118,9 @@ def own_folder(root: str, *names: str) -> bool:
 
 
 def folders_in(root: str, name: str) -> list[str]:
-    """The names in root/name (`versions/`, `_staging/`), sorted; none when it is a link. A
-    link among them is listed too: deleting it goes through `delete_folder`, which leaves it."""
+    """The names in root/name (`versions/`, `_staging/`, `_published/`), sorted; none when it
+    is a link. A link among them is listed too: deleting it goes through `delete_folder`,
+    which leaves it."""
     return fileio.names_in(fileio.join(root, name)) if own_folder(root, name) else []
 
 

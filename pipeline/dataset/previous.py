@@ -6,10 +6,10 @@ from typing import NamedTuple
 from pipeline.dataset.metadata import DatasetInfo
 from pipeline.dataset.publish import Target
 from pipeline.dataset.versions import (
-    MARKER,
     VERSIONS,
     Published,
     complete_version,
+    is_complete,
     read_or_none,
 )
 from transforms.errors import UserError
@@ -31,7 +31,7 @@ def base_lost(target: Target) -> bool:
     retention deleted it (or a hand did), so reading it failed for that reason."""
     if target.base is None:
         return False
-    return not fileio.exists(fileio.join(target.root, VERSIONS, target.base.version, MARKER))
+    return not is_complete(target.root, target.base.version)
 
 
 class Previous(NamedTuple):

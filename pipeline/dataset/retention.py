@@ -14,8 +14,7 @@ from collections.abc import Callable
 from pipeline.dataset import history
 from pipeline.dataset.layout import delete_folder, delete_version, folders_in
 from pipeline.dataset.publish import exclusive, read_pointer
-from pipeline.dataset.versions import MARKER, STAGING, VERSIONS, Pointer, sequence
-from transforms.storage import fileio
+from pipeline.dataset.versions import STAGING, VERSIONS, Pointer, is_complete, sequence
 
 
 def clean_up(root: str, published: Pointer, keep_versions: int) -> None:
@@ -35,7 +34,7 @@ def clean_up(root: str, published: Pointer, keep_versions: int) -> None:
         for name in folders_in(root, VERSIONS):
             if name == published.version or not 0 < sequence(name) <= last:
                 continue
-            if name not in once or not _complete(root, name):
+            if name not in once or not is_complete(root, name):
                 _tidy(delete_version, root, name)
         if keep_versions:
             _retain(root, records, published, keep_versions)
@@ -45,16 +44,12 @@ def _retain(root: str, records: list, published: Pointer, keep_versions: int) ->
     """Delete the recorded versions beyond the `keep_versions` most recently published, and
     their records; the published one is always kept."""
     order = [name for name in history.newest_first(records) if name != published.version]
-    present = [name for name in order if _complete(root, name)]
+    present = [name for name in order if is_complete(root, name)]
     beyond = present[keep_versions - 1 :]
     gone = {name for name in order if name not in present}
     for name in beyond:
         _tidy(delete_version, root, name)
     _tidy(history.erase, root, {*beyond, *gone})
-
-
-def _complete(root: str, version: str) -> bool:
-    return fileio.exists(fileio.join(root, VERSIONS, version, MARKER))
 
 
 def _tidy(delete: Callable[..., None], *args) -> None:

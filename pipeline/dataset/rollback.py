@@ -10,7 +10,7 @@ most recently published. Nothing is deleted.
 from typing import NamedTuple
 
 from pipeline.dataset import history
-from pipeline.dataset.layout import check_layout
+from pipeline.dataset.layout import check_layout, folders_in
 from pipeline.dataset.publish import SupersededError, Target, publish, read_pointer
 from pipeline.dataset.versions import (
     MARKER,
@@ -19,6 +19,7 @@ from pipeline.dataset.versions import (
     DatasetError,
     Pointer,
     complete_version,
+    is_complete,
     metadata_digest,
     read_or_none,
     sequence,
@@ -44,19 +45,10 @@ def rollback(root: str, version: str) -> RolledBack:
     at `root` again; UserError for a root that is not a dataset or a version it cannot publish,
     SupersededError if another publication came first."""
     root = root.rstrip("/")
-    try:
-        check_layout(root)
-        current, generation = read_pointer(root)
-        records = history.read_records(root)
-    except fileio.UNAVAILABLE:
-        raise  # the service's failure, not the root's: a fault
-    except fileio.READ_ERRORS as error:
-        raise UserError(f"{root} is not a dataset root this can read ({error})") from None
-    if current is None:
-        raise UserError(f"{root} is not a dataset root: it holds no {POINTER} (nothing published)")
+    current, generation, records = _published(root)
     name = _named(root, version)
     folder = fileio.join(root, VERSIONS, name)
-    if not fileio.exists(fileio.join(folder, MARKER)):
+    if not is_complete(root, name):
         raise DatasetError(f"{folder} is not complete (no {MARKER}): it cannot be published")
     published = complete_version(folder, None, read_or_none)
     pointer = Pointer(name, metadata_digest(published.info_text.encode("utf-8")))
@@ -77,9 +69,26 @@ def rollback(root: str, version: str) -> RolledBack:
     return RolledBack(pointer, current)
 
 
+def _published(root: str) -> tuple[Pointer, int, list[history.Record]]:
+    """What `root` publishes now (its pointer, and that pointer's generation on Cloud Storage)
+    and its publication records; UserError for a root that is not a dataset or cannot be read
+    as one."""
+    try:
+        check_layout(root)
+        current, generation = read_pointer(root)
+        records = history.read_records(root)
+    except fileio.UNAVAILABLE:
+        raise  # the service's failure, not the root's: a fault
+    except fileio.READ_ERRORS as error:
+        raise UserError(f"{root} is not a dataset root this can read ({error})") from None
+    if current is None:
+        raise UserError(f"{root} is not a dataset root: it holds no {POINTER} (nothing published)")
+    return current, generation, records
+
+
 def _named(root: str, version: str) -> str:
     """The version folder `version` names: itself, or the one folder of that number."""
-    names = fileio.names_in(fileio.join(root, VERSIONS))
+    names = folders_in(root, VERSIONS)
     if version in names:
         return version
     number = sequence(f"{version}-00000000") or (int(version) if version.isdigit() else 0)

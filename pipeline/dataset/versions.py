@@ -68,6 +68,11 @@ def sequence(version: str) -> int:
     return int(match.group(1)) if match else 0
 
 
+def is_complete(root: str, version: str) -> bool:
+    """Whether the version folder `version` of `root` holds its `_COMMITTED` marker."""
+    return fileio.exists(fileio.join(root, VERSIONS, version, MARKER))
+
+
 def metadata_digest(info_bytes: bytes) -> str:
     return hashlib.sha256(info_bytes).hexdigest()
 

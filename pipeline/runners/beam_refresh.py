@@ -29,7 +29,7 @@ from pipeline.runners.refresh import check_shards, past_records, published_shard
 from pipeline.runners.refresh_files import stage_past
 from transforms.beam.coders import RowBatch
 from transforms.beam.steps import as_row_batches
-from transforms.plan.fingerprints import row_fingerprint, row_fingerprints
+from transforms.plan.fingerprints import row_fingerprints
 from transforms.plan.refresh import PastShard, RefreshLayout, refresh_layout, stays
 from transforms.progress import Progress
 from transforms.storage import fileio
@@ -56,9 +56,7 @@ class _FingerprintFn(_RequestsFn):
 
     def process(self, batch: RowBatch):
         rows = batch.rows
-        remote = bool(rows) and fileio.is_remote(rows[0].image_uri)
-        found = row_fingerprints(rows, self._pool.map) if remote else map(row_fingerprint, rows)
-        for row, fingerprint in zip(rows, found, strict=True):
+        for row, fingerprint in zip(rows, row_fingerprints(rows, self._pool.map), strict=True):
             yield row.key, (row, fingerprint)
 
 
@@ -78,6 +76,14 @@ class _CheckFn(_RequestsFn):
             yield TaggedOutput("verdicts", (shard.file, sound))
             for position, record in enumerate(records or ()):
                 yield record.key, (shard.file, position, record.fingerprint, sound)
+
+
+def _in_batches(shards: list) -> list[list]:
+    """The published shards, SHARDS_PER_CHECK to an element: a worker checks them together."""
+    return [
+        shards[start : start + SHARDS_PER_CHECK]
+        for start in range(0, len(shards), SHARDS_PER_CHECK)
+    ]
 
 
 def _keep_or_convert(keyed):
@@ -122,12 +128,10 @@ class _CarryFn(beam.DoFn):
         file, positions = file_positions
         if file not in sources:
             return
-        source, final = sources[file]
-        shard, folder = self._shards[file], self._previous.folder
+        (source, final), shard = sources[file], self._shards[file]
         records = past_records(self._previous, shard)
-        compress = self._previous.info.compression == "gzip"
         kept = tuple(sorted(positions))
-        result = stage_past(source, final, shard, records, kept, folder, self._staging, compress)
+        result = stage_past(self._previous, source, shard, records, kept, final, self._staging)
         self._progress.carried(result.staged, result.records)
         yield file, result
 
@@ -163,13 +167,9 @@ class RefreshRows(beam.PTransform):
 
     def expand(self, batches):
         shards = published_shards(self._previous)
-        chunks = [
-            [shard for _, shard in shards[start : start + SHARDS_PER_CHECK]]
-            for start in range(0, len(shards), SHARDS_PER_CHECK)
-        ]
         checked = (
             batches.pipeline
-            | "ListPublishedShards" >> beam.Create(chunks)
+            | "ListPublishedShards" >> beam.Create(_in_batches([shard for _, shard in shards]))
             | "CheckPublishedShards"
             >> beam.ParDo(_CheckFn(self._previous)).with_outputs("verdicts", main="records")
         )

@@ -7,7 +7,8 @@ conversion given no Beam flags calls the functions the Beam steps wrap (transfor
 in the same order, and writes the same bytes; any Beam flag (`--runner DirectRunner`,
 `--runner DataflowRunner`, ...) runs the Beam pipeline instead (pipeline/runners/beam_pipeline.py).
 
-Rows are held in memory, as the DirectRunner holds them: a few hundred bytes per image.
+Rows are held in memory, as the DirectRunner holds them: a few hundred bytes per image. Error
+rows are not: they stream to the errors files as they arise (transforms/write/error_sink.py).
 """
 
 import contextlib
@@ -79,7 +80,6 @@ def write_here(
     progress.planned(plan.row_count)
     if options.dedup:  # after the plan, which counts every row, so rows = records + errors
         rows = drop_duplicate_content(rows, options.max_file_bytes, errors)
-    results: list[ShardResult] = []
     update = None
     if options.incremental and refresh.refreshable(previous, options.recorded()):
         update = refresh.refresh_here(plan, rows, previous, processes)
@@ -94,7 +94,7 @@ def write_here(
         written = pool.write(tasks, progress)
     else:
         written = write_in_process(tasks, progress)
-    results += errors.passed(written)
+    results = list(errors.passed(written))
     if update:
         results = refresh_files.finish_here(update, previous, target.staging, progress, results)
     files, tally = errors.finish(error_files.ROWS_PER_ERRORS_FILE)

@@ -11,6 +11,7 @@ summary says so. On this machine (pipeline/runners/local.py) `refresh_here` runs
 decision; on Beam, pipeline/runners/beam_refresh.py runs its parts as steps.
 """
 
+import functools
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -23,7 +24,7 @@ from pipeline.dataset.metadata import ShardInfo
 from pipeline.dataset.previous import Previous
 from transforms.manifest.rows import ManifestRow
 from transforms.plan.dataset import DatasetPlan
-from transforms.plan.fingerprints import row_fingerprint, row_fingerprints
+from transforms.plan.fingerprints import row_fingerprints
 from transforms.plan.refresh import PastShard, RefreshLayout, match, refresh_layout
 from transforms.plan.rows_files import DamagedRowsFileError, PastRecord, read_rows_file
 from transforms.storage import fileio, gcs, listings
@@ -150,21 +151,21 @@ class Refresh(NamedTuple):
 def refresh_here(
     plan: DatasetPlan, rows: list[ManifestRow], previous: Previous, cores: int
 ) -> Refresh:
-    """The refresh of `previous` by `rows`, decided: rows files read, shards checked, rows
-    fingerprinted and matched, then `refresh_layout`."""
+    """The refresh of `previous` by `rows`, decided: rows files read and shards checked (many
+    at once on an object store, where each is a request), rows fingerprinted and matched,
+    then `refresh_layout`."""
     shards = published_shards(previous)
-    records = {shard.file: past_records(previous, shard) for _, shard in shards}
+    infos = [shard for _, shard in shards]
     with ThreadPoolExecutor(cores * REMOTE_THREADS_PER_CORE, "stat") as pool:
         requests = pool.map if fileio.is_remote(previous.folder) else map
-        checked = check_shards(previous.folder, [shard for _, shard in shards], requests)
+        read = requests(functools.partial(past_records, previous), infos)
+        records = {shard.file: found for shard, found in zip(infos, read, strict=True)}
+        checked = check_shards(previous.folder, infos, requests)
         sound = {
             shard.file: ok and records[shard.file] is not None
             for (_, shard), ok in zip(shards, checked, strict=True)
         }
-        if rows and fileio.is_remote(rows[0].image_uri):
-            prints = row_fingerprints(rows, pool.map)
-        else:
-            prints = list(map(row_fingerprint, rows))
+        prints = row_fingerprints(rows, pool.map)
     readable = ((file, listed) for file, listed in records.items() if listed is not None)
     matched = match(rows, prints, readable, sound)
     past = [

@@ -13,7 +13,6 @@ A source's rows file is written from the records read from the published one, ne
 unread.
 """
 
-import os
 from collections import Counter
 from collections.abc import Mapping
 
@@ -27,49 +26,35 @@ from transforms.progress import Progress
 from transforms.storage import fileio
 from transforms.tfrecord.records import ShardFileWriter, read_records, shard_payload
 from transforms.write.shard_pieces import join_staged
-from transforms.write.shard_writer import INDEX_DIR, ShardResult
+from transforms.write.shard_writer import INDEX_SUFFIX, ShardResult, index_file_name
 
 
 def stage_past(
+    previous: Previous,
     source: PastShard,
-    final: ShardId,
     shard: ShardInfo,
     records: list[PastRecord],
     positions: tuple[int, ...],
-    folder: str,
+    final: ShardId,
     staging: str,
-    compress: bool,
 ) -> ShardResult:
-    """The records at `positions` of the published `shard` (checked: refresh.py `check_shards`)
-    as a staged file of the final shard `final`: the file copied when every record stays, else
-    its kept records written again."""
+    """The records at `positions` of `previous`'s `shard` (the layout's `source`, checked:
+    refresh.py `check_shards`; `records`: its rows file's) as a staged file of the final shard
+    `final`: the file copied when every record stays, else its kept records written again."""
+    folder, compress = previous.folder, previous.info.compression == "gzip"
     name = final.file_name(compress)
-    staged = f"{name}.{os.urandom(16).hex()}"
+    staged = fileio.staged_name(name)
     target = fileio.join(staging, staged)
-    kept = [records[position] for position in positions]
     if source.whole:
-        fileio.copy(fileio.join(folder, shard.file), target)
-        size, crc = shard.bytes, shard.crc32c
-        if shard.index:
-            fileio.copy(fileio.join(folder, shard.index), f"{target}.idx")
+        size, crc = _copied(folder, shard, target)
     else:
-        data = fileio.read_bytes(fileio.join(folder, shard.file))
-        writer = ShardFileWriter(fileio.create(target), compress)
-        chosen = set(positions)
-        payload = shard_payload(data, "gzip" if compress else "none")
-        for position, (_, record) in enumerate(read_records(payload)):
-            if position in chosen:
-                writer.write(record)
-        writer.close()
-        fileio.sync_file(target)
-        size, crc = writer.bytes, writer.crc32c
-        if shard.index:
-            fileio.write_synced(f"{target}.idx", writer.index_text().encode())
+        size, crc = _rewritten(folder, shard, positions, target, compress)
+    kept = [records[position] for position in positions]
     write_rows_file(target, kept)
     labels = tuple(sorted(Counter(i for record in kept for i in record.label_ids).items()))
-    index = f"{INDEX_DIR}/{name}.idx" if shard.index else ""
+    index = index_file_name(name) if shard.index else ""
     return ShardResult(
-        source.split,
+        final.split,
         final.index,
         final.count,
         name,
@@ -83,6 +68,35 @@ def stage_past(
     )
 
 
+def _copied(folder: str, shard: ShardInfo, target: str) -> tuple[int, str]:
+    """The published `shard`, every record of which stays, copied whole to `target` with its
+    index; returns its size and CRC-32C, the metadata's (the file was checked against them)."""
+    fileio.copy(fileio.join(folder, shard.file), target)
+    if shard.index:
+        fileio.copy(fileio.join(folder, shard.index), f"{target}{INDEX_SUFFIX}")
+    return shard.bytes, shard.crc32c
+
+
+def _rewritten(
+    folder: str, shard: ShardInfo, positions: tuple[int, ...], target: str, compress: bool
+) -> tuple[int, str]:
+    """The records at `positions` of the published `shard` written again to `target`, framed
+    anew but never decoded, with an index when the shard had one; returns its size and
+    CRC-32C."""
+    data = fileio.read_bytes(fileio.join(folder, shard.file))
+    writer = ShardFileWriter(fileio.create(target), compress)
+    chosen = set(positions)
+    payload = shard_payload(data, "gzip" if compress else "none")
+    for position, (_, record) in enumerate(read_records(payload)):
+        if position in chosen:
+            writer.write(record)
+    writer.close()
+    fileio.sync_file(target)
+    if shard.index:
+        fileio.write_synced(f"{target}{INDEX_SUFFIX}", writer.index_text().encode())
+    return writer.bytes, writer.crc32c
+
+
 def finish_here(
     update: Refresh, previous: Previous, staging: str, progress: Progress, written: list
 ) -> list[ShardResult]:
@@ -93,16 +107,8 @@ def finish_here(
     carried = {}
     for source, final in update.layout.past_sources():
         records, positions = update.records[source.file], update.kept[source.file]
-        result = stage_past(
-            source,
-            final,
-            shards[source.file],
-            records,
-            positions,
-            previous.folder,
-            staging,
-            compress,
-        )
+        shard = shards[source.file]
+        result = stage_past(previous, source, shard, records, positions, final, staging)
         progress.carried(result.staged, result.records)
         carried[source.file] = result
     return assemble(update.layout, written, carried, staging, compress)
@@ -138,6 +144,6 @@ def named(result: ShardResult, final: FinalShard, compress: bool) -> ShardResult
         index=index,
         count=count,
         file=name,
-        index_file=f"{INDEX_DIR}/{name}.idx" if result.index_file else "",
+        index_file=index_file_name(name) if result.index_file else "",
         rows_file=rows_file_name(name),
     )

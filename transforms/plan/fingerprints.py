@@ -45,7 +45,10 @@ def row_fingerprint(row: ManifestRow) -> str:
 def row_fingerprints(rows: list[ManifestRow], map_=map) -> list[str]:
     """Every row's fingerprint (`row_fingerprint`), a `gs://` image's identity taken from its
     folder's listing where that pays (transforms/storage/listings.py), else from a stat of its
-    own; `map_` runs the listings and the stats (a thread pool's, where they are requests)."""
+    own; `map_` (a thread pool's) runs the listings and the stats where they are requests, on
+    a store. Local stats are made here, one after another."""
+    if not (rows and fileio.is_remote(rows[0].image_uri)):
+        return list(map(row_fingerprint, rows))
     listed = listings.listed_identities((row.image_uri for row in rows), map_)
     by_stat = iter(map_(row_fingerprint, [row for row in rows if row.image_uri not in listed]))
     return [

@@ -1,8 +1,9 @@
 """Refreshing a dataset, decided before anything is written: which records of the published
 version stay, and the new version's final shards, each made of sources (a published shard
 carried whole, the records kept from one, the converted rows of a new shard). Pure functions:
-pipeline/runners/refresh.py reads, checks and moves the files; on Beam the same decisions are
-fed counts (pipeline/runners/beam_refresh.py).
+pipeline/runners/refresh.py reads and checks the published files, and
+pipeline/runners/refresh_files.py stages and joins the new version's; on Beam the same
+decisions are fed counts (pipeline/runners/beam_refresh.py).
 
 A past record stays when exactly one row has its key with the record's fingerprint
 (transforms/plan/fingerprints.py) and its shard passed its check (its file has the size and
@@ -123,29 +124,43 @@ def refresh_layout(
     final, counts, new_counts = [], [], []
     for split, _ in plan.rows:
         shards, rows = by_split.get(split, []), converted.get(split, 0)
-        new = planned[split] if not shards else delta_shards(rows, shards)
-        kept = [shard for shard in shards if shard.sound and shard.kept]
-        new = new or (0 if kept else 1)  # a split of nothing still has its (empty) shard
+        asked = planned[split] if not shards else delta_shards(rows, shards)
+        new, split_final = _split_shards(split, shards, rows, asked)
         if new:
             new_counts.append((split, new))
-        sources = [*kept, *(NewRows(ShardId(split, index, new)) for index in range(new))]
-        sizes = [shard.kept for shard in kept] + spread(rows, new)
-        parts = compacted(sources, compaction_groups(sizes))
-        counts.append((split, len(parts)))
-        final += [FinalShard(ShardId(split, i, len(parts)), part) for i, part in enumerate(parts)]
+        counts.append((split, len(split_final)))
+        final += split_final
+    return RefreshLayout(
+        plan._replace(shards=tuple(counts)),
+        plan._replace(shards=tuple(new_counts)),
+        tuple(final),
+        _refresh_counts(past, converted),
+    )
+
+
+def _split_shards(
+    split: str, past: list[PastShard], rows: int, asked: int
+) -> tuple[int, list[FinalShard]]:
+    """A split's final shards: its sound past shards that keep records, in order, then the
+    `asked` new shards of its `rows` converted rows (one, empty, when nothing else stands in
+    the split), small ones compacted; and how many new shards it got."""
+    kept = [shard for shard in past if shard.sound and shard.kept]
+    new = asked or (0 if kept else 1)  # a split of nothing still has its (empty) shard
+    sources = [*kept, *(NewRows(ShardId(split, index, new)) for index in range(new))]
+    sizes = [shard.kept for shard in kept] + spread(rows, new)
+    parts = compacted(sources, compaction_groups(sizes))
+    return new, [FinalShard(ShardId(split, i, len(parts)), part) for i, part in enumerate(parts)]
+
+
+def _refresh_counts(past: Sequence[PastShard], converted: Mapping[str, int]) -> RefreshCounts:
+    """What the refresh makes its version of, from the published shards and converted rows."""
     carried = [shard for shard in past if shard.sound and shard.kept]
-    summary = RefreshCounts(
+    return RefreshCounts(
         carried=sum(shard.records for shard in carried if shard.whole),
         rewritten=sum(shard.kept for shard in carried if not shard.whole),
         converted=sum(converted.values()),
         damaged=tuple(shard.file for shard in past if not shard.sound),
         reconverted=sum(shard.kept for shard in past if not shard.sound),
-    )
-    return RefreshLayout(
-        plan._replace(shards=tuple(counts)),
-        plan._replace(shards=tuple(new_counts)),
-        tuple(final),
-        summary,
     )
 
 

@@ -174,6 +174,12 @@ def identity(path: str) -> str:
     return remote.identity(path) if is_remote(path) else disk.identity(os.stat(path))
 
 
+def staged_name(name: str) -> str:
+    """`name` with a random suffix: a staged file of this attempt's own, so a retried or
+    speculative attempt at the same file writes beside it, never over it."""
+    return f"{name}.{os.urandom(16).hex()}"
+
+
 def copy(source: str, destination: str) -> None:
     """A copy of a file of its own (never a second name for the same bytes), without passing
     them through this process where the store can: a server-side copy on a store (Cloud

@@ -11,7 +11,6 @@ into the version, as it moves shards. Counts per split and reason are combined i
 """
 
 import math
-import os
 import posixpath
 from collections import Counter
 from collections.abc import Iterable
@@ -65,10 +64,6 @@ def counted_as(error: ErrorRow) -> tuple[str, str]:
     return error.split, error.reason.value
 
 
-def count_errors(errors: Iterable[ErrorRow]) -> ErrorCounts:
-    return ErrorCounts.of(Counter(map(counted_as, errors)))
-
-
 class ErrorFileResult(NamedTuple):
     """One errors file as a worker staged it: what the commit moves and the metadata lists."""
 
@@ -115,6 +110,6 @@ def write_error_file(
     a name of its own: a retried or duplicate attempt writes beside it."""
     errors = list(errors)
     name = error_file_name(index, count)
-    staged = f"{posixpath.basename(name)}.{os.urandom(16).hex()}"
+    staged = fileio.staged_name(posixpath.basename(name))
     fileio.write_synced(fileio.join(staging, staged), error_file_bytes(errors))
     return ErrorFileResult(name, staged, len(errors))

@@ -14,7 +14,6 @@ runs in its staging folder, which is never published.
 import heapq
 import io
 import json
-import os
 import posixpath
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -40,7 +39,8 @@ FILES_AT_ONCE = 64  # files written at once: more are first routed in groups, a 
 REMOTE_FILES_AT_ONCE = 4
 READ_BYTES = 64 << 10  # read buffer of a run being merged
 WRITE_BYTES = 64 << 10  # lines batched per write, so a file's write buffer stays this small
-RUN_PREFIX = "errors-run."
+_RUN = "errors-run"  # a spilled run's staged name: this, then a random suffix
+RUN_PREFIX = f"{_RUN}."
 
 Line = tuple[SortKey, str]  # an error row's sort key and its JSON line: how it sorts in a file
 
@@ -165,7 +165,7 @@ class ErrorSink:
         self, lines: Iterator[Line], count: int, files: range
     ) -> list[ErrorFileResult]:
         names = [error_file_name(index, count) for index in files]
-        staged = [f"{posixpath.basename(name)}.{os.urandom(16).hex()}" for name in names]
+        staged = [fileio.staged_name(posixpath.basename(name)) for name in names]
         writers = [_LineWriter(self._path(name)) for name in staged]
         for line in lines:
             writers[file_of_key(line[0], count) - files.start].write(line)
@@ -180,7 +180,7 @@ class ErrorSink:
 
 def _run_name() -> str:
     """A new run's name in staging: random, as a staged shard's."""
-    return f"{RUN_PREFIX}{os.urandom(16).hex()}"
+    return fileio.staged_name(_RUN)
 
 
 def _run_lines(path: str) -> Iterator[Line]:

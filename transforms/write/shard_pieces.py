@@ -6,7 +6,6 @@ into the one file, with the bytes of the shard written whole; a refresh compacts
 small shards the same way (pipeline/runners/refresh_files.py).
 """
 
-import os
 from collections import Counter
 
 from transforms.plan.refresh import shifted_index
@@ -14,7 +13,7 @@ from transforms.plan.rows_files import read_staged_rows, write_rows_file
 from transforms.plan.sharding import WHOLE
 from transforms.storage import fileio, joins
 from transforms.tfrecord.records import ShardFileWriter, file_crc32c, read_records, shard_payload
-from transforms.write.shard_writer import ShardResult
+from transforms.write.shard_writer import INDEX_SUFFIX, ShardResult
 
 
 def join_staged(parts: list[ShardResult], staging: str, compress: bool) -> ShardResult:
@@ -23,7 +22,7 @@ def join_staged(parts: list[ShardResult], staging: str, compress: bool) -> Shard
     index files alike. Gzip parts are written again record by record as one gzip stream: not
     every reader reads on past a gzip member's end. The parts' files are left in staging
     (which the commit deletes), so a retried join finds them."""
-    staged = f"{parts[0].file}.joined.{os.urandom(16).hex()}"
+    staged = fileio.staged_name(f"{parts[0].file}.joined")
     target = fileio.join(staging, staged)
     sources = [fileio.join(staging, part.staged) for part in parts]
     if compress:
@@ -41,9 +40,9 @@ def join_staged(parts: list[ShardResult], staging: str, compress: bool) -> Shard
     fileio.sync_file(target)
     write_rows_file(target, [record for source in sources for record in read_staged_rows(source)])
     if parts[0].index_file:
-        texts = [fileio.read_text(f"{source}.idx") for source in sources]
+        texts = [fileio.read_text(f"{source}{INDEX_SUFFIX}") for source in sources]
         fileio.write_synced(
-            f"{target}.idx", shifted_index(texts, [part.bytes for part in parts]).encode()
+            f"{target}{INDEX_SUFFIX}", shifted_index(texts, [part.bytes for part in parts]).encode()
         )
     labels: Counter = Counter()
     for part in parts:

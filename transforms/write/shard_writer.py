@@ -8,7 +8,6 @@ moves the files of the attempts whose results it received into the version
 """
 
 import functools
-import os
 import posixpath
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -33,6 +32,7 @@ from transforms.tfrecord.records import MAX_RECORD_BYTES, ShardFileWriter
 # DALI index files go in a folder of their own: beside the shards, `<split>-*` (the glob TPU
 # reference readers list a split's shards with) would match them too.
 INDEX_DIR = "index"
+INDEX_SUFFIX = ".idx"  # a staged shard's index file is its staged name and this
 IN_FLIGHT_PER_THREAD = 8  # queued images per pool thread: bounds the writer's memory
 # Larger image files are error rows, read no further than the limit. Above any photograph a
 # camera writes (a 100-megapixel JPEG is 30-60 MB, its PNG 150-200 MB), far below the memory
@@ -67,10 +67,15 @@ class ShardResult(NamedTuple):
     label_counts: tuple[tuple[int, int], ...]  # (label id, records holding it)
     index_file: str = ""  # name of the shard's DALI .idx file in the version, when written
     staged: str = ""  # this attempt's file in the staging folder; its index and rows files
-    # are that name + ".idx" / ".rows"
+    # are that name + INDEX_SUFFIX / ROWS_SUFFIX
     rows_file: str = ""  # its rows file's name in the version (transforms/plan/rows_files.py)
     piece: Piece = WHOLE  # the part of its shard this file holds (`join_staged` joins them)
     boxes_dropped: int = 0  # detection: boxes left out of records, with no area in the image
+
+
+def index_file_name(shard_file: str) -> str:
+    """The DALI index file's name in a version, for the shard named `shard_file`."""
+    return f"{INDEX_DIR}/{shard_file}{INDEX_SUFFIX}"
 
 
 def class_labels(row: ManifestRow, labels: LabelMap) -> tuple[dict, tuple[int, ...]]:
@@ -186,7 +191,7 @@ def write_shard(
     """
     name = shard.file_name(config.compress)
     # A name of its own: a retried or speculative attempt at this shard writes beside it.
-    staged = f"{name}.{os.urandom(16).hex()}"
+    staged = fileio.staged_name(name)
     temp = fileio.join(config.staging, staged)
     writer = ShardFileWriter(fileio.create(temp), compress=config.compress)
     count = progress.shard(f"{name}.{piece.index}")
@@ -211,9 +216,9 @@ def write_shard(
         writer.close()
         count.flush()
     fileio.sync_file(temp)  # on disk before any marker can promise it
-    index_file = f"{INDEX_DIR}/{name}.idx" if config.write_index else ""
+    index_file = index_file_name(name) if config.write_index else ""
     if index_file:
-        fileio.write_synced(f"{temp}.idx", writer.index_text().encode())
+        fileio.write_synced(f"{temp}{INDEX_SUFFIX}", writer.index_text().encode())
     write_rows_file(temp, past)
     yield ShardResult(
         *shard,
