@@ -1,0 +1,52 @@
+"""Publication attacked as a hostile user would, with real processes on a real root: each test
+is a failure found that way, reproduced exactly (issue 29's must-hold items)."""
+
+import subprocess
+import sys
+
+import pytest
+from conftest import REPOSITORY
+
+from pipeline.dataset import publish
+from pipeline.dataset.commit import cleaned_up_on_failure
+
+
+def _cli(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline.cli.main", *argv],
+        capture_output=True,
+        text=True,
+        cwd=REPOSITORY,
+        timeout=600,
+    )
+
+
+def _convert(root, *flags: str) -> subprocess.CompletedProcess:
+    manifest = str(REPOSITORY / "sample" / "manifest.csv")
+    return _cli("convert", "--manifest", manifest, "--output", str(root), "--no_progress", *flags)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="hostile: published_since reads the pointer only; a rollback to the base hides a loss",
+)
+def test_a_run_whose_files_a_winner_deleted_loses_with_4_even_after_a_rollback_to_its_base(
+    tmp_path,
+):
+    """Found by racing runs and rollbacks with SIGKILLs (a traceback, exit 1): run R starts
+    from v2 and stages its shards; run S publishes v3 and its clean-up deletes R's staging
+    (R can no longer publish); a rollback publishes v2 again. R then fails on its deleted
+    files: that is a loss (status 4, SupersededError), though LATEST names R's base again."""
+    root = tmp_path / "root"
+    for _ in range(2):
+        assert _convert(root, "--num_shards", "2").returncode == 0
+    target = publish.start(str(root))  # run R, as convert_prepared starts it
+    (root / "_staging" / target.version).mkdir()
+    (root / "_staging" / target.version / "shard-0").write_bytes(b"R's shard")
+    assert _convert(root, "--num_shards", "2").returncode == 0  # run S wins
+    assert not (root / "_staging" / target.version).exists()  # S's clean-up took R's files
+    rolled = _cli("rollback", str(root), "--to", target.base.version)
+    assert rolled.returncode == 0, rolled.stderr
+    lost = pytest.raises(publish.SupersededError, match="another run published")
+    with lost, cleaned_up_on_failure(target):  # R moves its staged shard into its version
+        publish.finalise(target, [("shard-0", "train-00000-of-00001.tfrecord")])
