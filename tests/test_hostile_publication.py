@@ -26,10 +26,6 @@ def _convert(root, *flags: str) -> subprocess.CompletedProcess:
     return _cli("convert", "--manifest", manifest, "--output", str(root), "--no_progress", *flags)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hostile: published_since reads the pointer only; a rollback to the base hides a loss",
-)
 def test_a_run_whose_files_a_winner_deleted_loses_with_4_even_after_a_rollback_to_its_base(
     tmp_path,
 ):

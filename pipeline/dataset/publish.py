@@ -112,11 +112,16 @@ def superseded(target: Target, other: str | None, now: str | None = None) -> Sup
 
 
 def published_since(target: Target) -> Pointer | None:
-    """The version another run published since `target`'s run started, if one did."""
+    """The version published now, if another publication was made since `target`'s run
+    started: the pointer moved, or a publication was recorded since (a run's, then a rollback
+    to this run's base: the pointer names the base again, and this run still lost)."""
     current, _ = read_pointer(target.root)
-    if current in (None, target.base) or current.version == target.version:
+    if current is None or current.version == target.version:
         return None
-    return current
+    if current != target.base:
+        return current
+    records = history.read_records(target.root)
+    return current if history.recorded_since(records, target.serial, target.version) else None
 
 
 def publish(target: Target, pointer: Pointer) -> None:
