@@ -48,7 +48,6 @@ def test_a_run_whose_files_a_winner_deleted_loses_with_4_even_after_a_rollback_t
         publish.finalise(target, [("shard-0", "train-00000-of-00001.tfrecord")])
 
 
-@pytest.mark.xfail(strict=True, reason="hostile: a LATEST.tmp-* folder is os.remove'd: traceback")
 @pytest.mark.parametrize("command", ["convert", "rollback"])
 def test_a_folder_named_like_a_pointer_s_temporary_file_is_one_line_not_a_traceback(
     tmp_path, command

@@ -65,8 +65,8 @@ def refuse_foreign(root: str, names: list[str]) -> None:
 
 
 def check_layout(root: str) -> None:
-    """Raise UserError if a name of `root`'s layout, or a version or staging folder, is a
-    symbolic link or not the kind of entry the layout expects."""
+    """Raise UserError if a name of `root`'s layout, a version or staging folder, or a
+    pointer's temporary file is a symbolic link or not the kind of entry the layout expects."""
     if fileio.is_remote(root):
         return
     check_lock(root)
@@ -79,6 +79,10 @@ def check_layout(root: str) -> None:
             for entry in os.scandir(os.path.join(root, name)):
                 if entry.is_symlink():
                     _check_entry(entry.path, stat.S_IFLNK, folder=True)
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):  # one deleted meanwhile
+        for entry in os.scandir(root):  # a publication deletes these: files, never followed
+            if entry.name.startswith(TEMPORARY) and not entry.is_file(follow_symlinks=False):
+                _check_entry(entry.path, entry.stat(follow_symlinks=False).st_mode, folder=False)
 
 
 def check_lock(root: str) -> None:
