@@ -1,14 +1,19 @@
 """Publication attacked as a hostile user would, with real processes on a real root: each test
 is a failure found that way, reproduced exactly (issue 29's must-hold items)."""
 
+import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 from conftest import REPOSITORY
 
 from pipeline.dataset import publish
 from pipeline.dataset.commit import cleaned_up_on_failure
+from pipeline.dataset.retention import clean_up
+from pipeline.dataset.versions import Pointer
 
 
 def _cli(*argv: str) -> subprocess.CompletedProcess:
@@ -71,3 +76,47 @@ def test_a_folder_named_like_a_pointer_s_temporary_file_is_one_line_not_a_traceb
     assert "LATEST.tmp-aa is not a file" in done.stderr
     assert (root / "LATEST").read_bytes() == latest
     assert (root / "LATEST.tmp-aa" / "sub" / "f").read_text() == "kept"
+
+
+def _blocked_opening_a_fifo(pid: int) -> bool:
+    return Path(f"/proc/{pid}/wchan").read_text() == "wait_for_partner"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="hostile: a rollback checks its version before the lock, publishes it after retention",
+)
+def test_a_rollback_never_publishes_a_version_retention_deleted_after_it_was_checked(tmp_path):
+    """Found by reading rollback.py, shown with real processes: run S publishes v3; rollback R
+    to v1 reads LATEST (v3) and finds v1 complete; S's retention (--keep_versions 1) deletes
+    v1 under the lock; R then takes the lock, finds LATEST unchanged and publishes v1: LATEST
+    names a deleted version and every reader and run of the root fails until a hand fixes it.
+    R is held between its checks and its lock by a FIFO standing where the lock file is (its
+    open blocks until a writer comes); S's retention runs in this process meanwhile."""
+    root = tmp_path / "root"
+    for _ in range(3):
+        assert _convert(root, "--num_shards", "2").returncode == 0
+    published = Pointer.parse((root / "LATEST").read_bytes(), "LATEST")  # S's v3
+    (root / ".lock").unlink()
+    os.mkfifo(root / ".lock")
+    rollback = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli.main", "rollback", str(root), "--to", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPOSITORY,
+    )
+    while not _blocked_opening_a_fifo(rollback.pid):  # R checked v1, and waits for the lock
+        assert rollback.poll() is None, rollback.communicate()
+        time.sleep(0.05)
+    (root / ".lock").rename(tmp_path / "fifo")
+    (root / ".lock").touch()
+    clean_up(str(root), published, keep_versions=1)  # S's retention
+    assert sorted(path.name for path in (root / "versions").iterdir()) == [published.version]
+    writer = os.open(tmp_path / "fifo", os.O_WRONLY)  # R goes on
+    out, err = rollback.communicate(timeout=600)
+    os.close(writer)
+    assert rollback.returncode in (2, 4), out
+    assert "Traceback" not in err and len(err.splitlines()) == 1
+    assert Pointer.parse((root / "LATEST").read_bytes(), "LATEST") == published
+    assert _cli("verify", str(root)).returncode == 0
