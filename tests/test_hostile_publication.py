@@ -82,10 +82,6 @@ def _blocked_opening_a_fifo(pid: int) -> bool:
     return Path(f"/proc/{pid}/wchan").read_text() == "wait_for_partner"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hostile: a rollback checks its version before the lock, publishes it after retention",
-)
 def test_a_rollback_never_publishes_a_version_retention_deleted_after_it_was_checked(tmp_path):
     """Found by reading rollback.py, shown with real processes: run S publishes v3; rollback R
     to v1 reads LATEST (v3) and finds v1 complete; S's retention (--keep_versions 1) deletes

@@ -29,7 +29,7 @@ from pipeline.dataset.layout import (
     make_layout,
     refuse_foreign,
 )
-from pipeline.dataset.versions import LOCK, POINTER, STAGING, VERSIONS, Pointer
+from pipeline.dataset.versions import LOCK, MARKER, POINTER, STAGING, VERSIONS, Pointer
 from transforms.errors import FaultError, UserError
 from transforms.storage import fileio, gcs
 from transforms.storage.retry import TIMEOUT_S, retried
@@ -138,6 +138,11 @@ def publish(target: Target, pointer: Pointer) -> None:
             return
         if current != target.base:
             raise superseded(target, current.version if current else None)
+        if not fileio.exists(fileio.join(target.folder, MARKER)):  # a rollback's, checked unlocked
+            raise SupersededError(
+                f"{target.folder} was deleted by another run's --keep_versions while this ran, "
+                "so nothing was published; check what is published, then rerun"
+            )
         _record(target, pointer)
         for name in fileio.names_in(target.root):  # no pointer is being written: we hold the lock
             if name.startswith(TEMPORARY):
