@@ -116,3 +116,26 @@ def test_a_rollback_never_publishes_a_version_retention_deleted_after_it_was_che
     assert "Traceback" not in err and len(err.splitlines()) == 1
     assert Pointer.parse((root / "LATEST").read_bytes(), "LATEST") == published
     assert _cli("verify", str(root)).returncode == 0
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="hostile: start() looks at --output alone, never at a dataset holding it",
+)
+@pytest.mark.parametrize("inside", ["versions/{version}/more", "_staging"])
+def test_a_run_never_writes_a_dataset_inside_another_dataset_s_layout(tmp_path, inside):
+    """Found by hand: `convert --output ROOT/versions/<published version>/more` (a new folder)
+    exits 0 and writes a whole dataset into the published version's folder, which then holds
+    more than it did when published (verify passes: it checks the files it lists); with
+    `--output ROOT/_staging`, a dataset lands in the staging folder of another. A published
+    version never changes: such an --output is refused in one line (status 2)."""
+    root = tmp_path / "root"
+    assert _convert(root, "--num_shards", "2").returncode == 0
+    version = Pointer.parse((root / "LATEST").read_bytes(), "LATEST").version
+    folder = root / "versions" / version
+    before = sorted(path.relative_to(root) for path in root.rglob("*"))
+    done = _convert(root / inside.format(version=version), "--num_shards", "2")
+    assert done.returncode == 2, done.stdout
+    assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1
+    assert sorted(path.relative_to(root) for path in root.rglob("*")) == before
+    assert folder.is_dir()
