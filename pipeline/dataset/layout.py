@@ -64,6 +64,22 @@ def refuse_foreign(root: str, names: list[str]) -> None:
     )
 
 
+def refuse_nested(root: str) -> None:
+    """Raise UserError if `root` lies in another dataset's layout (its `versions/`,
+    `_staging/` or `_published/`): a run there would change a published version's folder.
+    A folder named `versions` is a dataset's only beside a `LATEST` (a folder of datasets may
+    well be called so)."""
+    if fileio.is_remote(root):
+        return
+    path = os.path.abspath(root)
+    while os.path.dirname(path) != path:
+        parent, name = os.path.split(path)
+        marks = (POINTER,) if name == VERSIONS else (POINTER, VERSIONS)
+        if name in _FOLDERS and any(os.path.lexists(os.path.join(parent, m)) for m in marks):
+            raise UserError(f"{root} is inside the dataset {parent}; name a folder outside it")
+        path = parent
+
+
 def check_layout(root: str) -> None:
     """Raise UserError if a name of `root`'s layout, a version or staging folder, or a
     pointer's temporary file is a symbolic link or not the kind of entry the layout expects."""

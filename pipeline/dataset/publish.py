@@ -28,6 +28,7 @@ from pipeline.dataset.layout import (
     delete_version,
     make_layout,
     refuse_foreign,
+    refuse_nested,
 )
 from pipeline.dataset.versions import LOCK, MARKER, POINTER, STAGING, VERSIONS, Pointer
 from transforms.errors import FaultError, UserError
@@ -70,6 +71,7 @@ def start(root: str) -> Target:
         fileio.check_writable_folder(root)
         names = fileio.names_in(root)
         refuse_foreign(root, names)
+        refuse_nested(root)
         check_layout(root)
         base, generation = read_pointer(root)
         records = history.read_records(root)
