@@ -2,11 +2,12 @@
 refuses to write into, and the pointer's compare-and-write between two runs."""
 
 import re
+from pathlib import Path
 
 import pytest
 
 from pipeline.dataset.history import Record, newest_first, read_records, recorded_since
-from pipeline.dataset.publish import SupersededError, publish, published_since, start
+from pipeline.dataset.publish import SupersededError, Target, publish, published_since, start
 from pipeline.dataset.versions import MARKER, POINTER, VERSIONS, Pointer
 from transforms.errors import UserError
 
@@ -44,8 +45,15 @@ def test_a_folder_another_tool_or_layout_wrote_is_refused(tmp_path, names, says)
         assert str(raised.value).count(", ") == 3 and ", ..." in str(raised.value)
 
 
+def _complete(target: Target) -> Target:
+    """`target`'s version as a run leaves it just before publishing: marked complete."""
+    Path(target.folder).mkdir(parents=True)
+    (Path(target.folder) / MARKER).write_text("")
+    return target
+
+
 def test_of_two_runs_from_one_version_the_second_to_publish_is_superseded(tmp_path):
-    one, other = start(str(tmp_path)), start(str(tmp_path))
+    one, other = _complete(start(str(tmp_path))), start(str(tmp_path))
     first = Pointer(one.version, "1" * 64)
     publish(one, first)
     publish(one, first)  # a retried commit: already done
@@ -58,14 +66,14 @@ def test_of_two_runs_from_one_version_the_second_to_publish_is_superseded(tmp_pa
 def test_a_run_numbers_after_every_version_ever_published_whatever_latest_names(tmp_path):
     """Numbers come from the version folders, the publication records and the pointer: a
     version folder deleted by hand, or LATEST pointing at an older version, reuses none."""
-    first = start(str(tmp_path))
+    first = _complete(start(str(tmp_path)))
     publish(first, Pointer(first.version, "1" * 64))
-    second = start(str(tmp_path))
+    second = _complete(start(str(tmp_path)))
     publish(second, Pointer(second.version, "2" * 64))
     (tmp_path / POINTER).write_bytes(Pointer(first.version, "1" * 64).to_bytes())
     assert start(str(tmp_path)).version.startswith("v000003-")
     assert [r.version for r in read_records(str(tmp_path))] == [first.version, second.version]
-    target = start(str(tmp_path))
+    target = _complete(start(str(tmp_path)))
     publish(target, Pointer(target.version, "3" * 64))  # LATEST by hand: recorded first
     order = [first.version, second.version, first.version, target.version]
     assert [r.version for r in read_records(str(tmp_path))] == order

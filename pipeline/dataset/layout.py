@@ -64,9 +64,25 @@ def refuse_foreign(root: str, names: list[str]) -> None:
     )
 
 
+def refuse_nested(root: str) -> None:
+    """Raise UserError if `root` lies in another dataset's layout (its `versions/`,
+    `_staging/` or `_published/`): a run there would change a published version's folder.
+    A folder named `versions` is a dataset's only beside a `LATEST` (a folder of datasets may
+    well be called so)."""
+    if fileio.is_remote(root):
+        return
+    path = os.path.abspath(root)
+    while os.path.dirname(path) != path:
+        parent, name = os.path.split(path)
+        marks = (POINTER,) if name == VERSIONS else (POINTER, VERSIONS)
+        if name in _FOLDERS and any(os.path.lexists(os.path.join(parent, m)) for m in marks):
+            raise UserError(f"{root} is inside the dataset {parent}; name a folder outside it")
+        path = parent
+
+
 def check_layout(root: str) -> None:
-    """Raise UserError if a name of `root`'s layout, or a version or staging folder, is a
-    symbolic link or not the kind of entry the layout expects."""
+    """Raise UserError if a name of `root`'s layout, a version or staging folder, or a
+    pointer's temporary file is a symbolic link or not the kind of entry the layout expects."""
     if fileio.is_remote(root):
         return
     check_lock(root)
@@ -79,6 +95,10 @@ def check_layout(root: str) -> None:
             for entry in os.scandir(os.path.join(root, name)):
                 if entry.is_symlink():
                     _check_entry(entry.path, stat.S_IFLNK, folder=True)
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):  # one deleted meanwhile
+        for entry in os.scandir(root):  # a publication deletes these: files, never followed
+            if entry.name.startswith(TEMPORARY) and not entry.is_file(follow_symlinks=False):
+                _check_entry(entry.path, entry.stat(follow_symlinks=False).st_mode, folder=False)
 
 
 def check_lock(root: str) -> None:

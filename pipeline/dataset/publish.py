@@ -28,8 +28,9 @@ from pipeline.dataset.layout import (
     delete_version,
     make_layout,
     refuse_foreign,
+    refuse_nested,
 )
-from pipeline.dataset.versions import LOCK, POINTER, STAGING, VERSIONS, Pointer
+from pipeline.dataset.versions import LOCK, MARKER, POINTER, STAGING, VERSIONS, Pointer
 from transforms.errors import FaultError, UserError
 from transforms.storage import fileio, gcs
 from transforms.storage.retry import TIMEOUT_S, retried
@@ -70,6 +71,7 @@ def start(root: str) -> Target:
         fileio.check_writable_folder(root)
         names = fileio.names_in(root)
         refuse_foreign(root, names)
+        refuse_nested(root)
         check_layout(root)
         base, generation = read_pointer(root)
         records = history.read_records(root)
@@ -112,11 +114,16 @@ def superseded(target: Target, other: str | None, now: str | None = None) -> Sup
 
 
 def published_since(target: Target) -> Pointer | None:
-    """The version another run published since `target`'s run started, if one did."""
+    """The version published now, if another publication was made since `target`'s run
+    started: the pointer moved, or a publication was recorded since (a run's, then a rollback
+    to this run's base: the pointer names the base again, and this run still lost)."""
     current, _ = read_pointer(target.root)
-    if current in (None, target.base) or current.version == target.version:
+    if current is None or current.version == target.version:
         return None
-    return current
+    if current != target.base:
+        return current
+    records = history.read_records(target.root)
+    return current if history.recorded_since(records, target.serial, target.version) else None
 
 
 def publish(target: Target, pointer: Pointer) -> None:
@@ -133,6 +140,11 @@ def publish(target: Target, pointer: Pointer) -> None:
             return
         if current != target.base:
             raise superseded(target, current.version if current else None)
+        if not fileio.exists(fileio.join(target.folder, MARKER)):  # a rollback's, checked unlocked
+            raise SupersededError(
+                f"{target.folder} was deleted by another run's --keep_versions while this ran, "
+                "so nothing was published; check what is published, then rerun"
+            )
         _record(target, pointer)
         for name in fileio.names_in(target.root):  # no pointer is being written: we hold the lock
             if name.startswith(TEMPORARY):

@@ -61,6 +61,8 @@ def rollback(root: str, version: str) -> RolledBack:
     try:
         publish(target, pointer)
     except SupersededError:
+        if not fileio.exists(fileio.join(folder, MARKER)):
+            raise  # deleted meanwhile: the error says so
         now = read_pointer(root)[0]
         raise SupersededError(
             f"another run published {now.version if now else 'nothing'} in {root} while this "

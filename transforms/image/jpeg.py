@@ -126,6 +126,12 @@ def coefficient_bytes(info: JpegInfo) -> int:
     return 128 * blocks(info) if info.sof in _PROGRESSIVE or len(info.scans) > 1 else 0
 
 
+def _restarts(data: bytes, start: int, end: int) -> int:
+    """Restart markers between `start` and `end`, counted at C speed: a scan holds at most one
+    an MCU, and an MCU one block or more."""
+    return sum(data.count(bytes((0xFF, code)), start, end) for code in range(0xD0, 0xD8))
+
+
 def _check_coded(frame: JpegInfo, coded: int) -> None:
     """At least a bit of Huffman-coded scan data for each block of the frame."""
     most = frame.components * -(-frame.width // 8) * -(-frame.height // 8)  # no component has more
@@ -182,6 +188,8 @@ def parse_jpeg(data: bytes) -> JpegInfo:
             found = _NEXT_MARKER.search(data, pos)
             if found is None:
                 raise _truncated()
+            if _restarts(data, pos, found.start()) > blocks(frame):  # libjpeg skips strays
+                raise RowError(Reason.TOO_MANY_MARKERS, "more restart markers than blocks")
             scans.append((pos, found.start()))
             coded += found.start() - pos
             pos = found.start()
