@@ -212,7 +212,7 @@ def test_a_refresh_on_the_bucket_carries_shards_by_server_side_copy(
     data = bytearray(fileio.read_bytes(damaged))
     data[100] ^= 1
     fileio.write_bytes(damaged, bytes(data))
-    monkeypatch.setattr("pipeline.runners.refresh.stored_checksum", _never_read)
+    monkeypatch.setattr("pipeline.dataset.shard_check.stored_checksum", _never_read)
     third = run(["--manifest", f"{source}/manifest.csv", *argv, "--incremental"])
     assert third.info.refresh["damaged"] == [damaged.rsplit("/", 1)[1]]
     assert verify(root, "all") == (len(rows), [])

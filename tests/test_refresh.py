@@ -383,7 +383,7 @@ def test_on_beam_an_unchanged_record_of_a_damaged_shard_is_counted_and_its_row_c
 
 def test_a_shard_is_sound_only_with_its_metadata_s_size_and_crc_and_an_index_that_fits_it(tmp_path):
     from pipeline.dataset.metadata import ShardInfo
-    from pipeline.runners.refresh import check_shards
+    from pipeline.dataset.shard_check import check_shards
     from transforms.tfrecord.records import ShardFileWriter
 
     writer = ShardFileWriter(open(tmp_path / "s.tfrecord", "wb"))  # noqa: SIM115 - closes it

@@ -154,6 +154,27 @@ def test_a_version_a_rollback_cannot_publish_is_one_line_exit_2(tmp_path, small,
     assert published(root).name == made[1]
 
 
+def test_a_version_whose_shards_changed_since_it_was_published_is_never_published_again(
+    tmp_path, small, capsys
+):
+    root = tmp_path / "root"
+    made = _runs(small, root, 3, "--write_index")
+    flipped = sorted((root / VERSIONS / made[0]).glob("train-*.tfrecord"))[0]
+    data = bytearray(flipped.read_bytes())
+    data[len(data) // 2] ^= 0x01  # a byte changed: size, marker and metadata as they were
+    flipped.write_bytes(bytes(data))
+    deleted = sorted((root / VERSIONS / made[1]).glob("train-*.tfrecord"))[-1]
+    deleted.unlink()
+    for version, shard in ((made[0], flipped.name), (made[1], deleted.name)):
+        status, said = _rollback(root, version, capsys)
+        assert status == EXIT_USER_ERROR and len(said.splitlines()) == 1, said
+        assert f"{version} is damaged: 1 of its 2 shards ({shard})" in said, said
+        assert said.endswith("it cannot be published (see verify)"), said
+    assert published(root).name == made[2] and verify(str(root)) == (8, [])
+    (new,) = _runs(small, root, 1, "--write_index")  # nothing was recorded: numbering goes on
+    assert new.startswith("v000004-")
+
+
 @pytest.mark.slow
 def test_a_rollback_in_a_bucket_is_a_publication_a_run_started_before_loses_to(
     tmp_path, small, gcs, faulty_gcs, capsys

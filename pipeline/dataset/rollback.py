@@ -11,7 +11,9 @@ from typing import NamedTuple
 
 from pipeline.dataset import history
 from pipeline.dataset.layout import check_layout, folders_in
+from pipeline.dataset.metadata import DatasetInfo
 from pipeline.dataset.publish import SupersededError, Target, publish, read_pointer
+from pipeline.dataset.shard_check import check_shards
 from pipeline.dataset.versions import (
     MARKER,
     POINTER,
@@ -56,6 +58,7 @@ def rollback(root: str, version: str) -> RolledBack:
         return RolledBack(pointer, current)
     if records and name not in {record.version for record in records}:
         raise UserError(f"{name} was never published in {root}; a rollback publishes one again")
+    _refuse_damaged(folder, DatasetInfo.from_json(published.info_text))
     highest = history.highest_number(root, records, current)
     target = Target(root, name, current, generation, history.last_serial(records), highest)
     try:
@@ -69,6 +72,20 @@ def rollback(root: str, version: str) -> RolledBack:
             f"rollback to {name} ran, so it changed nothing; check what is published, then rerun"
         ) from None
     return RolledBack(pointer, current)
+
+
+def _refuse_damaged(folder: str, info: DatasetInfo) -> None:
+    """A version whose shards are not the files its metadata describes (a byte changed, a file
+    gone since it was published) is never published again: DatasetError, naming them."""
+    shards = [shard for split in info.splits.values() for shard in split.shards]
+    checked = zip(shards, check_shards(folder, shards), strict=True)
+    damaged = [shard.file for shard, sound in checked if not sound]
+    if damaged:
+        shown = ", ".join(damaged[:3]) + (", ..." if len(damaged) > 3 else "")
+        raise DatasetError(
+            f"{folder} is damaged: {len(damaged)} of its {len(shards)} shards ({shown}) are not "
+            "the files its metadata describes; it cannot be published (see verify)"
+        )
 
 
 def _published(root: str) -> tuple[Pointer, int, list[history.Record]]:

@@ -25,7 +25,8 @@ import apache_beam as beam
 from apache_beam.pvalue import AsDict, TaggedOutput
 
 from pipeline.dataset.previous import Previous
-from pipeline.runners.refresh import check_shards, past_records, published_shards
+from pipeline.dataset.shard_check import check_shards
+from pipeline.runners.refresh import past_records, published_shards
 from pipeline.runners.refresh_files import stage_past
 from transforms.beam.coders import RowBatch
 from transforms.beam.steps import as_row_batches
@@ -61,7 +62,7 @@ class _FingerprintFn(_RequestsFn):
 
 
 class _CheckFn(_RequestsFn):
-    """Checks a batch of published shards (refresh.py `check_shards`) and reads their rows
+    """Checks a batch of published shards (pipeline/dataset/shard_check.py) and reads their rows
     files: every record keyed by its key, with whether its shard is sound."""
 
     def __init__(self, previous: Previous):

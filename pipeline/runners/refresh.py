@@ -14,21 +14,18 @@ decision; on Beam, pipeline/runners/beam_refresh.py runs its parts as steps.
 import functools
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
-import google_crc32c
-
 from pipeline.dataset.metadata import ShardInfo
 from pipeline.dataset.previous import Previous
+from pipeline.dataset.shard_check import check_shards
 from transforms.manifest.rows import ManifestRow
 from transforms.plan.dataset import DatasetPlan
 from transforms.plan.fingerprints import row_fingerprints
 from transforms.plan.refresh import PastShard, RefreshLayout, match, refresh_layout
 from transforms.plan.rows_files import DamagedRowsFileError, PastRecord, read_rows_file
-from transforms.storage import fileio, gcs, listings
-from transforms.tfrecord.records import file_crc32c
+from transforms.storage import fileio
 from transforms.write.threads import REMOTE_THREADS_PER_CORE
 
 # Recorded options a refresh may differ in: they change no record's bytes.
@@ -45,7 +42,6 @@ FREE_OPTIONS = frozenset(
         "preset",
     )
 )
-CHECK_CHUNK = 1 << 20  # bytes read at a time when a shard's CRC-32C is computed here
 
 
 def refreshable(previous: Previous | None, recorded: dict) -> bool:
@@ -87,55 +83,6 @@ def past_records(previous: Previous, shard: ShardInfo) -> list[PastRecord] | Non
         return read_rows_file(fileio.join(previous.folder, shard.rows), shard.records)
     except DamagedRowsFileError:
         return None
-
-
-def check_shards(folder: str, shards: list[ShardInfo], map_=map) -> Iterator[bool]:
-    """Whether each shard's file is the one its metadata describes (size and CRC-32C of the
-    file as stored), and its DALI index, if it has one, fits it. On Cloud Storage from the
-    objects' listing (a thousand a request) or metadata; `map_` runs the listings and
-    requests (a thread pool's, where they are requests)."""
-    paths = [fileio.join(folder, shard.file) for shard in shards]
-    listed = listings.listed_identities(paths, map_)
-
-    def check(pair: tuple[str, ShardInfo]) -> bool:
-        path, shard = pair
-        try:
-            if gcs.is_gcs(path):
-                found = listed.get(path) or fileio.identity(path)
-                sound = found == gcs.identity(shard.bytes, shard.crc32c)
-            else:
-                sound = stored_checksum(path) == (shard.bytes, shard.crc32c)
-            return sound and index_fits(folder, shard)
-        except fileio.UNAVAILABLE:
-            raise  # the store's failure, not the shard's
-        except (*fileio.READ_ERRORS, ValueError):
-            return False
-
-    return map_(check, zip(paths, shards, strict=True))
-
-
-def stored_checksum(path: str) -> tuple[int, str]:
-    """A file's size and CRC-32C as stored, read a chunk at a time."""
-    crc, size = 0, 0
-    with fileio.open_bytes(path, CHECK_CHUNK) as handle:
-        while chunk := handle.read(CHECK_CHUNK):
-            crc = google_crc32c.extend(crc, chunk)
-            size += len(chunk)
-    return size, file_crc32c(crc)
-
-
-def index_fits(folder: str, shard: ShardInfo) -> bool:
-    """Whether a shard's DALI index (if it has one) lists a span a record, one after another,
-    to the shard's end: what it must be to describe the file checked."""
-    if not shard.index:
-        return True
-    expected, spans = 0, 0
-    for line in fileio.read_text(fileio.join(folder, shard.index)).splitlines():
-        offset, size = map(int, line.split())  # a ValueError when it is not "offset size"
-        if offset != expected:
-            return False
-        expected, spans = offset + size, spans + 1
-    return spans == shard.records and expected == shard.bytes
 
 
 class Refresh(NamedTuple):

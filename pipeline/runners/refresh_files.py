@@ -39,7 +39,7 @@ def stage_past(
     staging: str,
 ) -> ShardResult:
     """The records at `positions` of `previous`'s `shard` (the layout's `source`, checked:
-    refresh.py `check_shards`; `records`: its rows file's) as a staged file of the final shard
+    pipeline/dataset/shard_check.py; `records`: its rows file's) as a staged file of the final shard
     `final`: the file copied when every record stays, else its kept records written again."""
     folder, compress = previous.folder, previous.info.compression == "gzip"
     name = final.file_name(compress)

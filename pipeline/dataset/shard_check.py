@@ -1,0 +1,66 @@
+"""Whether a version's shards are the files its metadata describes: each shard's size and
+CRC-32C as stored, and its DALI index fitting it. A refresh checks every shard it would carry
+(pipeline/runners/refresh.py), a rollback every shard of the version it publishes again
+(pipeline/dataset/rollback.py). On Cloud Storage the object's own CRC-32C answers, from its
+folder's listing (a thousand a request) or its metadata, without a byte read; elsewhere every
+byte is read.
+"""
+
+from collections.abc import Iterator
+
+import google_crc32c
+
+from pipeline.dataset.metadata import ShardInfo
+from transforms.storage import fileio, gcs, listings
+from transforms.tfrecord.records import file_crc32c
+
+CHECK_CHUNK = 1 << 20  # bytes read at a time when a shard's CRC-32C is computed here
+
+
+def check_shards(folder: str, shards: list[ShardInfo], map_=map) -> Iterator[bool]:
+    """Whether each shard's file is the one its metadata describes (size and CRC-32C of the
+    file as stored), and its DALI index, if it has one, fits it. On Cloud Storage from the
+    objects' listing (a thousand a request) or metadata; `map_` runs the listings and
+    requests (a thread pool's, where they are requests)."""
+    paths = [fileio.join(folder, shard.file) for shard in shards]
+    listed = listings.listed_identities(paths, map_)
+
+    def check(pair: tuple[str, ShardInfo]) -> bool:
+        path, shard = pair
+        try:
+            if gcs.is_gcs(path):
+                found = listed.get(path) or fileio.identity(path)
+                sound = found == gcs.identity(shard.bytes, shard.crc32c)
+            else:
+                sound = stored_checksum(path) == (shard.bytes, shard.crc32c)
+            return sound and index_fits(folder, shard)
+        except fileio.UNAVAILABLE:
+            raise  # the store's failure, not the shard's
+        except (*fileio.READ_ERRORS, ValueError):
+            return False
+
+    return map_(check, zip(paths, shards, strict=True))
+
+
+def stored_checksum(path: str) -> tuple[int, str]:
+    """A file's size and CRC-32C as stored, read a chunk at a time."""
+    crc, size = 0, 0
+    with fileio.open_bytes(path, CHECK_CHUNK) as handle:
+        while chunk := handle.read(CHECK_CHUNK):
+            crc = google_crc32c.extend(crc, chunk)
+            size += len(chunk)
+    return size, file_crc32c(crc)
+
+
+def index_fits(folder: str, shard: ShardInfo) -> bool:
+    """Whether a shard's DALI index (if it has one) lists a span a record, one after another,
+    to the shard's end: what it must be to describe the file checked."""
+    if not shard.index:
+        return True
+    expected, spans = 0, 0
+    for line in fileio.read_text(fileio.join(folder, shard.index)).splitlines():
+        offset, size = map(int, line.split())  # a ValueError when it is not "offset size"
+        if offset != expected:
+            return False
+        expected, spans = offset + size, spans + 1
+    return spans == shard.records and expected == shard.bytes
