@@ -41,14 +41,18 @@ browser:
 
 # The suite runs from a copy of the checkout (tracked and untracked files, not ignored ones) in
 # an empty temporary folder, so a test or fixture that reaches outside the repository fails here
-# as it would on a user's clone. pytest exits 5 when it collected no tests: a failure, not a pass.
+# as it would on a user's clone. The copy is installed (into a folder of its own, first on the
+# path) so the tests import `tfrecord_pipeline` as users get it, not the editable install of
+# this checkout. pytest exits 5 when it collected no tests: a failure, not a pass.
 test: lint browser
-	@copy=$$(mktemp -d)/tfrecord-pipeline; trap 'rm -rf "$$(dirname $$copy)"' EXIT; \
+	@tmp=$$(mktemp -d); copy=$$tmp/tfrecord-pipeline; site=$$tmp/site; trap 'rm -rf "$$tmp"' EXIT; \
 	mkdir "$$copy"; \
 	git ls-files -z --cached --others --exclude-standard \
 		| tar --null --files-from=- --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C "$$copy"; \
-	echo "make test: running the suite from a copy in $$copy"; \
-	cd "$$copy" && PYTHONPATH="$$copy" $(abspath $(BIN))/pytest -q -p no:cacheprovider; status=$$?; \
+	echo "make test: installing a copy of the checkout from $$copy and running the suite there"; \
+	$(abspath $(BIN))/pip install --quiet --no-deps --no-build-isolation --target "$$site" "$$copy" \
+		|| exit 1; \
+	cd "$$copy" && PYTHONPATH="$$site" $(abspath $(BIN))/pytest -q -p no:cacheprovider; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: no tests were collected" >&2; exit 1; fi; \
 	exit $$status
 

@@ -2,13 +2,25 @@
 
 from setuptools import find_packages, setup
 
+# The checkout keeps its two folders; installed, they are one package that cannot collide with a
+# user's own `pipeline` or `transforms`: pipeline/ is `tfrecord_pipeline`, transforms/ is
+# `tfrecord_pipeline.transforms`. Wheels, sdists (what Dataflow workers build) and editable
+# installs all honour this mapping.
+PACKAGE_DIR = {"tfrecord_pipeline": "pipeline", "tfrecord_pipeline.transforms": "transforms"}
+PACKAGES = [
+    name
+    for installed, folder in PACKAGE_DIR.items()
+    for name in (installed, *(f"{installed}.{sub}" for sub in find_packages(folder)))
+]
+
 setup(
     name="tfrecord-pipeline",
     version="0.1.0",
     description="Image/label manifests to deterministic sharded TFRecords, with Apache Beam",
     python_requires=">=3.10",
-    packages=find_packages(include=["pipeline", "pipeline.*", "transforms", "transforms.*"]),
-    package_data={"transforms.tfrecord.proto": ["*.proto"]},
+    package_dir=PACKAGE_DIR,
+    packages=PACKAGES,
+    package_data={"tfrecord_pipeline.transforms.tfrecord.proto": ["*.proto"]},
     # The conversion path: no TensorFlow, on purpose (workers stay small and start fast).
     install_requires=[
         "apache-beam[gcp]>=2.60",
@@ -38,5 +50,5 @@ setup(
             "torch==2.13.0",
         ],
     },
-    entry_points={"console_scripts": ["tfrecord-pipeline=pipeline.cli.main:entry_point"]},
+    entry_points={"console_scripts": ["tfrecord-pipeline=tfrecord_pipeline.cli.main:entry_point"]},
 )

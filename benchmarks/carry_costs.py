@@ -30,8 +30,8 @@ from corpus import make_corpus
 from refresh import HERE, convert, older_manifest
 
 sys.path.insert(0, str(HERE.parent))
-from pipeline.dataset.shard_check import stored_checksum  # noqa: E402
-from transforms.storage import disk  # noqa: E402
+from tfrecord_pipeline.dataset.shard_check import stored_checksum  # noqa: E402
+from tfrecord_pipeline.transforms.storage import disk  # noqa: E402
 
 
 def _plain_copy(source: str, destination: str) -> None:

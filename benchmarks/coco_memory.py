@@ -54,8 +54,8 @@ def write_coco(path: Path, annotations: int) -> None:
 
 _READ = """
 import sys
-from transforms.manifest.rows import ReadConfig
-from transforms.manifest.sources import check_manifests, detection_config, read_all
+from tfrecord_pipeline.transforms.manifest.rows import ReadConfig
+from tfrecord_pipeline.transforms.manifest.sources import check_manifests, detection_config, read_all
 config = ReadConfig(masks=sys.argv[2] == "masks")
 manifests = check_manifests([sys.argv[1]], config)
 config = detection_config(manifests, config)

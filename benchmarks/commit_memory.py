@@ -50,10 +50,10 @@ def make_manifest(folder: Path, rejected: int) -> Path:
 
 def stage(manifest: str, root: str, saved: str) -> None:
     """Every step before the commit, on the local runner; saves the commit's inputs."""
-    from pipeline.config.arguments import parse_args
-    from pipeline.config.conversion import prepare
-    from pipeline.dataset import publish
-    from pipeline.runners.local import write_here
+    from tfrecord_pipeline.config.arguments import parse_args
+    from tfrecord_pipeline.config.conversion import prepare
+    from tfrecord_pipeline.dataset import publish
+    from tfrecord_pipeline.runners.local import write_here
 
     argv = ["--manifest", manifest, "--output", root, "--num_shards", "2", "--max_error_rate", "1"]
     conversion = prepare(*parse_args([*argv, "--no_progress"]))
@@ -72,7 +72,7 @@ def _status_mb(field: str) -> float:
 
 def commit(saved: str) -> None:
     """The commit step alone, in this fresh process; prints its figures as one JSON line."""
-    from pipeline.dataset.commit import commit_dataset
+    from tfrecord_pipeline.dataset.commit import commit_dataset
 
     before = _status_mb("VmRSS")  # the interpreter and the commit's imports
     start = time.perf_counter()

@@ -26,22 +26,22 @@ import apache_beam as beam
 from corpus import make_corpus
 from emulator import BUCKET, environment, storage_emulator
 
-from transforms.beam.coders import RowBatch
-from transforms.beam.plan import _AssignShardFn
-from transforms.beam.steps import ROWS_PER_BATCH
-from transforms.image.config import ImageConfig
-from transforms.manifest.rows import ManifestRow, ReadConfig
-from transforms.manifest.sources import check_manifests, read_all
-from transforms.plan.dataset import (
+from tfrecord_pipeline.transforms.beam.coders import RowBatch
+from tfrecord_pipeline.transforms.beam.plan import _AssignShardFn
+from tfrecord_pipeline.transforms.beam.steps import ROWS_PER_BATCH
+from tfrecord_pipeline.transforms.image.config import ImageConfig
+from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, ReadConfig
+from tfrecord_pipeline.transforms.manifest.sources import check_manifests, read_all
+from tfrecord_pipeline.transforms.plan.dataset import (
     LabelSource,
     PlanAccumulator,
     PlanConfig,
     ShardCounts,
     decide_plan,
 )
-from transforms.plan.sharding import DEFAULT_TARGET_SHARD_MB, ShardId
-from transforms.storage import fileio, gcs
-from transforms.write.shard_writer import WriteConfig, write_shard
+from tfrecord_pipeline.transforms.plan.sharding import DEFAULT_TARGET_SHARD_MB, ShardId
+from tfrecord_pipeline.transforms.storage import fileio, gcs
+from tfrecord_pipeline.transforms.write.shard_writer import WriteConfig, write_shard
 
 HERE = Path(__file__).resolve().parent
 WRITTEN_IMAGES = 400  # images the writer is timed on, each way

@@ -48,11 +48,11 @@ def make_manifests(folder: Path, rows: int) -> dict[str, Path]:
 def floor(manifest: str) -> None:
     """In this fresh process: the command's imports, then the manifest's rows read as the local
     runner reads them; prints the peak RSS as one JSON line."""
-    from pipeline.cli import main as _  # noqa: F401 - the command's imports
-    from pipeline.config.arguments import parse_args
-    from pipeline.config.conversion import prepare
-    from pipeline.runners.local import read_rows
-    from transforms.write.error_sink import ErrorSink
+    from tfrecord_pipeline.cli import main as _  # noqa: F401 - the command's imports
+    from tfrecord_pipeline.config.arguments import parse_args
+    from tfrecord_pipeline.config.conversion import prepare
+    from tfrecord_pipeline.runners.local import read_rows
+    from tfrecord_pipeline.transforms.write.error_sink import ErrorSink
 
     with tempfile.TemporaryDirectory() as staging:
         argv = ["--manifest", manifest, "--output", staging, "--no_progress"]

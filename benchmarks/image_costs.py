@@ -27,18 +27,18 @@ from corpus import make_corpus
 from dataflow_costs import cpu_us_per
 from PIL import Image
 
-from transforms.image.config import ImageConfig
-from transforms.image.fastpath import check_scans
-from transforms.image.files import read_image
-from transforms.image.images import normalise
-from transforms.image.jpeg import parse_jpeg
-from transforms.manifest.labels import LabelMap
-from transforms.manifest.rows import ReadConfig
-from transforms.manifest.sources import check_manifests, read_all
-from transforms.plan.sharding import ShardId
-from transforms.tfrecord.examples import build_example, encode_example
-from transforms.tfrecord.records import ShardFileWriter
-from transforms.write.shard_writer import WriteConfig, write_shard
+from tfrecord_pipeline.transforms.image.config import ImageConfig
+from tfrecord_pipeline.transforms.image.fastpath import check_scans
+from tfrecord_pipeline.transforms.image.files import read_image
+from tfrecord_pipeline.transforms.image.images import normalise
+from tfrecord_pipeline.transforms.image.jpeg import parse_jpeg
+from tfrecord_pipeline.transforms.manifest.labels import LabelMap
+from tfrecord_pipeline.transforms.manifest.rows import ReadConfig
+from tfrecord_pipeline.transforms.manifest.sources import check_manifests, read_all
+from tfrecord_pipeline.transforms.plan.sharding import ShardId
+from tfrecord_pipeline.transforms.tfrecord.examples import build_example, encode_example
+from tfrecord_pipeline.transforms.tfrecord.records import ShardFileWriter
+from tfrecord_pipeline.transforms.write.shard_writer import WriteConfig, write_shard
 
 HERE = Path(__file__).resolve().parent
 ROUNDS = 5

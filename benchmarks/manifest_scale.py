@@ -66,9 +66,9 @@ def read_step(manifest: str, rows: int) -> None:
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from transforms.beam.manifests import ReadManifests
-    from transforms.manifest.rows import ReadConfig
-    from transforms.manifest.sources import check_manifests
+    from tfrecord_pipeline.transforms.beam.manifests import ReadManifests
+    from tfrecord_pipeline.transforms.manifest.rows import ReadConfig
+    from tfrecord_pipeline.transforms.manifest.sources import check_manifests
 
     config = ReadConfig()
     options = PipelineOptions(["--runner=DirectRunner", "--direct_num_workers=1"])

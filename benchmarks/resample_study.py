@@ -43,7 +43,7 @@ import simplejpeg
 from corpus import PHOTOS, make_corpus
 from PIL import Image
 
-from transforms.image.fastpath import resample
+from tfrecord_pipeline.transforms.image.fastpath import resample
 
 HERE = Path(__file__).resolve().parent
 SHORT_SIDES = (256, 128, 64)

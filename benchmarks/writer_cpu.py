@@ -38,7 +38,7 @@ from pathlib import Path
 
 from corpus import make_corpus
 
-from pipeline.dataset.versions import resolve
+from tfrecord_pipeline.dataset.versions import resolve
 
 HERE = Path(__file__).resolve().parent
 CLI = str(Path(sys.executable).parent / "tfrecord-pipeline")

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${PROJECT:?}" "${REGION:?}" "${REPO:?}" "${BUCKET:?}"
-VERSION="$(python -c 'from pipeline.version import __version__; print(__version__)')"
+VERSION="$(python -c 'from tfrecord_pipeline.version import __version__; print(__version__)')"
 IMAGE="${REGION}-docker.pkg.dev/${PROJECT}/${REPO}/tfrecord-pipeline:${VERSION}"
 
 gcloud builds submit --project "$PROJECT" --region "$REGION" \

@@ -1,10 +1,10 @@
 """tfrecord-pipeline: image/label manifests to sharded TFRecords of tf.train.Example."""
 
-from pipeline.config.options import ConvertOptions
-from pipeline.dataset.metadata import DatasetInfo
-from pipeline.read.load import load  # imports TensorFlow only when called
-from pipeline.runners.convert import convert, run
-from pipeline.version import __version__
+from tfrecord_pipeline.config.options import ConvertOptions
+from tfrecord_pipeline.dataset.metadata import DatasetInfo
+from tfrecord_pipeline.read.load import load  # imports TensorFlow only when called
+from tfrecord_pipeline.runners.convert import convert, run
+from tfrecord_pipeline.version import __version__
 
 __all__ = [
     "ConvertOptions",
@@ -20,7 +20,7 @@ __all__ = [
 def __getattr__(name: str):
     """`build_pipeline` imports Beam, so only when asked for."""
     if name == "build_pipeline":
-        from pipeline.runners.beam_pipeline import build_pipeline
+        from tfrecord_pipeline.runners.beam_pipeline import build_pipeline
 
         return build_pipeline
-    raise AttributeError(f"module 'pipeline' has no attribute {name!r}")
+    raise AttributeError(f"module 'tfrecord_pipeline' has no attribute {name!r}")

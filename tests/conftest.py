@@ -21,19 +21,40 @@ os.environ["GCE_METADATA_HOST"] = os.environ["GCE_METADATA_IP"] = "127.0.0.1:9"
 import pytest
 from PIL import Image
 
-import pipeline
-from pipeline.dataset.metadata import DatasetInfo
-from pipeline.dataset.versions import resolve
-from pipeline.runners.convert import run
-from transforms.manifest.rows import ManifestRow, ReadConfig, row_position
-from transforms.manifest.sources import describe, read_all
-from transforms.write.error_files import ErrorCounts, counted_as
+import tfrecord_pipeline
+from tfrecord_pipeline import transforms
+from tfrecord_pipeline.dataset.metadata import DatasetInfo
+from tfrecord_pipeline.dataset.versions import resolve
+from tfrecord_pipeline.runners.convert import run
+from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, ReadConfig, row_position
+from tfrecord_pipeline.transforms.manifest.sources import describe, read_all
+from tfrecord_pipeline.transforms.write.error_files import ErrorCounts, counted_as
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 PHOTOS = REPOSITORY / "sample" / "photos"  # committed: the tests need nothing beside the clone
-if not Path(pipeline.__file__).resolve().is_relative_to(REPOSITORY):
-    # `make test` runs a copy of the checkout; the editable install points at the original.
-    pytest.exit(f"testing {pipeline.__file__}, not this checkout; put it on PYTHONPATH", 1)
+
+
+def _differs_from_this_checkout() -> str | None:
+    """The first installed module that is not this checkout's file, if any. `make test`
+    installs a copy of the checkout; a run against another install (an editable one pointing
+    elsewhere, an older wheel) would test code that is not here."""
+    for folder, package in (("pipeline", tfrecord_pipeline), ("transforms", transforms)):
+        installed = Path(package.__file__).resolve().parent
+        for source in (REPOSITORY / folder).rglob("*.py"):
+            copy = installed / source.relative_to(REPOSITORY / folder)
+            if not copy.is_file() or copy.read_bytes() != source.read_bytes():
+                return str(copy)
+    return None
+
+
+if stale := _differs_from_this_checkout():
+    pytest.exit(f"testing {stale}, not this checkout's: install it (make test does)", 1)
+
+
+def python_path(*folders: Path) -> str:
+    """PYTHONPATH for a child Python: `folders`, then the one this run was given (where `make
+    test` installed the checkout's copy; an editable install needs none)."""
+    return os.pathsep.join([*map(str, folders), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 
 def arguments(line: str, **values) -> list[str]:
@@ -158,7 +179,7 @@ def command(*argv: str, timeout: int = 300) -> subprocess.CompletedProcess:
     """`tfrecord-pipeline ARGV...` in a process of its own, as a user runs it: its status and
     what it printed."""
     return subprocess.run(
-        [sys.executable, "-m", "pipeline.cli.main", *map(str, argv)],
+        [sys.executable, "-m", "tfrecord_pipeline.cli.main", *map(str, argv)],
         capture_output=True,
         text=True,
         cwd=REPOSITORY,
@@ -243,8 +264,8 @@ def faulty_gcs(gcs, monkeypatch):
     milliseconds rather than seconds. Returns the function that starts it."""
     from fault_proxy import FaultProxy
 
-    from transforms.storage import gcs as store
-    from transforms.storage import retry
+    from tfrecord_pipeline.transforms.storage import gcs as store
+    from tfrecord_pipeline.transforms.storage import retry
 
     monkeypatch.setattr(retry, "FIRST_DELAY_S", 0.001)
     proxies = []

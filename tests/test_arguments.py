@@ -4,8 +4,8 @@ end to end: test_cli.py)."""
 
 import pytest
 
-from pipeline.config.arguments import parse_args
-from transforms.errors import UserError
+from tfrecord_pipeline.config.arguments import parse_args
+from tfrecord_pipeline.transforms.errors import UserError
 
 NEEDED = ["--manifest", "a.csv", "b.jsonl", "--output", "out"]
 

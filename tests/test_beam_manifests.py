@@ -14,18 +14,18 @@ from apache_beam.pvalue import TaggedOutput
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from transforms.beam.coders import RowBatch
-from transforms.beam.manifests import ReadManifests, _outputs
-from transforms.beam.steps import ROWS_PER_BATCH
-from transforms.errors import ErrorRow, Reason
-from transforms.manifest.rows import (
+from tfrecord_pipeline.transforms.beam.coders import RowBatch
+from tfrecord_pipeline.transforms.beam.manifests import ReadManifests, _outputs
+from tfrecord_pipeline.transforms.beam.steps import ROWS_PER_BATCH
+from tfrecord_pipeline.transforms.errors import ErrorRow, Reason
+from tfrecord_pipeline.transforms.manifest.rows import (
     DroppedNegative,
     ManifestRow,
     ReadConfig,
     SkippedFile,
 )
-from transforms.manifest.sources import check_manifests, read_all, read_piece
-from transforms.manifest.trees import TreeFolder
+from tfrecord_pipeline.transforms.manifest.sources import check_manifests, read_all, read_piece
+from tfrecord_pipeline.transforms.manifest.trees import TreeFolder
 
 
 def test_rows_go_out_in_batches_and_everything_else_tagged():

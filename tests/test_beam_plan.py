@@ -10,15 +10,15 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from conftest import encode, photo, write_manifest
 
-from transforms.beam.coders import RowBatch
-from transforms.beam.manifests import ReadManifests
-from transforms.beam.plan import AssignShards, DropDuplicateContent, _AssignShardFn
-from transforms.errors import Reason
-from transforms.manifest.labels import LabelMap
-from transforms.manifest.rows import ManifestRow, ReadConfig, row_position
-from transforms.manifest.sources import check_manifests
-from transforms.plan.dataset import DatasetPlan
-from transforms.plan.sharding import piece_of, shard_for
+from tfrecord_pipeline.transforms.beam.coders import RowBatch
+from tfrecord_pipeline.transforms.beam.manifests import ReadManifests
+from tfrecord_pipeline.transforms.beam.plan import AssignShards, DropDuplicateContent, _AssignShardFn
+from tfrecord_pipeline.transforms.errors import Reason
+from tfrecord_pipeline.transforms.manifest.labels import LabelMap
+from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, ReadConfig, row_position
+from tfrecord_pipeline.transforms.manifest.sources import check_manifests
+from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
+from tfrecord_pipeline.transforms.plan.sharding import piece_of, shard_for
 
 
 def _row(key: str, label: str = "cat", position: int = 0, uri: str = "x.jpg") -> ManifestRow:

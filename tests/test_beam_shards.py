@@ -8,16 +8,16 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from conftest import make_images
 
-from transforms.beam.coders import RowBatch
-from transforms.beam.plan import AssignShards
-from transforms.beam.shards import WriteShards, _all_pieces, _WriteShardFn
-from transforms.errors import Reason
-from transforms.manifest.labels import LabelMap
-from transforms.manifest.rows import ManifestRow
-from transforms.plan.dataset import DatasetPlan
-from transforms.plan.sharding import ShardId
-from transforms.progress import SILENT
-from transforms.write.shard_writer import ShardResult, WriteConfig, write_shard
+from tfrecord_pipeline.transforms.beam.coders import RowBatch
+from tfrecord_pipeline.transforms.beam.plan import AssignShards
+from tfrecord_pipeline.transforms.beam.shards import WriteShards, _all_pieces, _WriteShardFn
+from tfrecord_pipeline.transforms.errors import Reason
+from tfrecord_pipeline.transforms.manifest.labels import LabelMap
+from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
+from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
+from tfrecord_pipeline.transforms.plan.sharding import ShardId
+from tfrecord_pipeline.transforms.progress import SILENT
+from tfrecord_pipeline.transforms.write.shard_writer import ShardResult, WriteConfig, write_shard
 
 
 def test_every_planned_piece_gets_an_empty_batch():

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from conftest import BEAM, DATAFLOW, LOOPBACK, make_images, published, write_manifest
 
-from pipeline.cli.main import main
-from pipeline.config.flags import FLAGS, help_text, synopsis
-from pipeline.config.options import option_defaults
-from pipeline.dataset.versions import MARKER
+from tfrecord_pipeline.cli.main import main
+from tfrecord_pipeline.config.flags import FLAGS, help_text, synopsis
+from tfrecord_pipeline.config.options import option_defaults
+from tfrecord_pipeline.dataset.versions import MARKER
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -91,7 +91,7 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path, capsys, monkeypatch):
     def interrupted(*_):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("pipeline.cli.main.convert_prepared", interrupted)
+    monkeypatch.setattr("tfrecord_pipeline.cli.main.convert_prepared", interrupted)
     manifest = write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
     status, err = _fail(capsys, "convert", "--manifest", str(manifest), "--output", "o")
     assert (status, err) == (130, "tfrecord-pipeline: interrupted")
@@ -142,7 +142,7 @@ def test_installed_command_has_no_traceback_and_never_imports_tensorflow(tmp_pat
     manifest = write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
     convert = f"['convert', '--manifest', {str(manifest)!r}, '--no_progress', '--output', "
     script = (
-        "import sys; from pipeline.cli.main import main; "
+        "import sys; from tfrecord_pipeline.cli.main import main; "
         f"assert main({convert}{str(tmp_path / 'local')!r}]) == 0; "
         "assert not any(m.startswith(('tensorflow', 'apache_beam', 'google.protobuf', 'PIL')) "
         "for m in sys.modules); "

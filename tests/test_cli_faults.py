@@ -3,8 +3,8 @@ through the chain of causes. (Faults end to end, kills and full disks: test_faul
 
 import errno
 
-from pipeline.cli.faults import as_fault
-from transforms.errors import FaultError, UserError
+from tfrecord_pipeline.cli.faults import as_fault
+from tfrecord_pipeline.transforms.errors import FaultError, UserError
 
 
 def test_faults_are_told_from_bugs_through_the_chain_of_causes():

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from transforms.errors import Reason
-from transforms.image.detection import Frame
-from transforms.manifest.coco import is_coco_start, read_document
+from tfrecord_pipeline.transforms.errors import Reason
+from tfrecord_pipeline.transforms.image.detection import Frame
+from tfrecord_pipeline.transforms.manifest.coco import is_coco_start, read_document
 
 
 def _coco(images, annotations, categories=({"id": 1, "name": "cat"},)):

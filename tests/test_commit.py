@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.dataset import publish, versions
-from pipeline.dataset.commit import (
+from tfrecord_pipeline.dataset import publish, versions
+from tfrecord_pipeline.dataset.commit import (
     CommitConfig,
     CommitInputs,
     cleaned_up_on_failure,
@@ -17,12 +17,12 @@ from pipeline.dataset.commit import (
     staged_files,
     write_version_files,
 )
-from pipeline.dataset.metadata import INFO_FILE, LABELS_FILE
-from transforms.errors import UserError
-from transforms.manifest.labels import LabelMap
-from transforms.plan.dataset import DatasetPlan
-from transforms.write.error_files import ErrorCounts, ErrorFileResult, error_file_name
-from transforms.write.shard_writer import ShardResult
+from tfrecord_pipeline.dataset.metadata import INFO_FILE, LABELS_FILE
+from tfrecord_pipeline.transforms.errors import UserError
+from tfrecord_pipeline.transforms.manifest.labels import LabelMap
+from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
+from tfrecord_pipeline.transforms.write.error_files import ErrorCounts, ErrorFileResult, error_file_name
+from tfrecord_pipeline.transforms.write.shard_writer import ShardResult
 
 SHARD = "train-00000-of-00001.tfrecord"
 ERRORS = error_file_name(0, 1)

@@ -22,9 +22,9 @@ import tensorflow as tf
 from conftest import arguments
 from model_garden import dataloader
 
-from pipeline.cli.main import main
-from pipeline.read.load import load
-from pipeline.runners.convert import run
+from tfrecord_pipeline.cli.main import main
+from tfrecord_pipeline.read.load import load
+from tfrecord_pipeline.runners.convert import run
 
 pytestmark = pytest.mark.slow
 SAMPLE = Path(__file__).resolve().parents[1] / "sample"
@@ -267,7 +267,7 @@ def _convert_cli(output: Path, *flags: str) -> tuple[int, str]:
     )
     argv += flags
     done = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli.main", *argv], capture_output=True, text=True
+        [sys.executable, "-m", "tfrecord_pipeline.cli.main", *argv], capture_output=True, text=True
     )
     return done.returncode, done.stderr
 
@@ -337,7 +337,7 @@ def test_a_dataset_shaped_like_imagenet_with_ids_from_0_warns_once(tmp_path):
         )
         argv += flags
         done = subprocess.run(
-            [sys.executable, "-m", "pipeline.cli.main", *argv], capture_output=True, text=True
+            [sys.executable, "-m", "tfrecord_pipeline.cli.main", *argv], capture_output=True, text=True
         )
         assert done.returncode == 0, done.stderr
         assert done.stderr.count("1000 class names") == warned and done.stderr.count("\n") == warned

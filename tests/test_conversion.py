@@ -4,13 +4,13 @@ the command line, `run(argv)` or `convert(ConvertOptions(...))`, on either runne
 import pytest
 from conftest import BEAM, arguments, make_images, write_manifest
 
-from pipeline.cli.main import main
-from pipeline.config import runner_choice
-from pipeline.config.conversion import prepare
-from pipeline.config.options import ConvertOptions
-from pipeline.runners.convert import convert, run
-from transforms.errors import UserError
-from transforms.storage import fileio
+from tfrecord_pipeline.cli.main import main
+from tfrecord_pipeline.config import runner_choice
+from tfrecord_pipeline.config.conversion import prepare
+from tfrecord_pipeline.config.options import ConvertOptions
+from tfrecord_pipeline.runners.convert import convert, run
+from tfrecord_pipeline.transforms.errors import UserError
+from tfrecord_pipeline.transforms.storage import fileio
 
 # What a run builds from its options: each a parse of a flag, the label map a file read.
 BUILT_FROM_OPTIONS = ("read_config", "image_config", "shard_counts", "pinned_labels")

@@ -7,13 +7,13 @@ import pytest
 from apache_beam.portability.api import beam_runner_api_pb2
 from conftest import BEAM, arguments, make_images, write_manifest
 
-from pipeline.cli.main import _counters, main
-from pipeline.cli.summary import format_counters
-from pipeline.config.arguments import parse_args
-from pipeline.config.conversion import prepare
-from pipeline.dataset.publish import start
-from pipeline.runners.beam_pipeline import launch
-from pipeline.runners.convert import run
+from tfrecord_pipeline.cli.main import _counters, main
+from tfrecord_pipeline.cli.summary import format_counters
+from tfrecord_pipeline.config.arguments import parse_args
+from tfrecord_pipeline.config.conversion import prepare
+from tfrecord_pipeline.dataset.publish import start
+from tfrecord_pipeline.runners.beam_pipeline import launch
+from tfrecord_pipeline.runners.convert import run
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]

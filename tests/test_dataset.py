@@ -4,8 +4,8 @@ pieces) from rows, and rows grouped by their shard."""
 import pytest
 from conftest import manifest_row
 
-from transforms.errors import UserError
-from transforms.plan.dataset import (
+from tfrecord_pipeline.transforms.errors import UserError
+from tfrecord_pipeline.transforms.plan.dataset import (
     LabelSource,
     PlanAccumulator,
     PlanConfig,
@@ -13,7 +13,7 @@ from transforms.plan.dataset import (
     make_plan,
     parse_shard_counts,
 )
-from transforms.plan.sharding import (
+from tfrecord_pipeline.transforms.plan.sharding import (
     MAX_PIECES,
 )
 

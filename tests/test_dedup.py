@@ -2,9 +2,9 @@
 
 from conftest import manifest_row
 
-from transforms.errors import ErrorRow, Reason
-from transforms.manifest.rows import row_position
-from transforms.plan.dedup import keep_first
+from tfrecord_pipeline.transforms.errors import ErrorRow, Reason
+from tfrecord_pipeline.transforms.manifest.rows import row_position
+from tfrecord_pipeline.transforms.plan.dedup import keep_first
 
 
 def test_keep_first_rejects_later_copies_but_leaves_repeated_keys_to_the_writer():

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pipeline.config.arguments import _parser, parse_args
+from tfrecord_pipeline.config.arguments import _parser, parse_args
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"

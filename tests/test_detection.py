@@ -3,8 +3,8 @@ ones refused as bad annotations (COCO documents: test_coco.py; boxes placed: tes
 
 import pytest
 
-from transforms.errors import Reason, RowError
-from transforms.image.detection import row_annotations
+from tfrecord_pipeline.transforms.errors import Reason, RowError
+from tfrecord_pipeline.transforms.image.detection import row_annotations
 
 
 def _objects(*objects, **row):

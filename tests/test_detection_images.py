@@ -9,10 +9,10 @@ from conftest import encode, photo
 from detection_data import turned_box
 from PIL import Image, ImageDraw
 
-from transforms.image.config import ImageConfig
-from transforms.image.detection import Annotation, Frame
-from transforms.image.images import normalise
-from transforms.image.placement import Placement, placed
+from tfrecord_pipeline.transforms.image.config import ImageConfig
+from tfrecord_pipeline.transforms.image.detection import Annotation, Frame
+from tfrecord_pipeline.transforms.image.images import normalise
+from tfrecord_pipeline.transforms.image.placement import Placement, placed
 
 WIDTH, HEIGHT = 240, 160
 # (colour, box in pixels of the file's grid: xmin, ymin, xmax, ymax)

@@ -15,14 +15,14 @@ from apache_beam.testing.util import assert_that, equal_to
 from conftest import BEAM, convert_into, error_rows, version_files, write_manifest
 from detection_data import NEGATIVES, expected_objects, make_coco
 
-from pipeline.read.load import parsing_spec
-from transforms.beam.manifests import ReadManifests
-from transforms.manifest.labels import label_map_from_labels
-from transforms.manifest.rows import ReadConfig, row_labels
-from transforms.manifest.sources import check_manifests, detection_config, read_all
-from transforms.plan.sharding import ShardId
-from transforms.tfrecord.examples import OBJECT_FEATURES
-from transforms.write.shard_writer import WriteConfig, write_shard
+from tfrecord_pipeline.read.load import parsing_spec
+from tfrecord_pipeline.transforms.beam.manifests import ReadManifests
+from tfrecord_pipeline.transforms.manifest.labels import label_map_from_labels
+from tfrecord_pipeline.transforms.manifest.rows import ReadConfig, row_labels
+from tfrecord_pipeline.transforms.manifest.sources import check_manifests, detection_config, read_all
+from tfrecord_pipeline.transforms.plan.sharding import ShardId
+from tfrecord_pipeline.transforms.tfrecord.examples import OBJECT_FEATURES
+from tfrecord_pipeline.transforms.write.shard_writer import WriteConfig, write_shard
 
 pytestmark = pytest.mark.slow
 
@@ -185,7 +185,7 @@ def test_jsonl_objects_bad_annotations_and_dropped_negatives(coco, tmp_path):
 
 
 def test_load_gives_images_with_their_boxes_batched_ragged(coco, tmp_path):
-    from pipeline import load
+    from tfrecord_pipeline import load
 
     version, info = convert_into(coco.instances, tmp_path / "out", "--num_shards", "1")
     dataset = load(str(version), "train", batch_size=4, image_size=(32, 48), shuffle_buffer=0)

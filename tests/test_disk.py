@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from transforms.storage import disk
+from tfrecord_pipeline.transforms.storage import disk
 
 
 def test_a_size_over_the_limit_says_how_much_when_it_is_known():

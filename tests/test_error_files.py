@@ -23,21 +23,21 @@ from conftest import (
     write_manifest,
 )
 
-from pipeline.cli.main import main
-from pipeline.config.arguments import parse_args
-from pipeline.config.conversion import prepare
-from pipeline.dataset import publish
-from pipeline.dataset.commit import read_info, staged_files
-from pipeline.dataset.metadata import INFO_FILE, build_info
-from pipeline.read.verify import verify
-from pipeline.runners.beam_pipeline import build_pipeline
-from transforms.beam.error_files import WriteErrors, _CountErrorsFn
-from transforms.errors import ErrorRow, Reason
-from transforms.manifest.labels import LabelMap
-from transforms.plan.dataset import DatasetPlan
-from transforms.plan.refresh import RefreshLayout
-from transforms.write import error_files
-from transforms.write.error_files import (
+from tfrecord_pipeline.cli.main import main
+from tfrecord_pipeline.config.arguments import parse_args
+from tfrecord_pipeline.config.conversion import prepare
+from tfrecord_pipeline.dataset import publish
+from tfrecord_pipeline.dataset.commit import read_info, staged_files
+from tfrecord_pipeline.dataset.metadata import INFO_FILE, build_info
+from tfrecord_pipeline.read.verify import verify
+from tfrecord_pipeline.runners.beam_pipeline import build_pipeline
+from tfrecord_pipeline.transforms.beam.error_files import WriteErrors, _CountErrorsFn
+from tfrecord_pipeline.transforms.errors import ErrorRow, Reason
+from tfrecord_pipeline.transforms.manifest.labels import LabelMap
+from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
+from tfrecord_pipeline.transforms.plan.refresh import RefreshLayout
+from tfrecord_pipeline.transforms.write import error_files
+from tfrecord_pipeline.transforms.write.error_files import (
     ErrorCounts,
     ErrorFileResult,
     error_file_bytes,
@@ -46,8 +46,8 @@ from transforms.write.error_files import (
     file_of,
     write_error_file,
 )
-from transforms.write.error_sink import ErrorSink
-from transforms.write.shard_writer import ShardResult
+from tfrecord_pipeline.transforms.write.error_sink import ErrorSink
+from tfrecord_pipeline.transforms.write.shard_writer import ShardResult
 
 
 def _errors(count: int, key=lambda i: f"img/{i}.jpg") -> list[ErrorRow]:

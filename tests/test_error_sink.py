@@ -15,19 +15,19 @@ from pathlib import Path
 import pytest
 from conftest import BEAM, count_errors, make_images, published, version_files, write_manifest
 
-from pipeline.cli.main import main
-from pipeline.dataset.versions import POINTER, STAGING, VERSIONS
-from pipeline.read.verify import verify
-from transforms.errors import ErrorRow, Reason
-from transforms.storage import fileio
-from transforms.write import error_files, error_sink
-from transforms.write.error_files import (
+from tfrecord_pipeline.cli.main import main
+from tfrecord_pipeline.dataset.versions import POINTER, STAGING, VERSIONS
+from tfrecord_pipeline.read.verify import verify
+from tfrecord_pipeline.transforms.errors import ErrorRow, Reason
+from tfrecord_pipeline.transforms.storage import fileio
+from tfrecord_pipeline.transforms.write import error_files, error_sink
+from tfrecord_pipeline.transforms.write.error_files import (
     error_file_bytes,
     error_file_count,
     error_file_name,
     file_of,
 )
-from transforms.write.error_sink import RUN_PREFIX, ErrorSink
+from tfrecord_pipeline.transforms.write.error_sink import RUN_PREFIX, ErrorSink
 
 COMMAND = str(Path(sys.executable).parent / "tfrecord-pipeline")
 

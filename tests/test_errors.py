@@ -2,7 +2,7 @@
 
 import json
 
-from transforms.errors import ErrorRow, Reason, shown
+from tfrecord_pipeline.transforms.errors import ErrorRow, Reason, shown
 
 
 def test_an_error_row_is_one_json_line_of_stable_names_whatever_its_text():

@@ -6,9 +6,9 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transforms.image.config import StoredImage
-from transforms.tfrecord.examples import Values, build_example, encode_example, label_features
-from transforms.tfrecord.proto.example_pb2 import Example
+from tfrecord_pipeline.transforms.image.config import StoredImage
+from tfrecord_pipeline.transforms.tfrecord.examples import Values, build_example, encode_example, label_features
+from tfrecord_pipeline.transforms.tfrecord.proto.example_pb2 import Example
 
 INT64 = st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1)
 FLOAT32 = st.floats(allow_nan=False, width=32)

@@ -8,11 +8,11 @@ import pytest
 from conftest import encode, photo
 from PIL import Image
 
-from transforms.errors import Reason, RowError
-from transforms.image import fastpath
-from transforms.image.config import ImageConfig
-from transforms.image.images import normalise
-from transforms.image.jpeg import parse_jpeg
+from tfrecord_pipeline.transforms.errors import Reason, RowError
+from tfrecord_pipeline.transforms.image import fastpath
+from tfrecord_pipeline.transforms.image.config import ImageConfig
+from tfrecord_pipeline.transforms.image.images import normalise
+from tfrecord_pipeline.transforms.image.jpeg import parse_jpeg
 
 PHOTO = photo("chelsea.png")  # 451x300
 RESIZE = ImageConfig(resize_short_side=128, jpeg_quality=90)

@@ -32,21 +32,21 @@ from conftest import (
     write_manifest,
 )
 
-from pipeline.cli.main import EXIT_FAULT, EXIT_INTERRUPTED, EXIT_SUPERSEDED, EXIT_USER_ERROR, main
-from pipeline.config.arguments import parse_args
-from pipeline.config.conversion import prepare
-from pipeline.dataset.commit import CommitInputs, commit_dataset, read_info
-from pipeline.dataset.publish import LOCK, start
-from pipeline.dataset.versions import MARKER, POINTER, PUBLISHED, STAGING, VERSIONS
-from pipeline.read.reader import examples
-from pipeline.read.verify import verify
-from transforms.manifest.labels import LabelMap
-from transforms.manifest.rows import ReadConfig
-from transforms.plan.dataset import DatasetPlan
-from transforms.plan.sharding import ShardId
-from transforms.write.error_files import ROWS_PER_ERRORS_FILE
-from transforms.write.error_sink import ErrorSink
-from transforms.write.shard_processes import ShardPool, ShardTask, run_task
+from tfrecord_pipeline.cli.main import EXIT_FAULT, EXIT_INTERRUPTED, EXIT_SUPERSEDED, EXIT_USER_ERROR, main
+from tfrecord_pipeline.config.arguments import parse_args
+from tfrecord_pipeline.config.conversion import prepare
+from tfrecord_pipeline.dataset.commit import CommitInputs, commit_dataset, read_info
+from tfrecord_pipeline.dataset.publish import LOCK, start
+from tfrecord_pipeline.dataset.versions import MARKER, POINTER, PUBLISHED, STAGING, VERSIONS
+from tfrecord_pipeline.read.reader import examples
+from tfrecord_pipeline.read.verify import verify
+from tfrecord_pipeline.transforms.manifest.labels import LabelMap
+from tfrecord_pipeline.transforms.manifest.rows import ReadConfig
+from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
+from tfrecord_pipeline.transforms.plan.sharding import ShardId
+from tfrecord_pipeline.transforms.write.error_files import ROWS_PER_ERRORS_FILE
+from tfrecord_pipeline.transforms.write.error_sink import ErrorSink
+from tfrecord_pipeline.transforms.write.shard_processes import ShardPool, ShardTask, run_task
 
 COMMAND = Path(sys.executable).parent / "tfrecord-pipeline"
 WAIT_S = 120  # only a bound on a hung run, never a timing that is checked
@@ -644,7 +644,7 @@ def test_a_bug_keeps_its_traceback(tmp_path, monkeypatch):
     def bug(*_):
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr("pipeline.cli.main.convert_prepared", bug)
+    monkeypatch.setattr("tfrecord_pipeline.cli.main.convert_prepared", bug)
     manifest = write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
     with pytest.raises(ZeroDivisionError):
         main(["convert", "--manifest", str(manifest), "--output", str(tmp_path / "o")])

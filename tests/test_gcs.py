@@ -12,16 +12,16 @@ from apache_beam.testing.util import assert_that, equal_to
 from conftest import PHOTOS, error_rows, make_images, write_manifest
 from tls_proxy import TlsProxy
 
-from pipeline.cli.main import main
-from pipeline.dataset.commit import read_info
-from pipeline.dataset.publish import (
+from tfrecord_pipeline.cli.main import main
+from tfrecord_pipeline.dataset.commit import read_info
+from tfrecord_pipeline.dataset.publish import (
     SupersededError,
     publish,
     published_since,
     read_pointer,
     start,
 )
-from pipeline.dataset.versions import (
+from tfrecord_pipeline.dataset.versions import (
     MARKER,
     POINTER,
     PUBLISHED,
@@ -30,13 +30,13 @@ from pipeline.dataset.versions import (
     Pointer,
     resolve,
 )
-from pipeline.read.verify import verify
-from pipeline.runners.convert import run
-from transforms.beam.manifests import ReadManifests
-from transforms.manifest.rows import ReadConfig
-from transforms.manifest.sources import check_manifests, read_all
-from transforms.storage import fileio
-from transforms.storage import gcs as store
+from tfrecord_pipeline.read.verify import verify
+from tfrecord_pipeline.runners.convert import run
+from tfrecord_pipeline.transforms.beam.manifests import ReadManifests
+from tfrecord_pipeline.transforms.manifest.rows import ReadConfig
+from tfrecord_pipeline.transforms.manifest.sources import check_manifests, read_all
+from tfrecord_pipeline.transforms.storage import fileio
+from tfrecord_pipeline.transforms.storage import gcs as store
 
 pytestmark = pytest.mark.slow
 
@@ -69,7 +69,7 @@ for name, split in sorted(info["splits"].items()):
         print(json.dumps([name, example["image/source_id"].numpy().decode(),
                           int(example["image/class/label"]), list(pixels.shape),
                           hashlib.sha256(pixels.tobytes()).hexdigest()]))
-from pipeline import load  # the loader, driven by the same metadata, finds every record too
+from tfrecord_pipeline import load  # the loader, driven by the same metadata, finds every record too
 for name, split in sorted(info["splits"].items()):
     loaded = load(root, name, batch_size=None, image_size=None, shuffle_buffer=0)
     assert sum(1 for _ in loaded) == split["examples"], name
@@ -212,7 +212,7 @@ def test_a_refresh_on_the_bucket_carries_shards_by_server_side_copy(
     data = bytearray(fileio.read_bytes(damaged))
     data[100] ^= 1
     fileio.write_bytes(damaged, bytes(data))
-    monkeypatch.setattr("pipeline.dataset.shard_check.stored_checksum", _never_read)
+    monkeypatch.setattr("tfrecord_pipeline.dataset.shard_check.stored_checksum", _never_read)
     third = run(["--manifest", f"{source}/manifest.csv", *argv, "--incremental"])
     assert third.info.refresh["damaged"] == [damaged.rsplit("/", 1)[1]]
     assert verify(root, "all") == (len(rows), [])

@@ -3,13 +3,13 @@ rows, and every planned shard listed."""
 
 from conftest import manifest_row
 
-from transforms.errors import Reason
-from transforms.manifest.labels import LabelMap
-from transforms.plan.dataset import (
+from tfrecord_pipeline.transforms.errors import Reason
+from tfrecord_pipeline.transforms.manifest.labels import LabelMap
+from tfrecord_pipeline.transforms.plan.dataset import (
     DatasetPlan,
 )
-from transforms.plan.grouping import all_shards, group_by_shard
-from transforms.plan.sharding import (
+from tfrecord_pipeline.transforms.plan.grouping import all_shards, group_by_shard
+from tfrecord_pipeline.transforms.plan.sharding import (
     ShardId,
     shard_for,
 )

@@ -15,17 +15,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import PHOTOS, REPOSITORY, encode, error_rows, photo, write_manifest
+from conftest import PHOTOS, REPOSITORY, encode, error_rows, photo, python_path, write_manifest
 from PIL import Image, ImageOps
 
-from pipeline.dataset.metadata import INFO_FILE
-from pipeline.dataset.versions import MARKER, marker_bytes
-from pipeline.read.verify import verify
-from transforms.errors import Reason, RowError
-from transforms.image.config import VALIDATE_MODES, ImageConfig
-from transforms.image.images import normalise
-from transforms.image.jpeg import blocks, parse_jpeg
-from transforms.image.pixels import peak_bytes
+from tfrecord_pipeline.dataset.metadata import INFO_FILE
+from tfrecord_pipeline.dataset.versions import MARKER, marker_bytes
+from tfrecord_pipeline.read.verify import verify
+from tfrecord_pipeline.transforms.errors import Reason, RowError
+from tfrecord_pipeline.transforms.image.config import VALIDATE_MODES, ImageConfig
+from tfrecord_pipeline.transforms.image.images import normalise
+from tfrecord_pipeline.transforms.image.jpeg import blocks, parse_jpeg
+from tfrecord_pipeline.transforms.image.pixels import peak_bytes
 
 pytestmark = pytest.mark.slow
 
@@ -398,9 +398,9 @@ def test_a_huge_rgba_png_under_the_pixel_limit_is_refused_before_it_is_decoded(t
     path.write_bytes(_tall_png(13000))
     child = (  # VmHWM: this process's own peak (ru_maxrss would count the parent's at the fork)
         "import sys\n"
-        "from transforms.errors import RowError\n"
-        "from transforms.image.config import ImageConfig\n"
-        "from transforms.image.images import normalise\n"
+        "from tfrecord_pipeline.transforms.errors import RowError\n"
+        "from tfrecord_pipeline.transforms.image.config import ImageConfig\n"
+        "from tfrecord_pipeline.transforms.image.images import normalise\n"
         "try:\n"
         "    normalise(open(sys.argv[1], 'rb').read(), ImageConfig())\n"
         "except RowError as error:\n"
@@ -413,7 +413,7 @@ def test_a_huge_rgba_png_under_the_pixel_limit_is_refused_before_it_is_decoded(t
         text=True,
         check=True,
         cwd=REPOSITORY,
-        env={"PYTHONPATH": str(REPOSITORY)},
+        env={"PYTHONPATH": python_path()},
     )
     refusal, peak_kb = result.stdout.splitlines()
     assert refusal.startswith("image_too_large 13000x13000 needs")

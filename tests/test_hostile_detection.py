@@ -9,11 +9,11 @@ import pytest
 from conftest import BEAM, crop, encode, error_rows, photo, write_manifest
 from detection_data import make_coco
 
-from pipeline.dataset.metadata import INFO_FILE, DatasetInfo
-from pipeline.read.preview import preview
-from pipeline.read.reader import examples
-from pipeline.runners.convert import run
-from transforms.errors import UserError
+from tfrecord_pipeline.dataset.metadata import INFO_FILE, DatasetInfo
+from tfrecord_pipeline.read.preview import preview
+from tfrecord_pipeline.read.reader import examples
+from tfrecord_pipeline.runners.convert import run
+from tfrecord_pipeline.transforms.errors import UserError
 
 PHOTO = photo()
 

@@ -14,17 +14,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 import simplejpeg
-from conftest import REPOSITORY, encode, photo, write_manifest
+from conftest import REPOSITORY, encode, photo, python_path, write_manifest
 from PIL import Image, ImageOps
 
-from pipeline.runners.convert import run
-from transforms.errors import Reason, RowError
-from transforms.image import fastpath, pixels
-from transforms.image.config import ImageConfig
-from transforms.image.images import normalise
-from transforms.image.jpeg import coefficient_bytes, parse_jpeg
-from transforms.tfrecord.proto.example_pb2 import Example
-from transforms.tfrecord.records import read_records
+from tfrecord_pipeline.runners.convert import run
+from tfrecord_pipeline.transforms.errors import Reason, RowError
+from tfrecord_pipeline.transforms.image import fastpath, pixels
+from tfrecord_pipeline.transforms.image.config import ImageConfig
+from tfrecord_pipeline.transforms.image.images import normalise
+from tfrecord_pipeline.transforms.image.jpeg import coefficient_bytes, parse_jpeg
+from tfrecord_pipeline.transforms.tfrecord.proto.example_pb2 import Example
+from tfrecord_pipeline.transforms.tfrecord.records import read_records
 
 ASTRONAUT = photo("astronaut.png")  # fine detail: misplaced pixels show
 RESIZE = ImageConfig(resize_short_side=100)
@@ -218,7 +218,7 @@ def test_bytes_are_the_same_across_threads_and_a_fresh_process():
         cwd=REPOSITORY / "tests",
         capture_output=True,
         text=True,
-        env={"PYTHONPATH": f"{REPOSITORY}:{REPOSITORY / 'tests'}"},
+        env={"PYTHONPATH": python_path(REPOSITORY / "tests")},
         check=True,
     )
     assert fresh.stdout.strip() == str(_hashes())

@@ -23,13 +23,13 @@ from conftest import (
     published,
 )
 
-from pipeline.dataset.metadata import INFO_FILE
-from transforms.errors import ErrorRow, Reason, RowError, UserError
-from transforms.manifest.labels import check_label, label_map_from_labels
-from transforms.manifest.rows import ManifestRow, ReadConfig, SkippedFile
-from transforms.manifest.sources import describe
-from transforms.manifest.trees import read_tree
-from transforms.storage import disk, fileio
+from tfrecord_pipeline.dataset.metadata import INFO_FILE
+from tfrecord_pipeline.transforms.errors import ErrorRow, Reason, RowError, UserError
+from tfrecord_pipeline.transforms.manifest.labels import check_label, label_map_from_labels
+from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, ReadConfig, SkippedFile
+from tfrecord_pipeline.transforms.manifest.sources import describe
+from tfrecord_pipeline.transforms.manifest.trees import read_tree
+from tfrecord_pipeline.transforms.storage import disk, fileio
 
 INT64_MIN = -(1 << 63)
 SECRET = b"root:$6$hunter2-hash:19000:0:99999:7:::\n"  # a password file, named as an image
@@ -249,7 +249,7 @@ def test_tree_rows_and_errors_add_up_without_root_privileges(tmp_path, runner):
     assert "PermissionError" in listing.stderr  # else this test would prove nothing
     output = tmp_path / "out"
     argv = ["--manifest", tree, "--output", output, "--no_progress", "--max_error_rate", "1"]
-    done = _without_override("-m", "pipeline.cli.main", "convert", *argv, *RUNNERS[runner])
+    done = _without_override("-m", "tfrecord_pipeline.cli.main", "convert", *argv, *RUNNERS[runner])
     assert done.returncode == 0, done.stderr[-3000:]
     version = published(output)
     errors = error_rows(version)
@@ -271,7 +271,7 @@ def test_tree_rows_and_errors_add_up_without_root_privileges(tmp_path, runner):
     assert "unreadable_folder: 1" in done.stdout and "unlisted folders): 3" in done.stdout
     # A tree whose root cannot be listed is a mistake about the whole manifest: one line.
     at_root = ["--manifest", tree / "locked", "--output", tmp_path / "out2"]
-    root = _without_override("-m", "pipeline.cli.main", "convert", *at_root, *RUNNERS[runner])
+    root = _without_override("-m", "tfrecord_pipeline.cli.main", "convert", *at_root, *RUNNERS[runner])
     assert root.returncode == 2 and root.stderr == (
         f"tfrecord-pipeline: error: {tree}/locked: cannot list the folder: Permission denied\n"
     )

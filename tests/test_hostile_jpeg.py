@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 from conftest import PHOTOS, command, encode, error_rows, photo, write_manifest
 
-from transforms.image import fastpath
+from tfrecord_pipeline.transforms.image import fastpath
 
 ROCKET = (PHOTOS / "rocket.jpg").read_bytes()  # a camera's baseline JPEG, 640x427
 PROGRESSIVE = encode(photo("chelsea.png"), quality=90, progressive=True)
@@ -90,7 +90,7 @@ def old_version(tmp_path, monkeypatch):
     """A dataset root whose published version holds a JPEG cut short with an EOI appended, as
     the converters before the scans check stored it (the check switched off here, in this
     process and the shard writers it forks)."""
-    from pipeline.runners.convert import run
+    from tfrecord_pipeline.runners.convert import run
 
     monkeypatch.setattr(fastpath, "check_scans", lambda data, info: None)
     (tmp_path / "sound.jpg").write_bytes(ROCKET)

@@ -24,7 +24,7 @@ def test_a_photo_followed_by_millions_of_restart_markers_is_refused(tmp_path):
     manifest = write_manifest(tmp_path / "m.csv", rows)
     root = tmp_path / "out"
     done = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli.main", "convert", "--manifest", str(manifest)]
+        [sys.executable, "-m", "tfrecord_pipeline.cli.main", "convert", "--manifest", str(manifest)]
         + ["--output", str(root), "--max_error_rate", "1", "--no_progress"],
         capture_output=True,
         text=True,

@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 from conftest import REPOSITORY
 
-from pipeline.dataset import publish
-from pipeline.dataset.commit import cleaned_up_on_failure
-from pipeline.dataset.retention import clean_up
-from pipeline.dataset.versions import Pointer
+from tfrecord_pipeline.dataset import publish
+from tfrecord_pipeline.dataset.commit import cleaned_up_on_failure
+from tfrecord_pipeline.dataset.retention import clean_up
+from tfrecord_pipeline.dataset.versions import Pointer
 
 
 def _cli(*argv: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "pipeline.cli.main", *argv],
+        [sys.executable, "-m", "tfrecord_pipeline.cli.main", *argv],
         capture_output=True,
         text=True,
         cwd=REPOSITORY,
@@ -96,7 +96,7 @@ def test_a_rollback_never_publishes_a_version_retention_deleted_after_it_was_che
     (root / ".lock").unlink()
     os.mkfifo(root / ".lock")
     rollback = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.cli.main", "rollback", str(root), "--to", "1"],
+        [sys.executable, "-m", "tfrecord_pipeline.cli.main", "rollback", str(root), "--to", "1"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -3,8 +3,8 @@ before anything is decoded."""
 
 import pytest
 
-from transforms.errors import Reason, RowError
-from transforms.image.config import (
+from tfrecord_pipeline.transforms.errors import Reason, RowError
+from tfrecord_pipeline.transforms.image.config import (
     ImageConfig,
     check_decode_bytes,
     check_pixels,

@@ -4,9 +4,9 @@ weight in a shard-size estimate."""
 import pytest
 from conftest import encode, photo
 
-from transforms.errors import Reason, RowError
-from transforms.image.files import read_image, stored_size
-from transforms.storage import fileio
+from tfrecord_pipeline.transforms.errors import Reason, RowError
+from tfrecord_pipeline.transforms.image.files import read_image, stored_size
+from tfrecord_pipeline.transforms.storage import fileio
 
 
 @pytest.fixture

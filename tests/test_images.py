@@ -7,11 +7,11 @@ import pytest
 from conftest import encode, photo
 from PIL import Image
 
-from transforms.errors import Reason, RowError
-from transforms.image.config import VALIDATE_MODES, ImageConfig
-from transforms.image.fastpath import check_scans
-from transforms.image.images import normalise, sniff
-from transforms.image.jpeg import parse_jpeg
+from tfrecord_pipeline.transforms.errors import Reason, RowError
+from tfrecord_pipeline.transforms.image.config import VALIDATE_MODES, ImageConfig
+from tfrecord_pipeline.transforms.image.fastpath import check_scans
+from tfrecord_pipeline.transforms.image.images import normalise, sniff
+from tfrecord_pipeline.transforms.image.jpeg import parse_jpeg
 
 SMALL = photo().resize((64, 48))
 

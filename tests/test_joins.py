@@ -8,7 +8,7 @@ import google_crc32c
 import pytest
 from google.api_core import exceptions as api
 
-from transforms.storage import gcs, joins, retry
+from tfrecord_pipeline.transforms.storage import gcs, joins, retry
 
 
 class _Blob:

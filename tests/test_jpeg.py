@@ -8,8 +8,8 @@ import struct
 import pytest
 from conftest import encode, photo
 
-from transforms.errors import Reason, RowError
-from transforms.image.jpeg import MAX_MARKER_BYTES, blocks, exif_orientation, parse_jpeg
+from tfrecord_pipeline.transforms.errors import Reason, RowError
+from tfrecord_pipeline.transforms.image.jpeg import MAX_MARKER_BYTES, blocks, exif_orientation, parse_jpeg
 
 SMALL = photo().resize((64, 48))
 BASELINE = encode(SMALL)

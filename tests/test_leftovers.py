@@ -11,10 +11,10 @@ import pytest
 from conftest import make_images, published, write_manifest
 from test_faults import _complete_new, _ended, _publishing_held, _start
 
-from pipeline.cli.main import EXIT_OK, main
-from pipeline.dataset.publish import start
-from pipeline.dataset.versions import POINTER, VERSIONS, Pointer
-from pipeline.read.verify import verify
+from tfrecord_pipeline.cli.main import EXIT_OK, main
+from tfrecord_pipeline.dataset.publish import start
+from tfrecord_pipeline.dataset.versions import POINTER, VERSIONS, Pointer
+from tfrecord_pipeline.read.verify import verify
 
 COMMAND = Path(sys.executable).parent / "tfrecord-pipeline"
 

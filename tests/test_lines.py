@@ -4,8 +4,8 @@ tests/test_rows.py; hostile lines: tests/test_hostile_files.py.)"""
 
 import pytest
 
-from transforms.errors import Reason, RowError
-from transforms.manifest.lines import (
+from tfrecord_pipeline.transforms.errors import Reason, RowError
+from tfrecord_pipeline.transforms.manifest.lines import (
     LONG_LINE,
     csv_fields,
     decoded,
@@ -13,7 +13,7 @@ from transforms.manifest.lines import (
     line_records,
     nests_too_deep,
 )
-from transforms.manifest.pieces import BOM
+from tfrecord_pipeline.transforms.manifest.pieces import BOM
 
 COLUMNS = ("image_uri", "label")
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from conftest import make_images, published, write_manifest
 
-from pipeline.cli.main import EXIT_USER_ERROR, main
-from pipeline.dataset.publish import discard, read_pointer, start
-from pipeline.dataset.retention import clean_up
-from pipeline.dataset.versions import LOCK, POINTER, PUBLISHED, STAGING, VERSIONS
-from pipeline.read.verify import verify
+from tfrecord_pipeline.cli.main import EXIT_USER_ERROR, main
+from tfrecord_pipeline.dataset.publish import discard, read_pointer, start
+from tfrecord_pipeline.dataset.retention import clean_up
+from tfrecord_pipeline.dataset.versions import LOCK, POINTER, PUBLISHED, STAGING, VERSIONS
+from tfrecord_pipeline.read.verify import verify
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ import pytest
 from conftest import arguments, make_images, manifest_row, write_manifest
 from google.api_core import exceptions as api
 
-from pipeline.runners.convert import run
-from transforms.plan.fingerprints import row_fingerprint, row_fingerprints
-from transforms.storage import fileio, gcs, listings
+from tfrecord_pipeline.runners.convert import run
+from tfrecord_pipeline.transforms.plan.fingerprints import row_fingerprint, row_fingerprints
+from tfrecord_pipeline.transforms.storage import fileio, gcs, listings
 
 
 def _folders(tmp_path: Path, gcs, sizes: dict[str, int]) -> str:

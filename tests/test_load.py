@@ -7,8 +7,8 @@ import pytest
 import tensorflow as tf
 from conftest import arguments
 
-from pipeline import load
-from pipeline.dataset.versions import MARKER, VERSIONS
+from tfrecord_pipeline import load
+from tfrecord_pipeline.dataset.versions import MARKER, VERSIONS
 
 pytestmark = pytest.mark.slow
 SAMPLE = Path(__file__).resolve().parents[1] / "sample" / "manifest.csv"
@@ -16,7 +16,7 @@ SAMPLE = Path(__file__).resolve().parents[1] / "sample" / "manifest.csv"
 
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory):
-    from pipeline.runners.convert import run
+    from tfrecord_pipeline.runners.convert import run
 
     output = tmp_path_factory.mktemp("load") / "out"
     flags = ["--num_shards", "4", "--split", "train=0.75,validation=0.25"]

@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 from conftest import make_images, published, write_manifest
 
-from pipeline.cli.main import EXIT_OK, EXIT_SUPERSEDED, main
-from pipeline.config.arguments import parse_args
-from pipeline.config.conversion import prepare
-from pipeline.dataset import publish
-from pipeline.dataset.commit import cleaned_up_on_failure
-from pipeline.dataset.versions import STAGING, VERSIONS
-from pipeline.read.verify import verify
-from pipeline.runners.local import convert_here
-from transforms.progress import UNWATCHED
+from tfrecord_pipeline.cli.main import EXIT_OK, EXIT_SUPERSEDED, main
+from tfrecord_pipeline.config.arguments import parse_args
+from tfrecord_pipeline.config.conversion import prepare
+from tfrecord_pipeline.dataset import publish
+from tfrecord_pipeline.dataset.commit import cleaned_up_on_failure
+from tfrecord_pipeline.dataset.versions import STAGING, VERSIONS
+from tfrecord_pipeline.read.verify import verify
+from tfrecord_pipeline.runners.local import convert_here
+from tfrecord_pipeline.transforms.progress import UNWATCHED
 
 COMMAND = Path(sys.executable).parent / "tfrecord-pipeline"
 

@@ -9,13 +9,13 @@ import pytest
 from detection_data import outline, rasterised, rle_counts, rle_string
 from PIL import Image
 
-from transforms.errors import Reason, RowError
-from transforms.image import masks
-from transforms.image.detection import Annotation, Frame, row_annotations
-from transforms.image.pixels import mask_png
-from transforms.image.placement import Placement, placed
-from transforms.manifest.coco import read_document
-from transforms.tfrecord.examples import feature_spec, object_features
+from tfrecord_pipeline.transforms.errors import Reason, RowError
+from tfrecord_pipeline.transforms.image import masks
+from tfrecord_pipeline.transforms.image.detection import Annotation, Frame, row_annotations
+from tfrecord_pipeline.transforms.image.pixels import mask_png
+from tfrecord_pipeline.transforms.image.placement import Placement, placed
+from tfrecord_pipeline.transforms.manifest.coco import read_document
+from tfrecord_pipeline.transforms.tfrecord.examples import feature_spec, object_features
 
 
 def drawn(segmentation, width: int, height: int, normalized: bool = False) -> np.ndarray:

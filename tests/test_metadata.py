@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from pipeline.dataset.metadata import DatasetInfo, SplitInfo, build_info, quality_failures
-from transforms.manifest.labels import LabelMap
-from transforms.plan.dataset import DatasetPlan
-from transforms.write.error_files import ErrorCounts, ErrorFileResult, error_file_name
-from transforms.write.shard_writer import ShardResult
+from tfrecord_pipeline.dataset.metadata import DatasetInfo, SplitInfo, build_info, quality_failures
+from tfrecord_pipeline.transforms.manifest.labels import LabelMap
+from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
+from tfrecord_pipeline.transforms.write.error_files import ErrorCounts, ErrorFileResult, error_file_name
+from tfrecord_pipeline.transforms.write.shard_writer import ShardResult
 
 
 def _shard(split: str, index: int, records: int, labels=(), **extra) -> ShardResult:

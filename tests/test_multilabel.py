@@ -11,9 +11,9 @@ import pytest
 import tensorflow as tf
 from conftest import BEAM, make_images, published, version_files, write_manifest
 
-from pipeline import load
-from pipeline.cli.main import main
-from pipeline.dataset.metadata import INFO_FILE, DatasetInfo
+from tfrecord_pipeline import load
+from tfrecord_pipeline.cli.main import main
+from tfrecord_pipeline.dataset.metadata import INFO_FILE, DatasetInfo
 
 ROOT = Path(__file__).resolve().parents[1]
 

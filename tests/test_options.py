@@ -4,8 +4,8 @@ defaults, the image config, `--feature` pairs, `--background`, and what the meta
 
 import pytest
 
-from pipeline.config.options import ConvertOptions, parse_colour
-from transforms.errors import UserError
+from tfrecord_pipeline.config.options import ConvertOptions, parse_colour
+from tfrecord_pipeline.transforms.errors import UserError
 
 
 def _options(**fields) -> ConvertOptions:

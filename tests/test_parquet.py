@@ -6,10 +6,10 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import error_rows, make_images, read_manifest, write_manifest
 
-from pipeline.cli.main import main
-from transforms.errors import ErrorRow, Reason, UserError
-from transforms.manifest.rows import ManifestRow, ReadConfig
-from transforms.manifest.sources import describe
+from tfrecord_pipeline.cli.main import main
+from tfrecord_pipeline.transforms.errors import ErrorRow, Reason, UserError
+from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, ReadConfig
+from tfrecord_pipeline.transforms.manifest.sources import describe
 
 
 def write_parquet(path, columns: dict, row_group_size: int = 1024):

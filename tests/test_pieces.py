@@ -6,7 +6,7 @@ import io
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transforms.manifest.pieces import lines_from, piece_lines
+from tfrecord_pipeline.transforms.manifest.pieces import lines_from, piece_lines
 
 
 class ShortReads(io.BytesIO):

@@ -17,15 +17,15 @@ from conftest import (
     write_manifest,
 )
 
-import pipeline
-from pipeline.cli.main import main
-from pipeline.dataset.metadata import INFO_FILE
-from pipeline.dataset.publish import LOCK
-from pipeline.dataset.versions import MARKER, POINTER, PUBLISHED, STAGING, VERSIONS
-from pipeline.read.verify import verify
-from pipeline.runners.convert import run
-from transforms.manifest.lines import QUOTED_NEWLINE
-from transforms.write import error_files
+import tfrecord_pipeline
+from tfrecord_pipeline.cli.main import main
+from tfrecord_pipeline.dataset.metadata import INFO_FILE
+from tfrecord_pipeline.dataset.publish import LOCK
+from tfrecord_pipeline.dataset.versions import MARKER, POINTER, PUBLISHED, STAGING, VERSIONS
+from tfrecord_pipeline.read.verify import verify
+from tfrecord_pipeline.runners.convert import run
+from tfrecord_pipeline.transforms.manifest.lines import QUOTED_NEWLINE
+from tfrecord_pipeline.transforms.write import error_files
 
 pytestmark = pytest.mark.slow
 
@@ -119,14 +119,14 @@ def test_the_python_api_takes_the_shard_count_as_a_number(dataset, tmp_path):
     """`num_shards=2` is `--num_shards 2`: the same files, the recorded options included."""
     flags = ["--manifest", str(dataset), "--split", "train=0.5,validation=0.5", "--no_progress"]
     run([*flags, "--output", str(tmp_path / "flag"), "--num_shards", "2"])
-    options = pipeline.ConvertOptions(
+    options = tfrecord_pipeline.ConvertOptions(
         manifest=[str(dataset)],
         output=str(tmp_path / "api"),
         num_shards=2,
         split="train=0.5,validation=0.5",
         progress=False,
     )
-    assert pipeline.convert(options).info.splits["validation"].shards[1].records
+    assert tfrecord_pipeline.convert(options).info.splits["validation"].shards[1].records
 
     def files(root):
         version = published(root)
@@ -138,7 +138,7 @@ def test_the_python_api_takes_the_shard_count_as_a_number(dataset, tmp_path):
 def test_local_children_are_forks_only_while_no_other_thread_runs(dataset, tmp_path, monkeypatch):
     """A fork copies whatever lock another thread holds: with a thread running (as in a
     notebook), the local runner's children are fresh interpreters, and the bytes the same."""
-    from transforms.write import shard_processes
+    from tfrecord_pipeline.transforms.write import shard_processes
 
     methods = []  # how each run's shard-writer processes start
     real = multiprocessing.get_context
@@ -235,7 +235,7 @@ def test_the_cli_reads_hostile_manifest_lines_alike_in_pieces_and_whole(tmp_path
     hostile = [b'"images/x.jpg","two', b'lines"', b"images/\xff.jpg,cat", b"", b"a,b,c"]
     manifest = tmp_path / "m.csv"
     manifest.write_bytes(body.encode() + b"\r\n".join(hostile) + b"\r\nimages/last.jpg,cat")
-    monkeypatch.setattr("transforms.beam.manifests.PIECE_BYTES", 16)
+    monkeypatch.setattr("tfrecord_pipeline.transforms.beam.manifests.PIECE_BYTES", 16)
     for name, runner in (("local", []), ("beam", BEAM)):
         argv = arguments(
             "convert --manifest {m} --output {out} --max_error_rate 1 --no_progress",

@@ -5,10 +5,10 @@ import struct
 
 import pytest
 
-from transforms.errors import Reason, RowError
-from transforms.image.detection import Annotation, Frame
-from transforms.image.orientation import oriented
-from transforms.image.placement import Placement, placed
+from tfrecord_pipeline.transforms.errors import Reason, RowError
+from tfrecord_pipeline.transforms.image.detection import Annotation, Frame
+from tfrecord_pipeline.transforms.image.orientation import oriented
+from tfrecord_pipeline.transforms.image.placement import Placement, placed
 
 
 def _upright(w, h, orientation=1, applied=None, stored=None):

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import arguments, encode, make_images, photo, published, write_manifest
 
-from pipeline.cli.main import main
+from tfrecord_pipeline.cli.main import main
 
 pytestmark = pytest.mark.slow
 

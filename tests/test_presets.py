@@ -4,8 +4,8 @@ subtract 1 (the preset's shard counts and the warning printed by a run: test_con
 import pytest
 from conftest import dataset_info
 
-from pipeline.config.presets import one_based_warning
-from pipeline.dataset.metadata import SplitInfo
+from tfrecord_pipeline.config.presets import one_based_warning
+from tfrecord_pipeline.dataset.metadata import SplitInfo
 
 NAMES = {"kind": "names", "offset": 0, "names": [f"n{number:04d}" for number in range(1000)]}
 

@@ -1,8 +1,8 @@
 """pipeline/read/preview.py's choice of records, pure: rows per class, or a seeded sample laid
 out in a square (the contact sheet drawn and saved, end to end: test_read_side.py)."""
 
-from pipeline.read.preview import pick
-from transforms.tfrecord.examples import LABEL_KEY, OBJECT_LABEL_KEY
+from tfrecord_pipeline.read.preview import pick
+from tfrecord_pipeline.transforms.tfrecord.examples import LABEL_KEY, OBJECT_LABEL_KEY
 
 
 def _records(*labels) -> list[dict]:

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import arguments, make_images, write_manifest
 
-from pipeline.cli.main import main
-from transforms.progress import (
+from tfrecord_pipeline.cli.main import main
+from tfrecord_pipeline.transforms.progress import (
     MIN_SPAN_S,
     RATE_WINDOW_S,
     WARM_UP_S,
@@ -155,7 +155,7 @@ def _in_terminal(argv: list[str], until: bytes, then) -> tuple[int, str]:
         # A shell starts background jobs with SIGINT ignored, and an ignored SIGINT survives
         # exec: the command must get the terminal's Ctrl-C however this suite was started.
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.execv(sys.executable, [sys.executable, "-m", "pipeline.cli.main", *argv])
+        os.execv(sys.executable, [sys.executable, "-m", "tfrecord_pipeline.cli.main", *argv])
     printed, acted = b"", False
     try:
         while True:

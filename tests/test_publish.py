@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.dataset.history import Record, newest_first, read_records, recorded_since
-from pipeline.dataset.publish import SupersededError, Target, publish, published_since, start
-from pipeline.dataset.versions import MARKER, POINTER, VERSIONS, Pointer
-from transforms.errors import UserError
+from tfrecord_pipeline.dataset.history import Record, newest_first, read_records, recorded_since
+from tfrecord_pipeline.dataset.publish import SupersededError, Target, publish, published_since, start
+from tfrecord_pipeline.dataset.versions import MARKER, POINTER, VERSIONS, Pointer
+from tfrecord_pipeline.transforms.errors import UserError
 
 
 def test_a_run_starts_the_version_after_the_published_one_under_a_name_of_its_own(tmp_path):

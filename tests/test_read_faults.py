@@ -13,12 +13,12 @@ from fault_proxy import DAMAGE, FAULTS, MAX_IN_A_ROW, planned_fault
 from google.api_core import exceptions as api
 from google.auth import exceptions as auth
 
-from pipeline.cli.main import main
-from pipeline.dataset.versions import POINTER, resolve
-from pipeline.read.verify import verify
-from pipeline.runners.convert import run
-from transforms.errors import FaultError
-from transforms.storage import disk, fileio, retry
+from tfrecord_pipeline.cli.main import main
+from tfrecord_pipeline.dataset.versions import POINTER, resolve
+from tfrecord_pipeline.read.verify import verify
+from tfrecord_pipeline.runners.convert import run
+from tfrecord_pipeline.transforms.errors import FaultError
+from tfrecord_pipeline.transforms.storage import disk, fileio, retry
 
 TRANSIENT = [
     *(api.from_http_status(status, "injected") for status in (408, 429, 500, 502, 503, 504)),

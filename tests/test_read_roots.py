@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import REPOSITORY, command, convert_into
 
-from pipeline.dataset.versions import POINTER, VERSIONS
+from tfrecord_pipeline.dataset.versions import POINTER, VERSIONS
 
 pytestmark = pytest.mark.slow
 SAMPLE = REPOSITORY / "sample" / "manifest.csv"
@@ -103,7 +103,7 @@ def test_a_malformed_root_is_one_line_and_its_status(malformed, words, status, t
 
 
 def test_load_raises_one_value_error_for_a_malformed_root(malformed):
-    from pipeline.read.load import load
+    from tfrecord_pipeline.read.load import load
 
     case, root = malformed
     if case not in ROOT_CASES:

@@ -11,10 +11,10 @@ import pytest
 from conftest import arguments, make_images, published, write_manifest
 from PIL import Image
 
-from pipeline.cli.main import main
-from pipeline.dataset.metadata import INFO_FILE
-from pipeline.read.preview import BOX_COLOURS, LABEL_HEIGHT, THUMB
-from pipeline.runners.convert import run
+from tfrecord_pipeline.cli.main import main
+from tfrecord_pipeline.dataset.metadata import INFO_FILE
+from tfrecord_pipeline.read.preview import BOX_COLOURS, LABEL_HEIGHT, THUMB
+from tfrecord_pipeline.runners.convert import run
 
 pytestmark = pytest.mark.slow
 SAMPLE = Path(__file__).resolve().parents[1] / "sample" / "manifest.csv"

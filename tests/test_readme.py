@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+from conftest import python_path
 
-from pipeline.config.flags import FLAGS, markdown_table
-from pipeline.config.options import ConvertOptions, option_defaults
+from tfrecord_pipeline.config.flags import FLAGS, markdown_table
+from tfrecord_pipeline.config.options import ConvertOptions, option_defaults
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,7 +91,7 @@ def test_every_example_runs_as_written_on_the_sample(tmp_path):
     read what earlier ones wrote (out/flowers)."""
     shutil.copytree(ROOT / "sample", tmp_path / "sample")
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-    env = {**os.environ, "PATH": path, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PATH": path, "PYTHONPATH": python_path()}
     ran = 0
     for example in examples():
         if example.needs_cloud or example.is_make:

@@ -4,7 +4,7 @@ the same bytes every time."""
 import gzip
 import io
 
-from transforms.tfrecord.records import ShardFileWriter, frame, masked_crc32c
+from tfrecord_pipeline.transforms.tfrecord.records import ShardFileWriter, frame, masked_crc32c
 
 
 def test_masked_crc_and_framing_match_the_tfrecord_format():

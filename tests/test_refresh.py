@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from conftest import RUNNERS, arguments, make_images, write_manifest
 
-from pipeline.dataset.versions import resolve
-from pipeline.read.verify import verify
-from pipeline.runners.convert import run
-from transforms.manifest.rows import ManifestRow
-from transforms.plan.dataset import DatasetPlan
-from transforms.plan.fingerprints import row_fingerprint
-from transforms.plan.refresh import (
+from tfrecord_pipeline.dataset.versions import resolve
+from tfrecord_pipeline.read.verify import verify
+from tfrecord_pipeline.runners.convert import run
+from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
+from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
+from tfrecord_pipeline.transforms.plan.fingerprints import row_fingerprint
+from tfrecord_pipeline.transforms.plan.refresh import (
     NewRows,
     PastShard,
     RefreshCounts,
@@ -26,8 +26,8 @@ from transforms.plan.refresh import (
     shifted_index,
     spread,
 )
-from transforms.plan.rows_files import PastRecord, parse_rows, rows_line
-from transforms.plan.sharding import ShardId
+from tfrecord_pipeline.transforms.plan.rows_files import PastRecord, parse_rows, rows_line
+from tfrecord_pipeline.transforms.plan.sharding import ShardId
 
 
 def _row(key: str, image: str = "", label: str = "cat", split: str = "train") -> ManifestRow:
@@ -253,7 +253,7 @@ def test_incompatible_options_convert_everything_and_say_why(tmp_path, rows, cap
 
 
 def test_another_label_offset_is_refused_once_a_version_exists(tmp_path, rows):
-    from transforms.errors import UserError
+    from tfrecord_pipeline.transforms.errors import UserError
 
     root = tmp_path / "nightly"
     manifest = write_manifest(tmp_path / "m.csv", rows)
@@ -309,7 +309,7 @@ def test_damaged_or_missing_shards_are_never_carried_their_rows_converted_again(
     """A byte flipped in a shard that would be carried whole, a shard gone, and a damaged
     shard that would be rewritten (it lost a row): each one's unchanged rows are converted
     again from the manifest, the run says so and publishes a version that verifies."""
-    from pipeline.cli.main import main
+    from tfrecord_pipeline.cli.main import main
 
     root = tmp_path / "nightly"
     first = _convert(write_manifest(tmp_path / "a.csv", rows), root)
@@ -371,7 +371,7 @@ def test_both_runners_refresh_a_version_into_the_same_files(tmp_path, rows):
 
 
 def test_on_beam_an_unchanged_record_of_a_damaged_shard_is_counted_and_its_row_converted():
-    from pipeline.runners.beam_refresh import _keep_or_convert
+    from tfrecord_pipeline.runners.beam_refresh import _keep_or_convert
 
     row = _row("a")
     for sound, converted in ((True, []), (False, [row])):
@@ -382,9 +382,9 @@ def test_on_beam_an_unchanged_record_of_a_damaged_shard_is_counted_and_its_row_c
 
 
 def test_a_shard_is_sound_only_with_its_metadata_s_size_and_crc_and_an_index_that_fits_it(tmp_path):
-    from pipeline.dataset.metadata import ShardInfo
-    from pipeline.dataset.shard_check import check_shards
-    from transforms.tfrecord.records import ShardFileWriter
+    from tfrecord_pipeline.dataset.metadata import ShardInfo
+    from tfrecord_pipeline.dataset.shard_check import check_shards
+    from tfrecord_pipeline.transforms.tfrecord.records import ShardFileWriter
 
     writer = ShardFileWriter(open(tmp_path / "s.tfrecord", "wb"))  # noqa: SIM115 - closes it
     for record in (b"one", b"two"):

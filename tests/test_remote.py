@@ -3,7 +3,7 @@ other store through Beam's FileSystems, which is never retried a second time aro
 
 import pytest
 
-from transforms.storage import disk, remote, retry
+from tfrecord_pipeline.transforms.storage import disk, remote, retry
 
 
 @pytest.fixture(scope="module")

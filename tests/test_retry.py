@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 from google.api_core import exceptions as api
 
-from transforms.storage import gcs, retry
+from tfrecord_pipeline.transforms.storage import gcs, retry
 
 
 class _Page(list):

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from conftest import make_images, published, write_manifest
 
-from pipeline.cli.main import EXIT_OK, EXIT_USER_ERROR, main
-from pipeline.config.arguments import parse_args
-from pipeline.config.conversion import prepare
-from pipeline.dataset import publish
-from pipeline.dataset.commit import cleaned_up_on_failure
-from pipeline.dataset.metadata import INFO_FILE
-from pipeline.dataset.versions import (
+from tfrecord_pipeline.cli.main import EXIT_OK, EXIT_USER_ERROR, main
+from tfrecord_pipeline.config.arguments import parse_args
+from tfrecord_pipeline.config.conversion import prepare
+from tfrecord_pipeline.dataset import publish
+from tfrecord_pipeline.dataset.commit import cleaned_up_on_failure
+from tfrecord_pipeline.dataset.metadata import INFO_FILE
+from tfrecord_pipeline.dataset.versions import (
     MARKER,
     POINTER,
     PUBLISHED,
@@ -24,9 +24,9 @@ from pipeline.dataset.versions import (
     Pointer,
     metadata_digest,
 )
-from pipeline.read.verify import verify
-from pipeline.runners.local import convert_here
-from transforms.progress import UNWATCHED
+from tfrecord_pipeline.read.verify import verify
+from tfrecord_pipeline.runners.local import convert_here
+from tfrecord_pipeline.transforms.progress import UNWATCHED
 
 
 @pytest.fixture

@@ -16,12 +16,12 @@ from conftest import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from transforms.errors import ErrorRow, Reason, RowError, UserError
-from transforms.manifest.fields import make_row
-from transforms.manifest.lines import MAX_JSON_DEPTH, QUOTED_NEWLINE, csv_cells, csv_fields
-from transforms.manifest.rows import ManifestRow, ReadConfig, row_position
-from transforms.manifest.sources import describe
-from transforms.manifest.splits import parse_split_spec
+from tfrecord_pipeline.transforms.errors import ErrorRow, Reason, RowError, UserError
+from tfrecord_pipeline.transforms.manifest.fields import make_row
+from tfrecord_pipeline.transforms.manifest.lines import MAX_JSON_DEPTH, QUOTED_NEWLINE, csv_cells, csv_fields
+from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, ReadConfig, row_position
+from tfrecord_pipeline.transforms.manifest.sources import describe
+from tfrecord_pipeline.transforms.manifest.splits import parse_split_spec
 
 CONFIG = ReadConfig(features=(("weight", "float"),))
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -6,10 +6,10 @@ import re
 import pytest
 from conftest import DATAFLOW, EMBEDDED, LOOPBACK
 
-from pipeline.config import runner_choice
-from pipeline.config.runner_choice import LOCAL, Runner, local_processes, resolve
-from transforms.errors import UserError
-from transforms.write.threads import available_cores
+from tfrecord_pipeline.config import runner_choice
+from tfrecord_pipeline.config.runner_choice import LOCAL, Runner, local_processes, resolve
+from tfrecord_pipeline.transforms.errors import UserError
+from tfrecord_pipeline.transforms.write.threads import available_cores
 
 DIRECT = Runner("SwitchingDirectRunner", here=True, dataflow=False, one_process=True)
 DIRECT_PATH = "apache_beam.runners.direct.direct_runner.DirectRunner"

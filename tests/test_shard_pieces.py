@@ -4,11 +4,11 @@ shard written whole would be; without Beam."""
 import pytest
 from conftest import make_images
 
-from transforms.manifest.labels import LabelMap
-from transforms.manifest.rows import ManifestRow
-from transforms.plan.sharding import WHOLE, Piece, ShardId, piece_of
-from transforms.write.shard_pieces import join_staged
-from transforms.write.shard_writer import WriteConfig, write_shard
+from tfrecord_pipeline.transforms.manifest.labels import LabelMap
+from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
+from tfrecord_pipeline.transforms.plan.sharding import WHOLE, Piece, ShardId, piece_of
+from tfrecord_pipeline.transforms.write.shard_pieces import join_staged
+from tfrecord_pipeline.transforms.write.shard_writer import WriteConfig, write_shard
 
 PIECES = 3
 

@@ -12,16 +12,16 @@ import threading
 import pytest
 from conftest import make_images, read_manifest, write_manifest
 
-from transforms.errors import ErrorRow, FaultError, Reason
-from transforms.image.config import ImageConfig
-from transforms.manifest.labels import LabelMap
-from transforms.manifest.rows import ReadConfig
-from transforms.plan.dataset import DatasetPlan
-from transforms.plan.sharding import ShardId
-from transforms.progress import FolderProgress
-from transforms.write.error_sink import SpilledErrors
-from transforms.write.heap import keep_freed_memory
-from transforms.write.shard_processes import (
+from tfrecord_pipeline.transforms.errors import ErrorRow, FaultError, Reason
+from tfrecord_pipeline.transforms.image.config import ImageConfig
+from tfrecord_pipeline.transforms.manifest.labels import LabelMap
+from tfrecord_pipeline.transforms.manifest.rows import ReadConfig
+from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
+from tfrecord_pipeline.transforms.plan.sharding import ShardId
+from tfrecord_pipeline.transforms.progress import FolderProgress
+from tfrecord_pipeline.transforms.write.error_sink import SpilledErrors
+from tfrecord_pipeline.transforms.write.heap import keep_freed_memory
+from tfrecord_pipeline.transforms.write.shard_processes import (
     ShardPool,
     ShardTask,
     ShardWriter,
@@ -29,8 +29,8 @@ from transforms.write.shard_processes import (
     shard_task,
     writers_at_once,
 )
-from transforms.write.shard_writer import ShardResult, WriteConfig
-from transforms.write.threads import REMOTE_THREADS_PER_CORE, available_cores
+from tfrecord_pipeline.transforms.write.shard_writer import ShardResult, WriteConfig
+from tfrecord_pipeline.transforms.write.threads import REMOTE_THREADS_PER_CORE, available_cores
 
 RESIZE = ImageConfig(resize_short_side=32)  # decodes every image: threads matter here
 

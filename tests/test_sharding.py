@@ -3,7 +3,7 @@ and pieces as ranges of the record order."""
 
 from collections import Counter
 
-from transforms.plan.sharding import (
+from tfrecord_pipeline.transforms.plan.sharding import (
     ShardId,
     piece_of,
     record_order,

@@ -6,12 +6,12 @@ import tracemalloc
 import pytest
 from conftest import read_manifest, write_manifest
 
-from transforms.errors import Reason, UserError
-from transforms.manifest.rows import (
+from tfrecord_pipeline.transforms.errors import Reason, UserError
+from tfrecord_pipeline.transforms.manifest.rows import (
     ManifestRow,
     ReadConfig,
 )
-from transforms.manifest.sources import describe
+from tfrecord_pipeline.transforms.manifest.sources import describe
 
 
 @pytest.mark.parametrize(

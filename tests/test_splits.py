@@ -5,8 +5,8 @@ from collections import Counter
 
 import pytest
 
-from transforms.errors import Reason, RowError, UserError
-from transforms.manifest.splits import assign_split, parse_split_spec
+from tfrecord_pipeline.transforms.errors import Reason, RowError, UserError
+from tfrecord_pipeline.transforms.manifest.splits import assign_split, parse_split_spec
 
 
 def test_split_assignment_is_stable_and_follows_fractions():

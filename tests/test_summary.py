@@ -2,8 +2,8 @@
 
 from conftest import dataset_info
 
-from pipeline.cli.summary import format_counters, format_summary
-from pipeline.dataset.metadata import DatasetInfo, ShardInfo, SplitInfo
+from tfrecord_pipeline.cli.summary import format_counters, format_summary
+from tfrecord_pipeline.dataset.metadata import DatasetInfo, ShardInfo, SplitInfo
 
 
 def _split(examples: int, shards: int, errors: int = 0, boxes_dropped: int = 0) -> SplitInfo:

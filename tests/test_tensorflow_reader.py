@@ -10,9 +10,9 @@ import tensorflow as tf
 from conftest import make_images, write_manifest
 from PIL import Image
 
-from transforms.image.config import StoredImage
-from transforms.tfrecord.examples import build_example, label_features
-from transforms.tfrecord.records import frame
+from tfrecord_pipeline.transforms.image.config import StoredImage
+from tfrecord_pipeline.transforms.tfrecord.examples import build_example, label_features
+from tfrecord_pipeline.transforms.tfrecord.records import frame
 
 pytestmark = pytest.mark.slow
 SAMPLE = Path(__file__).resolve().parents[1] / "sample"

@@ -11,12 +11,12 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 from conftest import make_images, write_manifest
 
-from pipeline import load
-from pipeline.dataset.metadata import INFO_FILE
-from pipeline.dataset.tfds_metadata import class_names, labels_file, tfds_files
-from pipeline.read.verify import verify
-from pipeline.runners.convert import run
-from transforms.tfrecord.examples import RAW_KEY
+from tfrecord_pipeline import load
+from tfrecord_pipeline.dataset.metadata import INFO_FILE
+from tfrecord_pipeline.dataset.tfds_metadata import class_names, labels_file, tfds_files
+from tfrecord_pipeline.read.verify import verify
+from tfrecord_pipeline.runners.convert import run
+from tfrecord_pipeline.transforms.tfrecord.examples import RAW_KEY
 
 pytestmark = pytest.mark.slow
 IMAGE_KEYS = ("image/encoded", RAW_KEY)

@@ -1,12 +1,12 @@
 """transforms/manifest/trees.py: a class-folder tree read as rows (labels and splits from folder
 names; other files skipped)."""
 
-from transforms.manifest.rows import (
+from tfrecord_pipeline.transforms.manifest.rows import (
     ManifestRow,
     ReadConfig,
     SkippedFile,
 )
-from transforms.manifest.trees import read_tree
+from tfrecord_pipeline.transforms.manifest.trees import read_tree
 
 
 def test_tree_reads_labels_splits_and_skips_other_files(tmp_path):

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from conftest import arguments, published
 
-from pipeline.cli.main import main
-from pipeline.dataset.commit import read_info
-from pipeline.dataset.metadata import INFO_FILE
-from pipeline.dataset.versions import MARKER, marker_bytes
-from pipeline.read.verify import verify, verify_shard
-from transforms.tfrecord.records import crc32c_of, read_records
+from tfrecord_pipeline.cli.main import main
+from tfrecord_pipeline.dataset.commit import read_info
+from tfrecord_pipeline.dataset.metadata import INFO_FILE
+from tfrecord_pipeline.dataset.versions import MARKER, marker_bytes
+from tfrecord_pipeline.read.verify import verify, verify_shard
+from tfrecord_pipeline.transforms.tfrecord.records import crc32c_of, read_records
 
 pytestmark = pytest.mark.slow
 SAMPLE = Path(__file__).resolve().parents[1] / "sample" / "manifest.csv"
@@ -21,7 +21,7 @@ SAMPLE = Path(__file__).resolve().parents[1] / "sample" / "manifest.csv"
 
 @pytest.fixture(scope="module", params=["none", "gzip"])
 def converted(request, tmp_path_factory):
-    from pipeline.runners.convert import run
+    from tfrecord_pipeline.runners.convert import run
 
     output = tmp_path_factory.mktemp(f"verify-{request.param}") / "out"
     flags = ["--num_shards", "2", "--compression", request.param, "--direct_num_workers=1"]
@@ -67,7 +67,7 @@ def test_an_empty_gzip_member_before_more_records_is_where_tensorflow_may_stop(t
     its buffers decides), so verify says so, even of bytes the metadata claims."""
     import tensorflow as tf
 
-    from pipeline.runners.convert import run
+    from tfrecord_pipeline.runners.convert import run
 
     root = tmp_path / "out"
     flags = ["--num_shards", "1", "--compression", "gzip", "--no_progress"]
@@ -120,7 +120,7 @@ def test_missing_and_changed_files_are_reported(converted, tmp_path, damage, cap
 
 
 def test_dali_index_files_are_written_checked_and_refused_with_gzip(tmp_path, capsys):
-    from pipeline.runners.convert import run
+    from tfrecord_pipeline.runners.convert import run
 
     root = tmp_path / "indexed"
     argv = arguments(

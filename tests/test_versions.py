@@ -3,8 +3,8 @@ how a reader resolves a root or a version folder, checking what the pointer and 
 
 import pytest
 
-from pipeline.dataset.metadata import INFO_FILE
-from pipeline.dataset.versions import (
+from tfrecord_pipeline.dataset.metadata import INFO_FILE
+from tfrecord_pipeline.dataset.versions import (
     MARKER,
     POINTER,
     VERSIONS,

@@ -14,8 +14,8 @@ import tempfile
 import traceback
 from collections.abc import Iterator
 
-from transforms.errors import FaultError
-from transforms.storage import fileio
+from tfrecord_pipeline.transforms.errors import FaultError
+from tfrecord_pipeline.transforms.storage import fileio
 
 _RERUN = "then rerun the same command"
 _DISK_FAULTS = {

@@ -10,15 +10,15 @@ import logging
 import os
 import sys
 
-from pipeline.cli.faults import as_fault, report_fault
-from pipeline.cli.summary import format_counters, format_summary
-from pipeline.config.arguments import UserErrorParser, parse_args
-from pipeline.config.conversion import Conversion, prepare
-from pipeline.config.presets import one_based_warning
-from pipeline.dataset import publish
-from pipeline.dataset.commit import read_info
-from pipeline.runners.convert import convert_prepared
-from transforms.errors import UserError
+from tfrecord_pipeline.cli.faults import as_fault, report_fault
+from tfrecord_pipeline.cli.summary import format_counters, format_summary
+from tfrecord_pipeline.config.arguments import UserErrorParser, parse_args
+from tfrecord_pipeline.config.conversion import Conversion, prepare
+from tfrecord_pipeline.config.presets import one_based_warning
+from tfrecord_pipeline.dataset import publish
+from tfrecord_pipeline.dataset.commit import read_info
+from tfrecord_pipeline.runners.convert import convert_prepared
+from tfrecord_pipeline.transforms.errors import UserError
 
 USAGE = """usage: tfrecord-pipeline convert --manifest M [M ...] --output ROOT [opts] [Beam flags]
        tfrecord-pipeline verify DATASET [--decode sample|all|none]
@@ -82,7 +82,7 @@ def _on_dataflow(conversion: Conversion) -> int:
     wait for it and report."""
     from apache_beam.runners.dataflow.dataflow_runner import DataflowRuntimeException
 
-    from pipeline.runners.beam_pipeline import launch
+    from tfrecord_pipeline.runners.beam_pipeline import launch
 
     target = publish.start(conversion.options.output)
     result = launch(conversion, target)
@@ -103,7 +103,7 @@ def _counters(result) -> dict[str, int]:
     """Beam counters of this job by name, summed over the steps that emit them."""
     from apache_beam.metrics.metric import MetricsFilter
 
-    from transforms.beam.steps import NAMESPACE
+    from tfrecord_pipeline.transforms.beam.steps import NAMESPACE
 
     query = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))
     totals: dict[str, int] = {}
@@ -137,7 +137,7 @@ def _parser(command: str) -> argparse.ArgumentParser:
 
 
 def _verify(argv: list[str]) -> int:
-    from pipeline.read.verify import DECODE_MODES, verify
+    from tfrecord_pipeline.read.verify import DECODE_MODES, verify
 
     parser = _parser("verify")
     parser.add_argument("--decode", choices=DECODE_MODES, default="sample")
@@ -152,7 +152,7 @@ def _verify(argv: list[str]) -> int:
 
 
 def _preview(argv: list[str]) -> int:
-    from pipeline.read.preview import preview
+    from tfrecord_pipeline.read.preview import preview
 
     parser = _parser("preview")
     parser.add_argument("--split", default="train")
@@ -169,7 +169,7 @@ def _preview(argv: list[str]) -> int:
 
 
 def _stats(argv: list[str]) -> int:
-    from pipeline.read.stats import stats
+    from tfrecord_pipeline.read.stats import stats
 
     parser = _parser("stats")
     parser.add_argument("-o", "--out", required=True, help="HTML file to write")
@@ -180,7 +180,7 @@ def _stats(argv: list[str]) -> int:
 
 
 def _rollback(argv: list[str]) -> int:
-    from pipeline.dataset.rollback import rollback
+    from tfrecord_pipeline.dataset.rollback import rollback
 
     parser = UserErrorParser(prog="tfrecord-pipeline rollback", allow_abbrev=False)
     parser.add_argument("root", help="a dataset root (local or gs://)")

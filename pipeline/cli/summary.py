@@ -1,7 +1,7 @@
 """What a conversion prints when it ends: the version's table of splits, or a remote job's
 counters."""
 
-from pipeline.dataset.metadata import DatasetInfo
+from tfrecord_pipeline.dataset.metadata import DatasetInfo
 
 
 def _mb(size: int) -> str:

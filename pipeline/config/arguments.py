@@ -3,9 +3,9 @@ ConvertOptions, and every other flag passed to Beam untouched (once Beam knows i
 
 import argparse
 
-from pipeline.config.flags import FLAGS, help_text
-from pipeline.config.options import ConvertOptions, option_defaults
-from transforms.errors import UserError
+from tfrecord_pipeline.config.flags import FLAGS, help_text
+from tfrecord_pipeline.config.options import ConvertOptions, option_defaults
+from tfrecord_pipeline.transforms.errors import UserError
 
 
 class UserErrorParser(argparse.ArgumentParser):

@@ -9,9 +9,9 @@ import argparse
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from pipeline.config.presets import PRESETS
-from transforms.image.config import ENCODINGS, RESAMPLE_FILTERS, VALIDATE_MODES
-from transforms.manifest.rows import FEATURE_TYPES
+from tfrecord_pipeline.config.presets import PRESETS
+from tfrecord_pipeline.transforms.image.config import ENCODINGS, RESAMPLE_FILTERS, VALIDATE_MODES
+from tfrecord_pipeline.transforms.manifest.rows import FEATURE_TYPES
 
 
 def _switch(text: str) -> bool:

@@ -5,18 +5,18 @@ value, and the configs the stages take, are pipeline/config/conversion.py's."""
 
 import dataclasses
 
-from pipeline.config.presets import PRESETS
-from transforms.errors import UserError
-from transforms.image.config import ImageConfig
-from transforms.manifest.labels import LabelMap, parse_label_map
-from transforms.manifest.rows import FEATURE_TYPES, ReadConfig
-from transforms.manifest.splits import parse_split_spec
-from transforms.plan.dataset import ShardCounts, parse_shard_counts
-from transforms.plan.sharding import DEFAULT_TARGET_SHARD_MB
-from transforms.storage import fileio
-from transforms.tfrecord.examples import IMAGE_FEATURES, RAW_KEY
-from transforms.tfrecord.records import MAX_RECORD_BYTES
-from transforms.write.shard_writer import DEFAULT_MAX_FILE_MB
+from tfrecord_pipeline.config.presets import PRESETS
+from tfrecord_pipeline.transforms.errors import UserError
+from tfrecord_pipeline.transforms.image.config import ImageConfig
+from tfrecord_pipeline.transforms.manifest.labels import LabelMap, parse_label_map
+from tfrecord_pipeline.transforms.manifest.rows import FEATURE_TYPES, ReadConfig
+from tfrecord_pipeline.transforms.manifest.splits import parse_split_spec
+from tfrecord_pipeline.transforms.plan.dataset import ShardCounts, parse_shard_counts
+from tfrecord_pipeline.transforms.plan.sharding import DEFAULT_TARGET_SHARD_MB
+from tfrecord_pipeline.transforms.storage import fileio
+from tfrecord_pipeline.transforms.tfrecord.examples import IMAGE_FEATURES, RAW_KEY
+from tfrecord_pipeline.transforms.tfrecord.records import MAX_RECORD_BYTES
+from tfrecord_pipeline.transforms.write.shard_writer import DEFAULT_MAX_FILE_MB
 
 # Flags that change how this machine runs the job, not the dataset: kept out of its metadata.
 _LOCAL_ONLY = (

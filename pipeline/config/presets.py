@@ -11,7 +11,7 @@ start at 1. Written from 0, one class becomes label -1 (resnet) or an all-zero o
 
 from typing import NamedTuple
 
-from pipeline.dataset.metadata import DatasetInfo
+from tfrecord_pipeline.dataset.metadata import DatasetInfo
 
 
 class Preset(NamedTuple):

@@ -22,8 +22,8 @@ import subprocess
 import sys
 from typing import NamedTuple
 
-from transforms.errors import UserError
-from transforms.write.threads import available_cores
+from tfrecord_pipeline.transforms.errors import UserError
+from tfrecord_pipeline.transforms.write.threads import available_cores
 
 
 class Runner(NamedTuple):

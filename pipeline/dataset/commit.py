@@ -9,19 +9,19 @@ same for every runner (pipeline/dataset/publish.py says why this makes published
 import contextlib
 from typing import NamedTuple
 
-from pipeline.dataset import publish, versions
-from pipeline.dataset.layout import delete_folder
-from pipeline.dataset.metadata import INFO_FILE, LABELS_FILE, DatasetInfo, build_info
-from pipeline.dataset.previous import base_lost
-from pipeline.dataset.retention import clean_up
-from pipeline.dataset.tfds_metadata import tfds_files
-from transforms.errors import UserError
-from transforms.plan.dataset import DatasetPlan
-from transforms.plan.refresh import RefreshCounts
-from transforms.plan.rows_files import ROWS_SUFFIX
-from transforms.storage import fileio
-from transforms.write.error_files import ErrorCounts, ErrorFileResult
-from transforms.write.shard_writer import INDEX_SUFFIX, ShardResult
+from tfrecord_pipeline.dataset import publish, versions
+from tfrecord_pipeline.dataset.layout import delete_folder
+from tfrecord_pipeline.dataset.metadata import INFO_FILE, LABELS_FILE, DatasetInfo, build_info
+from tfrecord_pipeline.dataset.previous import base_lost
+from tfrecord_pipeline.dataset.retention import clean_up
+from tfrecord_pipeline.dataset.tfds_metadata import tfds_files
+from tfrecord_pipeline.transforms.errors import UserError
+from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
+from tfrecord_pipeline.transforms.plan.refresh import RefreshCounts
+from tfrecord_pipeline.transforms.plan.rows_files import ROWS_SUFFIX
+from tfrecord_pipeline.transforms.storage import fileio
+from tfrecord_pipeline.transforms.write.error_files import ErrorCounts, ErrorFileResult
+from tfrecord_pipeline.transforms.write.shard_writer import INDEX_SUFFIX, ShardResult
 
 
 def read_info(folder: str) -> DatasetInfo:

@@ -27,9 +27,9 @@ one last.
 import re
 from typing import NamedTuple
 
-from pipeline.dataset.layout import folders_in, own_folder
-from pipeline.dataset.versions import PUBLISHED, VERSIONS, Pointer, is_complete, sequence
-from transforms.storage import fileio
+from tfrecord_pipeline.dataset.layout import folders_in, own_folder
+from tfrecord_pipeline.dataset.versions import PUBLISHED, VERSIONS, Pointer, is_complete, sequence
+from tfrecord_pipeline.transforms.storage import fileio
 
 _RECORD = re.compile(r"^(\d{8,})-(v\d{6,}-[0-9a-f]{8})$")
 

@@ -14,10 +14,10 @@ import contextlib
 import os
 import stat
 
-from pipeline.dataset.versions import LOCK, MARKER, POINTER, PUBLISHED, STAGING, VERSIONS
-from transforms.errors import UserError
-from transforms.storage import fileio, gcs
-from transforms.storage.retry import TIMEOUT_S, retried
+from tfrecord_pipeline.dataset.versions import LOCK, MARKER, POINTER, PUBLISHED, STAGING, VERSIONS
+from tfrecord_pipeline.transforms.errors import UserError
+from tfrecord_pipeline.transforms.storage import fileio, gcs
+from tfrecord_pipeline.transforms.storage.retry import TIMEOUT_S, retried
 
 TEMPORARY = f"{POINTER}.tmp-"  # a pointer's write in progress, or one a kill cut short
 _OURS = (POINTER, VERSIONS, STAGING, PUBLISHED, LOCK)

@@ -11,11 +11,11 @@ import dataclasses
 import json
 from collections import Counter
 
-from transforms.plan.dataset import DatasetPlan
-from transforms.plan.refresh import RefreshCounts
-from transforms.tfrecord.examples import feature_spec
-from transforms.write.error_files import ERRORS_DIR, ErrorCounts, ErrorFileResult
-from transforms.write.shard_writer import ShardResult
+from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
+from tfrecord_pipeline.transforms.plan.refresh import RefreshCounts
+from tfrecord_pipeline.transforms.tfrecord.examples import feature_spec
+from tfrecord_pipeline.transforms.write.error_files import ERRORS_DIR, ErrorCounts, ErrorFileResult
+from tfrecord_pipeline.transforms.write.shard_writer import ShardResult
 
 FORMAT_VERSION = 1
 INFO_FILE = "tfrecord_pipeline.json"

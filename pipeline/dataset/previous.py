@@ -3,18 +3,18 @@ the records an `--incremental` run may reuse (pipeline/runners/refresh.py)."""
 
 from typing import NamedTuple
 
-from pipeline.dataset.metadata import DatasetInfo
-from pipeline.dataset.publish import Target
-from pipeline.dataset.versions import (
+from tfrecord_pipeline.dataset.metadata import DatasetInfo
+from tfrecord_pipeline.dataset.publish import Target
+from tfrecord_pipeline.dataset.versions import (
     VERSIONS,
     Published,
     complete_version,
     is_complete,
     read_or_none,
 )
-from transforms.errors import UserError
-from transforms.manifest.labels import LabelMap
-from transforms.storage import fileio
+from tfrecord_pipeline.transforms.errors import UserError
+from tfrecord_pipeline.transforms.manifest.labels import LabelMap
+from tfrecord_pipeline.transforms.storage import fileio
 
 
 def base_version(target: Target) -> Published | None:

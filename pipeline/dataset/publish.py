@@ -19,8 +19,8 @@ import fcntl
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-from pipeline.dataset import history
-from pipeline.dataset.layout import (
+from tfrecord_pipeline.dataset import history
+from tfrecord_pipeline.dataset.layout import (
     TEMPORARY,
     check_layout,
     check_lock,
@@ -30,10 +30,10 @@ from pipeline.dataset.layout import (
     refuse_foreign,
     refuse_nested,
 )
-from pipeline.dataset.versions import LOCK, MARKER, POINTER, STAGING, VERSIONS, Pointer
-from transforms.errors import FaultError, UserError
-from transforms.storage import fileio, gcs
-from transforms.storage.retry import TIMEOUT_S, retried
+from tfrecord_pipeline.dataset.versions import LOCK, MARKER, POINTER, STAGING, VERSIONS, Pointer
+from tfrecord_pipeline.transforms.errors import FaultError, UserError
+from tfrecord_pipeline.transforms.storage import fileio, gcs
+from tfrecord_pipeline.transforms.storage.retry import TIMEOUT_S, retried
 
 REMOTE_MOVES_AT_ONCE = 64
 

@@ -11,10 +11,10 @@ publication order (a rollback publishes an old version anew), never by their num
 import contextlib
 from collections.abc import Callable
 
-from pipeline.dataset import history
-from pipeline.dataset.layout import delete_folder, delete_version, folders_in
-from pipeline.dataset.publish import exclusive, read_pointer
-from pipeline.dataset.versions import STAGING, VERSIONS, Pointer, is_complete, sequence
+from tfrecord_pipeline.dataset import history
+from tfrecord_pipeline.dataset.layout import delete_folder, delete_version, folders_in
+from tfrecord_pipeline.dataset.publish import exclusive, read_pointer
+from tfrecord_pipeline.dataset.versions import STAGING, VERSIONS, Pointer, is_complete, sequence
 
 
 def clean_up(root: str, published: Pointer, keep_versions: int) -> None:

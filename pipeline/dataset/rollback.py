@@ -9,12 +9,12 @@ most recently published. Nothing is deleted.
 
 from typing import NamedTuple
 
-from pipeline.dataset import history
-from pipeline.dataset.layout import check_layout, folders_in
-from pipeline.dataset.metadata import DatasetInfo
-from pipeline.dataset.publish import SupersededError, Target, publish, read_pointer
-from pipeline.dataset.shard_check import check_shards
-from pipeline.dataset.versions import (
+from tfrecord_pipeline.dataset import history
+from tfrecord_pipeline.dataset.layout import check_layout, folders_in
+from tfrecord_pipeline.dataset.metadata import DatasetInfo
+from tfrecord_pipeline.dataset.publish import SupersededError, Target, publish, read_pointer
+from tfrecord_pipeline.dataset.shard_check import check_shards
+from tfrecord_pipeline.dataset.versions import (
     MARKER,
     POINTER,
     VERSIONS,
@@ -26,8 +26,8 @@ from pipeline.dataset.versions import (
     read_or_none,
     sequence,
 )
-from transforms.errors import UserError
-from transforms.storage import fileio
+from tfrecord_pipeline.transforms.errors import UserError
+from tfrecord_pipeline.transforms.storage import fileio
 
 
 class RolledBack(NamedTuple):

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import google_crc32c
 
-from pipeline.dataset.metadata import ShardInfo
-from transforms.storage import fileio, gcs, listings
-from transforms.tfrecord.records import file_crc32c
+from tfrecord_pipeline.dataset.metadata import ShardInfo
+from tfrecord_pipeline.transforms.storage import fileio, gcs, listings
+from tfrecord_pipeline.transforms.tfrecord.records import file_crc32c
 
 CHECK_CHUNK = 1 << 20  # bytes read at a time when a shard's CRC-32C is computed here
 

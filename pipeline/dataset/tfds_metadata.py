@@ -10,8 +10,8 @@ from our own metadata, as plain JSON: the conversion path imports neither TFDS n
 import json
 import re
 
-from pipeline.dataset.metadata import INFO_FILE, DatasetInfo
-from transforms.tfrecord.examples import LABEL_KEY, OBJECT_LABEL_KEY, RAW_KEY
+from tfrecord_pipeline.dataset.metadata import INFO_FILE, DatasetInfo
+from tfrecord_pipeline.transforms.tfrecord.examples import LABEL_KEY, OBJECT_LABEL_KEY, RAW_KEY
 
 NAME = "tfrecord_pipeline"
 VERSION = "1.0.0"  # TFDS wants X.Y.Z here; the dataset's own versions are folders

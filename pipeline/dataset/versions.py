@@ -23,9 +23,9 @@ import re
 from collections.abc import Callable
 from typing import NamedTuple
 
-from pipeline.dataset.metadata import INFO_FILE
-from transforms.errors import UserError
-from transforms.storage import fileio
+from tfrecord_pipeline.dataset.metadata import INFO_FILE
+from tfrecord_pipeline.transforms.errors import UserError
+from tfrecord_pipeline.transforms.storage import fileio
 
 POINTER = "LATEST"
 VERSIONS = "versions"

@@ -7,8 +7,8 @@ read side; the conversion path never imports this module.
 
 import json
 
-from pipeline.dataset.versions import DatasetError, resolve
-from transforms.tfrecord.examples import LABEL_KEY, OBJECT_LABEL_KEY
+from tfrecord_pipeline.dataset.versions import DatasetError, resolve
+from tfrecord_pipeline.transforms.tfrecord.examples import LABEL_KEY, OBJECT_LABEL_KEY
 
 
 def _tf():

@@ -10,9 +10,9 @@ import random
 
 from PIL import Image, ImageDraw
 
-from pipeline.read.reader import examples, open_dataset
-from transforms.storage import fileio
-from transforms.tfrecord.examples import LABEL_KEY, LABEL_TEXT_KEY, OBJECT_LABEL_KEY, RAW_KEY
+from tfrecord_pipeline.read.reader import examples, open_dataset
+from tfrecord_pipeline.transforms.storage import fileio
+from tfrecord_pipeline.transforms.tfrecord.examples import LABEL_KEY, LABEL_TEXT_KEY, OBJECT_LABEL_KEY, RAW_KEY
 
 THUMB = 128
 LABEL_HEIGHT = 14

@@ -4,12 +4,12 @@ from collections.abc import Iterator
 
 from google.protobuf.message import DecodeError
 
-from pipeline.dataset.metadata import DatasetInfo
-from pipeline.dataset.versions import DatasetError, resolve
-from transforms.errors import UserError
-from transforms.storage import fileio
-from transforms.tfrecord.proto.example_pb2 import Example
-from transforms.tfrecord.records import RecordError, read_records, shard_payload
+from tfrecord_pipeline.dataset.metadata import DatasetInfo
+from tfrecord_pipeline.dataset.versions import DatasetError, resolve
+from tfrecord_pipeline.transforms.errors import UserError
+from tfrecord_pipeline.transforms.storage import fileio
+from tfrecord_pipeline.transforms.tfrecord.proto.example_pb2 import Example
+from tfrecord_pipeline.transforms.tfrecord.records import RecordError, read_records, shard_payload
 
 
 def open_dataset(path: str) -> tuple[str, DatasetInfo]:

@@ -9,9 +9,9 @@ width of the window.
 import html
 from collections import Counter
 
-from pipeline.dataset.metadata import DatasetInfo
-from pipeline.read.reader import examples, open_dataset
-from transforms.storage import fileio
+from tfrecord_pipeline.dataset.metadata import DatasetInfo
+from tfrecord_pipeline.read.reader import examples, open_dataset
+from tfrecord_pipeline.transforms.storage import fileio
 
 SIZE_BUCKET = 64  # pixels per histogram bucket of the longer image side
 

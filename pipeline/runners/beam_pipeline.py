@@ -11,19 +11,19 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.pvalue import AsDict, AsList, AsSingleton
 
-from pipeline.config.conversion import Conversion
-from pipeline.dataset.commit import CommitConfig, CommitInputs, commit_dataset
-from pipeline.dataset.metadata import DatasetInfo
-from pipeline.dataset.previous import previous_version
-from pipeline.dataset.publish import Target
-from pipeline.runners import refresh
-from pipeline.runners.refresh_files import assemble
-from transforms.beam.error_files import WriteErrors
-from transforms.beam.manifests import ReadManifests
-from transforms.beam.plan import AssignShards, DropDuplicateContent, PlanDataset
-from transforms.beam.shards import WriteShards
-from transforms.progress import SILENT, Progress
-from transforms.write import error_files
+from tfrecord_pipeline.config.conversion import Conversion
+from tfrecord_pipeline.dataset.commit import CommitConfig, CommitInputs, commit_dataset
+from tfrecord_pipeline.dataset.metadata import DatasetInfo
+from tfrecord_pipeline.dataset.previous import previous_version
+from tfrecord_pipeline.dataset.publish import Target
+from tfrecord_pipeline.runners import refresh
+from tfrecord_pipeline.runners.refresh_files import assemble
+from tfrecord_pipeline.transforms.beam.error_files import WriteErrors
+from tfrecord_pipeline.transforms.beam.manifests import ReadManifests
+from tfrecord_pipeline.transforms.beam.plan import AssignShards, DropDuplicateContent, PlanDataset
+from tfrecord_pipeline.transforms.beam.shards import WriteShards
+from tfrecord_pipeline.transforms.progress import SILENT, Progress
+from tfrecord_pipeline.transforms.write import error_files
 
 
 @beam.typehints.with_output_types(DatasetInfo)
@@ -79,7 +79,7 @@ def build_pipeline(
         rows, errors = unique["rows"], [*errors, unique["errors"]]
     write_plan, refreshed = plan, {}
     if options.incremental and refresh.refreshable(previous, options.recorded()):
-        from pipeline.runners.beam_refresh import RefreshRows
+        from tfrecord_pipeline.runners.beam_refresh import RefreshRows
 
         update = rows | "RefreshRows" >> RefreshRows(previous, plan, target.staging, progress)
         rows, layout = update["rows"], update["layout"]

@@ -7,15 +7,15 @@ any Beam flag, or a test pipeline, it runs as the Beam pipeline
 
 from typing import NamedTuple
 
-from pipeline.config.arguments import parse_args
-from pipeline.config.conversion import Conversion, prepare
-from pipeline.config.options import ConvertOptions
-from pipeline.config.runner_choice import LOCAL
-from pipeline.dataset import publish
-from pipeline.dataset.commit import cleaned_up_on_failure, read_info
-from pipeline.dataset.metadata import DatasetInfo
-from pipeline.runners.local import convert_here
-from transforms.progress import UNWATCHED, ProgressBar
+from tfrecord_pipeline.config.arguments import parse_args
+from tfrecord_pipeline.config.conversion import Conversion, prepare
+from tfrecord_pipeline.config.options import ConvertOptions
+from tfrecord_pipeline.config.runner_choice import LOCAL
+from tfrecord_pipeline.dataset import publish
+from tfrecord_pipeline.dataset.commit import cleaned_up_on_failure, read_info
+from tfrecord_pipeline.dataset.metadata import DatasetInfo
+from tfrecord_pipeline.runners.local import convert_here
+from tfrecord_pipeline.transforms.progress import UNWATCHED, ProgressBar
 
 
 class Converted(NamedTuple):
@@ -50,7 +50,7 @@ def convert_prepared(conversion: Conversion, test_pipeline=None) -> Converted:
     with cleaned_up_on_failure(target):
         if conversion.runner == LOCAL:
             return Converted(convert_here(conversion, target, watch), target.folder)
-        from pipeline.runners.beam_pipeline import launch
+        from tfrecord_pipeline.runners.beam_pipeline import launch
 
         with watch as progress:
             launch(conversion, target, test_pipeline, progress).wait_until_finish()

@@ -17,32 +17,32 @@ from collections import defaultdict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-from pipeline.config.conversion import Conversion
-from pipeline.config.runner_choice import local_processes
-from pipeline.dataset.commit import CommitInputs, commit_dataset
-from pipeline.dataset.metadata import DatasetInfo
-from pipeline.dataset.previous import previous_version
-from pipeline.dataset.publish import Target
-from pipeline.runners import refresh, refresh_files
-from transforms.errors import ErrorRow
-from transforms.manifest.rows import DroppedNegative, ManifestRow, ReadConfig, SkippedFile
-from transforms.manifest.sources import ManifestFile, read_all
-from transforms.plan.dataset import DatasetPlan, PlanAccumulator, PlanConfig, decide_plan
-from transforms.plan.dedup import content_digest, keep_first
-from transforms.plan.grouping import all_shards, group_by_shard
-from transforms.progress import UNWATCHED, Progress, Watch
-from transforms.storage import fileio
-from transforms.write import error_files
-from transforms.write.error_sink import ErrorSink
-from transforms.write.shard_processes import (
+from tfrecord_pipeline.config.conversion import Conversion
+from tfrecord_pipeline.config.runner_choice import local_processes
+from tfrecord_pipeline.dataset.commit import CommitInputs, commit_dataset
+from tfrecord_pipeline.dataset.metadata import DatasetInfo
+from tfrecord_pipeline.dataset.previous import previous_version
+from tfrecord_pipeline.dataset.publish import Target
+from tfrecord_pipeline.runners import refresh, refresh_files
+from tfrecord_pipeline.transforms.errors import ErrorRow
+from tfrecord_pipeline.transforms.manifest.rows import DroppedNegative, ManifestRow, ReadConfig, SkippedFile
+from tfrecord_pipeline.transforms.manifest.sources import ManifestFile, read_all
+from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan, PlanAccumulator, PlanConfig, decide_plan
+from tfrecord_pipeline.transforms.plan.dedup import content_digest, keep_first
+from tfrecord_pipeline.transforms.plan.grouping import all_shards, group_by_shard
+from tfrecord_pipeline.transforms.progress import UNWATCHED, Progress, Watch
+from tfrecord_pipeline.transforms.storage import fileio
+from tfrecord_pipeline.transforms.write import error_files
+from tfrecord_pipeline.transforms.write.error_sink import ErrorSink
+from tfrecord_pipeline.transforms.write.shard_processes import (
     ShardPool,
     ShardTask,
     ShardWriter,
     shard_task,
     writers_at_once,
 )
-from transforms.write.shard_writer import IN_FLIGHT_PER_THREAD, ShardResult, ordered_map
-from transforms.write.threads import REMOTE_THREADS_PER_CORE, available_cores
+from tfrecord_pipeline.transforms.write.shard_writer import IN_FLIGHT_PER_THREAD, ShardResult, ordered_map
+from tfrecord_pipeline.transforms.write.threads import REMOTE_THREADS_PER_CORE, available_cores
 
 
 def convert_here(conversion: Conversion, target: Target, watch: Watch) -> DatasetInfo:

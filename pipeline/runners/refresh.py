@@ -17,16 +17,16 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
-from pipeline.dataset.metadata import ShardInfo
-from pipeline.dataset.previous import Previous
-from pipeline.dataset.shard_check import check_shards
-from transforms.manifest.rows import ManifestRow
-from transforms.plan.dataset import DatasetPlan
-from transforms.plan.fingerprints import row_fingerprints
-from transforms.plan.refresh import PastShard, RefreshLayout, match, refresh_layout
-from transforms.plan.rows_files import DamagedRowsFileError, PastRecord, read_rows_file
-from transforms.storage import fileio
-from transforms.write.threads import REMOTE_THREADS_PER_CORE
+from tfrecord_pipeline.dataset.metadata import ShardInfo
+from tfrecord_pipeline.dataset.previous import Previous
+from tfrecord_pipeline.dataset.shard_check import check_shards
+from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
+from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
+from tfrecord_pipeline.transforms.plan.fingerprints import row_fingerprints
+from tfrecord_pipeline.transforms.plan.refresh import PastShard, RefreshLayout, match, refresh_layout
+from tfrecord_pipeline.transforms.plan.rows_files import DamagedRowsFileError, PastRecord, read_rows_file
+from tfrecord_pipeline.transforms.storage import fileio
+from tfrecord_pipeline.transforms.write.threads import REMOTE_THREADS_PER_CORE
 
 # Recorded options a refresh may differ in: they change no record's bytes.
 # (label_offset: ids are inherited, and another offset is refused before any work; preset:

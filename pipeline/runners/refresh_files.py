@@ -16,17 +16,17 @@ unread.
 from collections import Counter
 from collections.abc import Mapping
 
-from pipeline.dataset.metadata import ShardInfo
-from pipeline.dataset.previous import Previous
-from pipeline.runners.refresh import Refresh, published_shards
-from transforms.plan.refresh import FinalShard, PastShard, RefreshLayout
-from transforms.plan.rows_files import PastRecord, rows_file_name, write_rows_file
-from transforms.plan.sharding import ShardId
-from transforms.progress import Progress
-from transforms.storage import fileio
-from transforms.tfrecord.records import ShardFileWriter, read_records, shard_payload
-from transforms.write.shard_pieces import join_staged
-from transforms.write.shard_writer import INDEX_SUFFIX, ShardResult, index_file_name
+from tfrecord_pipeline.dataset.metadata import ShardInfo
+from tfrecord_pipeline.dataset.previous import Previous
+from tfrecord_pipeline.runners.refresh import Refresh, published_shards
+from tfrecord_pipeline.transforms.plan.refresh import FinalShard, PastShard, RefreshLayout
+from tfrecord_pipeline.transforms.plan.rows_files import PastRecord, rows_file_name, write_rows_file
+from tfrecord_pipeline.transforms.plan.sharding import ShardId
+from tfrecord_pipeline.transforms.progress import Progress
+from tfrecord_pipeline.transforms.storage import fileio
+from tfrecord_pipeline.transforms.tfrecord.records import ShardFileWriter, read_records, shard_payload
+from tfrecord_pipeline.transforms.write.shard_pieces import join_staged
+from tfrecord_pipeline.transforms.write.shard_writer import INDEX_SUFFIX, ShardResult, index_file_name
 
 
 def stage_past(

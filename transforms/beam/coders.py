@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import apache_beam as beam
 
-from transforms.manifest.rows import ManifestRow
+from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
 
 # A row's bytes beside its image path and key: its label, split and position (manifest path,
 # folder and label strings are shared by a batch's rows, and pickled once).

@@ -11,8 +11,8 @@ from collections import Counter
 import apache_beam as beam
 from apache_beam.pvalue import AsSingleton
 
-from transforms.errors import ErrorRow
-from transforms.write.error_files import (
+from tfrecord_pipeline.transforms.errors import ErrorRow
+from tfrecord_pipeline.transforms.write.error_files import (
     ErrorCounts,
     ErrorFileResult,
     counted_as,

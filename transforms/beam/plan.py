@@ -10,11 +10,11 @@ its shard's piece. Thin wrappers over transforms/plan/.
 import apache_beam as beam
 from apache_beam.pvalue import AsSingleton
 
-from transforms.beam.coders import RowBatch
-from transforms.beam.steps import PieceKey, as_row_batches, error_output
-from transforms.errors import ErrorRow
-from transforms.manifest.rows import ManifestRow
-from transforms.plan.dataset import (
+from tfrecord_pipeline.transforms.beam.coders import RowBatch
+from tfrecord_pipeline.transforms.beam.steps import PieceKey, as_row_batches, error_output
+from tfrecord_pipeline.transforms.errors import ErrorRow
+from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
+from tfrecord_pipeline.transforms.plan.dataset import (
     DatasetPlan,
     PlanAccumulator,
     PlanConfig,
@@ -22,10 +22,10 @@ from transforms.plan.dataset import (
     ShardCounts,
     decide_plan,
 )
-from transforms.plan.dedup import content_digest, keep_first
-from transforms.plan.grouping import group_by_shard
-from transforms.plan.sharding import piece_of
-from transforms.progress import SILENT, Progress
+from tfrecord_pipeline.transforms.plan.dedup import content_digest, keep_first
+from tfrecord_pipeline.transforms.plan.grouping import group_by_shard
+from tfrecord_pipeline.transforms.plan.sharding import piece_of
+from tfrecord_pipeline.transforms.progress import SILENT, Progress
 
 
 class _PlanStatsFn(beam.CombineFn):

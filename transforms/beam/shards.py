@@ -13,15 +13,15 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import AsSingleton
 
-from transforms.beam.coders import RowBatch
-from transforms.beam.steps import NAMESPACE, error_output
-from transforms.errors import ErrorRow
-from transforms.plan.grouping import all_shards
-from transforms.plan.sharding import Piece, ShardId
-from transforms.progress import SILENT, Progress
-from transforms.write.shard_pieces import join_staged
-from transforms.write.shard_processes import ShardWriter, shard_task
-from transforms.write.shard_writer import ShardResult, WriteConfig
+from tfrecord_pipeline.transforms.beam.coders import RowBatch
+from tfrecord_pipeline.transforms.beam.steps import NAMESPACE, error_output
+from tfrecord_pipeline.transforms.errors import ErrorRow
+from tfrecord_pipeline.transforms.plan.grouping import all_shards
+from tfrecord_pipeline.transforms.plan.sharding import Piece, ShardId
+from tfrecord_pipeline.transforms.progress import SILENT, Progress
+from tfrecord_pipeline.transforms.write.shard_pieces import join_staged
+from tfrecord_pipeline.transforms.write.shard_processes import ShardWriter, shard_task
+from tfrecord_pipeline.transforms.write.shard_writer import ShardResult, WriteConfig
 
 
 def _all_pieces(plan):

@@ -26,8 +26,8 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 
-from transforms.beam.coders import RowBatch
-from transforms.errors import ErrorRow
+from tfrecord_pipeline.transforms.beam.coders import RowBatch
+from tfrecord_pipeline.transforms.errors import ErrorRow
 
 NAMESPACE = "tfrecord_pipeline"
 # Rows per element between steps: large enough that Beam's per-element cost vanishes, small

@@ -9,7 +9,7 @@ that neither imports the other or the module that chooses between them.
 import struct
 from typing import NamedTuple
 
-from transforms.errors import Reason, RowError
+from tfrecord_pipeline.transforms.errors import Reason, RowError
 
 DEFAULT_MAX_PIXELS = 178_956_970  # Pillow's own decompression-bomb error threshold
 # Every scan is a pass over its blocks, and a crafted JPEG can hold thousands of near-empty

@@ -14,9 +14,9 @@ file's own pixel grid, or the upright image when the file carries an EXIF rotati
 import math
 from typing import NamedTuple
 
-from transforms.errors import RowError, shown
-from transforms.errors import bad_annotation as bad
-from transforms.image import masks
+from tfrecord_pipeline.transforms.errors import RowError, shown
+from tfrecord_pipeline.transforms.errors import bad_annotation as bad
+from tfrecord_pipeline.transforms.image import masks
 
 BOX_FORMATS = ("xywh", "xyxy", "xywh_normalized", "xyxy_normalized")
 _NUMBER = (int, float)

@@ -21,16 +21,16 @@ import numpy as np
 import pyvips
 import simplejpeg
 
-from transforms.errors import Reason, RowError
-from transforms.image.config import (
+from tfrecord_pipeline.transforms.errors import Reason, RowError
+from tfrecord_pipeline.transforms.image.config import (
     ImageConfig,
     StoredImage,
     check_decode_bytes,
     scale_for,
     scaled_size,
 )
-from transforms.image.jpeg import HUFFMAN_8BIT, JpegInfo
-from transforms.image.orientation import is_upright
+from tfrecord_pipeline.transforms.image.jpeg import HUFFMAN_8BIT, JpegInfo
+from tfrecord_pipeline.transforms.image.orientation import is_upright
 
 # The converter runs its own threads (one image each): libvips' pool would only contend, and
 # its operation cache would keep images the converter has finished with.

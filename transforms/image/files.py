@@ -7,8 +7,8 @@ one way, with one policy for a store that keeps failing, means a file is judged 
 and neither the plan nor the shard writer depends on the other.
 """
 
-from transforms.errors import Reason, RowError
-from transforms.storage import disk, fileio, gcs, retry
+from tfrecord_pipeline.transforms.errors import Reason, RowError
+from tfrecord_pipeline.transforms.storage import disk, fileio, gcs, retry
 
 
 def read_image(uri: str, max_bytes: int) -> tuple[bytes, str]:

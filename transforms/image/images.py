@@ -12,16 +12,16 @@ only when an image is decoded. Both decode paths take their options and limits f
 `config.py`; this module alone chooses between them.
 """
 
-from transforms.errors import Reason, RowError
-from transforms.image.config import (
+from tfrecord_pipeline.transforms.errors import Reason, RowError
+from tfrecord_pipeline.transforms.image.config import (
     ImageConfig,
     StoredImage,
     check_decode_bytes,
     check_pixels,
     scale_for,
 )
-from transforms.image.jpeg import DECODABLE, HUFFMAN_8BIT, JpegInfo, coefficient_bytes, parse_jpeg
-from transforms.image.orientation import is_upright
+from tfrecord_pipeline.transforms.image.jpeg import DECODABLE, HUFFMAN_8BIT, JpegInfo, coefficient_bytes, parse_jpeg
+from tfrecord_pipeline.transforms.image.orientation import is_upright
 
 _SIGNATURES = (
     (b"\xff\xd8\xff", "jpeg"),
@@ -89,14 +89,14 @@ def decodes_every_image(config: ImageConfig) -> bool:
 def pixels():
     """The Pillow side (`pixels.py`), imported by the first image that is decoded: stored as
     they are, JPEGs need no Pillow at all."""
-    from transforms.image import pixels
+    from tfrecord_pipeline.transforms.image import pixels
 
     return pixels
 
 
 def fastpath():
     """libjpeg-turbo and libvips (`fastpath.py`), imported by the first JPEG decoded."""
-    from transforms.image import fastpath
+    from tfrecord_pipeline.transforms.image import fastpath
 
     return fastpath
 

@@ -20,7 +20,7 @@ import re
 import struct
 from typing import NamedTuple
 
-from transforms.errors import Reason, RowError
+from tfrecord_pipeline.transforms.errors import Reason, RowError
 
 _FILL = re.compile(rb"\xff+")  # fill bytes: any number of 0xFF before a marker's own
 # Bytes of markers outside the scans (0xFF, fill bytes, marker codes): real files hold a few

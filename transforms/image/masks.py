@@ -17,9 +17,9 @@ import math
 from array import array
 from typing import NamedTuple
 
-from transforms.errors import bad_annotation as bad
-from transforms.errors import shown
-from transforms.image.polygon_rle import rings_counts
+from tfrecord_pipeline.transforms.errors import bad_annotation as bad
+from tfrecord_pipeline.transforms.errors import shown
+from tfrecord_pipeline.transforms.image.polygon_rle import rings_counts
 
 _NUMBER = (int, float)
 # With --masks, an object without one is a `bad_annotation`: a record holds a mask for every
@@ -168,7 +168,7 @@ def placed_mask(
     """An object's mask as its record stores it: drawn on the `grid` (width, height) its
     annotation is on, turned by the EXIF orientation `turn` as the image's pixels were, and
     resized to the `stored` image's size (transforms/image/pixels.py `mask_png`)."""
-    from transforms.image import pixels  # Pillow, loaded by the first mask drawn
+    from tfrecord_pipeline.transforms.image import pixels  # Pillow, loaded by the first mask drawn
 
     column_major = mask_bytes(segmentation, *grid, normalized)
     return pixels.mask_png(column_major, grid, turn, stored)

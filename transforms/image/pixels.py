@@ -10,8 +10,8 @@ import warnings
 
 from PIL import Image
 
-from transforms.errors import Reason, RowError
-from transforms.image.config import (
+from tfrecord_pipeline.transforms.errors import Reason, RowError
+from tfrecord_pipeline.transforms.image.config import (
     DECODER_ERRORS,
     ImageConfig,
     StoredImage,
@@ -20,7 +20,7 @@ from transforms.image.config import (
     scale_for,
     scaled_size,
 )
-from transforms.image.orientation import ORIENTATIONS
+from tfrecord_pipeline.transforms.image.orientation import ORIENTATIONS
 
 _WIDE_INTEGER = ("I;16", "I;16B", "I;16L", "I")  # scaled to 8 bits through a 32-bit copy
 # How exif_transpose turns an image for each EXIF orientation (1: not at all).

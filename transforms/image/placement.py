@@ -15,11 +15,11 @@ import struct
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from transforms.errors import bad_annotation as bad
-from transforms.image import masks
-from transforms.image.config import StoredImage
-from transforms.image.detection import Annotation, Frame
-from transforms.image.orientation import TRANSPOSING, oriented
+from tfrecord_pipeline.transforms.errors import bad_annotation as bad
+from tfrecord_pipeline.transforms.image import masks
+from tfrecord_pipeline.transforms.image.config import StoredImage
+from tfrecord_pipeline.transforms.image.detection import Annotation, Frame
+from tfrecord_pipeline.transforms.image.orientation import TRANSPOSING, oriented
 
 _INVERSE = {6: 8, 8: 6}  # every other orientation undoes itself
 

@@ -11,7 +11,7 @@ by the even-odd rule (`masks.py` unions the rings of one object).
 import math
 from collections.abc import Iterator, Sequence
 
-from transforms.errors import bad_annotation as bad
+from tfrecord_pipeline.transforms.errors import bad_annotation as bad
 
 _SCALE = 5  # pycocotools draws polygons on a grid five times finer than the pixels'
 # Drawing walks an outline step by step, so its length is its cost: an object's rings may be

@@ -19,11 +19,11 @@ import re
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
-from transforms.errors import ErrorRow, Reason, RowError, shown
-from transforms.errors import bad_annotation as bad
-from transforms.image import masks
-from transforms.image.detection import Annotation, Frame, box_corners
-from transforms.manifest.lines import check_unicode
+from tfrecord_pipeline.transforms.errors import ErrorRow, Reason, RowError, shown
+from tfrecord_pipeline.transforms.errors import bad_annotation as bad
+from tfrecord_pipeline.transforms.image import masks
+from tfrecord_pipeline.transforms.image.detection import Annotation, Frame, box_corners
+from tfrecord_pipeline.transforms.manifest.lines import check_unicode
 
 # The keys of a COCO document's top level; a `.json` manifest whose first key is one of them
 # is read as COCO (a JSONL file's first line holds a row, whose keys are columns).

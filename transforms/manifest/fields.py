@@ -11,18 +11,18 @@ import functools
 import sys
 from collections.abc import Iterable
 
-from transforms.errors import ErrorRow, Reason, RowError, UserError, shown
-from transforms.image.detection import row_annotations
-from transforms.manifest.labels import check_label
-from transforms.manifest.rows import (
+from tfrecord_pipeline.transforms.errors import ErrorRow, Reason, RowError, UserError, shown
+from tfrecord_pipeline.transforms.image.detection import row_annotations
+from tfrecord_pipeline.transforms.manifest.labels import check_label
+from tfrecord_pipeline.transforms.manifest.rows import (
     DroppedNegative,
     ManifestRow,
     ReadConfig,
     record_source,
     row_position,
 )
-from transforms.manifest.splits import assign_split
-from transforms.storage import fileio
+from tfrecord_pipeline.transforms.manifest.splits import assign_split
+from tfrecord_pipeline.transforms.storage import fileio
 
 IMAGE_COLUMN, IMAGE_ALIAS = "image_uri", "url"  # `url`, as web-scale image sets name it
 NOT_DETECTION = (

@@ -11,7 +11,7 @@ import dataclasses
 import re
 from collections.abc import Iterable
 
-from transforms.errors import Reason, RowError, UserError, shown
+from tfrecord_pipeline.transforms.errors import Reason, RowError, UserError, shown
 
 _INTEGER = re.compile(r"^-?\d+$")
 _INT64 = range(-(1 << 63), 1 << 63)

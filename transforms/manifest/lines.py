@@ -10,8 +10,8 @@ import json
 import re
 from collections.abc import Iterable, Iterator
 
-from transforms.errors import Reason, RowError
-from transforms.manifest.pieces import BOM, MAX_LINE_BYTES
+from tfrecord_pipeline.transforms.errors import Reason, RowError
+from tfrecord_pipeline.transforms.manifest.pieces import BOM, MAX_LINE_BYTES
 
 # A usable JSONL row is one object of scalars (depth 1); much deeper nesting is only ever an
 # attack on the parser, which recurses once per level.

@@ -12,10 +12,10 @@ pyarrow, a dependency of Beam, is imported only when a Parquet manifest is read.
 from collections.abc import Iterator
 from typing import BinaryIO, NamedTuple
 
-from transforms.errors import Reason, RowError, UserError
-from transforms.manifest.fields import IMAGE_ALIAS, IMAGE_COLUMN, check_columns
-from transforms.manifest.rows import ReadConfig
-from transforms.storage import fileio, retry
+from tfrecord_pipeline.transforms.errors import Reason, RowError, UserError
+from tfrecord_pipeline.transforms.manifest.fields import IMAGE_ALIAS, IMAGE_COLUMN, check_columns
+from tfrecord_pipeline.transforms.manifest.rows import ReadConfig
+from tfrecord_pipeline.transforms.storage import fileio, retry
 
 ROWS_PER_READ = 1024  # rows decoded into Python at once
 BUFFER_BYTES = 1 << 20  # pages are read through a buffer of this size, not column chunks whole

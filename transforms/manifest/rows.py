@@ -9,8 +9,8 @@ record's fields become a row is transforms/manifest/fields.py's.
 import json
 from typing import NamedTuple
 
-from transforms.errors import ErrorRow, Reason
-from transforms.manifest.splits import SplitSpec
+from tfrecord_pipeline.transforms.errors import ErrorRow, Reason
+from tfrecord_pipeline.transforms.manifest.splits import SplitSpec
 
 FEATURE_TYPES = ("int64", "float", "bytes")
 PARQUET_SUFFIX = ".parquet"

@@ -18,21 +18,21 @@ import json
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
-from transforms.errors import ErrorRow, RowError, UserError
-from transforms.manifest import parquet
-from transforms.manifest.coco import CocoImage, is_coco_start, read_images
-from transforms.manifest.fields import check_columns, record_row
-from transforms.manifest.lines import csv_cells, decoded, line_records
-from transforms.manifest.pieces import BOM, MAX_LINE_BYTES, READ_BYTES, piece_lines
-from transforms.manifest.rows import (
+from tfrecord_pipeline.transforms.errors import ErrorRow, RowError, UserError
+from tfrecord_pipeline.transforms.manifest import parquet
+from tfrecord_pipeline.transforms.manifest.coco import CocoImage, is_coco_start, read_images
+from tfrecord_pipeline.transforms.manifest.fields import check_columns, record_row
+from tfrecord_pipeline.transforms.manifest.lines import csv_cells, decoded, line_records
+from tfrecord_pipeline.transforms.manifest.pieces import BOM, MAX_LINE_BYTES, READ_BYTES, piece_lines
+from tfrecord_pipeline.transforms.manifest.rows import (
     COCO_IMAGES,
     PARQUET_SUFFIX,
     DroppedNegative,
     ManifestRow,
     ReadConfig,
 )
-from transforms.manifest.trees import TreeItem, check_tree, read_folders, tree_root
-from transforms.storage import fileio
+from tfrecord_pipeline.transforms.manifest.trees import TreeItem, check_tree, read_folders, tree_root
+from tfrecord_pipeline.transforms.storage import fileio
 
 HEAD_BYTES = 64 << 10  # the launcher's reads of a text manifest: its header and first lines
 Item = ManifestRow | ErrorRow | DroppedNegative

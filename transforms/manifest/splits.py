@@ -3,8 +3,8 @@
 import re
 from typing import NamedTuple
 
-from transforms.errors import Reason, RowError, UserError
-from transforms.keys import SPLIT_SALT, unit_interval
+from tfrecord_pipeline.transforms.errors import Reason, RowError, UserError
+from tfrecord_pipeline.transforms.keys import SPLIT_SALT, unit_interval
 
 DEFAULT_SPLIT = "train"
 _SPLIT_NAME = re.compile(r"^[a-z0-9_]+$")

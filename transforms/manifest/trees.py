@@ -11,10 +11,10 @@ import posixpath
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from transforms.errors import ErrorRow, Reason, UserError
-from transforms.manifest.fields import record_row
-from transforms.manifest.rows import ManifestRow, ReadConfig, SkippedFile
-from transforms.storage import disk, fileio, gcs
+from tfrecord_pipeline.transforms.errors import ErrorRow, Reason, UserError
+from tfrecord_pipeline.transforms.manifest.fields import record_row
+from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, ReadConfig, SkippedFile
+from tfrecord_pipeline.transforms.storage import disk, fileio, gcs
 
 IMAGE_EXTENSIONS = frozenset(
     [".jpg", ".jpeg", ".jpe", ".png", ".gif", ".bmp", ".tif", ".tiff", ".webp"]

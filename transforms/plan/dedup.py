@@ -8,9 +8,9 @@ import hashlib
 import itertools
 from collections.abc import Iterator
 
-from transforms.errors import ErrorRow, Reason, RowError
-from transforms.image.files import read_image
-from transforms.manifest.rows import ManifestRow, error_row
+from tfrecord_pipeline.transforms.errors import ErrorRow, Reason, RowError
+from tfrecord_pipeline.transforms.image.files import read_image
+from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, error_row
 
 
 def content_digest(row: ManifestRow, max_file_bytes: int) -> str:

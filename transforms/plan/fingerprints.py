@@ -11,8 +11,8 @@ the file, or run without `--incremental`, to convert it again).
 
 import hashlib
 
-from transforms.manifest.rows import ManifestRow
-from transforms.storage import fileio, gcs, listings, retry
+from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
+from tfrecord_pipeline.transforms.storage import fileio, gcs, listings, retry
 
 
 def fingerprint(row: ManifestRow, identity: str) -> str:

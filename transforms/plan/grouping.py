@@ -8,10 +8,10 @@ rows again, where they are (the local runner's list, or each of Beam's batches).
 
 from collections.abc import Callable, Iterable, Iterator
 
-from transforms.errors import ErrorRow, Reason, RowError, shown
-from transforms.manifest.rows import ManifestRow, error_row, row_labels
-from transforms.plan.dataset import DatasetPlan
-from transforms.plan.sharding import ShardId, shard_for
+from tfrecord_pipeline.transforms.errors import ErrorRow, Reason, RowError, shown
+from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, error_row, row_labels
+from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
+from tfrecord_pipeline.transforms.plan.sharding import ShardId, shard_for
 
 
 def group_by_shard(

@@ -17,10 +17,10 @@ numbered `<split>-NNNNN-of-NNNNN` (what TFDS and the shard glob expect).
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
-from transforms.manifest.rows import ManifestRow
-from transforms.plan.dataset import DatasetPlan
-from transforms.plan.rows_files import PastRecord
-from transforms.plan.sharding import ShardId
+from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
+from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
+from tfrecord_pipeline.transforms.plan.rows_files import PastRecord
+from tfrecord_pipeline.transforms.plan.sharding import ShardId
 
 
 def stays(row_fingerprints: list[str], past: str) -> bool:

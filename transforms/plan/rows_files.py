@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from transforms.storage import fileio
+from tfrecord_pipeline.transforms.storage import fileio
 
 ROWS_DIR = "rows"
 ROWS_SUFFIX = ".rows"  # a staged shard's rows file is its staged name and this

@@ -8,8 +8,8 @@ salted hashes: transforms/keys.py).
 import math
 from typing import NamedTuple
 
-from transforms.keys import ORDER_SALT, SHARD_SALT, key_hash
-from transforms.storage.joins import COMPOSE_LIMIT
+from tfrecord_pipeline.transforms.keys import ORDER_SALT, SHARD_SALT, key_hash
+from tfrecord_pipeline.transforms.storage.joins import COMPOSE_LIMIT
 
 DEFAULT_TARGET_SHARD_MB = 150
 MAX_SHARDS = 99999  # five digits in the file name

@@ -14,7 +14,7 @@ import posixpath
 import shutil
 from typing import BinaryIO
 
-from transforms.storage import disk, gcs, remote
+from tfrecord_pipeline.transforms.storage import disk, gcs, remote
 
 
 @functools.cache

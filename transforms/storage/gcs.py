@@ -13,8 +13,8 @@ import io
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from transforms.storage.retry import TIMEOUT_S, CorruptTransferError, StoreUnavailableError, retried
-from transforms.tfrecord.records import crc32c_of
+from tfrecord_pipeline.transforms.storage.retry import TIMEOUT_S, CorruptTransferError, StoreUnavailableError, retried
+from tfrecord_pipeline.transforms.tfrecord.records import crc32c_of
 
 
 def is_gcs(path: str) -> bool:

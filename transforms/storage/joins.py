@@ -10,8 +10,8 @@ import functools
 
 import google_crc32c
 
-from transforms.storage import disk, fileio, gcs
-from transforms.storage.retry import TIMEOUT_S, retried
+from tfrecord_pipeline.transforms.storage import disk, fileio, gcs
+from tfrecord_pipeline.transforms.storage.retry import TIMEOUT_S, retried
 
 JOIN_CHUNK_BYTES = 8 << 20
 COMPOSE_LIMIT = 32  # source objects in one compose request

@@ -17,8 +17,8 @@ import math
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from transforms.storage import gcs
-from transforms.storage.retry import TIMEOUT_S, StoreUnavailableError, retried
+from tfrecord_pipeline.transforms.storage import gcs
+from tfrecord_pipeline.transforms.storage.retry import TIMEOUT_S, StoreUnavailableError, retried
 
 LIST_PAGE_ROWS = 13  # wanted objects a listing page must be worth: it costs 12.5 stats
 PAGE_OBJECTS = 1000  # objects a listing page holds (the JSON API's most)

@@ -11,8 +11,8 @@ import errno
 import io
 from typing import BinaryIO
 
-from transforms.storage import gcs
-from transforms.storage.disk import check_size
+from tfrecord_pipeline.transforms.storage import gcs
+from tfrecord_pipeline.transforms.storage.disk import check_size
 
 _RAW = "uncompressed"  # Beam's CompressionTypes.UNCOMPRESSED
 

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from transforms.errors import FaultError
+from tfrecord_pipeline.transforms.errors import FaultError
 
 ATTEMPTS = 7
 FIRST_DELAY_S = 0.5

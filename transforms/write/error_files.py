@@ -16,9 +16,9 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from transforms.errors import ErrorRow
-from transforms.keys import key_hash
-from transforms.storage import fileio
+from tfrecord_pipeline.transforms.errors import ErrorRow
+from tfrecord_pipeline.transforms.keys import key_hash
+from tfrecord_pipeline.transforms.storage import fileio
 
 ERRORS_DIR = "errors"
 ERRORS_SALT = "errors"

@@ -19,9 +19,9 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
-from transforms.errors import ErrorRow
-from transforms.storage import fileio
-from transforms.write.error_files import (
+from tfrecord_pipeline.transforms.errors import ErrorRow
+from tfrecord_pipeline.transforms.storage import fileio
+from tfrecord_pipeline.transforms.write.error_files import (
     ErrorCounts,
     ErrorFileResult,
     SortKey,

@@ -25,19 +25,19 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import NamedTuple
 
-from transforms.errors import ErrorRow, FaultError
-from transforms.image.config import ImageConfig
-from transforms.image.images import decodes_every_image, fastpath, pixels
-from transforms.manifest.labels import LabelMap
-from transforms.manifest.rows import ManifestRow
-from transforms.plan.dataset import DatasetPlan
-from transforms.plan.sharding import WHOLE, Piece, ShardId
-from transforms.progress import SILENT, Progress
-from transforms.storage import fileio
-from transforms.write.error_sink import ErrorSink, SpilledErrors
-from transforms.write.heap import keep_freed_memory
-from transforms.write.shard_writer import ShardResult, WriteConfig, write_shard
-from transforms.write.threads import available_cores, process_cores, writer_threads
+from tfrecord_pipeline.transforms.errors import ErrorRow, FaultError
+from tfrecord_pipeline.transforms.image.config import ImageConfig
+from tfrecord_pipeline.transforms.image.images import decodes_every_image, fastpath, pixels
+from tfrecord_pipeline.transforms.manifest.labels import LabelMap
+from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
+from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
+from tfrecord_pipeline.transforms.plan.sharding import WHOLE, Piece, ShardId
+from tfrecord_pipeline.transforms.progress import SILENT, Progress
+from tfrecord_pipeline.transforms.storage import fileio
+from tfrecord_pipeline.transforms.write.error_sink import ErrorSink, SpilledErrors
+from tfrecord_pipeline.transforms.write.heap import keep_freed_memory
+from tfrecord_pipeline.transforms.write.shard_writer import ShardResult, WriteConfig, write_shard
+from tfrecord_pipeline.transforms.write.threads import available_cores, process_cores, writer_threads
 
 
 class ShardTask(NamedTuple):

@@ -14,20 +14,20 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import NamedTuple
 
-from transforms.errors import ErrorRow, Reason, RowError
-from transforms.image.config import ImageConfig, StoredImage
-from transforms.image.files import read_image
-from transforms.image.images import normalise
-from transforms.image.placement import Placement, placed
-from transforms.manifest.labels import LabelMap
-from transforms.manifest.rows import ManifestRow, error_row, row_labels
-from transforms.plan.fingerprints import fingerprint
-from transforms.plan.rows_files import PastRecord, rows_file_name, write_rows_file
-from transforms.plan.sharding import WHOLE, Piece, ShardId, record_order
-from transforms.progress import SILENT, Progress
-from transforms.storage import fileio
-from transforms.tfrecord.examples import build_example, label_features, object_features
-from transforms.tfrecord.records import MAX_RECORD_BYTES, ShardFileWriter
+from tfrecord_pipeline.transforms.errors import ErrorRow, Reason, RowError
+from tfrecord_pipeline.transforms.image.config import ImageConfig, StoredImage
+from tfrecord_pipeline.transforms.image.files import read_image
+from tfrecord_pipeline.transforms.image.images import normalise
+from tfrecord_pipeline.transforms.image.placement import Placement, placed
+from tfrecord_pipeline.transforms.manifest.labels import LabelMap
+from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, error_row, row_labels
+from tfrecord_pipeline.transforms.plan.fingerprints import fingerprint
+from tfrecord_pipeline.transforms.plan.rows_files import PastRecord, rows_file_name, write_rows_file
+from tfrecord_pipeline.transforms.plan.sharding import WHOLE, Piece, ShardId, record_order
+from tfrecord_pipeline.transforms.progress import SILENT, Progress
+from tfrecord_pipeline.transforms.storage import fileio
+from tfrecord_pipeline.transforms.tfrecord.examples import build_example, label_features, object_features
+from tfrecord_pipeline.transforms.tfrecord.records import MAX_RECORD_BYTES, ShardFileWriter
 
 # DALI index files go in a folder of their own: beside the shards, `<split>-*` (the glob TPU
 # reference readers list a split's shards with) would match them too.

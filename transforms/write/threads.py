@@ -8,8 +8,8 @@ store).
 
 import os
 
-from transforms.image.images import decodes_every_image
-from transforms.write.shard_writer import WriteConfig
+from tfrecord_pipeline.transforms.image.images import decodes_every_image
+from tfrecord_pipeline.transforms.write.shard_writer import WriteConfig
 
 REMOTE_THREADS_PER_CORE = 8  # object-store reads mostly wait on the network
 
