@@ -55,11 +55,11 @@ def write_coco(path: Path, annotations: int) -> None:
 _READ = """
 import sys
 from tfrecord_pipeline.transforms.manifest.rows import ReadConfig
-from tfrecord_pipeline.transforms.manifest.sources import check_manifests, detection_config, read_all
+from tfrecord_pipeline.transforms.manifest import sources
 config = ReadConfig(masks=sys.argv[2] == "masks")
-manifests = check_manifests([sys.argv[1]], config)
-config = detection_config(manifests, config)
-rows = [item for manifest in manifests for item in read_all(manifest, config)]
+manifests = sources.check_manifests([sys.argv[1]], config)
+config = sources.detection_config(manifests, config)
+rows = [item for manifest in manifests for item in sources.read_all(manifest, config)]
 status = open("/proc/self/status").read()
 peak = next(line for line in status.splitlines() if line.startswith("VmHWM"))
 print(len(rows), int(peak.split()[1]) // 1024)

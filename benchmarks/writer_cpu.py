@@ -37,7 +37,6 @@ import time
 from pathlib import Path
 
 from corpus import make_corpus
-
 from tfrecord_pipeline.dataset.versions import resolve
 
 HERE = Path(__file__).resolve().parent

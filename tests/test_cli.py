@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from conftest import BEAM, DATAFLOW, LOOPBACK, make_images, published, write_manifest
-
 from tfrecord_pipeline.cli.main import main
 from tfrecord_pipeline.config.flags import FLAGS, help_text, synopsis
 from tfrecord_pipeline.config.options import option_defaults

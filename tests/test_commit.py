@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from tfrecord_pipeline.dataset import publish, versions
 from tfrecord_pipeline.dataset.commit import (
     CommitConfig,
@@ -21,7 +20,11 @@ from tfrecord_pipeline.dataset.metadata import INFO_FILE, LABELS_FILE
 from tfrecord_pipeline.transforms.errors import UserError
 from tfrecord_pipeline.transforms.manifest.labels import LabelMap
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
-from tfrecord_pipeline.transforms.write.error_files import ErrorCounts, ErrorFileResult, error_file_name
+from tfrecord_pipeline.transforms.write.error_files import (
+    ErrorCounts,
+    ErrorFileResult,
+    error_file_name,
+)
 from tfrecord_pipeline.transforms.write.shard_writer import ShardResult
 
 SHARD = "train-00000-of-00001.tfrecord"

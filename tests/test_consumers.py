@@ -21,7 +21,6 @@ import pytest
 import tensorflow as tf
 from conftest import arguments
 from model_garden import dataloader
-
 from tfrecord_pipeline.cli.main import main
 from tfrecord_pipeline.read.load import load
 from tfrecord_pipeline.runners.convert import run
@@ -337,7 +336,9 @@ def test_a_dataset_shaped_like_imagenet_with_ids_from_0_warns_once(tmp_path):
         )
         argv += flags
         done = subprocess.run(
-            [sys.executable, "-m", "tfrecord_pipeline.cli.main", *argv], capture_output=True, text=True
+            [sys.executable, "-m", "tfrecord_pipeline.cli.main", *argv],
+            capture_output=True,
+            text=True,
         )
         assert done.returncode == 0, done.stderr
         assert done.stderr.count("1000 class names") == warned and done.stderr.count("\n") == warned

@@ -6,7 +6,6 @@ from pathlib import Path
 import pytest
 from apache_beam.portability.api import beam_runner_api_pb2
 from conftest import BEAM, arguments, make_images, write_manifest
-
 from tfrecord_pipeline.cli.main import _counters, main
 from tfrecord_pipeline.cli.summary import format_counters
 from tfrecord_pipeline.config.arguments import parse_args

@@ -14,12 +14,15 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from conftest import BEAM, convert_into, error_rows, version_files, write_manifest
 from detection_data import NEGATIVES, expected_objects, make_coco
-
 from tfrecord_pipeline.read.load import parsing_spec
 from tfrecord_pipeline.transforms.beam.manifests import ReadManifests
 from tfrecord_pipeline.transforms.manifest.labels import label_map_from_labels
 from tfrecord_pipeline.transforms.manifest.rows import ReadConfig, row_labels
-from tfrecord_pipeline.transforms.manifest.sources import check_manifests, detection_config, read_all
+from tfrecord_pipeline.transforms.manifest.sources import (
+    check_manifests,
+    detection_config,
+    read_all,
+)
 from tfrecord_pipeline.transforms.plan.sharding import ShardId
 from tfrecord_pipeline.transforms.tfrecord.examples import OBJECT_FEATURES
 from tfrecord_pipeline.transforms.write.shard_writer import WriteConfig, write_shard

@@ -5,7 +5,6 @@ import errno
 import os
 
 import pytest
-
 from tfrecord_pipeline.transforms.storage import disk
 
 

@@ -5,9 +5,13 @@ import math
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from tfrecord_pipeline.transforms.image.config import StoredImage
-from tfrecord_pipeline.transforms.tfrecord.examples import Values, build_example, encode_example, label_features
+from tfrecord_pipeline.transforms.tfrecord.examples import (
+    Values,
+    build_example,
+    encode_example,
+    label_features,
+)
 from tfrecord_pipeline.transforms.tfrecord.proto.example_pb2 import Example
 
 INT64 = st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1)

@@ -31,8 +31,13 @@ from conftest import (
     read_manifest,
     write_manifest,
 )
-
-from tfrecord_pipeline.cli.main import EXIT_FAULT, EXIT_INTERRUPTED, EXIT_SUPERSEDED, EXIT_USER_ERROR, main
+from tfrecord_pipeline.cli.main import (
+    EXIT_FAULT,
+    EXIT_INTERRUPTED,
+    EXIT_SUPERSEDED,
+    EXIT_USER_ERROR,
+    main,
+)
 from tfrecord_pipeline.config.arguments import parse_args
 from tfrecord_pipeline.config.conversion import prepare
 from tfrecord_pipeline.dataset.commit import CommitInputs, commit_dataset, read_info

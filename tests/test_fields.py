@@ -3,10 +3,14 @@ or an ErrorRow that says why not. (Labels: tests/test_multilabel.py; every reade
 tests/test_pipeline.py and tests/test_hostile_files.py.)"""
 
 import pytest
-
 from tfrecord_pipeline.transforms.errors import ErrorRow, Reason, RowError, UserError
 from tfrecord_pipeline.transforms.manifest.fields import check_columns, make_row, record_row
-from tfrecord_pipeline.transforms.manifest.rows import DroppedNegative, ManifestRow, ReadConfig, row_position
+from tfrecord_pipeline.transforms.manifest.rows import (
+    DroppedNegative,
+    ManifestRow,
+    ReadConfig,
+    row_position,
+)
 
 CONFIG = ReadConfig(features=(("weight", "float"), ("id", "int64")))
 FIELDS = {"url": " a.jpg ", "label": "cat", "weight": "0.5", "id": "7", "split": "train"}

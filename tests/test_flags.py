@@ -2,7 +2,6 @@
 table show them (both checked whole: test_cli.py and test_readme.py)."""
 
 import pytest
-
 from tfrecord_pipeline.config.flags import FLAGS, SWITCH, Flag, default_text, help_text, synopsis
 
 BY_NAME = {flag.name: flag for flag in FLAGS}

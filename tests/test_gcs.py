@@ -10,8 +10,6 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from conftest import PHOTOS, error_rows, make_images, write_manifest
-from tls_proxy import TlsProxy
-
 from tfrecord_pipeline.cli.main import main
 from tfrecord_pipeline.dataset.commit import read_info
 from tfrecord_pipeline.dataset.publish import (
@@ -37,6 +35,7 @@ from tfrecord_pipeline.transforms.manifest.rows import ReadConfig
 from tfrecord_pipeline.transforms.manifest.sources import check_manifests, read_all
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.storage import gcs as store
+from tls_proxy import TlsProxy
 
 pytestmark = pytest.mark.slow
 
@@ -69,7 +68,7 @@ for name, split in sorted(info["splits"].items()):
         print(json.dumps([name, example["image/source_id"].numpy().decode(),
                           int(example["image/class/label"]), list(pixels.shape),
                           hashlib.sha256(pixels.tobytes()).hexdigest()]))
-from tfrecord_pipeline import load  # the loader, driven by the same metadata, finds every record too
+from tfrecord_pipeline import load  # the loader, driven by the same metadata, finds them all
 for name, split in sorted(info["splits"].items()):
     loaded = load(root, name, batch_size=None, image_size=None, shuffle_buffer=0)
     assert sum(1 for _ in loaded) == split["examples"], name

@@ -22,7 +22,6 @@ from conftest import (
     photo,
     published,
 )
-
 from tfrecord_pipeline.dataset.metadata import INFO_FILE
 from tfrecord_pipeline.transforms.errors import ErrorRow, Reason, RowError, UserError
 from tfrecord_pipeline.transforms.manifest.labels import check_label, label_map_from_labels
@@ -271,7 +270,9 @@ def test_tree_rows_and_errors_add_up_without_root_privileges(tmp_path, runner):
     assert "unreadable_folder: 1" in done.stdout and "unlisted folders): 3" in done.stdout
     # A tree whose root cannot be listed is a mistake about the whole manifest: one line.
     at_root = ["--manifest", tree / "locked", "--output", tmp_path / "out2"]
-    root = _without_override("-m", "tfrecord_pipeline.cli.main", "convert", *at_root, *RUNNERS[runner])
+    root = _without_override(
+        "-m", "tfrecord_pipeline.cli.main", "convert", *at_root, *RUNNERS[runner]
+    )
     assert root.returncode == 2 and root.stderr == (
         f"tfrecord-pipeline: error: {tree}/locked: cannot list the folder: Permission denied\n"
     )

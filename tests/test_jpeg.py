@@ -7,9 +7,13 @@ import struct
 
 import pytest
 from conftest import encode, photo
-
 from tfrecord_pipeline.transforms.errors import Reason, RowError
-from tfrecord_pipeline.transforms.image.jpeg import MAX_MARKER_BYTES, blocks, exif_orientation, parse_jpeg
+from tfrecord_pipeline.transforms.image.jpeg import (
+    MAX_MARKER_BYTES,
+    blocks,
+    exif_orientation,
+    parse_jpeg,
+)
 
 SMALL = photo().resize((64, 48))
 BASELINE = encode(SMALL)

@@ -1,6 +1,12 @@
 """transforms/keys.py: the salted key hashes every split, shard and order decision rests on."""
 
-from tfrecord_pipeline.transforms.keys import ORDER_SALT, SHARD_SALT, SPLIT_SALT, key_hash, unit_interval
+from tfrecord_pipeline.transforms.keys import (
+    ORDER_SALT,
+    SHARD_SALT,
+    SPLIT_SALT,
+    key_hash,
+    unit_interval,
+)
 
 
 def test_a_keys_hash_is_pinned_so_no_change_moves_a_row_to_another_split_or_shard():

@@ -2,9 +2,12 @@
 labels.txt, and that file's text."""
 
 import pytest
-
 from tfrecord_pipeline.transforms.errors import Reason, RowError, UserError
-from tfrecord_pipeline.transforms.manifest.labels import LabelMap, label_map_from_labels, parse_label_map
+from tfrecord_pipeline.transforms.manifest.labels import (
+    LabelMap,
+    label_map_from_labels,
+    parse_label_map,
+)
 
 
 def test_labels_sorted_by_name_with_offset_and_pinned_map():

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from conftest import make_images, published, write_manifest
-
 from tfrecord_pipeline.cli.main import EXIT_OK, EXIT_SUPERSEDED, main
 from tfrecord_pipeline.config.arguments import parse_args
 from tfrecord_pipeline.config.conversion import prepare

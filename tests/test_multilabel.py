@@ -10,7 +10,6 @@ import pyarrow.parquet as pq
 import pytest
 import tensorflow as tf
 from conftest import BEAM, make_images, published, version_files, write_manifest
-
 from tfrecord_pipeline import load
 from tfrecord_pipeline.cli.main import main
 from tfrecord_pipeline.dataset.metadata import INFO_FILE, DatasetInfo

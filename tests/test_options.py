@@ -3,7 +3,6 @@ defaults, the image config, `--feature` pairs, `--background`, and what the meta
 (Every value checked once a run, and the stages' configs: test_conversion.py.)"""
 
 import pytest
-
 from tfrecord_pipeline.config.options import ConvertOptions, parse_colour
 from tfrecord_pipeline.transforms.errors import UserError
 

@@ -2,8 +2,12 @@
 point lands on the upright image, and boxes placed with it: test_placement.py)."""
 
 import pytest
-
-from tfrecord_pipeline.transforms.image.orientation import ORIENTATIONS, TRANSPOSING, is_upright, oriented
+from tfrecord_pipeline.transforms.image.orientation import (
+    ORIENTATIONS,
+    TRANSPOSING,
+    is_upright,
+    oriented,
+)
 
 BOX = (0.1, 0.2, 0.4, 0.3)  # wider than tall, off every axis of symmetry
 _UNDONE_BY = {6: 8, 8: 6}  # every other orientation undoes itself

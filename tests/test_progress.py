@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 from conftest import arguments, make_images, write_manifest
-
 from tfrecord_pipeline.cli.main import main
 from tfrecord_pipeline.transforms.progress import (
     MIN_SPAN_S,

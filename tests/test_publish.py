@@ -5,9 +5,14 @@ import re
 from pathlib import Path
 
 import pytest
-
 from tfrecord_pipeline.dataset.history import Record, newest_first, read_records, recorded_since
-from tfrecord_pipeline.dataset.publish import SupersededError, Target, publish, published_since, start
+from tfrecord_pipeline.dataset.publish import (
+    SupersededError,
+    Target,
+    publish,
+    published_since,
+    start,
+)
 from tfrecord_pipeline.dataset.versions import MARKER, POINTER, VERSIONS, Pointer
 from tfrecord_pipeline.transforms.errors import UserError
 

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from conftest import REPOSITORY, command, convert_into
-
 from tfrecord_pipeline.dataset.versions import POINTER, VERSIONS
 
 pytestmark = pytest.mark.slow

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 from conftest import RUNNERS, arguments, make_images, write_manifest
-
 from tfrecord_pipeline.dataset.versions import resolve
 from tfrecord_pipeline.read.verify import verify
 from tfrecord_pipeline.runners.convert import run

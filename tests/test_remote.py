@@ -2,7 +2,6 @@
 other store through Beam's FileSystems, which is never retried a second time around it."""
 
 import pytest
-
 from tfrecord_pipeline.transforms.storage import disk, remote, retry
 
 

@@ -15,10 +15,14 @@ from conftest import (
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from tfrecord_pipeline.transforms.errors import ErrorRow, Reason, RowError, UserError
 from tfrecord_pipeline.transforms.manifest.fields import make_row
-from tfrecord_pipeline.transforms.manifest.lines import MAX_JSON_DEPTH, QUOTED_NEWLINE, csv_cells, csv_fields
+from tfrecord_pipeline.transforms.manifest.lines import (
+    MAX_JSON_DEPTH,
+    QUOTED_NEWLINE,
+    csv_cells,
+    csv_fields,
+)
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, ReadConfig, row_position
 from tfrecord_pipeline.transforms.manifest.sources import describe
 from tfrecord_pipeline.transforms.manifest.splits import parse_split_spec

@@ -6,12 +6,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from conftest import encode, manifest_row, photo
-
 from tfrecord_pipeline.transforms.errors import ErrorRow, Reason
 from tfrecord_pipeline.transforms.manifest.labels import LabelMap
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, row_position
 from tfrecord_pipeline.transforms.plan.sharding import ShardId, record_order
-from tfrecord_pipeline.transforms.write.shard_writer import WriteConfig, ordered_map, ordered_unique, write_shard
+from tfrecord_pipeline.transforms.write.shard_writer import (
+    WriteConfig,
+    ordered_map,
+    ordered_unique,
+    write_shard,
+)
 
 
 @pytest.mark.slow

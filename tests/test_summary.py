@@ -1,7 +1,6 @@
 """pipeline/cli/summary.py: the table a run prints when it ends, and a remote job's counters."""
 
 from conftest import dataset_info
-
 from tfrecord_pipeline.cli.summary import format_counters, format_summary
 from tfrecord_pipeline.dataset.metadata import DatasetInfo, ShardInfo, SplitInfo
 

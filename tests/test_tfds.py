@@ -10,7 +10,6 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 from conftest import make_images, write_manifest
-
 from tfrecord_pipeline import load
 from tfrecord_pipeline.dataset.metadata import INFO_FILE
 from tfrecord_pipeline.dataset.tfds_metadata import class_names, labels_file, tfds_files

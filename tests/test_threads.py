@@ -2,7 +2,11 @@
 
 from tfrecord_pipeline.transforms.image.config import ImageConfig
 from tfrecord_pipeline.transforms.write.shard_writer import WriteConfig
-from tfrecord_pipeline.transforms.write.threads import REMOTE_THREADS_PER_CORE, process_cores, writer_threads
+from tfrecord_pipeline.transforms.write.threads import (
+    REMOTE_THREADS_PER_CORE,
+    process_cores,
+    writer_threads,
+)
 
 
 def test_writer_threads_follow_where_the_time_goes():

@@ -81,7 +81,6 @@ def _on_dataflow(conversion: Conversion) -> int:
     """Submit the job and print its console URL and the version it publishes; with --wait,
     wait for it and report."""
     from apache_beam.runners.dataflow.dataflow_runner import DataflowRuntimeException
-
     from tfrecord_pipeline.runners.beam_pipeline import launch
 
     target = publish.start(conversion.options.output)
@@ -102,7 +101,6 @@ def _on_dataflow(conversion: Conversion) -> int:
 def _counters(result) -> dict[str, int]:
     """Beam counters of this job by name, summed over the steps that emit them."""
     from apache_beam.metrics.metric import MetricsFilter
-
     from tfrecord_pipeline.transforms.beam.steps import NAMESPACE
 
     query = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))

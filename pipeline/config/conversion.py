@@ -14,15 +14,19 @@ from tfrecord_pipeline.config.presets import PRESETS
 from tfrecord_pipeline.config.runner_choice import Runner, describe, resolve
 from tfrecord_pipeline.dataset.commit import CommitConfig
 from tfrecord_pipeline.dataset.publish import Target
-from tfrecord_pipeline.version import __version__
 from tfrecord_pipeline.transforms.errors import UserError
 from tfrecord_pipeline.transforms.image.config import VALIDATE_MODES, ImageConfig
 from tfrecord_pipeline.transforms.manifest.labels import CONTROL, LabelMap
 from tfrecord_pipeline.transforms.manifest.rows import ReadConfig
-from tfrecord_pipeline.transforms.manifest.sources import ManifestFile, check_manifests, detection_config
+from tfrecord_pipeline.transforms.manifest.sources import (
+    ManifestFile,
+    check_manifests,
+    detection_config,
+)
 from tfrecord_pipeline.transforms.plan.dataset import LabelSource, PlanConfig, ShardCounts
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.write.shard_writer import WriteConfig
+from tfrecord_pipeline.version import __version__
 
 
 class Conversion(NamedTuple):

@@ -9,10 +9,14 @@ import io
 import random
 
 from PIL import Image, ImageDraw
-
 from tfrecord_pipeline.read.reader import examples, open_dataset
 from tfrecord_pipeline.transforms.storage import fileio
-from tfrecord_pipeline.transforms.tfrecord.examples import LABEL_KEY, LABEL_TEXT_KEY, OBJECT_LABEL_KEY, RAW_KEY
+from tfrecord_pipeline.transforms.tfrecord.examples import (
+    LABEL_KEY,
+    LABEL_TEXT_KEY,
+    OBJECT_LABEL_KEY,
+    RAW_KEY,
+)
 
 THUMB = 128
 LABEL_HEIGHT = 14

@@ -17,7 +17,6 @@ import io
 
 from google.protobuf.message import DecodeError
 from PIL import Image
-
 from tfrecord_pipeline.dataset.metadata import INFO_FILE, DatasetInfo, ErrorFileInfo, ShardInfo
 from tfrecord_pipeline.dataset.tfds_metadata import tfds_files
 from tfrecord_pipeline.dataset.versions import DatasetError, resolve
@@ -27,7 +26,12 @@ from tfrecord_pipeline.transforms.image.images import check_jpeg, check_scans, s
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.tfrecord.examples import RAW_KEY
 from tfrecord_pipeline.transforms.tfrecord.proto.example_pb2 import Example
-from tfrecord_pipeline.transforms.tfrecord.records import RecordError, crc32c_of, read_records, shard_payload
+from tfrecord_pipeline.transforms.tfrecord.records import (
+    RecordError,
+    crc32c_of,
+    read_records,
+    shard_payload,
+)
 
 DECODE_MODES = ("sample", "all", "none")
 SAMPLE_PER_SHARD = 8

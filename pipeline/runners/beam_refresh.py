@@ -23,7 +23,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import apache_beam as beam
 from apache_beam.pvalue import AsDict, TaggedOutput
-
 from tfrecord_pipeline.dataset.previous import Previous
 from tfrecord_pipeline.dataset.shard_check import check_shards
 from tfrecord_pipeline.runners.refresh import past_records, published_shards
@@ -31,7 +30,12 @@ from tfrecord_pipeline.runners.refresh_files import stage_past
 from tfrecord_pipeline.transforms.beam.coders import RowBatch
 from tfrecord_pipeline.transforms.beam.steps import as_row_batches
 from tfrecord_pipeline.transforms.plan.fingerprints import row_fingerprints
-from tfrecord_pipeline.transforms.plan.refresh import PastShard, RefreshLayout, refresh_layout, stays
+from tfrecord_pipeline.transforms.plan.refresh import (
+    PastShard,
+    RefreshLayout,
+    refresh_layout,
+    stays,
+)
 from tfrecord_pipeline.transforms.progress import Progress
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.write.shard_writer import ShardResult

@@ -25,9 +25,19 @@ from tfrecord_pipeline.dataset.previous import previous_version
 from tfrecord_pipeline.dataset.publish import Target
 from tfrecord_pipeline.runners import refresh, refresh_files
 from tfrecord_pipeline.transforms.errors import ErrorRow
-from tfrecord_pipeline.transforms.manifest.rows import DroppedNegative, ManifestRow, ReadConfig, SkippedFile
+from tfrecord_pipeline.transforms.manifest.rows import (
+    DroppedNegative,
+    ManifestRow,
+    ReadConfig,
+    SkippedFile,
+)
 from tfrecord_pipeline.transforms.manifest.sources import ManifestFile, read_all
-from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan, PlanAccumulator, PlanConfig, decide_plan
+from tfrecord_pipeline.transforms.plan.dataset import (
+    DatasetPlan,
+    PlanAccumulator,
+    PlanConfig,
+    decide_plan,
+)
 from tfrecord_pipeline.transforms.plan.dedup import content_digest, keep_first
 from tfrecord_pipeline.transforms.plan.grouping import all_shards, group_by_shard
 from tfrecord_pipeline.transforms.progress import UNWATCHED, Progress, Watch
@@ -41,7 +51,11 @@ from tfrecord_pipeline.transforms.write.shard_processes import (
     shard_task,
     writers_at_once,
 )
-from tfrecord_pipeline.transforms.write.shard_writer import IN_FLIGHT_PER_THREAD, ShardResult, ordered_map
+from tfrecord_pipeline.transforms.write.shard_writer import (
+    IN_FLIGHT_PER_THREAD,
+    ShardResult,
+    ordered_map,
+)
 from tfrecord_pipeline.transforms.write.threads import REMOTE_THREADS_PER_CORE, available_cores
 
 

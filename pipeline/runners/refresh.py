@@ -23,8 +23,17 @@ from tfrecord_pipeline.dataset.shard_check import check_shards
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
 from tfrecord_pipeline.transforms.plan.fingerprints import row_fingerprints
-from tfrecord_pipeline.transforms.plan.refresh import PastShard, RefreshLayout, match, refresh_layout
-from tfrecord_pipeline.transforms.plan.rows_files import DamagedRowsFileError, PastRecord, read_rows_file
+from tfrecord_pipeline.transforms.plan.refresh import (
+    PastShard,
+    RefreshLayout,
+    match,
+    refresh_layout,
+)
+from tfrecord_pipeline.transforms.plan.rows_files import (
+    DamagedRowsFileError,
+    PastRecord,
+    read_rows_file,
+)
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.write.threads import REMOTE_THREADS_PER_CORE
 

@@ -24,9 +24,17 @@ from tfrecord_pipeline.transforms.plan.rows_files import PastRecord, rows_file_n
 from tfrecord_pipeline.transforms.plan.sharding import ShardId
 from tfrecord_pipeline.transforms.progress import Progress
 from tfrecord_pipeline.transforms.storage import fileio
-from tfrecord_pipeline.transforms.tfrecord.records import ShardFileWriter, read_records, shard_payload
+from tfrecord_pipeline.transforms.tfrecord.records import (
+    ShardFileWriter,
+    read_records,
+    shard_payload,
+)
 from tfrecord_pipeline.transforms.write.shard_pieces import join_staged
-from tfrecord_pipeline.transforms.write.shard_writer import INDEX_SUFFIX, ShardResult, index_file_name
+from tfrecord_pipeline.transforms.write.shard_writer import (
+    INDEX_SUFFIX,
+    ShardResult,
+    index_file_name,
+)
 
 
 def stage_past(

@@ -12,13 +12,17 @@ from apache_beam.io.restriction_trackers import OffsetRange, OffsetRestrictionTr
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 from apache_beam.transforms.core import RestrictionProvider
-
 from tfrecord_pipeline.transforms.beam.coders import RowBatch
 from tfrecord_pipeline.transforms.beam.steps import NAMESPACE, ROWS_PER_BATCH, error_output
 from tfrecord_pipeline.transforms.errors import ErrorRow
 from tfrecord_pipeline.transforms.manifest.rows import DroppedNegative, ManifestRow, ReadConfig
 from tfrecord_pipeline.transforms.manifest.sources import ManifestFile, read_coco, read_piece
-from tfrecord_pipeline.transforms.manifest.trees import TREE_DEPTH, TreeFolder, list_folder, tree_root
+from tfrecord_pipeline.transforms.manifest.trees import (
+    TREE_DEPTH,
+    TreeFolder,
+    list_folder,
+    tree_root,
+)
 
 # Bytes of a manifest file per piece read by one worker: about a million rows, a piece big
 # enough to amortise its start and small enough to spread; a runner may split a piece further

@@ -20,7 +20,13 @@ from tfrecord_pipeline.transforms.image.config import (
     check_pixels,
     scale_for,
 )
-from tfrecord_pipeline.transforms.image.jpeg import DECODABLE, HUFFMAN_8BIT, JpegInfo, coefficient_bytes, parse_jpeg
+from tfrecord_pipeline.transforms.image.jpeg import (
+    DECODABLE,
+    HUFFMAN_8BIT,
+    JpegInfo,
+    coefficient_bytes,
+    parse_jpeg,
+)
 from tfrecord_pipeline.transforms.image.orientation import is_upright
 
 _SIGNATURES = (

@@ -23,7 +23,12 @@ from tfrecord_pipeline.transforms.manifest import parquet
 from tfrecord_pipeline.transforms.manifest.coco import CocoImage, is_coco_start, read_images
 from tfrecord_pipeline.transforms.manifest.fields import check_columns, record_row
 from tfrecord_pipeline.transforms.manifest.lines import csv_cells, decoded, line_records
-from tfrecord_pipeline.transforms.manifest.pieces import BOM, MAX_LINE_BYTES, READ_BYTES, piece_lines
+from tfrecord_pipeline.transforms.manifest.pieces import (
+    BOM,
+    MAX_LINE_BYTES,
+    READ_BYTES,
+    piece_lines,
+)
 from tfrecord_pipeline.transforms.manifest.rows import (
     COCO_IMAGES,
     PARQUET_SUFFIX,
@@ -31,7 +36,12 @@ from tfrecord_pipeline.transforms.manifest.rows import (
     ManifestRow,
     ReadConfig,
 )
-from tfrecord_pipeline.transforms.manifest.trees import TreeItem, check_tree, read_folders, tree_root
+from tfrecord_pipeline.transforms.manifest.trees import (
+    TreeItem,
+    check_tree,
+    read_folders,
+    tree_root,
+)
 from tfrecord_pipeline.transforms.storage import fileio
 
 HEAD_BYTES = 64 << 10  # the launcher's reads of a text manifest: its header and first lines

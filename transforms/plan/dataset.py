@@ -15,7 +15,11 @@ from typing import NamedTuple
 from tfrecord_pipeline.transforms.errors import UserError
 from tfrecord_pipeline.transforms.image.files import stored_size
 from tfrecord_pipeline.transforms.keys import SHARD_SALT, key_hash
-from tfrecord_pipeline.transforms.manifest.labels import LabelMap, inherited_label_map, label_map_from_labels
+from tfrecord_pipeline.transforms.manifest.labels import (
+    LabelMap,
+    inherited_label_map,
+    label_map_from_labels,
+)
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, manifest_number, row_labels
 from tfrecord_pipeline.transforms.plan.sharding import (
     MAX_SHARDS,

@@ -13,7 +13,12 @@ import io
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from tfrecord_pipeline.transforms.storage.retry import TIMEOUT_S, CorruptTransferError, StoreUnavailableError, retried
+from tfrecord_pipeline.transforms.storage.retry import (
+    TIMEOUT_S,
+    CorruptTransferError,
+    StoreUnavailableError,
+    retried,
+)
 from tfrecord_pipeline.transforms.tfrecord.records import crc32c_of
 
 

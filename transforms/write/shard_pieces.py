@@ -12,7 +12,12 @@ from tfrecord_pipeline.transforms.plan.refresh import shifted_index
 from tfrecord_pipeline.transforms.plan.rows_files import read_staged_rows, write_rows_file
 from tfrecord_pipeline.transforms.plan.sharding import WHOLE
 from tfrecord_pipeline.transforms.storage import fileio, joins
-from tfrecord_pipeline.transforms.tfrecord.records import ShardFileWriter, file_crc32c, read_records, shard_payload
+from tfrecord_pipeline.transforms.tfrecord.records import (
+    ShardFileWriter,
+    file_crc32c,
+    read_records,
+    shard_payload,
+)
 from tfrecord_pipeline.transforms.write.shard_writer import INDEX_SUFFIX, ShardResult
 
 

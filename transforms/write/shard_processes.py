@@ -37,7 +37,11 @@ from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.write.error_sink import ErrorSink, SpilledErrors
 from tfrecord_pipeline.transforms.write.heap import keep_freed_memory
 from tfrecord_pipeline.transforms.write.shard_writer import ShardResult, WriteConfig, write_shard
-from tfrecord_pipeline.transforms.write.threads import available_cores, process_cores, writer_threads
+from tfrecord_pipeline.transforms.write.threads import (
+    available_cores,
+    process_cores,
+    writer_threads,
+)
 
 
 class ShardTask(NamedTuple):

@@ -26,7 +26,11 @@ from tfrecord_pipeline.transforms.plan.rows_files import PastRecord, rows_file_n
 from tfrecord_pipeline.transforms.plan.sharding import WHOLE, Piece, ShardId, record_order
 from tfrecord_pipeline.transforms.progress import SILENT, Progress
 from tfrecord_pipeline.transforms.storage import fileio
-from tfrecord_pipeline.transforms.tfrecord.examples import build_example, label_features, object_features
+from tfrecord_pipeline.transforms.tfrecord.examples import (
+    build_example,
+    label_features,
+    object_features,
+)
 from tfrecord_pipeline.transforms.tfrecord.records import MAX_RECORD_BYTES, ShardFileWriter
 
 # DALI index files go in a folder of their own: beside the shards, `<split>-*` (the glob TPU
