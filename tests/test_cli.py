@@ -1,6 +1,7 @@
 """The command line as a user meets it, and the promises about what workers import."""
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -170,12 +171,18 @@ def test_installed_command_has_no_traceback_and_never_imports_tensorflow(tmp_pat
 
 
 def test_generated_proto_code_matches_the_proto(tmp_path):
-    """The committed example_pb2.py is what protoc makes of example.proto today."""
+    """The committed example_pb2.py is what protoc makes of example.proto today, at the path
+    it is installed under (the path names the module its message classes say they are from)."""
     pytest.importorskip("grpc_tools")
+    installed = Path("tfrecord_pipeline/transforms/tfrecord/proto/example.proto")
+    (tmp_path / "in" / installed).parent.mkdir(parents=True)
+    shutil.copy(ROOT / "transforms/tfrecord/proto/example.proto", tmp_path / "in" / installed)
     # A subprocess: protoc in the same process as TensorFlow's protobuf crashes.
-    command = [sys.executable, "-m", "grpc_tools.protoc", f"-I{ROOT}", f"--python_out={tmp_path}"]
-    subprocess.run([*command, str(ROOT / "transforms/tfrecord/proto/example.proto")], check=True)
-    generated = (tmp_path / "transforms/tfrecord/proto/example_pb2.py").read_text()
+    protoc = [sys.executable, "-m", "grpc_tools.protoc", f"-I{tmp_path / 'in'}"]
+    subprocess.run(
+        [*protoc, f"--python_out={tmp_path}", str(installed)], check=True, cwd=tmp_path / "in"
+    )
+    generated = (tmp_path / installed.with_name("example_pb2.py")).read_text()
     assert generated == (ROOT / "transforms/tfrecord/proto/example_pb2.py").read_text()
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from tfrecord_pipeline.transforms.errors import ErrorRow, RowError, UserError
-from tfrecord_pipeline.transforms.manifest import parquet
+from tfrecord_pipeline.transforms.manifest import parquet, trees
 from tfrecord_pipeline.transforms.manifest.coco import CocoImage, is_coco_start, read_images
 from tfrecord_pipeline.transforms.manifest.fields import check_columns, record_row
 from tfrecord_pipeline.transforms.manifest.lines import csv_cells, decoded, line_records
@@ -35,12 +35,6 @@ from tfrecord_pipeline.transforms.manifest.rows import (
     DroppedNegative,
     ManifestRow,
     ReadConfig,
-)
-from tfrecord_pipeline.transforms.manifest.trees import (
-    TreeItem,
-    check_tree,
-    read_folders,
-    tree_root,
 )
 from tfrecord_pipeline.transforms.storage import fileio
 
@@ -124,7 +118,7 @@ def describe(path: str, number: int, config: ReadConfig) -> ManifestFile:
     more than its start; what a reader of its pieces needs to know."""
     kind = manifest_kind(path)
     if kind == "tree":
-        check_tree(path, number, config)
+        trees.check_tree(path, number, config)
         return ManifestFile(number, path, "tree")
     try:
         with fileio.open_bytes(path, HEAD_BYTES) as stream:
@@ -247,10 +241,10 @@ def read_coco(manifest: ManifestFile, config: ReadConfig) -> Iterator[Item]:
     return read_images(fileio.read_bytes(manifest.path), manifest.path, row, config.masks)
 
 
-def read_all(manifest: ManifestFile, config: ReadConfig) -> Iterator[TreeItem]:
+def read_all(manifest: ManifestFile, config: ReadConfig) -> Iterator[trees.TreeItem]:
     """Every row, error row and skipped file of one manifest, read in this process."""
     if manifest.kind == "tree":
-        return read_folders(tree_root(manifest.path, manifest.number), config)
+        return trees.read_folders(trees.tree_root(manifest.path, manifest.number), config)
     if manifest.kind == "coco":
         return read_coco(manifest, config)
     return read_piece(manifest, manifest.body, manifest.size, config)

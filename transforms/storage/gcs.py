@@ -1,10 +1,9 @@
 """Cloud Storage requests, each one through the one retry layer (transforms/storage/retry.py).
 
-Beam's gs:// reader asks for an object's metadata before its media, and the conversion asked
-for it once more to fingerprint the image: three requests, where the media response alone
-tells what is needed (the body, and its CRC-32C in X-Goog-Hash). So an object is read here
-with one GET of its media, nothing before it. A `gs://` folder is listed a page at a time.
-"""
+Beam's gs:// reader asks for an object's metadata before its media, and fingerprinting asked once
+more: three requests, where the media response alone tells what is needed (the body, and its
+CRC-32C in X-Goog-Hash). So an object is read here with one GET of its media, nothing before it.
+A `gs://` folder is listed a page at a time."""
 
 import contextlib
 import errno
@@ -33,17 +32,15 @@ def split(path: str) -> tuple[str, str]:
     return bucket, name
 
 
-# Connections to Cloud Storage a process keeps open for reuse: more than its threads ever use
-# at once (requests' default of 10 would close and reopen the connections of any more threads,
-# warning each time).
+# Connections a process keeps open for reuse: more than its threads ever use at once (requests'
+# default of 10 would close and reopen the connections of any more threads, warning each time).
 GCS_CONNECTIONS = 256
 
 
 @functools.cache
 def client():
-    """One Cloud Storage client per process (STORAGE_EMULATOR_HOST points it at an emulator),
-    its connections shared by every thread. The pool is set as the client's maintainers advise
-    (googleapis/python-storage#253): the client has no option for it."""
+    """One Cloud Storage client per process (STORAGE_EMULATOR_HOST points it at an emulator), its
+    connections shared by all threads, pooled as its maintainers advise (python-storage#253)."""
     import requests
     from google.cloud import storage
 
@@ -55,8 +52,7 @@ def client():
 
 
 class _Bounded(io.BytesIO):
-    """A download's sink that refuses more than `limit` bytes: the rest of a larger object is
-    never fetched (the connection is closed)."""
+    """A download's sink refusing more than `limit` bytes: the rest is never fetched."""
 
     def __init__(self, limit: int | None):
         super().__init__()
@@ -114,8 +110,7 @@ class Stat(NamedTuple):
 
 
 def stat(path: str) -> Stat:
-    """The object's size and identity from its metadata (one request); FileNotFoundError if it
-    does not exist."""
+    """Size and identity from the object's metadata (one request); FileNotFoundError if none."""
     bucket, name = split(path)
     blob = retried(lambda: client().bucket(bucket).get_blob(name, retry=None), path)
     if blob is None:

@@ -34,14 +34,10 @@ from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
 from tfrecord_pipeline.transforms.plan.sharding import WHOLE, Piece, ShardId
 from tfrecord_pipeline.transforms.progress import SILENT, Progress
 from tfrecord_pipeline.transforms.storage import fileio
+from tfrecord_pipeline.transforms.write import threads as thread_counts
 from tfrecord_pipeline.transforms.write.error_sink import ErrorSink, SpilledErrors
 from tfrecord_pipeline.transforms.write.heap import keep_freed_memory
 from tfrecord_pipeline.transforms.write.shard_writer import ShardResult, WriteConfig, write_shard
-from tfrecord_pipeline.transforms.write.threads import (
-    available_cores,
-    process_cores,
-    writer_threads,
-)
 
 
 class ShardTask(NamedTuple):
@@ -68,8 +64,8 @@ def shard_task(
     process's cores among the `writer_count` writers writing at once, or threads to wait on the
     network when its images are remote."""
     remote = bool(rows) and fileio.is_remote(rows[0].image_uri)
-    cores = process_cores(config.sdk_processes, available_cores())
-    threads = writer_threads(config, remote, max(1, cores // writer_count))
+    cores = thread_counts.process_cores(config.sdk_processes, thread_counts.available_cores())
+    threads = thread_counts.writer_threads(config, remote, max(1, cores // writer_count))
     return ShardTask(shard, rows, plan.labels, config, threads, piece)
 
 
