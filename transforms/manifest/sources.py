@@ -15,6 +15,7 @@ reads it, and never ends the run.
 import glob as local_glob
 import io
 import json
+import posixpath
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
@@ -104,6 +105,9 @@ def manifest_kind(path: str) -> str:
         return "jsonl"
     if lower.endswith(PARQUET_SUFFIX):
         return "parquet"
+    named_as_folder = path.endswith("/") or not posixpath.splitext(path)[1]
+    if named_as_folder and not fileio.exists(path):  # a class-folder root, mistyped
+        raise UserError(f"--manifest: {fileio.not_there(path, folder=True)}")
     raise UserError(
         f"{path}: a manifest must be .csv, .jsonl, .parquet or a class-folder directory"
     )
@@ -130,7 +134,7 @@ def describe(path: str, number: int, config: ReadConfig) -> ManifestFile:
             else:
                 columns, body, has_rows = _read_start(stream, path, kind, size, config)
     except fileio.MISSING:
-        raise UserError(f"--manifest {path}: no such file or folder") from None
+        raise UserError(f"--manifest: {fileio.not_there(path)}") from None
     except fileio.UNAVAILABLE:
         raise  # the service's failure, not the manifest's: a fault
     except fileio.READ_ERRORS as error:
