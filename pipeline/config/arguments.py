@@ -3,6 +3,7 @@ ConvertOptions, and every other flag passed to Beam untouched (once Beam knows i
 
 import argparse
 import difflib
+import functools
 from collections.abc import Iterable
 
 from tfrecord_pipeline.config.flags import FLAGS, GROUPS, help_text, in_group
@@ -54,15 +55,15 @@ def full_help() -> str:
     return _parser().format_help()
 
 
-def _beam_flags(beam_args: list[str]) -> tuple[list[str], list[str]]:
-    """Every flag name Beam's options declare, and those of `beam_args` Beam does not know.
-    Beam itself drops a flag it does not know with only a log line; here a typo must stop the
-    job. Beam is imported only now: it takes seconds, and a local run never needs it."""
+@functools.cache
+def _beam_parser() -> tuple[argparse.ArgumentParser, tuple[str, ...]]:
+    """The parser Beam itself uses, with every option Beam declares, and those options' names.
+    Beam is imported only now: it takes seconds, and a local run never needs it."""
     from apache_beam.options import pipeline_options
 
     names = []
 
-    class Recording(pipeline_options._BeamArgumentParser):  # the parser Beam itself uses
+    class Recording(pipeline_options._BeamArgumentParser):
         def add_argument(self, *flags, **keywords):
             names.extend(flag for flag in flags if flag.startswith("--"))
             return super().add_argument(*flags, **keywords)
@@ -70,7 +71,16 @@ def _beam_flags(beam_args: list[str]) -> tuple[list[str], list[str]]:
     parser = Recording(allow_abbrev=False, add_help=False)
     for options_class in pipeline_options.PipelineOptions.__subclasses__():
         options_class._add_argparse_args(parser)
-    return names, parser.parse_known_args(beam_args)[1]
+    return parser, tuple(names)
+
+
+def _refuse_unknown(beam_args: list[str]) -> None:
+    """UserError for the first of `beam_args` Beam does not know: Beam itself drops such a
+    flag with only a log line, and a typo must stop the job."""
+    parser, beam_names = _beam_parser()
+    unknown = parser.parse_known_args(beam_args)[1]
+    if unknown:
+        raise unknown_flag(unknown, beam_names)
 
 
 def _plain(flag: str) -> str:
@@ -107,11 +117,19 @@ def unknown_flag(unknown: list[str], beam_names: list[str]) -> UserError:
 def parse_args(argv: list[str]) -> tuple[ConvertOptions, list[str]]:
     """Split argv into the conversion's options and Beam's pipeline flags, Beam's checked by
     name; their values are checked once, by `prepare` (pipeline/config/conversion.py)."""
-    known, beam_args = _parser().parse_known_args(argv)
+    try:
+        known, beam_args = _parser().parse_known_args(argv)
+    except UserError:
+        # A mistyped flag of ours reads as a missing one (--ouput for --output): say the typo.
+        ours = {flag.name for flag in FLAGS}
+        flags = [given.split("=", 1)[0] for given in argv if given.startswith("--")]
+        if others := [flag for flag in flags if flag not in ours]:
+            beam_names = _beam_parser()[1]
+            if unknown := [flag for flag in others if flag not in beam_names]:
+                raise unknown_flag(unknown, beam_names) from None
+        raise
     if beam_args:
-        beam_names, unknown = _beam_flags(beam_args)
-        if unknown:
-            raise unknown_flag(unknown, beam_names)
+        _refuse_unknown(beam_args)
     options = ConvertOptions(**vars(known))
     if options.processes and beam_args:
         raise UserError(
