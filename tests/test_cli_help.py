@@ -112,11 +112,13 @@ def test_a_mistyped_flag_is_refused_with_the_flag_meant(tmp_path, mistyped, mean
     assert not (tmp_path / "out").exists()
 
 
-def test_a_required_flag_mistyped_is_said_as_the_typo_not_as_missing(tmp_path):
+def test_a_mistyped_required_flag_and_a_beam_flag_without_its_value_are_one_line(tmp_path):
     done = command("convert", "--manifest", "m.csv", "--ouput", tmp_path / "out")
     assert _one_line_error(done) == "unknown flag --ouput: did you mean --output?"
     done = command("convert", "--manifest", "m.csv", "--runner", "DirectRunner")
     assert _one_line_error(done) == "the following arguments are required: --output"
+    done = command("convert", "--manifest", "m.csv", "--output", "o", "--runner")
+    assert _one_line_error(done) == "argument --runner: expected one argument"
 
 
 def test_a_flag_nobody_knows_is_refused_and_beam_s_flags_pass():

@@ -68,6 +68,9 @@ def _beam_parser() -> tuple[argparse.ArgumentParser, tuple[str, ...]]:
             names.extend(flag for flag in flags if flag.startswith("--"))
             return super().add_argument(*flags, **keywords)
 
+        def error(self, message):  # argparse's: its usage (150 lines of Beam flags), then exit
+            raise UserError(message)
+
     parser = Recording(allow_abbrev=False, add_help=False)
     for options_class in pipeline_options.PipelineOptions.__subclasses__():
         options_class._add_argparse_args(parser)
