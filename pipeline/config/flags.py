@@ -128,7 +128,7 @@ FLAGS = _grouped(
          "`<split>-*` matches the shards alone", brief="an index file per shard, for NVIDIA DALI"),
     Flag("--max_error_rate", "R", FLOAT,
          "above this share of rejected rows the version is not published and the exit status "
-         "is 1", brief="share of rejected rows that stops publication"),
+         "is 1", brief="publish only up to this share of rejected rows"),
     "images",
     Flag("--validate", "|".join(VALIDATE_MODES), _choices(VALIDATE_MODES),
          "both walk every JPEG marker up to EOI (truncation, a frame its scan data cannot fill, "
@@ -176,7 +176,7 @@ FLAGS = _grouped(
          "shard size aimed at when `--num_shards` does not give a split's count (estimated "
          "from a fixed sample of 64 file sizes per split); on Beam, larger shards are written "
          "in pieces of about this size",
-         brief="the size aimed at without --num_shards"),
+         brief="shard size (MB) aimed at without --num_shards"),
     "runners",
     Flag("--threads", "N", INT,
          "image threads per shard writer (see Runners)", "automatic"),
