@@ -38,8 +38,8 @@ def test_a_switch_is_given_alone_or_as_a_template_launcher_gives_it(switch, valu
 @pytest.mark.parametrize(
     "argv, says",
     [
-        ([*NEEDED, "--runer", "DirectRunner"], "unknown flag(s): --runer DirectRunner"),
-        ([*NEEDED, "--num_shard", "4"], "unknown flag(s): --num_shard 4"),  # no abbreviations
+        ([*NEEDED, "--runer", "DirectRunner"], "unknown flag --runer: did you mean --runner?"),
+        ([*NEEDED, "--num_shard", "4"], "unknown flag --num_shard: did you mean --num_shards?"),
         ([*NEEDED, "--dedup=maybe"], "expected true or false, got 'maybe'"),
         ([*NEEDED, "--channels", "three"], "invalid int value: 'three'"),
         (["--output", "out"], "the following arguments are required: --manifest"),

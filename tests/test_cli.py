@@ -1,6 +1,5 @@
 """The command line as a user meets it, and the promises about what workers import."""
 
-import re
 import shutil
 import subprocess
 import sys
@@ -9,8 +8,6 @@ from pathlib import Path
 import pytest
 from conftest import BEAM, DATAFLOW, LOOPBACK, make_images, published, write_manifest
 from tfrecord_pipeline.cli.main import main
-from tfrecord_pipeline.config.flags import FLAGS, help_text, synopsis
-from tfrecord_pipeline.config.options import option_defaults
 from tfrecord_pipeline.dataset.versions import MARKER
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -184,18 +181,3 @@ def test_generated_proto_code_matches_the_proto(tmp_path):
     )
     generated = (tmp_path / installed.with_name("example_pb2.py")).read_text()
     assert generated == (ROOT / "transforms/tfrecord/proto/example_pb2.py").read_text()
-
-
-def test_convert_help_gives_every_flag_its_meaning_and_default(capsys):
-    with pytest.raises(SystemExit) as exit_:
-        main(["convert", "--help"])
-    assert exit_.value.code == 0
-    printed = " ".join(capsys.readouterr().out.split())  # unwrapped
-    defaults = option_defaults()
-    for flag in FLAGS:
-        meaning = " ".join(help_text(flag, defaults).split())
-        assert re.search(
-            f"{re.escape(synopsis(flag))}( \\[true\\|false\\])? {re.escape(meaning)}", printed
-        )
-        assert re.search(r"\((default: [^)]+|required)\)$", help_text(flag, defaults)), flag.name
-    assert "Beam pipeline flag" in printed

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 from apache_beam.portability.api import beam_runner_api_pb2
 from conftest import BEAM, arguments, make_images, write_manifest
-from tfrecord_pipeline.cli.main import _counters, main
+from tfrecord_pipeline.cli.job import counters
+from tfrecord_pipeline.cli.main import main
 from tfrecord_pipeline.cli.summary import format_counters
 from tfrecord_pipeline.config.arguments import parse_args
 from tfrecord_pipeline.config.conversion import prepare
@@ -153,9 +154,9 @@ def test_counters_after_a_run(tmp_path):
     conversion = prepare(*parse_args([*argv, *BEAM]))
     result = launch(conversion, start(conversion.options.output))
     result.wait_until_finish()
-    counters = _counters(result)
-    assert counters["rows"] == 5 and counters["records"] == 4
-    assert "errors: 1 (missing_file 1)" in format_counters(counters)
+    counted = counters(result)
+    assert counted["rows"] == 5 and counted["records"] == 4
+    assert "errors: 1 (missing_file 1)" in format_counters(counted)
 
 
 def test_workers_never_install_tensorflow():

@@ -1,5 +1,5 @@
-"""pipeline/config/flags.py: a flag's synopsis and default in words, as --help and the README's
-table show them (both checked whole: test_cli.py and test_readme.py)."""
+"""pipeline/config/flags.py: a flag's synopsis and default in words, as --help-all and the docs'
+table show them (both checked whole: test_cli_help.py and the docs' test)."""
 
 import pytest
 from tfrecord_pipeline.config.flags import FLAGS, SWITCH, Flag, default_text, help_text, synopsis

@@ -4,11 +4,13 @@ A fault is neither the input's nor the code's doing: the disk filled up or turne
 device failed, a shard-writer process was killed, Google Cloud refused (quota, 429) or failed
 (5xx) a request until its client stopped retrying, or another run committed the same output.
 The command prints a fault as one line that names the cause and what to do, and exits with
-status 3; the traceback goes to a log file, or with --debug to stderr. Any other exception is a
+status 3; the traceback goes to a log file, or with --debug to stderr. Missing Google credentials
+are no fault but the user's to set up: one line too, exit status 2. Any other exception is a
 bug, and keeps its traceback.
 """
 
 import errno
+import os
 import sys
 import tempfile
 import traceback
@@ -81,6 +83,37 @@ def _cloud_fault(error: BaseException) -> FaultError | None:
             f"({text}); wait or raise the quota, {_RERUN}"
         )
     return FaultError(f"Google Cloud kept failing a request, retries included ({text}); {_RERUN}")
+
+
+_LOGIN = "gcloud auth application-default login"
+
+
+def missing_credentials(error: BaseException) -> str | None:
+    """The line for a `gs://` path reached without Google credentials (google-auth found none,
+    or not the file GOOGLE_APPLICATION_CREDENTIALS names): the user's to set up, so not a
+    fault. The error's type is looked up among the loaded modules, as `_cloud_fault`'s."""
+    auth = sys.modules.get("google.auth.exceptions")
+    missing = auth and next(
+        (link for link in _causes(error) if isinstance(link, auth.DefaultCredentialsError)), None
+    )
+    if not missing:
+        return None
+    named = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")
+    if named and not os.path.isfile(named):
+        return (
+            f"GOOGLE_APPLICATION_CREDENTIALS names {named}, which is not a file: point it at a "
+            f"service account's key file, or unset it and run '{_LOGIN}'"
+        )
+    if named:
+        return (
+            f"GOOGLE_APPLICATION_CREDENTIALS names {named}, which holds no credentials "
+            f"({' '.join(str(missing).split())}): point it at a service account's key file, or "
+            f"unset it and run '{_LOGIN}'"
+        )
+    return (
+        f"no Google Cloud credentials, which gs:// paths need: run '{_LOGIN}', or set "
+        "GOOGLE_APPLICATION_CREDENTIALS to a service account's key file"
+    )
 
 
 def report_fault(fault: FaultError, error: BaseException, debug: bool) -> str:

@@ -10,7 +10,9 @@ import logging
 import os
 import sys
 
-from tfrecord_pipeline.cli.faults import as_fault, report_fault
+from tfrecord_pipeline.cli.faults import as_fault, missing_credentials, report_fault
+from tfrecord_pipeline.cli.help import OVERVIEW, convert_help
+from tfrecord_pipeline.cli.job import counters, job_line
 from tfrecord_pipeline.cli.summary import format_counters, format_summary
 from tfrecord_pipeline.config.arguments import UserErrorParser, parse_args
 from tfrecord_pipeline.config.conversion import Conversion, prepare
@@ -19,20 +21,8 @@ from tfrecord_pipeline.dataset import publish
 from tfrecord_pipeline.dataset.commit import read_info
 from tfrecord_pipeline.runners.convert import convert_prepared
 from tfrecord_pipeline.transforms.errors import UserError
-
-USAGE = """usage: tfrecord-pipeline convert --manifest M [M ...] --output ROOT [opts] [Beam flags]
-       tfrecord-pipeline verify DATASET [--decode sample|all|none]
-       tfrecord-pipeline preview DATASET [--split S] -o grid.png [--per_class N | --random N]
-       tfrecord-pipeline stats DATASET -o report.html
-       tfrecord-pipeline rollback ROOT --to VERSION
-
-commands:
-  convert   turn image/label manifests into sharded TFRecord files: a new version of ROOT
-  verify    check the published version against its tfrecord_pipeline.json (exit 1 on a problem)
-  preview   a PNG contact sheet of decoded records, labelled with class text and id
-  stats     a one-page HTML report: splits, label histogram, image and shard sizes, errors
-  rollback  publish an older complete version of ROOT again, atomically; says what it replaced
-run 'tfrecord-pipeline convert --help' for the options"""
+from tfrecord_pipeline.transforms.storage import fileio
+from tfrecord_pipeline.version import __version__
 
 # The exit statuses, as the README documents them.
 EXIT_OK = 0  # published (convert), no problem found (verify), file written (preview, stats)
@@ -54,6 +44,9 @@ def _finish(info, folder: str) -> int:
 
 
 def _convert(argv: list[str]) -> int:
+    if asked := convert_help(argv):
+        print(asked)
+        return EXIT_OK
     conversion = prepare(*parse_args(argv))
 
     def run() -> int:
@@ -85,7 +78,7 @@ def _on_dataflow(conversion: Conversion) -> int:
 
     target = publish.start(conversion.options.output)
     result = launch(conversion, target)
-    print(_job_line(result, conversion.beam_args))
+    print(job_line(result, conversion.beam_args))
     if not conversion.options.wait or not hasattr(result, "job_id"):
         print(f"the job publishes {target.folder}")
         return EXIT_OK
@@ -94,40 +87,22 @@ def _on_dataflow(conversion: Conversion) -> int:
     except DataflowRuntimeException as error:
         print(f"tfrecord-pipeline: the Dataflow job failed: {error}", file=sys.stderr)
         return EXIT_FAILED_GATES
-    print(f"job {state}: {format_counters(_counters(result))}")
+    print(f"job {state}: {format_counters(counters(result))}")
     return _finish(read_info(target.folder), target.folder)
 
 
-def _counters(result) -> dict[str, int]:
-    """Beam counters of this job by name, summed over the steps that emit them."""
-    from apache_beam.metrics.metric import MetricsFilter
-    from tfrecord_pipeline.transforms.beam.steps import NAMESPACE
-
-    query = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))
-    totals: dict[str, int] = {}
-    for counter in query["counters"]:
-        value = counter.committed if counter.committed is not None else counter.attempted
-        totals[counter.key.metric.name] = totals.get(counter.key.metric.name, 0) + (value or 0)
-    return totals
-
-
-def _job_line(result, beam_args: tuple[str, ...]) -> str:
-    from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
-
-    job_id = result.job_id() if hasattr(result, "job_id") else None
-    if not job_id:
-        return "dry run: the Dataflow job was built and not submitted"
-    cloud = PipelineOptions(list(beam_args)).view_as(GoogleCloudOptions)
-    return (
-        f"Dataflow job {job_id}: https://console.cloud.google.com/dataflow/jobs/"
-        f"{cloud.region}/{job_id}?project={cloud.project}"
-    )
+def _there(path: str) -> str:
+    """A dataset path, once found to be there (a local one: `gs://` has no folders)."""
+    if not fileio.is_remote(path) and not os.path.exists(path):
+        raise UserError(fileio.not_there(path, folder=True))
+    return path
 
 
 def _parser(command: str) -> argparse.ArgumentParser:
     parser = UserErrorParser(prog=f"tfrecord-pipeline {command}", allow_abbrev=False)
     parser.add_argument(
         "output",
+        type=_there,
         help="a dataset root, whose published version is read, or a version folder (local or "
         "gs://)",
     )
@@ -207,19 +182,27 @@ def main(argv: list[str] | None = None) -> int:
     # Local worker processes forward start-up chatter (unused Beam flags, no staging folder)
     # as warnings; it says nothing about the conversion.
     logging.getLogger("apache_beam.runners.portability.local_job_service").setLevel(logging.ERROR)
-    # Beam logs a failed step's exception with its traceback before re-raising it; the command
-    # reports it itself (a fault as one line, a bug with its traceback).
+    # Beam logs a failed step's exception with its traceback before re-raising it, and google-auth
+    # warns that no GCE metadata server holds credentials: the command reports either itself.
     logging.getLogger("apache_beam.runners.common").setLevel(logging.CRITICAL)
+    logging.getLogger("google.auth._default").setLevel(logging.ERROR)
     if not argv or argv[0] in ("-h", "--help"):
-        print(USAGE)
+        print(OVERVIEW)
         return EXIT_OK if argv else EXIT_USER_ERROR
+    if argv[0] == "--version":
+        print(f"tfrecord-pipeline {__version__}")
+        return EXIT_OK
     command, rest = argv[0], argv[1:]
     try:
         if command in COMMANDS:
             return COMMANDS[command](rest)
         raise UserError(f"unknown command {command!r}; try 'tfrecord-pipeline --help'")
-    except UserError as error:
-        print(f"tfrecord-pipeline: error: {error}", file=sys.stderr)
+    except Exception as error:  # noqa: BLE001 - re-raised unless it is the user's to mend
+        # Missing Google credentials are the user's to set up, not a fault or a bug.
+        line = str(error) if isinstance(error, UserError) else missing_credentials(error)
+        if line is None:
+            raise
+        print(f"tfrecord-pipeline: error: {line}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:  # Ctrl-C: the output is left uncommitted, as after any failure
         print("tfrecord-pipeline: interrupted", file=sys.stderr)

@@ -1,8 +1,6 @@
-"""The `convert` command's flags as one table: argparse, `--help` and the README's option table
-are all made from it (tests/test_readme.py checks the README against `markdown_table`).
-
-Adding a flag is one entry in FLAGS plus its field, with the default, in `ConvertOptions`; the
-README row to paste is `markdown_table`'s, which that test prints when the two differ.
+"""The `convert` command's flags as one table, by group: argparse, `--help`, `--help-all` and the
+docs' options page (checked against `markdown_table`) are all made from it. Adding a flag is one
+entry in FLAGS, in its group, plus its field, with the default, in `ConvertOptions`.
 """
 
 import argparse
@@ -30,13 +28,16 @@ INT, FLOAT = {"type": int}, {"type": float}
 class Flag(NamedTuple):
     """One flag: its name, the value it takes (argparse's metavar), how argparse reads it
     (`add_argument`'s keywords), its meaning in Markdown, and its default in words where
-    `ConvertOptions`' value would not say it (`by size`); otherwise that value is shown."""
+    `ConvertOptions`' value would not say it (`by size`); otherwise that value is shown.
+    `brief`, a line of plain text, puts it on `convert --help`'s first screen."""
 
     name: str
     value: str
     parse: Mapping[str, Any]
     meaning: str
     default: str = ""
+    brief: str = ""
+    group: str = ""
 
     @property
     def dest(self) -> str:
@@ -44,53 +45,91 @@ class Flag(NamedTuple):
         return self.parse.get("dest", self.name.removeprefix("--"))
 
 
+# The headings of `--help-all` and of the options page, in order, and what their flags are about.
+GROUPS = {
+    "input": "what is read: the manifests, their images' folder, splits and labels",
+    "output": "where the dataset is written, in what form, and when it is published",
+    "images": "how each image is checked, decoded, resized and stored",
+    "sharding": "how many shard files each split is written as",
+    "runners": "how the conversion runs: on this machine or on Dataflow",
+    "refresh": "converting again into a root that already has a published version",
+}
+
+
+def _grouped(*items: str | Flag) -> tuple[Flag, ...]:
+    """Flags from a list in which each group's name comes before its flags."""
+    flags, group = [], ""
+    for item in items:
+        if isinstance(item, str):
+            group = item
+        else:
+            flags.append(item._replace(group=group))
+    return tuple(flags)
+
+
 def _choices(names) -> dict:
     return {"choices": tuple(names)}
 
 
-FLAGS = (
+FLAGS = _grouped(
+    "input",
     Flag("--manifest", "M", {"nargs": "+", "required": True},
-         "CSV, JSONL or Parquet files, globs, or class-folder roots (local or `gs://`)"),
-    Flag("--output", "DIR", {"required": True}, "output folder (local or `gs://`)"),
+         "CSV, JSONL or Parquet files, globs, or class-folder roots (local or `gs://`)",
+         brief="CSV, JSONL, Parquet or COCO files, globs, class-folder roots"),
     Flag("--image_root", "DIR", {},
          "folder that relative image paths (a COCO file's `file_name`s too) are under",
-         "the manifest's folder"),
-    Flag("--num_shards", "N|split=N,...", {},
-         "shards per split: N for every split, or a count for each split named",
-         "by size, or `--preset`'s"),
-    Flag("--target_shard_mb", "M", FLOAT,
-         "shard size aimed at when `--num_shards` does not give a split's count (estimated "
-         "from a fixed sample of 64 file sizes per split); on Beam, larger shards are written "
-         "in pieces of about this size"),
+         "the manifest's folder", brief="base of relative image paths"),
     Flag("--split", "train=0.9,validation=0.1", {},
          "split for rows without a `split` value, from a hash of the key; with neither, rows "
-         "are `train`"),
+         "are `train`", brief="split rows that have no split value by a hash of their key"),
     Flag("--label_map", "FILE", {},
          "pin label ids to a `labels.txt` (one name per line, id = line number + offset); a "
-         "label missing from it is an error row"),
+         "label missing from it is an error row",
+         brief="fix label ids by a labels.txt, one name per line"),
     Flag("--label_offset", "K", INT,
          "first id for name labels (1 for the TPU ImageNet readers). Labels that are all "
-         "integers are used as ids unchanged", "0, or `--preset`'s"),
+         "integers are used as ids unchanged", "0, or `--preset`'s",
+         brief="the first id given to name labels"),
+    Flag("--multi_label", "", SWITCH,
+         "several labels an image: a CSV label cell is split on `--label_separator`, a JSONL "
+         "or Parquet label may be a list (`[]`: none); records hold lists of ids and texts, "
+         "and `load()` gives a multi-hot vector (see Multi-label classification)",
+         brief="several labels an image, a cell split on --label_separator"),
+    Flag("--label_separator", "SEP", {},
+         "what separates the labels of a CSV cell (or a JSONL string) with `--multi_label`",
+         brief="what separates a cell's labels with --multi_label"),
+    Flag("--feature", f"name:{'|'.join(FEATURE_TYPES)}", {"action": "append"},
+         "add a manifest column as a scalar feature (repeatable)",
+         brief="keep a manifest column as a feature (repeatable)"),
+    Flag("--drop_negatives", "", SWITCH,
+         "detection: an image with no objects is left out and counted (`negatives_dropped`), "
+         "not written as a negative example", brief="detection: leave out images without objects"),
+    Flag("--masks", "", SWITCH,
+         "detection: write each object's mask (a COCO `segmentation`: polygons or RLE) as a PNG "
+         "in `image/object/mask`, for Mask R-CNN; an object without one is a `bad_annotation` "
+         "(see Object detection)",
+         brief="detection: write each object's mask (a COCO segmentation)"),
+    "output",
+    Flag("--output", "DIR", {"required": True}, "output folder (local or `gs://`)",
+         brief="the dataset root: versions/ and LATEST are written in it"),
     Flag("--preset", "|".join(PRESETS), _choices(PRESETS),
          "the conventions of the readers named: `tpu-imagenet` (the TPU reference ImageNet "
          "readers, which subtract 1 from the label) sets `--label_offset 1` and `--num_shards "
          "train=1024,validation=128`; a flag given too wins (see \"Reading the shards\"); its "
-         "readers take one label an image, so `--multi_label` is refused"),
-    Flag("--multi_label", "", SWITCH,
-         "several labels an image: a CSV label cell is split on `--label_separator`, a JSONL "
-         "or Parquet label may be a list (`[]`: none); records hold lists of ids and texts, "
-         "and `load()` gives a multi-hot vector (see Multi-label classification)"),
-    Flag("--label_separator", "SEP", {},
-         "what separates the labels of a CSV cell (or a JSONL string) with `--multi_label`"),
-    Flag("--feature", f"name:{'|'.join(FEATURE_TYPES)}", {"action": "append"},
-         "add a manifest column as a scalar feature (repeatable)"),
-    Flag("--drop_negatives", "", SWITCH,
-         "detection: an image with no objects is left out and counted (`negatives_dropped`), "
-         "not written as a negative example"),
-    Flag("--masks", "", SWITCH,
-         "detection: write each object's mask (a COCO `segmentation`: polygons or RLE) as a PNG "
-         "in `image/object/mask`, for Mask R-CNN; an object without one is a `bad_annotation` "
-         "(see Object detection)"),
+         "readers take one label an image, so `--multi_label` is refused",
+         brief="the TPU ImageNet readers' label offset and shard counts"),
+    Flag("--compression", "none|gzip", _choices(("none", "gzip")),
+         'gzip shards are `.tfrecord.gz` (read with `compression_type="GZIP"`); TensorFlow '
+         "Datasets cannot read them, so such a dataset has no TFDS files",
+         brief="gzip shards are .tfrecord.gz"),
+    Flag("--write_index", "", SWITCH,
+         "write `index/<shard>.idx` for each shard: `offset size` per record, the index NVIDIA "
+         "DALI's TFRecord reader takes (uncompressed shards only). In a folder of their own, so "
+         "`<split>-*` matches the shards alone", brief="an index file per shard, for NVIDIA DALI"),
+    Flag("--max_error_rate", "R", FLOAT,
+         "above this share of rejected rows the version is not published and the exit status "
+         "is 1", brief="publish only up to this share of rejected rows"),
+    "images",
     Flag("--validate", "|".join(VALIDATE_MODES), _choices(VALIDATE_MODES),
          "both walk every JPEG marker up to EOI (truncation, a frame its scan data cannot fill, "
          "over 65,536 marker bytes) and decode every scan with libjpeg in strict mode (luma at "
@@ -129,21 +168,16 @@ FLAGS = (
     Flag("--dedup", "", SWITCH,
          "a row whose image bytes repeat an earlier row's is a `duplicate_content` error (reads "
          "every image once more)"),
-    Flag("--incremental", "", SWITCH,
-         "refresh: keep the published version's records whose rows did not change (by "
-         "fingerprint: see Refresh) and convert only new and changed rows"),
-    Flag("--freeze_labels", "", SWITCH,
-         "a label the published version does not have is an `unknown_label` error, not a new id"),
-    Flag("--write_index", "", SWITCH,
-         "write `index/<shard>.idx` for each shard: `offset size` per record, the index NVIDIA "
-         "DALI's TFRecord reader takes (uncompressed shards only). In a folder of their own, so "
-         "`<split>-*` matches the shards alone"),
-    Flag("--compression", "none|gzip", _choices(("none", "gzip")),
-         'gzip shards are `.tfrecord.gz` (read with `compression_type="GZIP"`); TensorFlow '
-         "Datasets cannot read them, so such a dataset has no TFDS files"),
-    Flag("--max_error_rate", "R", FLOAT,
-         "above this share of rejected rows the version is not published and the exit status "
-         "is 1"),
+    "sharding",
+    Flag("--num_shards", "N|split=N,...", {},
+         "shards per split: N for every split, or a count for each split named",
+         "by size, or `--preset`'s", brief="shards in each split"),
+    Flag("--target_shard_mb", "M", FLOAT,
+         "shard size aimed at when `--num_shards` does not give a split's count (estimated "
+         "from a fixed sample of 64 file sizes per split); on Beam, larger shards are written "
+         "in pieces of about this size",
+         brief="shard size (MB) aimed at without --num_shards"),
+    "runners",
     Flag("--threads", "N", INT,
          "image threads per shard writer (see Runners)", "automatic"),
     Flag("--processes", "N", INT,
@@ -151,14 +185,20 @@ FLAGS = (
          "(see Runners)", "one per core"),
     Flag("--wait", "", SWITCH,
          "on Dataflow: wait for the job, then print its counters and the summary"),
-    Flag("--keep_versions", "K", INT,
-         "after publishing, delete the published versions beyond the K most recently published "
-         "(the published one counts; a rollback publishes a version anew); 0 keeps every "
-         "version"),
     Flag("--no_progress", "", {"dest": "progress", "action": "store_false"}, "no progress bar"),
     Flag("--debug", "", SWITCH,
          "when a run fails with a fault (exit status 3), print its traceback; without it the "
          "traceback goes to a log file the error line names"),
+    "refresh",
+    Flag("--incremental", "", SWITCH,
+         "refresh: keep the published version's records whose rows did not change (by "
+         "fingerprint: see Refresh) and convert only new and changed rows"),
+    Flag("--freeze_labels", "", SWITCH,
+         "a label the published version does not have is an `unknown_label` error, not a new id"),
+    Flag("--keep_versions", "K", INT,
+         "after publishing, delete the published versions beyond the K most recently published "
+         "(the published one counts; a rollback publishes a version anew); 0 keeps every "
+         "version"),
 )  # fmt: skip
 
 
@@ -187,15 +227,23 @@ def synopsis(flag: Flag) -> str:
 
 def help_text(flag: Flag, defaults: Mapping[str, Any]) -> str:
     """`--help`'s line: the meaning without Markdown, then the default."""
-    meaning = flag.meaning.replace("`", "").replace("%", "%%")
     default = default_text(flag, defaults)
-    return f"{meaning} ({default if default == 'required' else 'default: ' + default})"
+    said = f"{flag.meaning} ({default if default == 'required' else 'default: ' + default})"
+    return said.replace("`", "").replace("%", "%%")
+
+
+def in_group(group: str) -> tuple[Flag, ...]:
+    return tuple(flag for flag in FLAGS if flag.group == group)
 
 
 def markdown_table(defaults: Mapping[str, Any]) -> str:
-    """The README's option table."""
-    lines = ["| flag | default | meaning |", "|---|---|---|"]
-    for flag in FLAGS:
-        cells = (f"`{synopsis(flag)}`", default_text(flag, defaults), flag.meaning)
-        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
-    return "\n".join(lines)
+    """The options page: a heading per group, what its flags are about, and their table."""
+    sections = []
+    for group, about in GROUPS.items():
+        lines = [f"## {group.capitalize()}", "", f"{about[0].upper()}{about[1:]}.", ""]
+        lines += ["| flag | default | meaning |", "|---|---|---|"]
+        for flag in in_group(group):
+            cells = (f"`{synopsis(flag)}`", default_text(flag, defaults), flag.meaning)
+            lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+        sections.append("\n".join(lines))
+    return "\n\n".join(sections)

@@ -15,20 +15,15 @@ reads it, and never ends the run.
 import glob as local_glob
 import io
 import json
+import posixpath
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from tfrecord_pipeline.transforms.errors import ErrorRow, RowError, UserError
-from tfrecord_pipeline.transforms.manifest import parquet, trees
+from tfrecord_pipeline.transforms.manifest import parquet, pieces, trees
 from tfrecord_pipeline.transforms.manifest.coco import CocoImage, is_coco_start, read_images
 from tfrecord_pipeline.transforms.manifest.fields import check_columns, record_row
 from tfrecord_pipeline.transforms.manifest.lines import csv_cells, decoded, line_records
-from tfrecord_pipeline.transforms.manifest.pieces import (
-    BOM,
-    MAX_LINE_BYTES,
-    READ_BYTES,
-    piece_lines,
-)
 from tfrecord_pipeline.transforms.manifest.rows import (
     COCO_IMAGES,
     PARQUET_SUFFIX,
@@ -108,6 +103,9 @@ def manifest_kind(path: str) -> str:
         return "jsonl"
     if lower.endswith(PARQUET_SUFFIX):
         return "parquet"
+    named_as_folder = path.endswith("/") or not posixpath.splitext(path)[1]
+    if named_as_folder and not fileio.exists(path):  # a class-folder root, mistyped
+        raise UserError(f"--manifest: {fileio.not_there(path, folder=True)}")
     raise UserError(
         f"{path}: a manifest must be .csv, .jsonl, .parquet or a class-folder directory"
     )
@@ -134,7 +132,7 @@ def describe(path: str, number: int, config: ReadConfig) -> ManifestFile:
             else:
                 columns, body, has_rows = _read_start(stream, path, kind, size, config)
     except fileio.MISSING:
-        raise UserError(f"--manifest {path}: no such file or folder") from None
+        raise UserError(f"--manifest: {fileio.not_there(path)}") from None
     except fileio.UNAVAILABLE:
         raise  # the service's failure, not the manifest's: a fault
     except fileio.READ_ERRORS as error:
@@ -149,13 +147,13 @@ def _json_kind(stream, size: int) -> tuple[str, bool]:
     first row is read whole (a crowded image's objects run past the first read), up to the
     longest line a manifest may hold."""
     stream.seek(0)
-    head = stream.read(HEAD_BYTES).removeprefix(BOM)
+    head = stream.read(HEAD_BYTES).removeprefix(pieces.BOM)
     if is_coco_start(head.decode("utf-8", "replace")):
         return "coco", True
     first = ""
-    for _, line in piece_lines(stream.seek, stream.read, 0, size, 0, HEAD_BYTES):
+    for _, line in pieces.piece_lines(stream.seek, stream.read, 0, size, 0, HEAD_BYTES):
         # a JSONL file's first lines are checked after; one too long is a bad row
-        first = "" if line is None else line.removeprefix(BOM).decode("utf-8", "replace")
+        first = "" if line is None else line.removeprefix(pieces.BOM).decode("utf-8", "replace")
         if line is None or first.strip():
             break
     try:
@@ -168,14 +166,14 @@ def _json_kind(stream, size: int) -> tuple[str, bool]:
 def _read_start(stream, path: str, kind: str, size: int, config: ReadConfig):
     """(a CSV's header, the byte where records begin, whether a record follows) from the first
     lines of a CSV or JSONL file; a line that begins past HEAD_BYTES counts as a record."""
-    lines = piece_lines(stream.seek, stream.read, 0, size, 0, HEAD_BYTES)
+    lines = pieces.piece_lines(stream.seek, stream.read, 0, size, 0, HEAD_BYTES)
     columns, body = (), 0
     if kind == "csv":
         _, header = next(lines, (0, b""))
         if header is None:
-            raise UserError(f"{path}: no line end in the first {MAX_LINE_BYTES:,} bytes")
+            raise UserError(f"{path}: no line end in the first {pieces.MAX_LINE_BYTES:,} bytes")
         try:
-            columns = tuple(csv_cells(_start_text(path, header.removeprefix(BOM))))
+            columns = tuple(csv_cells(_start_text(path, header.removeprefix(pieces.BOM))))
         except RowError as error:
             raise UserError(f"{path}: the header: {error.message}") from None
         check_columns(path, columns, config)
@@ -183,7 +181,7 @@ def _read_start(stream, path: str, kind: str, size: int, config: ReadConfig):
     for offset, line in lines:
         if offset >= HEAD_BYTES or line is None:
             return columns, body, True
-        if _start_text(path, line.removeprefix(BOM) if offset == 0 else line).strip():
+        if _start_text(path, line.removeprefix(pieces.BOM) if offset == 0 else line).strip():
             return columns, body, True
     return columns, body, False
 
@@ -209,7 +207,7 @@ def read_piece(
     then `claim(end)` says the range holds no more."""
     folder = fileio.join(fileio.dirname(manifest.path), "")
     path, number = manifest.path, manifest.number
-    with fileio.open_bytes(path, READ_BYTES) as stream:
+    with fileio.open_bytes(path, pieces.READ_BYTES) as stream:
         if manifest.kind == "parquet":
             claimed = None
             for group, row, fields in parquet.piece_records(stream, start, end, manifest.columns):
@@ -219,7 +217,7 @@ def read_piece(
                     claimed = group
                 yield record_row(fields, row, folder, path, number, config)
         else:
-            lines = piece_lines(stream.seek, stream.read, start, end, manifest.body)
+            lines = pieces.piece_lines(stream.seek, stream.read, start, end, manifest.body)
             for offset, fields in line_records(lines, manifest.kind, manifest.columns):
                 if claim is not None and not claim(offset):
                     return

@@ -159,6 +159,19 @@ def exists(path: str) -> bool:
     return remote.filesystems().exists(path) if is_remote(path) else os.path.exists(path)
 
 
+def not_there(path: str, folder: bool = False) -> str:
+    """How a path that is not there is told: the first folder of a local path that is missing
+    (a typo in a folder's name) as `no such folder: F`, else `no such file: path` (`no such
+    folder` when `folder`). An object store has no folders to tell apart."""
+    missing = path
+    if not is_remote(path):
+        missing = parent = os.path.normpath(path)
+        while (parent := os.path.dirname(parent)) and not os.path.exists(parent):
+            missing = parent
+        folder = folder or missing != os.path.normpath(path)
+    return f"no such {'folder' if folder else 'file'}: {missing}"
+
+
 def is_dir(path: str) -> bool:
     """Local folders, or a `gs://` prefix ending in `/`."""
     return path.endswith("/") if is_remote(path) else os.path.isdir(path)

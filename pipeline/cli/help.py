@@ -1,0 +1,70 @@
+"""What the command says about itself: the commands, and `convert --help`, one screen for a
+newcomer (what it does, what a manifest holds, three examples, the flags of the groups a first
+run needs); every flag is in `convert --help-all` (pipeline/config/arguments.py)."""
+
+from tfrecord_pipeline.config.arguments import ALL_FLAGS, USAGE, full_help
+from tfrecord_pipeline.config.flags import default_text, in_group, synopsis
+from tfrecord_pipeline.config.options import option_defaults
+
+OVERVIEW = f"""\
+usage: {USAGE}
+       tfrecord-pipeline verify DATASET [--decode sample|all|none]
+       tfrecord-pipeline preview DATASET [--split S] -o sheet.png [--per_class N | --random N]
+       tfrecord-pipeline stats DATASET -o report.html
+       tfrecord-pipeline rollback ROOT --to VERSION
+       tfrecord-pipeline --version
+
+commands:
+  convert   turn labelled images (a CSV, JSONL or Parquet manifest, COCO, or class folders)
+            into sharded TFRecord files: a new published version of the dataset root DIR
+  verify    check the published version against its tfrecord_pipeline.json (exit 1 on a problem)
+  preview   a contact sheet of decoded records, labelled with class text and id
+  stats     a one-page HTML report: splits, label histogram, image and shard sizes, errors
+  rollback  publish an older complete version of a dataset root again; says what it replaced
+
+a command's flags: tfrecord-pipeline COMMAND --help (every flag of convert: --help-all)"""
+
+_ABOUT = """\
+Turn labelled images into sharded TFRecord files of tf.train.Example. Each run writes a new
+version in DIR/versions/ and publishes it in DIR/LATEST, which readers follow.
+
+manifests (--manifest; local paths or gs://):
+  CSV, JSONL, Parquet  a row per image: image_uri (or url) and label; optional: split (train,
+                       validation, ...), key (a stable id) and --feature columns. Relative image
+                       paths are under the manifest's folder, or --image_root
+  a folder             class folders: ROOT/<label>/<image> or ROOT/<split>/<label>/<image>
+  detection            a COCO instances .json, or JSONL rows with objects ([{"bbox": [...],
+                       "label": ...}, ...]) and box_format (xywh, xyxy, or either _normalized)
+
+examples:
+  tfrecord-pipeline convert --manifest labels.csv --output datasets/flowers
+  tfrecord-pipeline convert --manifest photos/ --output datasets/photos \\
+      --split train=0.9,validation=0.1 --num_shards 8
+  tfrecord-pipeline convert --manifest gs://BUCKET/labels.csv --output gs://BUCKET/flowers \\
+      --runner DataflowRunner --project PROJECT --region us-central1 \\
+      --temp_location gs://BUCKET/tmp --setup_file ./setup.py"""
+
+FIRST_SCREEN = ("input", "output", "sharding")  # the groups a first run needs
+
+
+def convert_help(argv: list[str]) -> str | None:
+    """What `convert` prints when `argv` asks for help: `--help-all`, every flag by group, or
+    `-h`/`--help`, one screen; None when it does not ask."""
+    if "--help-all" in argv:
+        return full_help().rstrip("\n")
+    if "-h" in argv or "--help" in argv:
+        return first_screen(option_defaults())
+    return None
+
+
+def first_screen(defaults: dict) -> str:
+    """`convert --help`: the flags of FIRST_SCREEN's groups a line each, with their defaults
+    where one says something."""
+    lines = [f"usage: {USAGE}", "", _ABOUT]
+    for group in FIRST_SCREEN:
+        lines += ["", f"{group}:"]
+        for flag in in_group(group):
+            default = default_text(flag, defaults).replace("`", "")  # Markdown's
+            said = "" if default in ("none", "off", "required") else f" (default: {default})"
+            lines.append(f"  {synopsis(flag):<34}{flag.brief}{said}")
+    return "\n".join([*lines, "", f"every flag, by group: {ALL_FLAGS}"])
