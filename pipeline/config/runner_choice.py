@@ -121,7 +121,7 @@ def _is_embedded(runner, options) -> bool:
 # waits for it forever: asked first, without importing anything (a few ms).
 _HARNESS_PROBE = (
     "import importlib.util as u, sys; "
-    "sys.exit(not (u.find_spec('apache_beam') and u.find_spec('transforms')))"
+    "sys.exit(not (u.find_spec('apache_beam') and u.find_spec('tfrecord_pipeline')))"
 )
 
 
