@@ -84,6 +84,14 @@ def test_readme_fits_on_a_page():
     assert lines <= README_LINES, f"README.md is {lines} lines; move the detail into docs/"
 
 
+def test_readme_links_lead_to_files_of_the_repository():
+    """The README is read on the repository's page, outside the site: its links are paths."""
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", (ROOT / "README.md").read_text())
+    assert links
+    for link in links:
+        assert link.startswith("https://") or (ROOT / link).is_file(), link
+
+
 def test_option_table_is_the_one_help_is_made_from():
     written = TABLE.search((ROOT / "docs" / "options.md").read_text())
     expected = markdown_table(option_defaults())
