@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint format lock bench browser
+.PHONY: demo test lint format lock bench browser docs
 
 $(STAMP): requirements.lock requirements-readers.txt setup.py
 	rm -rf $(VENV)
@@ -55,6 +55,11 @@ test: lint browser
 	cd "$$copy" && PYTHONPATH="$$site" $(abspath $(BIN))/pytest -q -p no:cacheprovider; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: no tests were collected" >&2; exit 1; fi; \
 	exit $$status
+
+# The docs site (docs/, mkdocs.yml) into site/, which is never committed. --strict fails on a broken
+# link, anchor or nav entry; make test builds it too (tests/test_docs_site.py).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 # The converter beside its peers on a generated corpus (BENCH_IMAGES=20000 for the full run).
 BENCH_IMAGES ?= 2000

@@ -48,6 +48,9 @@ setup(
             # wheel folder holds (pip's find-links), so the lock installs no CUDA libraries.
             "tfrecord[torch]>=1.14.6",
             "torch==2.13.0",
+            # The docs site: `mkdocs build --strict` runs in the tests (tests/test_docs.py).
+            "mkdocs>=1.6",
+            "mkdocs-material>=9.5",
         ],
     },
     entry_points={"console_scripts": ["tfrecord-pipeline=tfrecord_pipeline.cli.main:entry_point"]},

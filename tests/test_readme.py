@@ -1,5 +1,6 @@
-"""The README as a user follows it: its option table is the one --help is made from, and every
-shell and Python example runs as written on the sample dataset and prints what it says."""
+"""The README and the docs pages as a user follows them: every shell and Python example runs as
+written on the sample dataset and prints what it says, the options page's flag table is the one
+--help is made from, and the README fits on a page."""
 
 import dataclasses
 import os
@@ -17,14 +18,28 @@ from tfrecord_pipeline.config.options import ConvertOptions, option_defaults
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text()
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+README_LINES = 250  # a front page, read top to bottom once; the rest is in docs/
 CLOUD = "# needs a Google Cloud project"  # an example's first line, where it cannot run here
+# The options page's table, between these two lines, is generated: the test prints it.
+TABLE = re.compile(r"^<!-- flags: generated .*? -->\n(.*?)\n<!-- flags: end -->$", re.M | re.S)
+INSTALL = re.compile(r'^pip install "?\./tfrecord-pipeline(\[(tf|tfds)\])?"?(  +#.*)?$')
 
 
 class Example(NamedTuple):
+    page: str  # the page's path in the repository
     language: str
     code: str
-    line: int  # where its fence opens in README.md
+    line: int  # where its fence opens in the page
+
+    @property
+    def where(self) -> str:
+        return f"{self.page} line {self.line}"
+
+    @property
+    def commands(self) -> list[str]:
+        lines = [line.strip() for line in self.code.splitlines()]
+        return [line for line in lines if line and not line.startswith("#")]
 
     @property
     def needs_cloud(self) -> bool:
@@ -32,22 +47,27 @@ class Example(NamedTuple):
 
     @property
     def is_make(self) -> bool:
-        """The README's `make` commands (demo, test, bench): what they run is tested itself."""
-        lines = [line.strip() for line in self.code.splitlines()]
-        commands = [line for line in lines if line and not line.startswith("#")]
-        return self.language == "sh" and all(line.startswith("make ") for line in commands)
+        """The README's `make` commands (demo, test): what they run is tested itself."""
+        return self.language == "sh" and all(line.startswith("make ") for line in self.commands)
+
+    @property
+    def is_install(self) -> bool:
+        """`pip install` of a clone: the wheel's own test installs it into an empty venv."""
+        return self.language == "sh" and all(line.startswith("pip ") for line in self.commands)
 
 
-def examples() -> list[Example]:
-    """Every ```sh and ```python block, indented ones (in a list) included."""
+def examples(page: Path) -> list[Example]:
+    """Every ```sh and ```python block of `page`, indented ones (in a list) included."""
+    text = page.read_text()
     fence = re.compile(r"^( *)```(sh|python)\n(.*?)^\1```$", re.MULTILINE | re.DOTALL)
     return [
         Example(
+            str(page.relative_to(ROOT)),
             match[2],
             re.sub(f"^{match[1]}", "", match[3], flags=re.MULTILINE),
-            README.count("\n", 0, match.start()) + 1,
+            text.count("\n", 0, match.start()) + 1,
         )
-        for match in fence.finditer(README)
+        for match in fence.finditer(text)
     ]
 
 
@@ -59,25 +79,41 @@ def _rows(table: str) -> list[list[str]]:
     ]
 
 
+def test_readme_fits_on_a_page():
+    lines = len((ROOT / "README.md").read_text().splitlines())
+    assert lines <= README_LINES, f"README.md is {lines} lines; move the detail into docs/"
+
+
+def test_readme_links_lead_to_files_of_the_repository():
+    """The README is read on the repository's page, outside the site: its links are paths."""
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", (ROOT / "README.md").read_text())
+    assert links
+    for link in links:
+        assert link.startswith("https://") or (ROOT / link).is_file(), link
+
+
 def test_option_table_is_the_one_help_is_made_from():
-    written = re.search(r"### Options\n\n(\|.*?)\n\n", README, re.DOTALL)[1]
+    written = TABLE.search((ROOT / "docs" / "options.md").read_text())
     expected = markdown_table(option_defaults())
-    assert _rows(written) == _rows(expected), f"README.md's option table should be:\n{expected}"
+    paste = f"docs/options.md's flag table should be (paste it between the markers):\n{expected}"
+    assert written and _rows(written[1]) == _rows(expected), paste
     dests = [flag.dest for flag in FLAGS]
     assert sorted(dests) == sorted(field.name for field in dataclasses.fields(ConvertOptions))
 
 
 def test_only_cloud_examples_are_left_unrun():
-    found = examples()
-    assert len(found) >= 8
+    found = [example for page in PAGES for example in examples(page)]
+    assert len(found) >= 30
     for example in found:
         if example.needs_cloud:
-            assert "gs://" in example.code and "--project" in example.code, example.line
+            assert "gs://" in example.code or "gcloud" in example.code, example.where
         elif example.is_make:
             targets = re.findall(r"^make (\w+)", example.code, re.MULTILINE)
-            assert set(targets) <= {"demo", "test", "bench"}, example.line
+            assert example.page == "README.md" and set(targets) <= {"demo", "test"}, example.where
+        elif example.is_install:
+            assert all(INSTALL.match(line) for line in example.commands), example.where
         else:
-            assert "gs://" not in example.code, f"README line {example.line}: mark it {CLOUD!r}"
+            assert "gs://" not in example.code, f"{example.where}: mark it {CLOUD!r}"
 
 
 def _expected_output(code: str) -> list[str]:
@@ -85,26 +121,23 @@ def _expected_output(code: str) -> list[str]:
     return re.findall(r"^\s*print\(.*\)  # (.*)$", code, re.MULTILINE)
 
 
-def test_every_example_runs_as_written_on_the_sample(tmp_path):
-    """In README order, in a folder holding the sample as the repository does: later examples
-    read what earlier ones wrote (out/flowers)."""
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(ROOT)))
+def test_every_example_runs_as_written_on_the_sample(page, tmp_path):
+    """A page's examples in order, in a folder holding the sample as the repository does: later
+    examples read what earlier ones wrote (out/flowers); each page converts what it reads."""
     shutil.copytree(ROOT / "sample", tmp_path / "sample")
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
     env = {**os.environ, "PATH": path, "PYTHONPATH": python_path()}
-    ran = 0
-    for example in examples():
-        if example.needs_cloud or example.is_make:
+    for example in examples(page):
+        if example.needs_cloud or example.is_make or example.is_install:
             continue
         if example.language == "sh":
             command = ["bash", "-e", "-c", example.code]
         else:
             command = [sys.executable, "-c", example.code]
         done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
-        where = f"README.md line {example.line}"
-        assert done.returncode == 0, f"{where}:\n{done.stderr[-3000:]}"
+        assert done.returncode == 0, f"{example.where}:\n{done.stderr[-3000:]}"
         if example.language == "python":
             expected = _expected_output(example.code)
-            assert expected, f"{where}: say what the example prints in a comment after print()"
-            assert done.stdout.splitlines() == expected, where
-        ran += 1
-    assert ran >= 6
+            assert expected, f"{example.where}: say what the example prints in a comment"
+            assert done.stdout.splitlines() == expected, example.where

@@ -93,11 +93,10 @@ def test_our_example_and_framing_are_what_tensorflow_writes(tmp_path):
     assert Path(path).read_bytes() == frame(data)
 
 
-def test_the_readme_tf_data_snippet_reads_a_converted_dataset(convert):
+def test_the_docs_tf_data_snippet_reads_a_converted_dataset(convert):
     output, info = convert(SAMPLE / "manifest.csv", "--num_shards", "2")
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme[readme.index("### Keras and tf.data") :]
-    blocks = [part.split("```", 1)[0] for part in section.split("```python\n")[1:]]
+    page = (Path(__file__).resolve().parents[1] / "docs" / "readers" / "tf-data.md").read_text()
+    blocks = [part.split("```", 1)[0] for part in page.split("```python\n")[1:]]
     code = next(block for block in blocks if "TFRecordDataset" in block)
     namespace = {}
     root = output.parents[1]  # the dataset root: the snippet resolves LATEST itself
