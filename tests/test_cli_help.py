@@ -85,11 +85,11 @@ def test_every_flag_is_in_a_group_and_a_first_screen_flag_has_a_brief():
 
 def test_the_options_page_is_a_table_per_group():
     page = markdown_table(option_defaults())
-    headings = re.findall(r"^## (\w+)$", page, re.MULTILINE)
+    headings = re.findall(r"^### (\w+)$", page, re.MULTILINE)
     assert headings == [group.capitalize() for group in GROUPS]
-    sections = re.split(r"^## \w+$", page, flags=re.MULTILINE)[1:]
+    sections = re.split(r"^### \w+$", page, flags=re.MULTILINE)[1:]
     for group, section in zip(GROUPS, sections, strict=True):
-        rows = re.findall(r"^\| `(--\w+)", section, re.MULTILINE)
+        rows = re.findall(r"^\| <code>(--\w+)", section, re.MULTILINE)
         assert rows == [flag.name for flag in in_group(group)]
 
 

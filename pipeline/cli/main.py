@@ -24,7 +24,7 @@ from tfrecord_pipeline.transforms.errors import UserError
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.version import __version__
 
-# The exit statuses, as the README documents them.
+# The exit statuses, as docs/guarantees.md documents them.
 EXIT_OK = 0  # published (convert), no problem found (verify), file written (preview, stats)
 EXIT_FAILED_GATES = 1  # converted but not published (quality gates); verify found problems
 EXIT_USER_ERROR = 2  # a usage or input mistake: a bad flag, manifest or --output

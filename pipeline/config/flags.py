@@ -1,7 +1,6 @@
 """The `convert` command's flags as one table, by group: argparse, `--help`, `--help-all` and the
 docs' options page (checked against `markdown_table`) are all made from it. Adding a flag is one
-entry in FLAGS, in its group, plus its field, with the default, in `ConvertOptions`.
-"""
+entry in FLAGS, in its group, plus its field, with the default, in `ConvertOptions`."""
 
 import argparse
 from collections.abc import Mapping
@@ -93,7 +92,7 @@ FLAGS = _grouped(
     Flag("--multi_label", "", SWITCH,
          "several labels an image: a CSV label cell is split on `--label_separator`, a JSONL "
          "or Parquet label may be a list (`[]`: none); records hold lists of ids and texts, "
-         "and `load()` gives a multi-hot vector (see Multi-label classification)",
+         "and `load()` gives a multi-hot vector (docs/detection.md)",
          brief="several labels an image, a cell split on --label_separator"),
     Flag("--label_separator", "SEP", {},
          "what separates the labels of a CSV cell (or a JSONL string) with `--multi_label`",
@@ -107,7 +106,7 @@ FLAGS = _grouped(
     Flag("--masks", "", SWITCH,
          "detection: write each object's mask (a COCO `segmentation`: polygons or RLE) as a PNG "
          "in `image/object/mask`, for Mask R-CNN; an object without one is a `bad_annotation` "
-         "(see Object detection)",
+         "(docs/detection.md)",
          brief="detection: write each object's mask (a COCO segmentation)"),
     "output",
     Flag("--output", "DIR", {"required": True}, "output folder (local or `gs://`)",
@@ -134,8 +133,8 @@ FLAGS = _grouped(
          "both walk every JPEG marker up to EOI (truncation, a frame its scan data cannot fill, "
          "over 65,536 marker bytes) and decode every scan with libjpeg in strict mode (luma at "
          "1/8 scale: every coefficient read, few pixels made), refusing a JPEG it warns about, "
-         "such as one whose scan data ends early however the file ends (see Limits); `full` is "
-         "kept as the same check"),
+         "such as one whose scan data ends early however the file ends (docs/images.md#limits); "
+         "`full` is kept as the same check"),
     Flag("--channels", "1|3", INT, "channels of stored images"),
     Flag("--jpeg_quality", "Q", INT, "quality when an image has to be re-encoded"),
     Flag("--max_pixels", "N", INT,
@@ -143,14 +142,14 @@ FLAGS = _grouped(
          "decoding"),
     Flag("--max_decode_mb", "M", FLOAT,
          "an image whose decoding and conversion would hold more memory is an `image_too_large` "
-         "row, estimated from its header before decoding (see Limits)"),
-    Flag("--max_scans", "N", INT, "a JPEG of more scans is a `too_many_scans` row (see Limits)"),
+         "row, estimated from its header before decoding (docs/images.md#limits)"),
+    Flag("--max_scans", "N", INT, "a JPEG with more is a `too_many_scans` row (docs/images.md)"),
     Flag("--max_side", "N", INT, "downscale so the long side is at most N; never upscales"),
     Flag("--resize_short_side", "N", INT,
          "downscale so the short side is N (the ImageNet recipe); never upscales"),
     Flag("--resample", "FILTER", _choices(RESAMPLE_FILTERS),
-         f"resampling filter for resizing: {', '.join(RESAMPLE_FILTERS)} (see Images: what "
-         "each maps to)"),
+         f"resampling filter for resizing: {', '.join(RESAMPLE_FILTERS)} (docs/images.md"
+         "#resampling-filters)"),
     Flag("--exif_transpose", "", SWITCH,
          "also re-encode JPEGs that would pass through but carry an EXIF rotation"),
     Flag("--background", "white|black|R,G,B", {}, "colour alpha is composited onto"),
@@ -179,10 +178,10 @@ FLAGS = _grouped(
          brief="shard size (MB) aimed at without --num_shards"),
     "runners",
     Flag("--threads", "N", INT,
-         "image threads per shard writer (see Runners)", "automatic"),
+         "image threads per shard writer (docs/runners.md)", "automatic"),
     Flag("--processes", "N", INT,
          "local runs without Beam flags: shards written at once, by N worker processes "
-         "(see Runners)", "one per core"),
+         "(docs/runners.md)", "one per core"),
     Flag("--wait", "", SWITCH,
          "on Dataflow: wait for the job, then print its counters and the summary"),
     Flag("--no_progress", "", {"dest": "progress", "action": "store_false"}, "no progress bar"),
@@ -192,7 +191,7 @@ FLAGS = _grouped(
     "refresh",
     Flag("--incremental", "", SWITCH,
          "refresh: keep the published version's records whose rows did not change (by "
-         "fingerprint: see Refresh) and convert only new and changed rows"),
+         "fingerprint: docs/output.md) and convert only new and changed rows"),
     Flag("--freeze_labels", "", SWITCH,
          "a label the published version does not have is an `unknown_label` error, not a new id"),
     Flag("--keep_versions", "K", INT,
@@ -240,10 +239,12 @@ def markdown_table(defaults: Mapping[str, Any]) -> str:
     """The options page: a heading per group, what its flags are about, and their table."""
     sections = []
     for group, about in GROUPS.items():
-        lines = [f"## {group.capitalize()}", "", f"{about[0].upper()}{about[1:]}.", ""]
+        lines = [f"### {group.capitalize()}", "", f"{about[0].upper()}{about[1:]}.", ""]
         lines += ["| flag | default | meaning |", "|---|---|---|"]
         for flag in in_group(group):
-            cells = (f"`{synopsis(flag)}`", default_text(flag, defaults), flag.meaning)
-            lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+            # In a code span `\\|` shows its backslash on the site; HTML's entity shows a bar.
+            name = "<code>" + synopsis(flag).replace("|", "&#124;") + "</code>"
+            cells = (default_text(flag, defaults), flag.meaning)
+            lines.append("| " + " | ".join([name, *(c.replace("|", "\\|") for c in cells)]) + " |")
         sections.append("\n".join(lines))
     return "\n\n".join(sections)

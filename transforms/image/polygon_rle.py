@@ -1,6 +1,6 @@
 """Polygons to run-length counts by pycocotools' own rule (`rleFrPoly` in its maskApi.c),
 ported here operation for operation, so a mask is the one Google's converter writes for the
-same polygon (the README says how the two were compared; pycocotools is no dependency).
+same polygon (docs/detection.md says how the two were compared; pycocotools is no dependency).
 
 Pillow's ImageDraw is not used for them: it truncates vertices to whole pixels and fills a
 closed outline, so its shapes are a pixel wider and taller than COCO's. The rule, roughly: a

@@ -10,7 +10,7 @@ models are configured for them), its category's `name` the label's text. An imag
 annotation names is a negative: a row with no objects. An annotation's `segmentation` (its
 mask, transforms/image/masks.py) is kept only with --masks.
 
-The document is parsed whole, so reading it holds it in memory (see the README for the
+The document is parsed whole, so reading it holds it in memory (docs/detection.md gives the
 figures); the launcher reads only its start, and on Beam one worker reads the file.
 """
 

@@ -17,7 +17,7 @@ the second, doubled after each, jittered (16-32 s of waiting in all), each attem
 short enough that an object which never answers holds one thread for half a minute, not the two
 minutes Google's clients retry a call. A request still failing then raises
 `StoreUnavailableError`: the caller decides whether the object or the service is to blame
-(gcs.store_answers). The README's "Reading under faults" tells users the same.
+(gcs.store_answers). docs/guarantees.md tells users the same.
 """
 
 import random
