@@ -68,3 +68,55 @@ def test_a_label_map_makes_every_label_a_name(tmp_path, runner):
     assert done.returncode == 0, done.stderr
     info = json.loads(next((out / "versions").glob("*/tfrecord_pipeline.json")).read_text())
     assert info["labels"]["names"] == names and info["records"] == len(rows)
+
+
+def _versions_info(out) -> dict:
+    return json.loads(next((out / "versions").glob("*/tfrecord_pipeline.json")).read_text())
+
+
+@pytest.mark.parametrize("runner", sorted(RUNNERS))
+def test_image_paths_written_relative_to_the_current_folder_are_pointed_out(tmp_path, runner):
+    project = tmp_path / "project"
+    rows = make_images(project)  # images/<label>/<n>.jpg under the project folder
+    (project / "lists").mkdir()
+    manifest = write_manifest(project / "lists" / "manifest.csv", rows)
+    argv = ["--manifest", "lists/manifest.csv", "--output", "out", "--no_progress"]
+    done = command("convert", *argv, *RUNNERS[runner], cwd=project)
+    assert done.returncode == 1  # every row missing_file: nothing to publish
+    assert done.stderr.splitlines()[-1] == (
+        f"tfrecord-pipeline: hint: most missing files exist relative to the current folder "
+        f"({project}); relative paths are read from the manifest's folder "
+        f"({manifest.parent}): use --image_root ."
+    )
+    fixed = command("convert", *argv, "--image_root", ".", *RUNNERS[runner], cwd=project)
+    assert fixed.returncode == 0 and "hint" not in fixed.stderr, fixed.stderr
+    elsewhere = command("convert", "--manifest", manifest, "--output", tmp_path / "o", cwd=tmp_path)
+    assert elsewhere.returncode == 1 and "hint" not in elsewhere.stderr  # not found here either
+
+
+@pytest.mark.parametrize("runner", sorted(RUNNERS))
+def test_shards_left_empty_are_counted_in_a_warning_and_the_run_goes_on(tmp_path, dataset, runner):
+    out = tmp_path / "out"
+    argv = ["--manifest", dataset, "--output", out, "--no_progress", "--num_shards", "64"]
+    done = command("convert", *argv, *RUNNERS[runner])
+    assert done.returncode == 0, done.stderr
+    shards = _versions_info(out)["splits"]["train"]["shards"]
+    empty = sum(1 for shard in shards if not shard["records"])
+    assert len(shards) == 64 and empty >= 44
+    assert done.stderr == (
+        f"tfrecord-pipeline: warning: split 'train' has 20 records in 64 shards, {empty} of "
+        "them empty: some readers fail on an empty shard (records go to shards by key hash: "
+        "with --num_shards train=4 or fewer, one is unlikely)\n"
+    )
+
+
+def test_a_preset_that_leaves_most_shards_empty_is_warned_about(tmp_path, dataset):
+    split = "--split train=0.75,validation=0.25"
+    argv = ["--manifest", dataset, "--output", tmp_path / "out", *split.split()]
+    done = command("convert", *argv, "--preset", "tpu-imagenet", "--no_progress")
+    assert done.returncode == 0, done.stderr
+    train, validation = done.stderr.splitlines()
+    assert train.startswith("tfrecord-pipeline: warning: split 'train' has ")
+    assert " records in 1,024 shards, " in train and " records in 128 shards, " in validation
+    quiet = command("convert", *argv, "--preset", "tpu-imagenet", "--num_shards", "1")
+    assert quiet.returncode == 0 and "warning" not in quiet.stderr

@@ -11,6 +11,7 @@ import os
 import sys
 
 from tfrecord_pipeline.cli.faults import as_fault, report_fault
+from tfrecord_pipeline.cli.hints import empty_shard_warnings, missing_files_hint
 from tfrecord_pipeline.cli.summary import format_counters, format_summary
 from tfrecord_pipeline.config.arguments import UserErrorParser, parse_args
 from tfrecord_pipeline.config.conversion import Conversion, prepare
@@ -43,13 +44,14 @@ EXIT_SUPERSEDED = 4  # another run published a version of the same dataset first
 EXIT_INTERRUPTED = 130  # as a shell reports a command stopped by Ctrl-C (128 + SIGINT)
 
 
-def _finish(info, folder: str) -> int:
+def _finish(info, folder: str, image_root: str | None) -> int:
     print(format_summary(info, folder))
-    warning = one_based_warning(info)
-    if warning:
+    for warning in filter(None, [one_based_warning(info), *empty_shard_warnings(info)]):
         print(warning, file=sys.stderr)
     for failure in info.failures:
         print(f"tfrecord-pipeline: version not published: {failure}", file=sys.stderr)
+    if hint := missing_files_hint(info, folder, image_root, os.getcwd()):
+        print(hint, file=sys.stderr)
     return EXIT_FAILED_GATES if info.failures else EXIT_OK
 
 
@@ -59,7 +61,7 @@ def _convert(argv: list[str]) -> int:
     def run() -> int:
         if conversion.runner.dataflow:
             return _on_dataflow(conversion)
-        return _finish(*convert_prepared(conversion))
+        return _finish(*convert_prepared(conversion), conversion.options.image_root)
 
     return _faults_reported(run, conversion.options.debug)
 
@@ -96,7 +98,7 @@ def _on_dataflow(conversion: Conversion) -> int:
         print(f"tfrecord-pipeline: the Dataflow job failed: {error}", file=sys.stderr)
         return EXIT_FAILED_GATES
     print(f"job {state}: {format_counters(_counters(result))}")
-    return _finish(read_info(target.folder), target.folder)
+    return _finish(read_info(target.folder), target.folder, conversion.options.image_root)
 
 
 def _counters(result) -> dict[str, int]:
