@@ -1,7 +1,8 @@
-"""What a finished conversion says, besides its table, about a likely mistake: shards left
-empty, and image paths written relative to the current folder. Both are read from the version
-the run wrote (its metadata, a bounded sample of its errors files), so they hold for every
-runner alike and change no byte of it.
+"""What a finished conversion says after its table, on stderr: warnings (labels from 0 for a
+reader that subtracts 1, shards left empty), why the version was not published, and a hint when
+image paths look written relative to the current folder. All are read from the version the run
+wrote (its metadata, a bounded sample of its errors files), so they hold for every runner alike
+and change no byte of it.
 """
 
 import io
@@ -10,6 +11,7 @@ import math
 import os
 import re
 
+from tfrecord_pipeline.config.presets import one_based_warning
 from tfrecord_pipeline.dataset.metadata import DatasetInfo
 from tfrecord_pipeline.transforms.errors import Reason
 from tfrecord_pipeline.transforms.storage import fileio
@@ -20,6 +22,15 @@ SAMPLED_MISSING = 20
 SCANNED_ROWS = 2_000
 _READ_BYTES = 1 << 16
 _WHERE_IN_MANIFEST = re.compile(r"(@\d+|#\d+|#images\[\d+\])$")  # rows.py `record_source`
+
+
+def closing_lines(info: DatasetInfo, folder: str, image_root: str | None, here: str) -> list[str]:
+    """What the command prints on stderr after a run's table: warnings, why the version was
+    not published, then a hint at the likely cause; `here` is the current folder."""
+    warnings = [one_based_warning(info), *empty_shard_warnings(info)]
+    failures = [f"tfrecord-pipeline: version not published: {text}" for text in info.failures]
+    hint = missing_files_hint(info, folder, image_root, here)
+    return [line for line in (*warnings, *failures, hint) if line]
 
 
 def empty_shard_warnings(info: DatasetInfo) -> list[str]:

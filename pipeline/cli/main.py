@@ -11,11 +11,10 @@ import os
 import sys
 
 from tfrecord_pipeline.cli.faults import as_fault, report_fault
-from tfrecord_pipeline.cli.hints import empty_shard_warnings, missing_files_hint
+from tfrecord_pipeline.cli.hints import closing_lines
 from tfrecord_pipeline.cli.summary import format_counters, format_summary
 from tfrecord_pipeline.config.arguments import UserErrorParser, parse_args
 from tfrecord_pipeline.config.conversion import Conversion, prepare
-from tfrecord_pipeline.config.presets import one_based_warning
 from tfrecord_pipeline.dataset import publish
 from tfrecord_pipeline.dataset.commit import read_info
 from tfrecord_pipeline.runners.convert import convert_prepared
@@ -46,12 +45,8 @@ EXIT_INTERRUPTED = 130  # as a shell reports a command stopped by Ctrl-C (128 + 
 
 def _finish(info, folder: str, image_root: str | None) -> int:
     print(format_summary(info, folder))
-    for warning in filter(None, [one_based_warning(info), *empty_shard_warnings(info)]):
-        print(warning, file=sys.stderr)
-    for failure in info.failures:
-        print(f"tfrecord-pipeline: version not published: {failure}", file=sys.stderr)
-    if hint := missing_files_hint(info, folder, image_root, os.getcwd()):
-        print(hint, file=sys.stderr)
+    for line in closing_lines(info, folder, image_root, os.getcwd()):
+        print(line, file=sys.stderr)
     return EXIT_FAILED_GATES if info.failures else EXIT_OK
 
 

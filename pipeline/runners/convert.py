@@ -16,7 +16,8 @@ from tfrecord_pipeline.dataset.commit import cleaned_up_on_failure, read_info
 from tfrecord_pipeline.dataset.metadata import DatasetInfo
 from tfrecord_pipeline.runners.local import convert_here
 from tfrecord_pipeline.transforms.errors import UserError, beams_original
-from tfrecord_pipeline.transforms.progress import UNWATCHED, ProgressBar
+from tfrecord_pipeline.transforms.progress import UNWATCHED
+from tfrecord_pipeline.transforms.progress_bar import ProgressBar
 
 
 class Converted(NamedTuple):
