@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 _FLUSH_S = 0.25  # a shard's count is rewritten at most this often
 _TOTAL = "_total"
-_BEGAN = "_began"  # when the first shard writer began: where conversion time starts
+_BEGAN = "_began"  # made when the first shard writer began: where conversion time starts
 _CARRIED = "carried-"  # the count of records a refresh carried, not converted
 
 
@@ -83,7 +83,7 @@ class _FileCount(ShardCount):
 
 class Converted(NamedTuple):
     """The rows shard writers converted (error rows included; records carried from a
-    published version are not), and the seconds since the first of them began."""
+    published version are not), and the seconds from the first one's start to the last's end."""
 
     rows: int
     seconds: float
@@ -92,7 +92,7 @@ class Converted(NamedTuple):
 @dataclass(frozen=True)
 class FolderProgress(Progress):
     """Counts left as a file per shard, and one for the total, in `folder` on this machine,
-    with the time the first shard writer began; only the folder's name is pickled to a
+    and a file made as the first shard writer began; only the folder's name is pickled to a
     worker."""
 
     folder: str
@@ -114,16 +114,18 @@ class FolderProgress(Progress):
         return sum(counts.values()), total
 
     def converted(self) -> Converted | None:
-        """What the shard writers did so far; None before the first began."""
+        """The rows the shard writers converted, over the time from the first one's start to
+        the last count any left (each leaves its last as its shard ends): the files' times,
+        as writers may be other processes. None before the first began."""
         try:
-            with open(os.path.join(self.folder, _BEGAN)) as handle:
-                began = float(handle.read())
-        except (OSError, ValueError):
+            began = os.stat(os.path.join(self.folder, _BEGAN)).st_mtime
+        except OSError:
             return None
         counts = self._counts()
         counts.pop(_TOTAL, None)
-        rows = sum(n for name, n in counts.items() if not name.startswith(_CARRIED))
-        return Converted(rows, time.time() - began)
+        written = [name for name in counts if not name.startswith(_CARRIED)]
+        times = (os.stat(os.path.join(self.folder, name)).st_mtime for name in written)
+        return Converted(sum(counts[name] for name in written), max(times, default=began) - began)
 
     def _counts(self) -> dict[str, int]:
         counts = {}
@@ -139,7 +141,7 @@ class FolderProgress(Progress):
 
 
 def _mark_began(folder: str) -> None:
-    """Leave the time (wall clock: writers may be other processes) the first shard writer
-    began; a later writer's exclusive create fails, and leaves it."""
-    with contextlib.suppress(FileExistsError), open(os.path.join(folder, _BEGAN), "x") as began:
-        began.write(repr(time.time()))
+    """Leave a file made when the first shard writer began; a later writer's exclusive create
+    fails, and leaves it."""
+    with contextlib.suppress(FileExistsError), open(os.path.join(folder, _BEGAN), "x"):
+        pass
