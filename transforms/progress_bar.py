@@ -77,9 +77,10 @@ def render_end(
     done: int, total: int | None, elapsed: float, finished: bool, converted: Converted | None
 ) -> str:
     """The bar's last line: `... done in 0:26  (5,000 converted at 192.3 img/s)`, the rate
-    of the rows converted over the time since the first shard writer began (not of reading
-    the manifests, planning or starting up, nor of records a refresh carried); no rate when
-    nothing was converted. Or where a failed or interrupted run stopped."""
+    of the rows converted over the shard writers' own time, from the first one's start to the
+    last one's end (not reading the manifests, planning, starting up or committing, nor the
+    records a refresh carried); no rate when nothing was converted. Or where a failed or
+    interrupted run stopped."""
     if not finished:
         return f"{_counts(done, total)}  stopped after {clock(elapsed)}"
     line = f"{_counts(done, total)}  done in {clock(elapsed)}"
