@@ -174,14 +174,16 @@ def convert_into(manifest, output, *flags) -> tuple[Path, object]:
     return Path(converted.folder), converted.info
 
 
-def command(*argv: str, timeout: int = 300, env: dict | None = None) -> subprocess.CompletedProcess:
-    """`tfrecord-pipeline ARGV...` in a process of its own, as a user runs it (in `env`, else
-    this process's environment): its status and what it printed."""
+def command(
+    *argv: str, timeout: int = 300, env: dict | None = None, cwd: Path = REPOSITORY
+) -> subprocess.CompletedProcess:
+    """`tfrecord-pipeline ARGV...` in a process of its own, as a user runs it from `cwd` (in
+    `env`, else this process's environment): its status and what it printed."""
     return subprocess.run(
         [sys.executable, "-m", "tfrecord_pipeline.cli.main", *map(str, argv)],
         capture_output=True,
         text=True,
-        cwd=REPOSITORY,
+        cwd=cwd,
         timeout=timeout,
         env=env,
     )

@@ -315,7 +315,7 @@ def test_preset_sets_the_reference_shard_counts_unless_a_flag_is_given(tmp_path,
     assert main([*argv, "--output", str(tmp_path / "b"), "--num_shards", "3"]) == 0
     info = json.loads((_published(tmp_path / "b") / "tfrecord_pipeline.json").read_text())
     assert {len(split["shards"]) for split in info["splits"].values()} == {3}
-    assert "warning" not in capsys.readouterr().err
+    assert "label 0" not in capsys.readouterr().err  # ids from 1; the empty shards are warned of
 
 
 def test_a_dataset_shaped_like_imagenet_with_ids_from_0_warns_once(tmp_path):

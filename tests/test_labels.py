@@ -5,6 +5,7 @@ import pytest
 from tfrecord_pipeline.transforms.errors import Reason, RowError, UserError
 from tfrecord_pipeline.transforms.manifest.labels import (
     LabelMap,
+    inherited_label_map,
     label_map_from_labels,
     parse_label_map,
 )
@@ -35,3 +36,18 @@ def test_label_map_file_errors():
 def test_label_map_text_round_trip():
     labels = LabelMap(("b", "a"), 0)
     assert labels.to_text() == "b\na\n" and labels.id_of("a") == 1
+
+
+def test_labels_that_mix_integers_and_names_are_refused_naming_two_of_each():
+    with pytest.raises(UserError) as error:
+        label_map_from_labels(["cat", "7", "dog", "3", "10", "eel"])
+    assert str(error.value).startswith(
+        "labels mix integer ids ('3', '7', ...) and names ('cat', 'dog', ...): use one kind"
+    )
+
+
+def test_a_run_whose_labels_mix_kinds_is_refused_after_a_published_version_too():
+    with pytest.raises(UserError, match="labels mix"):
+        inherited_label_map(LabelMap(("cat",), 0), ["cat", "3"], frozen=False)
+    integers = inherited_label_map(LabelMap(("1",), 0, True), ["2"], frozen=False)
+    assert integers.names == ("1", "2") and integers.integers

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from conftest import arguments, make_images, write_manifest
 from tfrecord_pipeline.cli.main import main
-from tfrecord_pipeline.transforms.progress import (
+from tfrecord_pipeline.transforms.progress import Converted, FolderProgress
+from tfrecord_pipeline.transforms.progress_bar import (
     MIN_SPAN_S,
     RATE_WINDOW_S,
     WARM_UP_S,
-    FolderProgress,
     ProgressBar,
     RecentRate,
     clock,
@@ -29,12 +29,15 @@ from tfrecord_pipeline.transforms.progress import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-DONE_LINE = r"\[#{30}\] ([\d,]+)/\1 images  done in \d+:\d\d  \([\d,.]+ img/s\)"
+DONE_LINE = (
+    r"\[#{30}\] ([\d,]+)/\1 images  done in \d+:\d\d(?:  \(([\d,]+) converted at [\d,.]+ img/s\))?"
+)
 
 
 def test_the_folder_sums_every_shards_count_under_the_planned_total(tmp_path):
     progress = FolderProgress(str(tmp_path))
     assert progress.counts() == (0, None)  # the manifests are still being read
+    assert progress.converted() is None  # no shard writer began
     progress.planned(1000)
 
     def write(name: str) -> None:
@@ -50,6 +53,8 @@ def test_the_folder_sums_every_shards_count_under_the_planned_total(tmp_path):
         writer.join()
     progress.carried("past-shard", 100)
     assert progress.counts() == (1000, 1000)
+    converted = progress.converted()
+    assert converted.rows == 900 and converted.seconds >= 0  # carried records not converted
     assert not [name for name in os.listdir(tmp_path) if name.startswith(".")]  # no temp files
 
 
@@ -90,9 +95,15 @@ def test_lines_while_reading_writing_and_at_the_end():
         f"[{'#' * 15}{'.' * 15}] 2,500/5,000 images  0:14  312.5 img/s  ETA 0:08"
     )
     assert render_bar(2500, 5000, 40, 0.0).endswith("0:40  0.0 img/s")  # stalled: no ETA
-    assert re.fullmatch(DONE_LINE, render_end(5000, 5000, 26.4, finished=True))
-    assert render_end(5000, 5000, 26.4, True).endswith("done in 0:26  (189.4 img/s)")
-    stopped = render_end(1234, 5000, 75, finished=False)
+    # The rate is of the rows converted over the writers' time, not of the run's start-up.
+    converted = Converted(4000, 20.0)
+    assert re.fullmatch(DONE_LINE, render_end(5000, 5000, 26.4, True, converted))
+    assert render_end(5000, 5000, 26.4, True, converted).endswith(
+        "done in 0:26  (4,000 converted at 200.0 img/s)"
+    )
+    assert render_end(5000, 5000, 2.1, True, Converted(0, 1.0)).endswith("done in 0:02")
+    assert render_end(5000, 5000, 2.1, True, None).endswith("done in 0:02")
+    stopped = render_end(1234, 5000, 75, False, converted)
     assert stopped == f"[{'#' * 7}{'.' * 23}] 1,234/5,000 images  stopped after 1:15"
 
 

@@ -95,7 +95,7 @@ def test_the_layout_names_every_shard_before_anything_is_written():
     assert layout.plan.shards == (("train", 4), ("test", 1), ("new", 2))
     assert layout.write_plan.shards == (("train", 2), ("test", 1), ("new", 2))
     damaged = ("test-00000-of-00001.tfrecord",)
-    assert layout.counts == RefreshCounts(10, 9, 25, damaged, 4)
+    assert layout.counts == RefreshCounts(10, 9, 25, damaged, 4, 11, 1, 1, 5)
     assert list(layout.past_sources()) == [
         (past[0], ShardId("train", 0, 4)),
         (past[2], ShardId("train", 1, 4)),

@@ -1,8 +1,16 @@
-"""pipeline/cli/summary.py: the table a run prints when it ends, and a remote job's counters."""
+"""pipeline/cli/summary.py: the table a run prints when it ends, a refresh's counts, and a
+remote job's counters; end to end, what an --incremental run says and the bar's rate, of the
+rows converted only."""
 
-from conftest import dataset_info
-from tfrecord_pipeline.cli.summary import format_counters, format_summary
+import json
+import re
+from pathlib import Path
+
+import pytest
+from conftest import RUNNERS, command, dataset_info, make_images, published, write_manifest
+from tfrecord_pipeline.cli.summary import format_counters, format_summary, refresh_lines
 from tfrecord_pipeline.dataset.metadata import DatasetInfo, ShardInfo, SplitInfo
+from tfrecord_pipeline.transforms.plan.rows_files import parse_rows
 
 
 def _split(examples: int, shards: int, errors: int = 0, boxes_dropped: int = 0) -> SplitInfo:
@@ -62,3 +70,87 @@ def test_counters_sum_the_errors_and_name_each_reason_in_order():
     counters |= {"error_missing_file": 30, "error_corrupt_image": 4}
     assert format_counters(counters) == line[:-1] + "34 (corrupt_image 4, missing_file 30)"
     assert format_counters({}).endswith("errors: 0")
+
+
+def test_a_refresh_says_rows_kept_converted_dropped_and_shards_carried_rewritten_new():
+    counts = {"carried": 90, "rewritten": 8, "converted": 5, "damaged": [], "reconverted": 0}
+    counts |= {"dropped": 3, "shards_carried": 9, "shards_rewritten": 1, "shards_new": 2}
+    assert refresh_lines(counts) == [
+        "refresh: rows 98 kept, 5 converted (new or changed), 3 dropped (gone or changed); "
+        "shards 9 carried, 1 rewritten, 2 new"
+    ]
+
+
+END = re.compile(
+    r"\[#+\] ([\d,]+)/\1 images  done in \d+:\d\d(?:  \(([\d,]+) converted at [\d.,]+ img/s\))?"
+)
+
+
+def _convert(manifest: Path, out: Path, runner: str, *flags: str):
+    """The command with its bar (stderr is no terminal: plain lines); its status, summary and
+    the bar's last line."""
+    argv = ["--manifest", manifest, "--output", out, "--num_shards", "3", *flags]
+    done = command("convert", *argv, *RUNNERS[runner])
+    assert done.returncode == 0, done.stderr
+    (end,) = [line for line in done.stderr.splitlines() if "done in" in line]
+    return done.stdout, END.fullmatch(end)
+
+
+def _shards(out: Path) -> dict[str, tuple[bytes, set[str]]]:
+    """The published version's shards: each file's bytes and its records (key, fingerprint)."""
+    version = published(out)
+    info = json.loads((version / "tfrecord_pipeline.json").read_text())
+    return {
+        shard["file"]: (
+            (version / shard["file"]).read_bytes(),
+            {r[:2] for r in parse_rows((version / shard["rows"]).read_text())},
+        )
+        for split in info["splits"].values()
+        for shard in split["shards"]
+    }
+
+
+def _kinds(before: dict, after: dict) -> tuple[int, int, int]:
+    """Shards of `after` carried (a published file's bytes), new (no published record), and
+    rewritten (the others), found from the files themselves."""
+    files = {data for data, _ in before.values()}
+    keys = set().union(*(keys for _, keys in before.values()))
+    carried = sum(1 for data, _ in after.values() if data in files)
+    new = sum(1 for data, k in after.values() if data not in files and not k & keys)
+    return carried, len(after) - carried - new, new
+
+
+@pytest.mark.parametrize("runner", sorted(RUNNERS))
+def test_a_refresh_says_what_it_kept_converted_and_dropped_and_rates_only_the_converted(
+    tmp_path, runner
+):
+    rows = make_images(tmp_path, per_class=6)  # 24 rows
+    out = tmp_path / "out"
+    stdout, end = _convert(write_manifest(tmp_path / "a.csv", rows), out, runner)
+    assert "refresh:" not in stdout and end[2] == "24"  # a full run converts every row
+    before = _shards(out)
+
+    more = make_images(tmp_path / "more", per_class=1, seed=3)  # 4 new rows
+    changed = {**rows[5], "label": rows[-1]["label"]}  # relabelled: converted again
+    rows = (
+        rows[2:5]
+        + [changed]
+        + rows[6:]
+        + [{**r, "image_uri": f"more/{r['image_uri']}"} for r in more]
+    )
+    stdout, end = _convert(write_manifest(tmp_path / "b.csv", rows), out, runner, "--incremental")
+    carried, rewritten, new = _kinds(before, _shards(out))
+    assert carried and new and carried + rewritten + new == len(_shards(out))
+    assert (
+        f"refresh: rows 21 kept, 5 converted (new or changed), 3 dropped (gone or changed); "
+        f"shards {carried} carried, {rewritten} rewritten, {new} new"
+    ) in stdout.splitlines()
+    assert end[1] == "26" and end[2] == "5"  # the rate is of the 5 rows converted
+
+    stdout, end = _convert(write_manifest(tmp_path / "b.csv", rows), out, runner, "--incremental")
+    shards = len(_shards(out))
+    assert (
+        f"refresh: rows 26 kept, 0 converted (new or changed), 0 dropped (gone or changed); "
+        f"shards {shards} carried, 0 rewritten, 0 new"
+    ) in stdout.splitlines()
+    assert end[1] == "26" and end[2] is None  # nothing converted: no rate

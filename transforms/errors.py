@@ -58,6 +58,16 @@ def shown(value: object, limit: int = 80) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
+def beams_original(error: BaseException) -> BaseException:
+    """The exception a Beam step raised, rather than the copy Beam re-raises with the step's
+    name appended to its text (`[while running 'PlanDataset/DecideShards']`): a message names
+    the cause, not the step. Beam raises its copy while handling the original."""
+    original = error.__context__
+    if type(original) is type(error) and str(error).startswith(str(original)):
+        return original
+    return error
+
+
 class RowError(Exception):
     """Raised by the pure per-row functions; the DoFns turn it into an `ErrorRow`."""
 

@@ -1,5 +1,5 @@
-"""A conversion's progress: the observer a runner attaches, the counts its stages report to it,
-and the bar a person watches.
+"""A conversion's progress: the observer a runner attaches and the counts its stages report to
+it (the bar a person watches draws them: transforms/progress_bar.py).
 
 The stages tell a `Progress` the rows the plan covers, once it is made, and the rows each shard
 writer has converted, as it goes; pure functions tell it nothing. `Progress` itself tells no
@@ -13,25 +13,15 @@ share with the launcher (Beam's metrics reach it only when a bundle, here a whol
 
 import contextlib
 import os
-import shutil
-import sys
-import tempfile
 import threading
 import time
-from collections import deque
 from dataclasses import dataclass
+from typing import NamedTuple
 
 _FLUSH_S = 0.25  # a shard's count is rewritten at most this often
 _TOTAL = "_total"
-_POLL_S = 0.5
-_QUIET_LOG_S = 15  # without a terminal, a plain line this often instead of a redrawn bar
-# The rate, and the ETA from it, follow the last RATE_WINDOW_S of work: the rate since the
-# start would carry the manifest reading and the writers' start-up for the whole run. The
-# writers' first WARM_UP_S (children starting, first files opened, a cold page cache) are left
-# out, and neither is shown before MIN_SPAN_S of work after them.
-RATE_WINDOW_S = 20.0
-WARM_UP_S = 5.0
-MIN_SPAN_S = 5.0
+_BEGAN = "_began"  # made when the first shard writer began: where conversion time starts
+_CARRIED = "carried-"  # the count of records a refresh carried, not converted
 
 
 class ShardCount:
@@ -91,10 +81,19 @@ class _FileCount(ShardCount):
         _write_count(self._folder, self._name, self._count)
 
 
+class Converted(NamedTuple):
+    """The rows shard writers converted (error rows included; records carried from a
+    published version are not), and the seconds from the first one's start to the last's end."""
+
+    rows: int
+    seconds: float
+
+
 @dataclass(frozen=True)
 class FolderProgress(Progress):
-    """Counts left as a file per shard, and one for the total, in `folder` on this machine;
-    only the folder's name is pickled to a worker."""
+    """Counts left as a file per shard, and one for the total, in `folder` on this machine,
+    and a file made as the first shard writer began; only the folder's name is pickled to a
+    worker."""
 
     folder: str
 
@@ -102,131 +101,47 @@ class FolderProgress(Progress):
         _write_count(self.folder, _TOTAL, rows)
 
     def shard(self, name: str) -> ShardCount:
+        _mark_began(self.folder)
         return _FileCount(self.folder, name)
+
+    def carried(self, name: str, rows: int) -> None:
+        _write_count(self.folder, _CARRIED + name, rows)
 
     def counts(self) -> tuple[int, int | None]:
         """(rows done, total rows or None while the manifests are still being read)."""
-        done, total = 0, None
+        counts = self._counts()
+        total = counts.pop(_TOTAL, None)
+        return sum(counts.values()), total
+
+    def converted(self) -> Converted | None:
+        """The rows the shard writers converted, over the time from the first one's start to
+        the last count any left (each leaves its last as its shard ends): the files' times,
+        as writers may be other processes. None before the first began."""
+        try:
+            began = os.stat(os.path.join(self.folder, _BEGAN)).st_mtime
+        except OSError:
+            return None
+        counts = self._counts()
+        counts.pop(_TOTAL, None)
+        written = [name for name in counts if not name.startswith(_CARRIED)]
+        times = (os.stat(os.path.join(self.folder, name)).st_mtime for name in written)
+        return Converted(sum(counts[name] for name in written), max(times, default=began) - began)
+
+    def _counts(self) -> dict[str, int]:
+        counts = {}
         for name in os.listdir(self.folder):
-            if name.startswith("."):
+            if name.startswith(".") or name == _BEGAN:
                 continue
             try:
                 with open(os.path.join(self.folder, name)) as handle:
-                    value = int(handle.read())
+                    counts[name] = int(handle.read())
             except (OSError, ValueError):
                 continue
-            if name == _TOTAL:
-                total = value
-            else:
-                done += value
-        return done, total
+        return counts
 
 
-def clock(seconds: float) -> str:
-    """`M:SS`, or `H:MM:SS` from an hour on."""
-    minutes, secs = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
-
-
-class RecentRate:
-    """Images a second over the last RATE_WINDOW_S, fed `(time, done)` samples as they come."""
-
-    def __init__(self):
-        self._samples: deque[tuple[float, int]] = deque()
-        self._work_began: float | None = None
-
-    def add(self, now: float, done: int) -> None:
-        if not done:  # manifests still read, writers still starting: no work to time yet
-            return
-        if self._work_began is None:
-            self._work_began = now
-        if now - self._work_began < WARM_UP_S:
-            return
-        self._samples.append((now, done))
-        while self._samples[0][0] < now - RATE_WINDOW_S:
-            self._samples.popleft()
-
-    def rate(self) -> float | None:
-        """None until the samples span MIN_SPAN_S."""
-        if not self._samples or self._samples[-1][0] - self._samples[0][0] < MIN_SPAN_S:
-            return None
-        (first, first_done), (last, last_done) = self._samples[0], self._samples[-1]
-        return (last_done - first_done) / (last - first)
-
-
-def _counts(done: int, total: int | None, width: int = 30) -> str:
-    if total is None:
-        return "reading manifests..."
-    filled = int((min(1.0, done / total) if total else 1.0) * width)
-    return f"[{'#' * filled}{'.' * (width - filled)}] {done:,}/{total:,} images"
-
-
-def render_bar(done: int, total: int | None, elapsed: float, rate: float | None) -> str:
-    """`[#####.....] 1,234/5,000 images  0:14  312.0 img/s  ETA 0:12` (no rate or ETA while
-    `rate` is None, no ETA while nothing moves)."""
-    line = f"{_counts(done, total)}  {clock(elapsed)}"
-    if rate is None or total is None:
-        return line
-    line += f"  {rate:,.1f} img/s"
-    return line + (f"  ETA {clock((total - done) / rate)}" if rate > 0 and done < total else "")
-
-
-def render_end(done: int, total: int | None, elapsed: float, finished: bool) -> str:
-    """The bar's last line: `... done in 0:26  (192.3 img/s)`, or where a failed or
-    interrupted run stopped."""
-    if not finished:
-        return f"{_counts(done, total)}  stopped after {clock(elapsed)}"
-    average = f"  ({done / elapsed:,.1f} img/s)" if elapsed > 0 else ""
-    return f"{_counts(done, total)}  done in {clock(elapsed)}{average}"
-
-
-class ProgressBar:
-    """Context manager, entered by a runner once its work starts: returns the FolderProgress
-    its stages report to (in a temporary folder), and redraws the bar on `stream` (stderr)
-    from it, in place on a terminal, otherwise as a plain line every _QUIET_LOG_S.
-
-    A run that ends in an error or Ctrl-C ends the bar's line (saying where it stopped) if it
-    showed one, so the message that follows starts a line of its own.
-    """
-
-    def __init__(self, stream=None):
-        self._stream = stream or sys.stderr
-        self._tty = self._stream.isatty()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._rate = RecentRate()
-        self._shown = False
-
-    def __enter__(self) -> FolderProgress:
-        self._progress = FolderProgress(tempfile.mkdtemp(prefix="tfrp-"))
-        self._start = time.monotonic()
-        self._thread.start()
-        return self._progress
-
-    def __exit__(self, error_type, *_):
-        self._stop.set()
-        self._thread.join()
-        try:
-            if error_type is None or self._shown:
-                done, total = self._progress.counts()
-                elapsed = time.monotonic() - self._start
-                self._write(render_end(done, total, elapsed, error_type is None), end="\n")
-        finally:
-            shutil.rmtree(self._progress.folder, ignore_errors=True)
-
-    def _loop(self):
-        last_line = time.monotonic()
-        while not self._stop.wait(_POLL_S):
-            done, total = self._progress.counts()
-            now = time.monotonic()
-            self._rate.add(now, done)
-            if self._tty or now - last_line > _QUIET_LOG_S:
-                last_line = now
-                line = render_bar(done, total, now - self._start, self._rate.rate())
-                self._write(line, end="" if self._tty else "\n")
-
-    def _write(self, line: str, end: str):
-        self._stream.write(("\r\033[K" if self._tty else "") + line + end)
-        self._stream.flush()
-        self._shown = True
+def _mark_began(folder: str) -> None:
+    """Leave a file made when the first shard writer began; a later writer's exclusive create
+    fails, and leaves it."""
+    with contextlib.suppress(FileExistsError), open(os.path.join(folder, _BEGAN), "x"):
+        pass

@@ -16,7 +16,7 @@ import tempfile
 import traceback
 from collections.abc import Iterator
 
-from tfrecord_pipeline.transforms.errors import FaultError
+from tfrecord_pipeline.transforms.errors import FaultError, beams_original
 from tfrecord_pipeline.transforms.storage import fileio
 
 _RERUN = "then rerun the same command"
@@ -33,23 +33,13 @@ def as_fault(error: BaseException) -> FaultError | None:
     of its own); None for a bug."""
     for link in _causes(error):
         if isinstance(link, FaultError):
-            return _beams_original(link)
+            return beams_original(link)
         if isinstance(link, OSError) and link.errno in _DISK_FAULTS:
             at = f" ({link.filename})" if link.filename else ""
             return FaultError(_DISK_FAULTS[link.errno].format(at=at))
         if fault := _cloud_fault(link):
             return fault
     return None
-
-
-def _beams_original(fault: FaultError) -> FaultError:
-    """The fault a step raised, rather than the copy Beam re-raises with the step's name
-    appended to its text (`[while running 'CommitDataset']`): the line names the cause, not
-    the step. Beam raises its copy while handling the original."""
-    original = fault.__context__
-    if type(original) is type(fault) and str(fault).startswith(str(original)):
-        return original
-    return fault
 
 
 def _causes(error: BaseException | None) -> Iterator[BaseException]:

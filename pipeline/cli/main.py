@@ -12,11 +12,11 @@ import sys
 
 from tfrecord_pipeline.cli.faults import as_fault, missing_credentials, report_fault
 from tfrecord_pipeline.cli.help import OVERVIEW, convert_help
+from tfrecord_pipeline.cli.hints import closing_lines
 from tfrecord_pipeline.cli.job import counters, job_line
 from tfrecord_pipeline.cli.summary import format_counters, format_summary
 from tfrecord_pipeline.config.arguments import UserErrorParser, parse_args
 from tfrecord_pipeline.config.conversion import Conversion, prepare
-from tfrecord_pipeline.config.presets import one_based_warning
 from tfrecord_pipeline.dataset import publish
 from tfrecord_pipeline.dataset.commit import read_info
 from tfrecord_pipeline.runners.convert import convert_prepared
@@ -33,13 +33,10 @@ EXIT_SUPERSEDED = 4  # another run published a version of the same dataset first
 EXIT_INTERRUPTED = 130  # as a shell reports a command stopped by Ctrl-C (128 + SIGINT)
 
 
-def _finish(info, folder: str) -> int:
+def _finish(info, folder: str, image_root: str | None) -> int:
     print(format_summary(info, folder))
-    warning = one_based_warning(info)
-    if warning:
-        print(warning, file=sys.stderr)
-    for failure in info.failures:
-        print(f"tfrecord-pipeline: version not published: {failure}", file=sys.stderr)
+    for line in closing_lines(info, folder, image_root, os.getcwd()):
+        print(line, file=sys.stderr)
     return EXIT_FAILED_GATES if info.failures else EXIT_OK
 
 
@@ -52,7 +49,7 @@ def _convert(argv: list[str]) -> int:
     def run() -> int:
         if conversion.runner.dataflow:
             return _on_dataflow(conversion)
-        return _finish(*convert_prepared(conversion))
+        return _finish(*convert_prepared(conversion), conversion.options.image_root)
 
     return _faults_reported(run, conversion.options.debug)
 
@@ -88,7 +85,7 @@ def _on_dataflow(conversion: Conversion) -> int:
         print(f"tfrecord-pipeline: the Dataflow job failed: {error}", file=sys.stderr)
         return EXIT_FAILED_GATES
     print(f"job {state}: {format_counters(counters(result))}")
-    return _finish(read_info(target.folder), target.folder)
+    return _finish(read_info(target.folder), target.folder, conversion.options.image_root)
 
 
 def _there(path: str) -> str:

@@ -63,10 +63,11 @@ def format_summary(info: DatasetInfo, folder: str) -> str:
 
 def refresh_lines(counts: dict) -> list[str]:
     """What a refresh made its version of, and the damaged shards it found and did not carry."""
+    kept = counts["carried"] + counts["rewritten"]
     lines = [
-        f"refresh: {counts['carried']:,} records carried in whole shards, "
-        f"{counts['rewritten']:,} kept from shards written again, {counts['converted']:,} rows "
-        "converted"
+        f"refresh: rows {kept:,} kept, {counts['converted']:,} converted (new or changed), "
+        f"{counts['dropped']:,} dropped (gone or changed); shards {counts['shards_carried']:,} "
+        f"carried, {counts['shards_rewritten']:,} rewritten, {counts['shards_new']:,} new"
     ]
     if counts["damaged"]:
         shown = ", ".join(counts["damaged"][:3]) + (", ..." if len(counts["damaged"]) > 3 else "")

@@ -15,7 +15,9 @@ from tfrecord_pipeline.dataset import publish
 from tfrecord_pipeline.dataset.commit import cleaned_up_on_failure, read_info
 from tfrecord_pipeline.dataset.metadata import DatasetInfo
 from tfrecord_pipeline.runners.local import convert_here
-from tfrecord_pipeline.transforms.progress import UNWATCHED, ProgressBar
+from tfrecord_pipeline.transforms.errors import UserError, beams_original
+from tfrecord_pipeline.transforms.progress import UNWATCHED
+from tfrecord_pipeline.transforms.progress_bar import ProgressBar
 
 
 class Converted(NamedTuple):
@@ -53,5 +55,8 @@ def convert_prepared(conversion: Conversion, test_pipeline=None) -> Converted:
         from tfrecord_pipeline.runners.beam_pipeline import launch
 
         with watch as progress:
-            launch(conversion, target, test_pipeline, progress).wait_until_finish()
+            try:
+                launch(conversion, target, test_pipeline, progress).wait_until_finish()
+            except UserError as error:  # a step's (the plan's: labels that mix kinds)
+                raise beams_original(error) from None
         return Converted(read_info(target.folder), target.folder)

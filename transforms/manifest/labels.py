@@ -4,12 +4,14 @@ String labels get ids in sorted-name order (plus `--label_offset`), so the same 
 gives the same ids whatever order rows arrive in. `--label_map labels.txt` pins the ids of an
 earlier run; a label it lacks is an error row, never a silently appended id. When every label in
 the dataset is an integer literal the integers are used as they are; one that int64 (the
-record's label type) cannot hold is an error row, never wrapped.
+record's label type) cannot hold is an error row, never wrapped. Labels that mix integers and
+names are refused (`--label_map` makes every label a name): numbered as names, `3` would get an
+id other than 3 and count as a class beside `cat`, silently.
 """
 
 import dataclasses
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from tfrecord_pipeline.transforms.errors import Reason, RowError, UserError, shown
 
@@ -73,11 +75,29 @@ def check_label(label: str) -> str:
     return label
 
 
+def one_kind(labels: Collection[str]) -> None:
+    """UserError when `labels` (each once) hold both integer literals and names, naming two
+    of each."""
+    integers = sorted(filter(is_integer_label, labels), key=lambda label: (len(label), label))
+    names = sorted(set(labels).difference(integers))
+    if integers and names:
+        raise UserError(
+            f"labels mix integer ids ({_examples(integers)}) and names ({_examples(names)}): "
+            "use one kind, or give --label_map a file listing every label, one a line (its "
+            "id is its line number + --label_offset)"
+        )
+
+
+def _examples(labels: list[str]) -> str:
+    return ", ".join(shown(label, 24) for label in labels[:2]) + (", ..." if labels[2:] else "")
+
+
 def label_map_from_labels(labels: Iterable[str], offset: int = 0) -> LabelMap:
-    """Ids for the labels seen in the data: integers as they are, or names in sorted order.
-    An integer label outside int64 keeps the labels integers (its rows become errors when
-    their id is asked for) but is not listed."""
+    """Ids for the labels seen in the data: integers as they are, or names in sorted order
+    (a mix is a UserError). An integer label outside int64 keeps the labels integers (its
+    rows become errors when their id is asked for) but is not listed."""
     distinct = sorted(set(labels))
+    one_kind(distinct)
     if distinct and all(is_integer_label(label) for label in distinct):
         ids = sorted(filter(fits_int64, distinct), key=int)
         return LabelMap(tuple(ids), 0, integers=True)
@@ -88,11 +108,14 @@ def inherited_label_map(past: LabelMap, labels: Iterable[str], frozen: bool) -> 
     """A new version's label ids: the published version's, unchanged (a label no row has any
     more keeps its id, so no id is ever reused), then new labels in sorted order after the
     largest id, unless `frozen` (their rows then become `unknown_label` errors). Integer
-    labels are their own ids; a name among them is a `bad_label` row."""
+    labels are their own ids; names where the published labels are integers are `bad_label`
+    rows. Labels of this run that mix the kinds are a UserError."""
+    labels = set(labels)
+    one_kind(labels)
     if past.integers:
         return LabelMap(tuple(sorted(set(past.names) | _integers(labels), key=int)), 0, True)
     known = set(past.names)
-    new = () if frozen else tuple(sorted(set(labels) - known))
+    new = () if frozen else tuple(sorted(labels - known))
     return LabelMap(past.names + new, past.offset)
 
 

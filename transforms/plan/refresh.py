@@ -14,6 +14,7 @@ past ones; once small shards pile up (`compaction_groups`) they are concatenated
 numbered `<split>-NNNNN-of-NNNNN` (what TFDS and the shard glob expect).
 """
 
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
@@ -95,6 +96,12 @@ class RefreshCounts(NamedTuple):
     converted: int  # rows converted: new, changed, and those of damaged shards
     damaged: tuple[str, ...]  # published shards that failed their check: never carried
     reconverted: int  # unchanged rows converted again, their shards being damaged
+    dropped: int  # records of the published version not in this one: rows gone or changed
+    # The new version's shards: a published shard carried as its file, one holding published
+    # records written again (some dropped, or small shards compacted), one of converted rows.
+    shards_carried: int
+    shards_rewritten: int
+    shards_new: int
 
 
 class RefreshLayout(NamedTuple):
@@ -134,7 +141,7 @@ def refresh_layout(
         plan._replace(shards=tuple(counts)),
         plan._replace(shards=tuple(new_counts)),
         tuple(final),
-        _refresh_counts(past, converted),
+        _refresh_counts(past, converted, final),
     )
 
 
@@ -152,16 +159,33 @@ def _split_shards(
     return new, [FinalShard(ShardId(split, i, len(parts)), part) for i, part in enumerate(parts)]
 
 
-def _refresh_counts(past: Sequence[PastShard], converted: Mapping[str, int]) -> RefreshCounts:
-    """What the refresh makes its version of, from the published shards and converted rows."""
+def _refresh_counts(
+    past: Sequence[PastShard], converted: Mapping[str, int], final: Sequence[FinalShard]
+) -> RefreshCounts:
+    """What the refresh makes its version of, from the published shards, the converted rows
+    and the final shards."""
     carried = [shard for shard in past if shard.sound and shard.kept]
+    kinds = Counter(_shard_kind(shard.sources) for shard in final)
     return RefreshCounts(
         carried=sum(shard.records for shard in carried if shard.whole),
         rewritten=sum(shard.kept for shard in carried if not shard.whole),
         converted=sum(converted.values()),
         damaged=tuple(shard.file for shard in past if not shard.sound),
         reconverted=sum(shard.kept for shard in past if not shard.sound),
+        dropped=sum(shard.records - shard.kept for shard in past),
+        shards_carried=kinds["carried"],
+        shards_rewritten=kinds["rewritten"],
+        shards_new=kinds["new"],
     )
+
+
+def _shard_kind(sources: tuple[PastShard | NewRows, ...]) -> str:
+    """ "carried" (one published shard, whole), "new" (converted rows only), or "rewritten"."""
+    if all(isinstance(source, NewRows) for source in sources):
+        return "new"
+    if len(sources) == 1 and sources[0].whole:
+        return "carried"
+    return "rewritten"
 
 
 def delta_shards(rows: int, past: list[PastShard]) -> int:

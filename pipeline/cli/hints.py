@@ -1,0 +1,117 @@
+"""What a finished conversion says after its table, on stderr: warnings (labels from 0 for a
+reader that subtracts 1, shards left empty), why the version was not published, and a hint when
+image paths look written relative to the current folder. All are read from the version the run
+wrote (its metadata, a bounded sample of its errors files), so they hold for every runner alike
+and change no byte of it.
+"""
+
+import io
+import json
+import math
+import os
+import re
+
+from tfrecord_pipeline.config.presets import one_based_warning
+from tfrecord_pipeline.dataset.metadata import DatasetInfo
+from tfrecord_pipeline.transforms.errors import Reason
+from tfrecord_pipeline.transforms.storage import fileio
+
+# Missing files whose paths are checked against the current folder: a sample, so a manifest of
+# any size costs a few stats; it is taken from the first error rows read, at most SCANNED_ROWS.
+SAMPLED_MISSING = 20
+SCANNED_ROWS = 2_000
+_READ_BYTES = 1 << 16
+_WHERE_IN_MANIFEST = re.compile(r"(@\d+|#\d+|#images\[\d+\])$")  # rows.py `record_source`
+
+
+def closing_lines(info: DatasetInfo, folder: str, image_root: str | None, here: str) -> list[str]:
+    """What the command prints on stderr after a run's table: warnings, why the version was
+    not published, then a hint at the likely cause; `here` is the current folder."""
+    warnings = [one_based_warning(info), *empty_shard_warnings(info)]
+    failures = [f"tfrecord-pipeline: version not published: {text}" for text in info.failures]
+    hint = missing_files_hint(info, folder, image_root, here)
+    return [line for line in (*warnings, *failures, hint) if line]
+
+
+def empty_shard_warnings(info: DatasetInfo) -> list[str]:
+    """A line for each split of records that left shards empty, with the count; a split of no
+    records (which fails the run) says nothing here."""
+    lines = []
+    for name, split in sorted(info.splits.items()):
+        empty = sum(1 for shard in split.shards if not shard.records)
+        if empty and split.examples:
+            lines.append(
+                f"tfrecord-pipeline: warning: split {name!r} has {split.examples:,} records in "
+                f"{len(split.shards):,} shards, {empty:,} of them empty: some readers fail on "
+                "an empty shard (records go to shards by key hash: with --num_shards "
+                f"{name}={shards_left_full(split.examples)} or fewer, one is unlikely)"
+            )
+    return lines
+
+
+def shards_left_full(records: int) -> int:
+    """The most shards that `records` hashed records are unlikely to leave one of empty: the
+    largest n whose expected number of empty shards, n(1 - 1/n)^records, is under 1/20 (which
+    bounds the chance of any)."""
+    shards = 1
+    while (n := shards + 1) * math.exp(records * math.log1p(-1 / n)) < 1 / 20:
+        shards = n
+    return shards
+
+
+def missing_files_hint(
+    info: DatasetInfo, folder: str, image_root: str | None, here: str
+) -> str | None:
+    """A line when at least half the rows are `missing_file` and at least half of a sample of
+    them name a file that exists relative to `here` (the current folder), not to the folder
+    relative paths are read from (`image_root`, else each row's manifest's folder)."""
+    if not info.rows_in or 2 * info.errors_by_reason.get(Reason.MISSING_FILE, 0) < info.rows_in:
+        return None
+    sampled = _missing_rows(folder, info)
+    bases = [_base(row, image_root) for row in sampled]
+    found = [
+        base
+        for row, base in zip(sampled, bases, strict=True)
+        if _found_here(row["row"]["image_uri"], base, here)
+    ]
+    if not found or 2 * len(found) < len(sampled):
+        return None
+    read_from = f"--image_root {image_root}" if image_root else "the manifest's folder"
+    if not image_root:
+        read_from += f" ({found[0].rstrip('/')})"
+    return (
+        "tfrecord-pipeline: hint: most missing files exist relative to the current folder "
+        f"({here}); relative paths are read from {read_from}: use --image_root ."
+    )
+
+
+def _missing_rows(folder: str, info: DatasetInfo) -> list[dict]:
+    """Up to SAMPLED_MISSING `missing_file` rows of the version's errors files, among the first
+    SCANNED_ROWS read."""
+    rows, scanned = [], 0
+    for error_file in info.error_files:
+        path = fileio.join(folder, error_file.file)
+        with io.BufferedReader(fileio.open_bytes(path, _READ_BYTES), _READ_BYTES) as stream:
+            for line in stream:
+                scanned += 1
+                row = json.loads(line)
+                if row["reason"] == Reason.MISSING_FILE:
+                    rows.append(row)
+                if len(rows) == SAMPLED_MISSING or scanned == SCANNED_ROWS:
+                    return rows
+    return rows
+
+
+def _base(row: dict, image_root: str | None) -> str:
+    """The folder, with a separator, a relative image path of `row` was read from (as
+    transforms/manifest/sources.py and ReadConfig resolve it)."""
+    if image_root:
+        return fileio.join(image_root, "")
+    return fileio.join(fileio.dirname(_WHERE_IN_MANIFEST.sub("", row["source"])), "")
+
+
+def _found_here(image_uri: str, base: str, here: str) -> bool:
+    """Whether `image_uri`, read as `base` + a relative path, names a file under `here`."""
+    if not image_uri.startswith(base) or fileio.join(here, "") == base:
+        return False
+    return os.path.isfile(os.path.join(here, image_uri[len(base) :]))

@@ -1,0 +1,65 @@
+"""pipeline/cli/hints.py: how many shards hashed records are unlikely to leave one of empty, and
+the missing files looked for in the current folder: a sample, whatever the errors' count."""
+
+import dataclasses
+import json
+import math
+
+from conftest import dataset_info
+from tfrecord_pipeline.cli.hints import SAMPLED_MISSING, missing_files_hint, shards_left_full
+from tfrecord_pipeline.dataset.metadata import ErrorFileInfo
+
+
+def test_shards_left_full_keeps_the_expected_empty_shards_under_a_twentieth():
+    for records in (1, 9, 40, 130, 10_000):
+        shards = shards_left_full(records)
+        assert 1 <= shards <= records
+        expected_empty = shards * math.exp(records * math.log1p(-1 / shards)) if shards > 1 else 0
+        assert expected_empty < 1 / 20
+        more = shards + 1
+        assert more * math.exp(records * math.log1p(-1 / more)) >= 1 / 20
+
+
+def _version_with_missing(tmp_path, uris: list[str], rows_in: int):
+    """A version folder whose one errors file lists a missing_file row per uri, each read from
+    the manifest tmp_path/lists/m.csv; its metadata."""
+    version = tmp_path / f"version{len(list(tmp_path.glob('version*')))}"
+    (version / "errors").mkdir(parents=True)
+    lines = [
+        json.dumps(
+            {"reason": "missing_file", "source": f"lists/m.csv@{n}", "row": {"image_uri": u}}
+        )
+        for n, u in enumerate(uris)
+    ]
+    (version / "errors" / "e.jsonl").write_text("".join(f"{line}\n" for line in lines))
+    errors = [ErrorFileInfo("errors/e.jsonl", len(uris))]
+    info = dataset_info(
+        rows_in=rows_in, errors=len(uris), errors_by_reason={"missing_file": len(uris)}
+    )
+    return str(version), dataclasses.replace(info, error_files=errors)
+
+
+def test_only_a_bounded_sample_of_missing_files_is_looked_for_here(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the manifest's folder resolves against the current one
+    (tmp_path / "lists").mkdir()
+    (tmp_path / "images").mkdir()
+    for n in range(SAMPLED_MISSING):
+        (tmp_path / "images" / f"{n}.jpg").touch()
+    base = tmp_path / "lists"
+    found = [f"{base}/images/{n}.jpg" for n in range(SAMPLED_MISSING)]  # exist under tmp_path
+    absent = [f"{base}/images/x{n}.jpg" for n in range(SAMPLED_MISSING * 5)]
+    version, info = _version_with_missing(tmp_path, found + absent, rows_in=120)
+    hint = missing_files_hint(info, version, None, str(tmp_path))
+    assert hint == (
+        f"tfrecord-pipeline: hint: most missing files exist relative to the current folder "
+        f"({tmp_path}); relative paths are read from the manifest's folder ({base}): use "
+        "--image_root ."
+    )
+    version, info = _version_with_missing(tmp_path, absent + found, rows_in=120)
+    assert missing_files_hint(info, version, None, str(tmp_path)) is None  # the rest unread
+    version, info = _version_with_missing(tmp_path, found, rows_in=41)  # under half missing
+    assert missing_files_hint(info, version, None, str(tmp_path)) is None
+    version, info = _version_with_missing(tmp_path, found, rows_in=20)
+    assert missing_files_hint(info, version, str(base), str(tmp_path)).endswith(
+        f"relative paths are read from --image_root {base}: use --image_root ."
+    )

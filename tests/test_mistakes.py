@@ -1,0 +1,122 @@
+"""Mistakes a run says, end to end through the command: labels that mix integer ids and names
+(refused), image paths written relative to the current folder (a hint), and shards left empty
+(a warning with the count). Each on the local runner and the DirectRunner."""
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import RUNNERS, command, make_images, write_manifest
+
+MIXED = "labels mix integer ids ("
+
+
+def _mixed_rows(tmp_path) -> list[dict]:
+    """The 20 images of `make_images`, every fourth labelled by an integer id instead."""
+    rows = make_images(tmp_path)
+    for index, row in enumerate(rows):
+        if index % 4 == 0:
+            row["label"] = str(index % 3)
+    return rows
+
+
+def _parquet(path, rows: list[dict]):
+    pq.write_table(pa.table({key: [row[key] for row in rows] for key in rows[0]}), path)
+    return path
+
+
+def _multi_label(path, rows: list[dict]):
+    lines = [{"image_uri": row["image_uri"], "label": [row["label"], "photo"]} for row in rows]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+MANIFESTS = {
+    "csv": (lambda path, rows: write_manifest(path.with_suffix(".csv"), rows), ()),
+    "jsonl": (lambda path, rows: write_manifest(path.with_suffix(".jsonl"), rows), ()),
+    "parquet": (lambda path, rows: _parquet(path.with_suffix(".parquet"), rows), ()),
+    "multi-label": (
+        lambda path, rows: _multi_label(path.with_suffix(".jsonl"), rows),
+        ["--multi_label"],
+    ),
+}
+
+
+@pytest.mark.parametrize("runner", sorted(RUNNERS))
+@pytest.mark.parametrize("kind", sorted(MANIFESTS))
+def test_labels_that_mix_integer_ids_and_names_are_refused_in_one_line(tmp_path, kind, runner):
+    write, flags = MANIFESTS[kind]
+    manifest = write(tmp_path / "manifest", _mixed_rows(tmp_path))
+    out = tmp_path / "out"
+    done = command("convert", "--manifest", manifest, "--output", out, *flags, *RUNNERS[runner])
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"tfrecord-pipeline: error: {MIXED}'0', '1', ...) and names (")
+    assert done.stderr.count("\n") == 1 and "[while running" not in done.stderr
+    assert not list((out / "versions").glob("*/*.tfrecord"))
+
+
+@pytest.mark.parametrize("runner", sorted(RUNNERS))
+def test_a_label_map_makes_every_label_a_name(tmp_path, runner):
+    rows = _mixed_rows(tmp_path)
+    manifest = write_manifest(tmp_path / "manifest.csv", rows)
+    names = sorted({row["label"] for row in rows})
+    (tmp_path / "labels.txt").write_text("".join(f"{name}\n" for name in names))
+    out = tmp_path / "out"
+    argv = ["--manifest", manifest, "--output", out, "--label_map", tmp_path / "labels.txt"]
+    done = command("convert", *argv, "--no_progress", *RUNNERS[runner])
+    assert done.returncode == 0, done.stderr
+    info = json.loads(next((out / "versions").glob("*/tfrecord_pipeline.json")).read_text())
+    assert info["labels"]["names"] == names and info["records"] == len(rows)
+
+
+def _versions_info(out) -> dict:
+    return json.loads(next((out / "versions").glob("*/tfrecord_pipeline.json")).read_text())
+
+
+@pytest.mark.parametrize("runner", sorted(RUNNERS))
+def test_image_paths_written_relative_to_the_current_folder_are_pointed_out(tmp_path, runner):
+    project = tmp_path / "project"
+    rows = make_images(project)  # images/<label>/<n>.jpg under the project folder
+    (project / "lists").mkdir()
+    manifest = write_manifest(project / "lists" / "manifest.csv", rows)
+    argv = ["--manifest", "lists/manifest.csv", "--output", "out", "--no_progress"]
+    done = command("convert", *argv, *RUNNERS[runner], cwd=project)
+    assert done.returncode == 1  # every row missing_file: nothing to publish
+    assert done.stderr.splitlines()[-1] == (
+        f"tfrecord-pipeline: hint: most missing files exist relative to the current folder "
+        f"({project}); relative paths are read from the manifest's folder "
+        f"({manifest.parent}): use --image_root ."
+    )
+    fixed = command("convert", *argv, "--image_root", ".", *RUNNERS[runner], cwd=project)
+    assert fixed.returncode == 0 and "hint" not in fixed.stderr, fixed.stderr
+    elsewhere = command("convert", "--manifest", manifest, "--output", tmp_path / "o", cwd=tmp_path)
+    assert elsewhere.returncode == 1 and "hint" not in elsewhere.stderr  # not found here either
+
+
+@pytest.mark.parametrize("runner", sorted(RUNNERS))
+def test_shards_left_empty_are_counted_in_a_warning_and_the_run_goes_on(tmp_path, dataset, runner):
+    out = tmp_path / "out"
+    argv = ["--manifest", dataset, "--output", out, "--no_progress", "--num_shards", "64"]
+    done = command("convert", *argv, *RUNNERS[runner])
+    assert done.returncode == 0, done.stderr
+    shards = _versions_info(out)["splits"]["train"]["shards"]
+    empty = sum(1 for shard in shards if not shard["records"])
+    assert len(shards) == 64 and empty >= 44
+    assert done.stderr == (
+        f"tfrecord-pipeline: warning: split 'train' has 20 records in 64 shards, {empty} of "
+        "them empty: some readers fail on an empty shard (records go to shards by key hash: "
+        "with --num_shards train=4 or fewer, one is unlikely)\n"
+    )
+
+
+def test_a_preset_that_leaves_most_shards_empty_is_warned_about(tmp_path, dataset):
+    split = "--split train=0.75,validation=0.25"
+    argv = ["--manifest", dataset, "--output", tmp_path / "out", *split.split()]
+    done = command("convert", *argv, "--preset", "tpu-imagenet", "--no_progress")
+    assert done.returncode == 0, done.stderr
+    train, validation = done.stderr.splitlines()
+    assert train.startswith("tfrecord-pipeline: warning: split 'train' has ")
+    assert " records in 1,024 shards, " in train and " records in 128 shards, " in validation
+    quiet = command("convert", *argv, "--preset", "tpu-imagenet", "--num_shards", "1")
+    assert quiet.returncode == 0 and "warning" not in quiet.stderr
