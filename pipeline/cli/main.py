@@ -29,7 +29,7 @@ USAGE = """usage: tfrecord-pipeline convert --manifest M [M ...] --output ROOT [
 commands:
   convert   turn image/label manifests into sharded TFRecord files: a new version of ROOT
   verify    check the published version against its tfrecord_pipeline.json (exit 1 on a problem)
-  preview   a PNG contact sheet of decoded records, labelled with class text and id
+  preview   a contact sheet of decoded records (PNG, JPEG or WebP), labelled with class and id
   stats     a one-page HTML report: splits, label histogram, image and shard sizes, errors
   rollback  publish an older complete version of ROOT again, atomically; says what it replaced
 run 'tfrecord-pipeline convert --help' for the options"""
@@ -154,7 +154,7 @@ def _preview(argv: list[str]) -> int:
 
     parser = _parser("preview")
     parser.add_argument("--split", default="train")
-    parser.add_argument("-o", "--out", required=True, help="PNG file to write")
+    parser.add_argument("-o", "--out", required=True, help="the image: .png, .jpg or .webp")
     choice = parser.add_mutually_exclusive_group()
     choice.add_argument("--per_class", type=int, help="N images of each class, a row each")
     choice.add_argument("--random", type=int, help="N random images")
