@@ -14,9 +14,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import REPOSITORY, make_images, write_manifest
-
 import tfrecord_pipeline
+from conftest import REPOSITORY, make_images, write_manifest
 
 pytestmark = pytest.mark.slow
 TOP_LEVEL = "tfrecord_pipeline"
