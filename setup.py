@@ -1,5 +1,8 @@
 """tfrecord-pipeline: also what Dataflow workers install from (--setup_file ./setup.py)."""
 
+import pathlib
+import runpy
+
 from setuptools import find_packages, setup
 
 # The checkout keeps its two folders; installed, they are one package that cannot collide with a
@@ -7,6 +10,10 @@ from setuptools import find_packages, setup
 # `tfrecord_pipeline.transforms`. Wheels, sdists (what Dataflow workers build) and editable
 # installs all honour this mapping.
 PACKAGE_DIR = {"tfrecord_pipeline": "pipeline", "tfrecord_pipeline.transforms": "transforms"}
+# The one place the version is written (`tfrecord-pipeline --version`, every dataset's
+# metadata); run, not imported: the package is not installed while this runs.
+VERSION_FILE = pathlib.Path(__file__).parent / "pipeline" / "version.py"
+TENSORFLOW = "tensorflow>=2.16"
 PACKAGES = [
     name
     for installed, folder in PACKAGE_DIR.items()
@@ -15,7 +22,7 @@ PACKAGES = [
 
 setup(
     name="tfrecord-pipeline",
-    version="0.1.0",
+    version=runpy.run_path(str(VERSION_FILE))["__version__"],
     description="Image/label manifests to deterministic sharded TFRecords, with Apache Beam",
     python_requires=">=3.10",
     package_dir=PACKAGE_DIR,
@@ -34,7 +41,13 @@ setup(
         "google-crc32c>=1.5",
         "protobuf>=6.33,<7",
     ],
+    # The read side's extras. A machine that already holds tensorflow-cpu or tensorflow-tpu (a
+    # TPU VM's image) needs no extra for `load()`, and only tensorflow-datasets for TFDS: they
+    # import `tensorflow`, whichever distribution installed it, and an extra would put the full
+    # `tensorflow` distribution over it.
     extras_require={
+        "tf": [TENSORFLOW],  # load(): the dataset as a tf.data pipeline
+        "tfds": [TENSORFLOW, "tensorflow-datasets>=4.9.10"],  # tfds_builder(), tfds.load
         "test": [
             "tensorflow-cpu>=2.16",
             "tensorflow-datasets>=4.9.10",

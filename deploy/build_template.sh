@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${PROJECT:?}" "${REGION:?}" "${REPO:?}" "${BUCKET:?}"
-VERSION="$(python -c 'from tfrecord_pipeline.version import __version__; print(__version__)')"
+# Read from the checkout, which need not be installed where this runs.
+VERSION="$(python3 -c 'import runpy; print(runpy.run_path("pipeline/version.py")["__version__"])')"
 IMAGE="${REGION}-docker.pkg.dev/${PROJECT}/${REPO}/tfrecord-pipeline:${VERSION}"
 
 gcloud builds submit --project "$PROJECT" --region "$REGION" \

@@ -56,6 +56,18 @@ def python_path(*folders: Path) -> str:
     return os.pathsep.join([*map(str, folders), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 
+def pip_install(source: Path, target: Path) -> Path:
+    """`source` (a folder holding setup.py, or an sdist) installed without its dependencies
+    into the folder `target`, as `make test` installs the checkout; returns `target`."""
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation"]
+        + ["--target", str(target), str(source)],
+        check=True,
+        capture_output=True,
+    )
+    return target
+
+
 def arguments(line: str, **values) -> list[str]:
     """A command line written as one string: split on whitespace first, then each word's
     `{name}`s filled in from `values`, so a path holding a space stays one argument."""

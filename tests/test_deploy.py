@@ -3,12 +3,16 @@
 import argparse
 import importlib.util
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from conftest import make_images, pip_install, write_manifest
 from tfrecord_pipeline.config.arguments import _parser, parse_args
+from tfrecord_pipeline.version import __version__
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
@@ -90,3 +94,68 @@ def test_scripts_parse_and_the_entry_point_speaks_one_line():
         cwd=ROOT,
     )
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+
+
+def _image_files(dockerfile: str, root: Path) -> None:
+    """The files the image's COPY instructions put in it (another stage's left out), laid out
+    under `root` as Docker lays them out: a folder's contents into the target, files into a
+    target ending in `/`."""
+    for line in dockerfile.splitlines():
+        words = line.split()
+        if words[:1] != ["COPY"] or words[1].startswith("--from"):
+            continue
+        *sources, target = words[1:]
+        for source in map(ROOT.joinpath, sources):
+            into = root / target.lstrip("/")
+            if source.is_dir():
+                shutil.copytree(source, into, ignore=shutil.ignore_patterns("__pycache__"))
+                continue
+            into = into / source.name if target.endswith("/") else into
+            into.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source, into)
+
+
+def test_the_image_installs_the_package_and_its_entry_point_converts(tmp_path):
+    """The image's /template as its COPY instructions make it, installed as its RUN does
+    (`pip install --no-deps`), and the launcher's `python main.py --flag=value ...` run there:
+    the installed package converts, and no folder beside main.py stands in for it."""
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    image = tmp_path / "image"
+    _image_files(dockerfile, image)
+    (installed,) = re.findall(
+        r"^RUN pip install --no-cache-dir --no-deps (/\S+)$", dockerfile, re.M
+    )
+    for name in ("FLEX_TEMPLATE_PYTHON_PY_FILE", "FLEX_TEMPLATE_PYTHON_SETUP_FILE"):
+        (path,) = re.findall(rf"^ENV {name}=(\S+)$", dockerfile, re.MULTILINE)
+        assert (image / path.lstrip("/")).is_file(), name
+    assert f"FLEX_TEMPLATE_PYTHON_SETUP_FILE={installed}/setup.py" in dockerfile  # the same
+    site = pip_install(image / installed.lstrip("/"), tmp_path / "site")
+    manifest = write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
+    done = subprocess.run(
+        [sys.executable, "main.py", f"--manifest={manifest}", f"--output={tmp_path / 'out'}"],
+        cwd=image / "template",  # the image's WORKDIR
+        env={**os.environ, "PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out" / "LATEST").is_file()
+
+
+def test_the_template_script_reads_the_version_without_the_package_installed(tmp_path):
+    """build_template.sh runs in a checkout, with whatever Python the shell finds: one that
+    imports nothing from site-packages (-S), so not this project, still gives the version."""
+    for name in ("python", "python3"):
+        shim = tmp_path / name
+        shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -I -S "$@"\n')
+        shim.chmod(0o755)
+    script = (DEPLOY / "build_template.sh").read_text()
+    (line,) = re.findall(r"^VERSION=.*$", script, re.MULTILINE)
+    done = subprocess.run(
+        ["bash", "-c", f'{line}\necho "$VERSION"'],
+        cwd=ROOT,
+        env={**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"},
+        capture_output=True,
+        text=True,
+    )
+    assert done.stdout == f"{__version__}\n", done.stderr

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import arguments, make_images, published, write_manifest
+from conftest import arguments, command, make_images, published, write_manifest
 from PIL import Image
 from tfrecord_pipeline.cli.main import main
 from tfrecord_pipeline.dataset.metadata import INFO_FILE
@@ -54,6 +54,33 @@ def test_preview_random_is_seeded_and_reads_raw_records(tmp_path):
         sheets.append((tmp_path / name).read_bytes())
     assert sheets[0] == sheets[1]
     assert main(["preview", str(output), "-o", str(tmp_path / "x.png"), "--split", "test"]) == 2
+
+
+# The first bytes of each format `preview -o` writes (WebP: a RIFF container, then its name).
+MAGIC = {".png": b"\x89PNG\r\n\x1a\n", ".jpg": b"\xff\xd8\xff", ".jpeg": b"\xff\xd8\xff"}
+
+
+@pytest.mark.parametrize("extension", [".png", ".jpg", ".JPEG", ".webp"])
+def test_preview_writes_the_format_its_extension_names(sample, tmp_path, extension):
+    target = tmp_path / f"grid{extension}"
+    assert main(["preview", str(sample), "-o", str(target), "--random", "4"]) == 0
+    data = target.read_bytes()
+    if extension.lower() == ".webp":
+        assert data[:4] == b"RIFF" and data[8:12] == b"WEBP"
+    else:
+        assert data.startswith(MAGIC[extension.lower()])
+    assert Image.open(target).size[0] > 0
+
+
+@pytest.mark.parametrize("name", ["grid.gif", "grid", "grid.png.txt"])
+def test_preview_refuses_an_extension_it_does_not_write_in_one_line(sample, tmp_path, name):
+    done = command("preview", sample, "-o", tmp_path / name)
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert done.stderr == (
+        f"tfrecord-pipeline: error: {tmp_path / name}: preview writes .png, .jpg, .jpeg, .webp "
+        "files; name -o with one of them\n"
+    )
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_stats_report_is_one_offline_page(tmp_path):

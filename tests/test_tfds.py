@@ -1,7 +1,10 @@
-"""TensorFlow Datasets and the TPU reference reader on converted folders, as they are."""
+"""TensorFlow Datasets and the TPU reference reader on converted folders, as they are; TFDS's
+builder of a dataset root's published version, by `tfds_builder(root)` and by `tfds.load`."""
 
 import dataclasses
 import json
+import pickle
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -9,10 +12,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
+import tfrecord_pipeline
+import tfrecord_pipeline.tfds  # registers the builder tfds.load finds by name
 from conftest import make_images, write_manifest
 from tfrecord_pipeline import load
 from tfrecord_pipeline.dataset.metadata import INFO_FILE
-from tfrecord_pipeline.dataset.tfds_metadata import class_names, labels_file, tfds_files
+from tfrecord_pipeline.dataset.rollback import rollback
+from tfrecord_pipeline.dataset.tfds_metadata import NAME, class_names, labels_file, tfds_files
 from tfrecord_pipeline.read.verify import verify
 from tfrecord_pipeline.runners.convert import run
 from tfrecord_pipeline.transforms.tfrecord.examples import RAW_KEY
@@ -187,3 +193,53 @@ def test_a_detection_dataset_reads_with_its_objects_and_named_classes(tmp_path):
 
     theirs = objects(builder.as_dataset(split="train"))
     assert objects(ours) == theirs and any(labels for _, labels, _ in theirs.values())
+
+
+def _source_ids(dataset) -> list[bytes]:
+    return sorted(example["image/source_id"] for example in tfds.as_numpy(dataset))
+
+
+def test_tfds_builder_and_tfds_load_read_the_version_latest_names(tmp_path):
+    """`tfds_builder(root)` and `tfds.load("tfrecord_pipeline", data_dir=root)` read the
+    published version, a rollback's too, and change no version."""
+    rows = make_images(tmp_path, per_class=4)
+    first, _ = _convert(tmp_path, rows[:10])
+    second, info = _convert(tmp_path, rows)
+    root = str(second.parents[1])
+    before = [_files(first), _files(second)]  # TFDS writes nothing into a version
+    builder = tfrecord_pipeline.tfds_builder(root)
+    assert Path(builder.data_dir) == second
+    assert builder.info.splits["train"].num_examples == info.splits["train"].examples
+    ours = load(root, "train", batch_size=None, image_size=None, shuffle_buffer=0)
+    assert len(_source_ids(builder.as_dataset(split="train"))) == len(list(ours))
+    by_name = tfds.load(NAME, data_dir=root, split="validation")
+    assert _source_ids(by_name) == _source_ids(builder.as_dataset(split="validation"))
+    image, label = next(iter(tfds.load(NAME, data_dir=root, split="train", as_supervised=True)))
+    assert (image.dtype, label.dtype) == (tf.uint8, tf.int64)
+    rollback(root, first.name)
+    assert Path(tfrecord_pipeline.tfds_builder(root).data_dir) == first
+    again = tfds.load(f"{NAME}:1.0.0", data_dir=root, split="train")
+    assert _source_ids(again) == _source_ids(
+        tfds.builder_from_directory(str(first)).as_dataset(split="train")
+    )
+    assert Path(pickle.loads(pickle.dumps(builder)).data_dir) == second  # the version it read
+    assert [_files(first), _files(second)] == before
+
+
+def test_what_tfds_builder_and_tfds_load_refuse_in_one_line(tmp_path):
+    rows = make_images(tmp_path, per_class=1)
+    gzip, _ = _convert(tmp_path, rows, "--compression", "gzip", name="gzip")
+    refusals = {
+        lambda: tfrecord_pipeline.tfds_builder(str(gzip.parents[1])): (
+            f"{gzip} has no TFDS metadata: TFDS reads uncompressed shards only"
+        ),
+        lambda: tfrecord_pipeline.tfds_builder(str(tmp_path)): "holds no published dataset",
+        lambda: tfds.load(NAME, split="train"): f'tfds.load("{NAME}") needs data_dir=',
+        lambda: tfds.load(f"{NAME}:2.0.0", data_dir=str(gzip), split="train"): (
+            "a converted dataset has no TFDS configs and one version, 1.0.0"
+        ),
+    }
+    for call, words in refusals.items():
+        with pytest.raises(ValueError, match=re.escape(words)) as raised:
+            call()
+        assert "\n" not in str(raised.value)

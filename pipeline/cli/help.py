@@ -18,7 +18,7 @@ commands:
   convert   turn labelled images (a CSV, JSONL or Parquet manifest, COCO, or class folders)
             into sharded TFRecord files: a new published version of the dataset root DIR
   verify    check the published version against its tfrecord_pipeline.json (exit 1 on a problem)
-  preview   a contact sheet of decoded records, labelled with class text and id
+  preview   a contact sheet of decoded records (PNG, JPEG or WebP), labelled with class and id
   stats     a one-page HTML report: splits, label histogram, image and shard sizes, errors
   rollback  publish an older complete version of a dataset root again; says what it replaced
 

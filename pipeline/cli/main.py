@@ -126,7 +126,7 @@ def _preview(argv: list[str]) -> int:
 
     parser = _parser("preview")
     parser.add_argument("--split", default="train")
-    parser.add_argument("-o", "--out", required=True, help="PNG file to write")
+    parser.add_argument("-o", "--out", required=True, help="the image: .png, .jpg, .jpeg or .webp")
     choice = parser.add_mutually_exclusive_group()
     choice.add_argument("--per_class", type=int, help="N images of each class, a row each")
     choice.add_argument("--random", type=int, help="N random images")

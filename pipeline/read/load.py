@@ -1,20 +1,20 @@
 """`load(...)`: a converted dataset as a tf.data pipeline for TPU training.
 
 Everything comes from tfrecord_pipeline.json: the shard files (so gs:// works and nothing is
-globbed), the compression, and the parsing spec. TensorFlow is imported here only, on the
-read side; the conversion path never imports this module.
+globbed), the compression, and the parsing spec. TensorFlow (the [tf] extra) is imported here
+only, when `load` runs; the conversion path never imports this module.
 """
 
 import json
 
 from tfrecord_pipeline.dataset.versions import DatasetError, resolve
+from tfrecord_pipeline.read.extras import optional_import
 from tfrecord_pipeline.transforms.tfrecord.examples import LABEL_KEY, OBJECT_LABEL_KEY
 
 
 def _tf():
-    import tensorflow as tf
-
-    return tf
+    """TensorFlow, or the one-line ImportError naming the [tf] extra."""
+    return optional_import("tensorflow", "load()")
 
 
 def _gfile_reader(tf):

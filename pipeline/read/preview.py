@@ -2,14 +2,17 @@
 
 Decoded from the records themselves (so it shows what training will see), labelled with the
 class text and id, and a detection record's boxes drawn where its record puts them: N per class
-(an image in the row of each label it holds), one row each, or N random records. No TensorFlow.
+(an image in the row of each label it holds), one row each, or N random records, written in
+the format the file's extension names. No TensorFlow.
 """
 
 import io
+import posixpath
 import random
 
 from PIL import Image, ImageDraw
 from tfrecord_pipeline.read.reader import examples, open_dataset
+from tfrecord_pipeline.transforms.errors import UserError
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.tfrecord.examples import (
     LABEL_KEY,
@@ -23,6 +26,25 @@ LABEL_HEIGHT = 14
 CAPTION_CHARS = 21  # what a thumbnail's width holds in Pillow's default font
 BOX_COLOURS = ("#e6194b", "#3cb44b", "#4363d8", "#f58231", "#911eb4", "#42d4f4")
 _BOX_KEYS = tuple(f"image/object/bbox/{side}" for side in ("xmin", "ymin", "xmax", "ymax"))
+# Each extension `-o` takes: the format it names and how Pillow writes it (the lossy two at a
+# quality that keeps the captions legible).
+FORMATS = {
+    ".png": ("PNG", {}),
+    ".jpg": ("JPEG", {"quality": 90}),
+    ".jpeg": ("JPEG", {"quality": 90}),
+    ".webp": ("WEBP", {"quality": 90}),
+}
+
+
+def image_format(target: str) -> tuple[str, dict]:
+    """The format (and Pillow's options for it) that `target`'s extension names; a UserError
+    for any other, so a file never holds a format its name does not say."""
+    extension = posixpath.splitext(target)[1].lower()
+    if extension not in FORMATS:
+        raise UserError(
+            f"{target}: preview writes {', '.join(FORMATS)} files; name -o with one of them"
+        )
+    return FORMATS[extension]
 
 
 def _image(example: dict) -> Image.Image:
@@ -108,10 +130,12 @@ def contact_sheet(rows: list[list[dict]]) -> Image.Image:
 def preview(
     output: str, split: str, target: str, per_class: int | None, sample: int | None, seed: int = 0
 ) -> int:
-    """Write the contact sheet PNG to `target`; returns how many images it shows."""
+    """Write the contact sheet to `target` (local or gs://), in the format its extension
+    names; returns how many images it shows."""
+    image_type, options = image_format(target)  # before reading anything
     folder, info = open_dataset(output)
     rows = pick(examples(folder, info, split), per_class, sample, seed)
     buffer = io.BytesIO()
-    contact_sheet(rows).save(buffer, "PNG")
+    contact_sheet(rows).save(buffer, image_type, **options)
     fileio.write_bytes(target, buffer.getvalue())
     return sum(len(row) for row in rows)

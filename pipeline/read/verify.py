@@ -153,7 +153,11 @@ def verify_error_file(output: str, listed: ErrorFileInfo) -> list[str]:
 
 def verify(path: str, decode: str = "sample") -> tuple[int, list[str]]:
     """(records checked, problems) of the published version of the dataset root `path`, or of
-    the version folder `path`; no problems means it is sound."""
+    the version folder `path`, local or gs://; no problems means it is sound. A root that holds
+    no complete version is a problem, not an exception. `decode` is how many images of each
+    shard are decoded: "sample" (the first few), "all" or "none"."""
+    if decode not in DECODE_MODES:
+        raise ValueError(f"decode is one of {', '.join(DECODE_MODES)}, not {decode!r}")
     try:
         published = resolve(path)
         info = DatasetInfo.from_json(published.info_text)
