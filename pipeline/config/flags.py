@@ -114,7 +114,7 @@ FLAGS = _grouped(
     Flag("--preset", "|".join(PRESETS), _choices(PRESETS),
          "the conventions of the readers named: `tpu-imagenet` (the TPU reference ImageNet "
          "readers, which subtract 1 from the label) sets `--label_offset 1` and `--num_shards "
-         "train=1024,validation=128`; a flag given too wins (see \"Reading the shards\"); its "
+         "train=1024,validation=128`; a flag given too wins (docs/readers/tpu.md); its "
          "readers take one label an image, so `--multi_label` is refused",
          brief="the TPU ImageNet readers' label offset and shard counts"),
     Flag("--compression", "none|gzip", _choices(("none", "gzip")),
