@@ -119,8 +119,10 @@ for call in (tfrecord_pipeline.load, tfrecord_pipeline.tfds_builder):
         text=True,
     )
     assert done.stdout == (
-        'load() needs TensorFlow: pip install "tfrecord-pipeline[tf]"\n'
-        'tfds_builder() needs TensorFlow Datasets: pip install "tfrecord-pipeline[tfds]"\n'
+        "load() needs TensorFlow: pip install tensorflow "
+        "(or install tfrecord-pipeline with its [tf] extra)\n"
+        "tfds_builder() needs TensorFlow Datasets: pip install tensorflow tensorflow-datasets "
+        "(or install tfrecord-pipeline with its [tfds] extra)\n"
     ), done.stderr
 
 

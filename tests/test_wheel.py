@@ -21,6 +21,7 @@ from test_readme import examples
 
 pytestmark = pytest.mark.slow
 TOP_LEVEL = "tfrecord_pipeline"
+TF, TFDS = (f"(or install tfrecord-pipeline with its [{extra}] extra)" for extra in ("tf", "tfds"))
 INFO = f"tfrecord_pipeline-{tfrecord_pipeline.__version__}.dist-info"
 
 
@@ -101,11 +102,11 @@ def test_the_readme_s_commands_run_without_tensorflow(installed):
 @pytest.mark.parametrize(
     "call, line",
     [
-        ("load", 'ImportError: load() needs TensorFlow: pip install "tfrecord-pipeline[tf]"'),
+        ("load", f"ImportError: load() needs TensorFlow: pip install tensorflow {TF}"),
         (
             "tfds_builder",
             "ImportError: tfds_builder() needs TensorFlow Datasets: "
-            'pip install "tfrecord-pipeline[tfds]"',
+            f"pip install tensorflow tensorflow-datasets {TFDS}",
         ),
     ],
 )

@@ -4,24 +4,26 @@ reader that needs more says which extra adds it, in one line."""
 
 import importlib
 
-# Each optional module, with the extra (setup.py's extras_require) that installs it and the
-# name a user knows it by.
+# Each optional module: the name a user knows it by, what pip installs for it (any TensorFlow
+# build serves: tensorflow-cpu and tensorflow-tpu too), and the extra of setup.py's
+# extras_require that installs the same.
 EXTRAS = {
-    "tensorflow": ("tf", "TensorFlow"),
-    "tensorflow_datasets": ("tfds", "TensorFlow Datasets"),
+    "tensorflow": ("TensorFlow", "tensorflow", "tf"),
+    "tensorflow_datasets": ("TensorFlow Datasets", "tensorflow tensorflow-datasets", "tfds"),
 }
 
 
 def optional_import(module: str, needed_by: str):
-    """`module` imported; when it is not installed, an ImportError of one line naming the extra
-    that installs it. A module missing inside an installed one (a broken install) is raised as
-    it is: the extra would not mend it."""
+    """`module` imported; when it is not installed, an ImportError of one line saying what to
+    install. A module missing inside an installed one (a broken install) is raised as it is:
+    installing would not mend it."""
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as error:
         if error.name != module:
             raise
-        extra, known_as = EXTRAS[module]
+        known_as, packages, extra = EXTRAS[module]
         raise ImportError(
-            f'{needed_by} needs {known_as}: pip install "tfrecord-pipeline[{extra}]"'
+            f"{needed_by} needs {known_as}: pip install {packages} "
+            f"(or install tfrecord-pipeline with its [{extra}] extra)"
         ) from None
