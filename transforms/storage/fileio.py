@@ -145,7 +145,9 @@ def delete_tree(folder: str) -> None:
     may be deleting the same folder at the same time (a run that lost deletes its own folders
     while the winner's clean-up deletes them too): what it deleted first is not an error. On
     a disk a first pass lets entries vanish under it, and a second, over anything left, says
-    why it could not be deleted; Cloud Storage counts an object already gone as deleted."""
+    why it could not be deleted. On Cloud Storage an object already gone counts as deleted,
+    but one gone between Beam's look-up and its deletion fails it: a later clean-up deletes
+    what is left."""
     if not is_remote(folder):
         shutil.rmtree(folder, ignore_errors=True)
         if os.path.lexists(folder):
