@@ -49,16 +49,19 @@ def cleaned_up_on_failure(target: publish.Target):
     """Around a run: when it fails, its own staging and version folders are deleted where the
     failure allows. If another run published meanwhile, that is the failure raised (not what
     followed from it, such as this run's base version deleted by that run's retention, or its
-    staging by its clean-up). Any other UserError comes before any work: nothing to delete."""
+    staging by its clean-up, pipeline/dataset/retention.py). Any other UserError comes before
+    any work: nothing to delete. Whether another run published is asked even when the deletion
+    fails (the store failing, say): the loss is the failure to tell."""
     try:
         yield
     except BaseException as error:
         if isinstance(error, UserError) and not base_lost(target):
             raise
-        other = None
-        with contextlib.suppress(Exception):  # the failure may well stop these too
+        with contextlib.suppress(Exception):  # the failure may well stop it too
             publish.discard(target)
-            if isinstance(error, Exception):
+        other = None
+        if isinstance(error, Exception):
+            with contextlib.suppress(Exception):
                 other = publish.published_since(target)
         if other and not isinstance(error, publish.SupersededError):
             raise publish.superseded(target, other.version) from error

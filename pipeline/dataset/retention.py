@@ -6,6 +6,14 @@ so it can no longer publish (pipeline/dataset/publish.py): its staging folder, a
 folder unless the version was published once (pipeline/dataset/history.py), are deleted. A
 complete version published once is deleted only by retention, which counts versions in
 publication order (a rollback publishes an old version anew), never by their numbers.
+
+Such a run may still be running, moving its files in: its folders are deleted all the same.
+No store tells a live run from a dead one (a bucket holds no lock a dead run lets go of), and
+sparing every folder that might be live would leave a killed run's for ever. The live run
+fails at its next move or write, and that failure is told as what it is, the loss to the
+version published since, in one line (exit 4: pipeline/dataset/commit.py
+`cleaned_up_on_failure`); its own deletion of its folders may race this one, and each lets
+files vanish under it (fileio.delete_tree), so between them nothing is left.
 """
 
 import contextlib

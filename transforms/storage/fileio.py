@@ -7,6 +7,7 @@ to import, out of local runs altogether) and transforms/storage/remote.py (objec
 folder is listed by transforms/storage/gcs.py).
 """
 
+import contextlib
 import functools
 import glob as local_glob
 import os
@@ -140,8 +141,15 @@ def names_in(folder: str) -> list[str]:
 
 
 def delete_tree(folder: str) -> None:
-    """Delete `folder` and everything in it (every object under the prefix)."""
+    """Delete `folder` and everything in it (every object under the prefix). Another process
+    may be deleting the same folder at the same time (a run that lost deletes its own folders
+    while the winner's clean-up deletes them too): what it deleted first is not an error. On
+    a disk a first pass lets entries vanish under it, and a second, over anything left, says
+    why it could not be deleted. On Cloud Storage an object already gone counts as deleted,
+    but one gone between Beam's look-up and its deletion fails it: a later clean-up deletes
+    what is left."""
     if not is_remote(folder):
+        shutil.rmtree(folder, ignore_errors=True)
         if os.path.lexists(folder):
             shutil.rmtree(folder)
         return
@@ -216,8 +224,9 @@ def delete(paths: list[str]) -> None:
     if objects:
         remote.filesystems().delete(objects)
     for path in paths:
-        if not is_remote(path) and os.path.exists(path):
-            os.remove(path)
+        if not is_remote(path):
+            with contextlib.suppress(FileNotFoundError):  # another deleted it meanwhile
+                os.remove(path)
 
 
 def glob(pattern: str) -> list[str]:
