@@ -166,6 +166,25 @@ def test_missing_google_credentials_are_one_line(tmp_path, no_credentials, argv)
     assert LOGIN in said
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["convert", "--manifest", "gs://tfrp-none/*.csv", "--output", "{tmp}/o", "--no_progress"],
+        ["preview", "{tmp}/d", "-o", "gs://tfrp-none/sheet.png"],
+        ["stats", "{tmp}/d", "-o", "gs://tfrp-none/report.html"],
+    ],
+    ids=["manifest-glob", "preview-out", "stats-out"],
+)
+def test_gs_paths_beam_reaches_want_credentials_first(tmp_path, no_credentials, argv):
+    """A glob, or a file written, goes through Beam's FileSystems, whose gcsio would carry on
+    anonymously, retrying for minutes: the credentials are looked for before."""
+    manifest = write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
+    assert command("convert", "--manifest", manifest, "--output", tmp_path / "d").returncode == 0
+    done = command(*[arg.format(tmp=tmp_path) for arg in argv], env=no_credentials, timeout=150)
+    said = _one_line_error(done)
+    assert said.startswith("no Google Cloud credentials") and LOGIN in said
+
+
 def test_a_folder_or_file_that_is_not_there_is_said_so(tmp_path):
     (tmp_path / "photos").mkdir()
     missing = {
