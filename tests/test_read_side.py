@@ -83,6 +83,24 @@ def test_preview_refuses_an_extension_it_does_not_write_in_one_line(sample, tmp_
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    "argv, target, cause",
+    [
+        ("preview -o {tmp}/sheet.png", "sheet.png", "Is a directory"),  # a folder of that name
+        ("stats -o {tmp}", "", "Is a directory"),
+        ("stats -o {tmp}/file/report.html", "file/report.html", "File exists"),
+    ],
+)
+def test_an_out_file_that_cannot_be_written_is_one_line(sample, tmp_path, argv, target, cause):
+    (tmp_path / "sheet.png").mkdir()
+    (tmp_path / "file").write_text("in the way")
+    command_name, *flags = arguments(argv, tmp=tmp_path)
+    done = command(command_name, sample, *flags)
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    written = str(tmp_path / target) if target else str(tmp_path)
+    assert done.stderr == f"tfrecord-pipeline: error: -o {written}: cannot write there ({cause})\n"
+
+
 def test_stats_report_is_one_offline_page(tmp_path):
     rows = make_images(tmp_path, per_class=2) + [{"image_uri": "gone.jpg", "label": "coffee"}]
     output = tmp_path / "out"
