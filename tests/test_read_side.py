@@ -83,6 +83,19 @@ def test_preview_refuses_an_extension_it_does_not_write_in_one_line(sample, tmp_
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("flag", ["--per_class", "--random"])
+@pytest.mark.parametrize("count", ["0", "-3"])
+def test_preview_refuses_a_count_of_no_images(sample, tmp_path, flag, count):
+    """0 showed the default 4 a class and -3 wrote an empty sheet, both with exit status 0."""
+    done = command("preview", sample, "-o", tmp_path / "sheet.png", flag, count)
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert done.stderr == (
+        f"tfrecord-pipeline: error: argument {flag}: expected a whole number of 1 or more, "
+        f"got '{count}'\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     "argv, target, cause",
     [
