@@ -120,3 +120,23 @@ def test_a_preset_that_leaves_most_shards_empty_is_warned_about(tmp_path, datase
     assert " records in 1,024 shards, " in train and " records in 128 shards, " in validation
     quiet = command("convert", *argv, "--preset", "tpu-imagenet", "--num_shards", "1")
     assert quiet.returncode == 0 and "warning" not in quiet.stderr
+
+
+@pytest.mark.parametrize("runner", sorted(RUNNERS))
+def test_a_split_no_row_fell_in_is_warned_about(tmp_path, runner):
+    """One row and two halves: one split gets no row, and the version, published without it,
+    said nothing until a reader asked for the split."""
+    manifest = write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1)[:1])
+    out = tmp_path / "out"
+    argv = ["--manifest", manifest, "--output", out, "--no_progress", *RUNNERS[runner]]
+    done = command("convert", *argv, "--split", "train=0.5,validation=0.5")
+    assert done.returncode == 0, done.stderr
+    (kept,) = _versions_info(out)["splits"]
+    (empty,) = {"train", "validation"} - {kept}
+    assert done.stderr == (
+        f"tfrecord-pipeline: warning: --split names '{empty}' but no row of 1 fell in it, so "
+        f"the version has no '{empty}' split: give it a larger fraction, or give the "
+        "rows a split column\n"
+    )
+    quiet = command("convert", *argv, "--split", f"{kept}=1")
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr

@@ -1,8 +1,8 @@
 """What a finished conversion says after its table, on stderr: warnings (labels from 0 for a
-reader that subtracts 1, shards left empty), why the version was not published, and a hint when
-image paths look written relative to the current folder. All are read from the version the run
-wrote (its metadata, a bounded sample of its errors files), so they hold for every runner alike
-and change no byte of it.
+reader that subtracts 1, a --split name no row fell in, shards left empty), why the version was
+not published, and a hint when image paths look written relative to the current folder. All are
+read from the version the run wrote (its metadata, a bounded sample of its errors files), so
+they hold for every runner alike and change no byte of it.
 """
 
 import io
@@ -14,6 +14,7 @@ import re
 from tfrecord_pipeline.config.presets import one_based_warning
 from tfrecord_pipeline.dataset.metadata import DatasetInfo
 from tfrecord_pipeline.transforms.errors import Reason
+from tfrecord_pipeline.transforms.manifest.splits import parse_split_spec
 from tfrecord_pipeline.transforms.storage import fileio
 
 # Missing files whose paths are checked against the current folder: a sample, so a manifest of
@@ -27,10 +28,26 @@ _WHERE_IN_MANIFEST = re.compile(r"(@\d+|#\d+|#images\[\d+\])$")  # rows.py `reco
 def closing_lines(info: DatasetInfo, folder: str, image_root: str | None, here: str) -> list[str]:
     """What the command prints on stderr after a run's table: warnings, why the version was
     not published, then a hint at the likely cause; `here` is the current folder."""
-    warnings = [one_based_warning(info), *empty_shard_warnings(info)]
+    warnings = [one_based_warning(info), *empty_split_warnings(info), *empty_shard_warnings(info)]
     failures = [f"tfrecord-pipeline: version not published: {text}" for text in info.failures]
     hint = missing_files_hint(info, folder, image_root, here)
     return [line for line in (*warnings, *failures, hint) if line]
+
+
+def empty_split_warnings(info: DatasetInfo) -> list[str]:
+    """A line for each split `--split` names that no row fell in (on a few rows, a small
+    fraction often gets none): the version is published without it, and a reader asking for
+    it fails later. A run of no records (which fails) says nothing here."""
+    named = info.options.get("split")
+    if not named or not info.records:
+        return []
+    return [
+        f"tfrecord-pipeline: warning: --split names {name!r} but no row of {info.rows_in:,} "
+        f"fell in it, so the version has no {name!r} split: give it a larger fraction, "
+        "or give the rows a split column"
+        for name in parse_split_spec(named).names
+        if name not in info.splits
+    ]
 
 
 def empty_shard_warnings(info: DatasetInfo) -> list[str]:
