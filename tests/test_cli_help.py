@@ -7,7 +7,7 @@ import os
 import re
 
 import pytest
-from conftest import command, make_images, write_manifest
+from conftest import arguments, command, make_images, write_manifest
 from tfrecord_pipeline.config.arguments import closest, parse_args
 from tfrecord_pipeline.config.flags import FLAGS, GROUPS, help_text, in_group, markdown_table
 from tfrecord_pipeline.config.options import option_defaults
@@ -118,6 +118,49 @@ def test_a_mistyped_required_flag_and_a_beam_flag_without_its_value_are_one_line
     assert _one_line_error(done) == "the following arguments are required: --output"
     done = command("convert", "--manifest", "m.csv", "--output", "o", "--runner")
     assert _one_line_error(done) == "argument --runner: expected one argument"
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        ("convert --manifest m.csv -o out", "unknown flag -o: did you mean --output?"),
+        ("convert --manifest m.csv --out out", "unknown flag --out: did you mean --output?"),
+        (
+            "convert --manifest m.csv --output_dir out",
+            "unknown flag --output_dir: did you mean --output?",
+        ),
+        (
+            "convert --manifest m.csv --output out --version",
+            "unknown flag --version: the version is 'tfrecord-pipeline --version'",
+        ),
+        (
+            "verify {root} --version",
+            "unknown flag --version: the version is 'tfrecord-pipeline --version'",
+        ),
+        ("verify --help-all", "unknown flag --help-all: did you mean --help?"),
+        ("verify {root} --decode-mode all", "unknown flag --decode-mode: did you mean --decode?"),
+        (
+            "preview {root} --out s.png --per-class 2",
+            "unknown flag --per-class: did you mean --per_class?",
+        ),
+        ("stats {root} --output r.html", "unknown flag --output: did you mean --out?"),
+        (
+            "stats {root} -o r.html --frobnicate",
+            "unknown flag --frobnicate: every flag: tfrecord-pipeline stats --help",
+        ),
+        ("rollback {root} -to 1", "unknown flag -to: did you mean --to?"),
+        (
+            "verify {root} extra",
+            "unexpected argument 'extra'; its flags: tfrecord-pipeline verify --help",
+        ),
+    ],
+)
+def test_every_command_says_the_flag_a_mistyped_one_was_meant_to_be(tmp_path, argv, says):
+    """A flag a command does not know is said first: before, `-o` read as a missing --output,
+    `--help-all` on verify as a missing dataset, and the read commands suggested nothing."""
+    done = command(*arguments(argv, root=tmp_path), cwd=tmp_path)
+    assert _one_line_error(done) == says
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_flag_nobody_knows_is_refused_and_beam_s_flags_pass():
