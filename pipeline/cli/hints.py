@@ -1,8 +1,9 @@
 """What a finished conversion says after its table, on stderr: warnings (labels from 0 for a
-reader that subtracts 1, a --split name no row fell in, shards left empty), why the version was
-not published, and a hint when image paths look written relative to the current folder. All are
-read from the version the run wrote (its metadata, a bounded sample of its errors files), so
-they hold for every runner alike and change no byte of it.
+reader that subtracts 1, a --split name no row fell in, a shard count a refresh did not apply,
+shards left empty), why the version was not published, and a hint when image paths look
+written relative to the current folder. All are read from the version the run wrote (its
+metadata, a bounded sample of its errors files), so they hold for every runner alike and change
+no byte of it.
 """
 
 import io
@@ -15,6 +16,7 @@ from tfrecord_pipeline.config.presets import one_based_warning
 from tfrecord_pipeline.dataset.metadata import DatasetInfo
 from tfrecord_pipeline.transforms.errors import Reason
 from tfrecord_pipeline.transforms.manifest.splits import parse_split_spec
+from tfrecord_pipeline.transforms.plan.dataset import parse_shard_counts
 from tfrecord_pipeline.transforms.storage import fileio
 
 # Missing files whose paths are checked against the current folder: a sample, so a manifest of
@@ -28,7 +30,12 @@ _WHERE_IN_MANIFEST = re.compile(r"(@\d+|#\d+|#images\[\d+\])$")  # rows.py `reco
 def closing_lines(info: DatasetInfo, folder: str, image_root: str | None, here: str) -> list[str]:
     """What the command prints on stderr after a run's table: warnings, why the version was
     not published, then a hint at the likely cause; `here` is the current folder."""
-    warnings = [one_based_warning(info), *empty_split_warnings(info), *empty_shard_warnings(info)]
+    warnings = [
+        one_based_warning(info),
+        *empty_split_warnings(info),
+        *unapplied_shard_counts(info),
+        *empty_shard_warnings(info),
+    ]
     failures = [f"tfrecord-pipeline: version not published: {text}" for text in info.failures]
     hint = missing_files_hint(info, folder, image_root, here)
     return [line for line in (*warnings, *failures, hint) if line]
@@ -47,6 +54,22 @@ def empty_split_warnings(info: DatasetInfo) -> list[str]:
         "or give the rows a split column"
         for name in parse_split_spec(named).names
         if name not in info.splits
+    ]
+
+
+def unapplied_shard_counts(info: DatasetInfo) -> list[str]:
+    """A line for each split of a refresh whose shard count is not the one --num_shards asks:
+    a refresh keeps the published shards and adds new ones (docs/output.md), which a count
+    given on the command line does not suggest."""
+    if info.refresh is None:
+        return []
+    counts = parse_shard_counts(info.options.get("num_shards"))
+    return [
+        f"tfrecord-pipeline: warning: split {name!r} has {len(split.shards):,} shards, not the "
+        f"{asked:,} --num_shards asks: a refresh keeps the published shards and adds new ones; "
+        "a run without --incremental applies it"
+        for name, split in sorted(info.splits.items())
+        if (asked := counts.for_split(name)) and asked != len(split.shards)
     ]
 
 
