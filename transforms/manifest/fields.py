@@ -104,7 +104,9 @@ def _row_label(label: object, config: ReadConfig) -> str | tuple[str, ...]:
     if config.label_separator is not None:
         return _labels(label, config.label_separator)
     if type(label) is not str and (isinstance(label, bool) or not isinstance(label, int)):
-        raise RowError(Reason.BAD_LABEL, f"label must be text or an integer, not {shown(label)}")
+        several = "; several labels an image: --multi_label" if isinstance(label, list) else ""
+        message = f"label must be text or an integer, not {shown(label)}{several}"
+        raise RowError(Reason.BAD_LABEL, message)
     return _label(label if type(label) is str else str(label))
 
 
