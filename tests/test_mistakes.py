@@ -140,3 +140,21 @@ def test_a_split_no_row_fell_in_is_warned_about(tmp_path, runner):
     )
     quiet = command("convert", *argv, "--split", f"{kept}=1")
     assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+
+
+def test_a_label_offset_integer_labels_do_not_take_is_said_and_not_advised(tmp_path):
+    """Integer labels are ids as written: --label_offset 1 changed nothing and said nothing,
+    and the preset's warning advised that same flag for them."""
+    rows = [{**row, "label": str(n % 3)} for n, row in enumerate(make_images(tmp_path, 2))]
+    manifest = write_manifest(tmp_path / "m.csv", rows)
+    argv = ["convert", "--manifest", manifest, "--no_progress", "--num_shards", "1"]
+    done = command(*argv, "--output", tmp_path / "a", "--label_offset", "1")
+    assert done.returncode == 0
+    assert done.stderr == (
+        "tfrecord-pipeline: warning: --label_offset 1 is not applied: the labels are integer "
+        "ids, used as written (the offset numbers name labels); write the ids shifted\n"
+    )
+    done = command(*argv, "--output", tmp_path / "b", "--preset", "tpu-imagenet")
+    assert done.returncode == 0
+    assert done.stderr.endswith("read them as -1 (write the integer labels from 1)\n")
+    assert "--label_offset" not in done.stderr

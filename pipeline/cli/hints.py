@@ -1,9 +1,9 @@
 """What a finished conversion says after its table, on stderr: warnings (labels from 0 for a
-reader that subtracts 1, a --split name no row fell in, a shard count a refresh did not apply,
-shards left empty), why the version was not published, and a hint when image paths look
-written relative to the current folder. All are read from the version the run wrote (its
-metadata, a bounded sample of its errors files), so they hold for every runner alike and change
-no byte of it.
+reader that subtracts 1, a --label_offset integer labels ignore, a --split name no row fell in,
+a shard count a refresh did not apply, shards left empty), why the version was not published,
+and a hint when image paths look written relative to the current folder. All are read from the
+version the run wrote (its metadata, a bounded sample of its errors files), so they hold for
+every runner alike and change no byte of it.
 """
 
 import io
@@ -32,6 +32,7 @@ def closing_lines(info: DatasetInfo, folder: str, image_root: str | None, here: 
     not published, then a hint at the likely cause; `here` is the current folder."""
     warnings = [
         one_based_warning(info),
+        unapplied_label_offset(info),
         *empty_split_warnings(info),
         *unapplied_shard_counts(info),
         *empty_shard_warnings(info),
@@ -39,6 +40,18 @@ def closing_lines(info: DatasetInfo, folder: str, image_root: str | None, here: 
     failures = [f"tfrecord-pipeline: version not published: {text}" for text in info.failures]
     hint = missing_files_hint(info, folder, image_root, here)
     return [line for line in (*warnings, *failures, hint) if line]
+
+
+def unapplied_label_offset(info: DatasetInfo) -> str | None:
+    """A line when --label_offset was given for labels that are integer ids, which are used as
+    written: the offset numbers names only. A preset's own offset says nothing."""
+    offset = info.options.get("label_offset")
+    if not offset or info.options.get("preset") or info.labels.get("kind") != "integers":
+        return None
+    return (
+        f"tfrecord-pipeline: warning: --label_offset {offset} is not applied: the labels are "
+        "integer ids, used as written (the offset numbers name labels); write the ids shifted"
+    )
 
 
 def empty_split_warnings(info: DatasetInfo) -> list[str]:
