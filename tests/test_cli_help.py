@@ -241,6 +241,8 @@ def test_a_folder_or_file_that_is_not_there_is_said_so(tmp_path):
     }
     for given, says in missing.items():
         assert _one_line_error(command("convert", *given, "--output", tmp_path / "o")) == says
+    done = command("convert", "--manifest", "", "--output", tmp_path / "o")  # an unset variable
+    assert _one_line_error(done) == "--manifest is empty; name a manifest file or class-folder root"
     for argv in (["verify"], ["preview", "-o", tmp_path / "s.png"], ["stats", "-o", "r.html"]):
         done = command(*argv, tmp_path / "datasets/flowers")
         assert _one_line_error(done) == f"no such folder: {tmp_path}/datasets"
