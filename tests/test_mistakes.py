@@ -158,3 +158,17 @@ def test_a_label_offset_integer_labels_do_not_take_is_said_and_not_advised(tmp_p
     assert done.returncode == 0
     assert done.stderr.endswith("read them as -1 (write the integer labels from 1)\n")
     assert "--label_offset" not in done.stderr
+
+
+def test_image_paths_written_with_backslashes_are_pointed_out(tmp_path):
+    """A manifest made on Windows (images\\cat\\0.jpg, CRLF): every row missing_file, and no
+    word of why."""
+    rows = make_images(tmp_path)
+    rows = [{**row, "image_uri": row["image_uri"].replace("/", "\\")} for row in rows]
+    manifest = write_manifest(tmp_path / "m.csv", rows)
+    manifest.write_bytes(manifest.read_bytes().replace(b"\n", b"\r\n"))
+    done = command("convert", "--manifest", manifest, "--output", tmp_path / "o", "--no_progress")
+    assert done.returncode == 1
+    hint = done.stderr.splitlines()[-1]
+    assert hint.startswith("tfrecord-pipeline: hint: most missing files exist with / for \\ in ")
+    assert hint.endswith("): write the manifest's image paths with / between folders")

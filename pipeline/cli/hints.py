@@ -1,9 +1,9 @@
 """What a finished conversion says after its table, on stderr: warnings (labels from 0 for a
 reader that subtracts 1, a --label_offset integer labels ignore, a --split name no row fell in,
 a shard count a refresh did not apply, shards left empty), why the version was not published,
-and a hint when image paths look written relative to the current folder. All are read from the
-version the run wrote (its metadata, a bounded sample of its errors files), so they hold for
-every runner alike and change no byte of it.
+and a hint when image paths look written relative to the current folder, or with backslashes.
+All are read from the version the run wrote (its metadata, a bounded sample of its errors
+files), so they hold for every runner alike and change no byte of it.
 """
 
 import io
@@ -116,11 +116,16 @@ def missing_files_hint(
     info: DatasetInfo, folder: str, image_root: str | None, here: str
 ) -> str | None:
     """A line when at least half the rows are `missing_file` and at least half of a sample of
-    them name a file that exists relative to `here` (the current folder), not to the folder
-    relative paths are read from (`image_root`, else each row's manifest's folder)."""
+    them name a file that exists once read differently: relative to `here` (the current
+    folder), not to the folder relative paths are read from (`image_root`, else each row's
+    manifest's folder); or with its backslashes read as slashes (a manifest made on Windows)."""
     if not info.rows_in or 2 * info.errors_by_reason.get(Reason.MISSING_FILE, 0) < info.rows_in:
         return None
     sampled = _missing_rows(folder, info)
+    return _relative_to_here(sampled, image_root, here) or _backslashed(sampled)
+
+
+def _relative_to_here(sampled: list[dict], image_root: str | None, here: str) -> str | None:
     bases = [_base(row, image_root) for row in sampled]
     found = [
         base
@@ -135,6 +140,22 @@ def missing_files_hint(
     return (
         "tfrecord-pipeline: hint: most missing files exist relative to the current folder "
         f"({here}); relative paths are read from {read_from}: use --image_root ."
+    )
+
+
+def _backslashed(sampled: list[dict]) -> str | None:
+    """On Linux and macOS a backslash is a character of a file's name, never a separator."""
+    uris = [row["row"]["image_uri"] for row in sampled]
+    found = [
+        uri
+        for uri in uris
+        if "\\" in uri and not fileio.is_remote(uri) and os.path.isfile(uri.replace("\\", "/"))
+    ]
+    if not found or 2 * len(found) < len(sampled):
+        return None
+    return (
+        f"tfrecord-pipeline: hint: most missing files exist with / for \\ in their paths "
+        f"({found[0]}): write the manifest's image paths with / between folders"
     )
 
 
