@@ -102,3 +102,13 @@ def test_refuses_uncommitted_and_unknown_split(sample, tmp_path):
         load(str(uncommitted), "train")
     with pytest.raises(ValueError, match="_COMMITTED"):  # the version folder itself
         load(str(version), "train")
+
+
+def test_a_pathlib_root_is_read_as_its_string(sample):
+    """load(Path(root)) and verify(Path(root)) ended in AttributeError: no attribute 'rstrip'."""
+    from tfrecord_pipeline import verify
+
+    output, info = sample
+    examples = info.splits["train"].examples
+    assert len(load(Path(output), "train", batch_size=None, image_size=(8, 8))) == examples
+    assert verify(Path(output), "none") == (examples + info.splits["validation"].examples, [])
