@@ -172,3 +172,35 @@ def test_image_paths_written_with_backslashes_are_pointed_out(tmp_path):
     hint = done.stderr.splitlines()[-1]
     assert hint.startswith("tfrecord-pipeline: hint: most missing files exist with / for \\ in ")
     assert hint.endswith("): write the manifest's image paths with / between folders")
+
+
+@pytest.mark.parametrize(
+    "header, says",
+    [
+        (
+            "image_uri;label",
+            "header is ['image_uri;label']: columns are separated by commas, not ';'",
+        ),
+        (
+            "image_uri\tlabel",
+            "header is ['image_uri\\tlabel']: columns are separated by commas, not '\\t'",
+        ),
+        (
+            "Image_URI,Label",
+            "header is ['Image_URI', 'Label']: column names are exact, 'Image_URI' is not "
+            "'image_uri', 'Label' is not 'label'",
+        ),
+        (
+            "image_uri, label",
+            "header is ['image_uri', ' label']: column names are exact, ' label' is not 'label'",
+        ),
+    ],
+)
+def test_a_header_s_likely_mistake_is_named(tmp_path, header, says):
+    """A spreadsheet's export with ';' between columns, or names written in another case or
+    with a space: the message showed the header and left the user to spot it."""
+    manifest = tmp_path / "m.csv"
+    manifest.write_text(f"{header}\nimages/a.jpg{header[9]}cat\n")
+    done = command("convert", "--manifest", manifest, "--output", tmp_path / "o")
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert done.stderr.endswith(f"{says}\n") and done.stderr.count("\n") == 1, done.stderr
