@@ -269,6 +269,23 @@ def test_a_shard_count_a_refresh_does_not_apply_is_said(tmp_path, rows):
     assert again.returncode == 0 and again.stderr == "", again.stderr
 
 
+def test_a_refresh_s_empty_new_shard_is_explained_as_one(tmp_path, rows):
+    """New rows whose files are all missing leave the refresh's new shard empty: the warning
+    advised --num_shards train=N "or fewer" with N above the shards there were."""
+    root = tmp_path / "nightly"
+    argv = ["convert", "--output", root, "--no_progress", "--max_error_rate", "0.5"]
+    assert command(*argv, "--manifest", write_manifest(tmp_path / "a.csv", rows)).returncode == 0
+    gone = [{"image_uri": f"images/gone/{n}.jpg", "label": "astronaut"} for n in range(3)]
+    manifest = write_manifest(tmp_path / "b.csv", rows + gone)
+    done = command(*argv, "--manifest", manifest, "--incremental")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.endswith(
+        "of them empty: some readers fail on an empty shard (a refresh's new shard whose rows "
+        "were all rejected stays empty until the next refresh; a run without --incremental "
+        "leaves none)\n"
+    )
+
+
 def test_another_label_offset_is_refused_once_a_version_exists(tmp_path, rows):
     from tfrecord_pipeline.transforms.errors import UserError
 

@@ -87,18 +87,28 @@ def unapplied_shard_counts(info: DatasetInfo) -> list[str]:
 
 
 def empty_shard_warnings(info: DatasetInfo) -> list[str]:
-    """A line for each split of records that left shards empty, with the count; a split of no
-    records (which fails the run) says nothing here."""
+    """A line for each split of records that left shards empty, with the count and why; a
+    split of no records (which fails the run) says nothing here. In a refresh an empty shard
+    is a new one whose rows were all rejected (docs/output.md), whatever the shard count."""
     lines = []
     for name, split in sorted(info.splits.items()):
         empty = sum(1 for shard in split.shards if not shard.records)
-        if empty and split.examples:
-            lines.append(
-                f"tfrecord-pipeline: warning: split {name!r} has {split.examples:,} records in "
-                f"{len(split.shards):,} shards, {empty:,} of them empty: some readers fail on "
-                "an empty shard (records go to shards by key hash: with --num_shards "
-                f"{name}={shards_left_full(split.examples)} or fewer, one is unlikely)"
+        if not empty or not split.examples:
+            continue
+        why = (
+            f"records go to shards by key hash: with --num_shards {name}="
+            f"{shards_left_full(split.examples)} or fewer, one is unlikely"
+        )
+        if info.refresh is not None:
+            why = (
+                "a refresh's new shard whose rows were all rejected stays empty until the next "
+                "refresh; a run without --incremental leaves none"
             )
+        lines.append(
+            f"tfrecord-pipeline: warning: split {name!r} has {split.examples:,} records in "
+            f"{len(split.shards):,} shards, {empty:,} of them empty: some readers fail on an "
+            f"empty shard ({why})"
+        )
     return lines
 
 
