@@ -7,7 +7,7 @@ import os
 import re
 
 import pytest
-from conftest import command, make_images, write_manifest
+from conftest import arguments, command, make_images, write_manifest
 from tfrecord_pipeline.config.arguments import closest, parse_args
 from tfrecord_pipeline.config.flags import FLAGS, GROUPS, help_text, in_group, markdown_table
 from tfrecord_pipeline.config.options import option_defaults
@@ -120,6 +120,49 @@ def test_a_mistyped_required_flag_and_a_beam_flag_without_its_value_are_one_line
     assert _one_line_error(done) == "argument --runner: expected one argument"
 
 
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        ("convert --manifest m.csv -o out", "unknown flag -o: did you mean --output?"),
+        ("convert --manifest m.csv --out out", "unknown flag --out: did you mean --output?"),
+        (
+            "convert --manifest m.csv --output_dir out",
+            "unknown flag --output_dir: did you mean --output?",
+        ),
+        (
+            "convert --manifest m.csv --output out --version",
+            "unknown flag --version: the version is 'tfrecord-pipeline --version'",
+        ),
+        (
+            "verify {root} --version",
+            "unknown flag --version: the version is 'tfrecord-pipeline --version'",
+        ),
+        ("verify --help-all", "unknown flag --help-all: did you mean --help?"),
+        ("verify {root} --decode-mode all", "unknown flag --decode-mode: did you mean --decode?"),
+        (
+            "preview {root} --out s.png --per-class 2",
+            "unknown flag --per-class: did you mean --per_class?",
+        ),
+        ("stats {root} --output r.html", "unknown flag --output: did you mean --out?"),
+        (
+            "stats {root} -o r.html --frobnicate",
+            "unknown flag --frobnicate: every flag: tfrecord-pipeline stats --help",
+        ),
+        ("rollback {root} -to 1", "unknown flag -to: did you mean --to?"),
+        (
+            "verify {root} extra",
+            "unexpected argument 'extra'; its flags: tfrecord-pipeline verify --help",
+        ),
+    ],
+)
+def test_every_command_says_the_flag_a_mistyped_one_was_meant_to_be(tmp_path, argv, says):
+    """A flag a command does not know is said first: before, `-o` read as a missing --output,
+    `--help-all` on verify as a missing dataset, and the read commands suggested nothing."""
+    done = command(*arguments(argv, root=tmp_path), cwd=tmp_path)
+    assert _one_line_error(done) == says
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_flag_nobody_knows_is_refused_and_beam_s_flags_pass():
     assert closest("--frobnicate", [flag.name for flag in FLAGS], ["--runner"]) is None
     done = command("convert", "--manifest", "m.csv", "--output", "o", "--frobnicate")
@@ -166,6 +209,25 @@ def test_missing_google_credentials_are_one_line(tmp_path, no_credentials, argv)
     assert LOGIN in said
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["convert", "--manifest", "gs://tfrp-none/*.csv", "--output", "{tmp}/o", "--no_progress"],
+        ["preview", "{tmp}/d", "-o", "gs://tfrp-none/sheet.png"],
+        ["stats", "{tmp}/d", "-o", "gs://tfrp-none/report.html"],
+    ],
+    ids=["manifest-glob", "preview-out", "stats-out"],
+)
+def test_gs_paths_beam_reaches_want_credentials_first(tmp_path, no_credentials, argv):
+    """A glob, or a file written, goes through Beam's FileSystems, whose gcsio would carry on
+    anonymously, retrying for minutes: the credentials are looked for before."""
+    manifest = write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
+    assert command("convert", "--manifest", manifest, "--output", tmp_path / "d").returncode == 0
+    done = command(*[arg.format(tmp=tmp_path) for arg in argv], env=no_credentials, timeout=150)
+    said = _one_line_error(done)
+    assert said.startswith("no Google Cloud credentials") and LOGIN in said
+
+
 def test_a_folder_or_file_that_is_not_there_is_said_so(tmp_path):
     (tmp_path / "photos").mkdir()
     missing = {
@@ -179,6 +241,8 @@ def test_a_folder_or_file_that_is_not_there_is_said_so(tmp_path):
     }
     for given, says in missing.items():
         assert _one_line_error(command("convert", *given, "--output", tmp_path / "o")) == says
+    done = command("convert", "--manifest", "", "--output", tmp_path / "o")  # an unset variable
+    assert _one_line_error(done) == "--manifest is empty; name a manifest file or class-folder root"
     for argv in (["verify"], ["preview", "-o", tmp_path / "s.png"], ["stats", "-o", "r.html"]):
         done = command(*argv, tmp_path / "datasets/flowers")
         assert _one_line_error(done) == f"no such folder: {tmp_path}/datasets"

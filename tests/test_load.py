@@ -34,6 +34,19 @@ def test_batches_for_tpu(sample):
     assert len(batches) == info.splits["train"].examples // 4
 
 
+def test_the_dataset_knows_its_length_so_keras_knows_an_epoch_s(sample):
+    """Without it `len()` raised and Keras' fit warned after the first epoch that the input
+    "ran out of data", telling the user to add `.repeat()`."""
+    output, info = sample
+    examples = info.splits["train"].examples
+    assert len(load(output, "train", batch_size=4, image_size=(8, 8))) == examples // 4
+    kept = load(output, "train", batch_size=4, image_size=(8, 8), drop_remainder=False)
+    assert len(kept) == -(-examples // 4) == len(list(kept))
+    hosts = [load(output, "train", None, (8, 8), num_hosts=2, host_index=i) for i in (0, 1)]
+    assert [len(host) for host in hosts] == [len(list(host)) for host in hosts]
+    assert sum(map(len, hosts)) == examples
+
+
 def test_every_example_once_and_every_label_reachable(sample):
     output, info = sample
     for split in ("train", "validation"):
@@ -89,3 +102,13 @@ def test_refuses_uncommitted_and_unknown_split(sample, tmp_path):
         load(str(uncommitted), "train")
     with pytest.raises(ValueError, match="_COMMITTED"):  # the version folder itself
         load(str(version), "train")
+
+
+def test_a_pathlib_root_is_read_as_its_string(sample):
+    """load(Path(root)) and verify(Path(root)) ended in AttributeError: no attribute 'rstrip'."""
+    from tfrecord_pipeline import verify
+
+    output, info = sample
+    examples = info.splits["train"].examples
+    assert len(load(Path(output), "train", batch_size=None, image_size=(8, 8))) == examples
+    assert verify(Path(output), "none") == (examples + info.splits["validation"].examples, [])

@@ -120,3 +120,87 @@ def test_a_preset_that_leaves_most_shards_empty_is_warned_about(tmp_path, datase
     assert " records in 1,024 shards, " in train and " records in 128 shards, " in validation
     quiet = command("convert", *argv, "--preset", "tpu-imagenet", "--num_shards", "1")
     assert quiet.returncode == 0 and "warning" not in quiet.stderr
+
+
+@pytest.mark.parametrize("runner", sorted(RUNNERS))
+def test_a_split_no_row_fell_in_is_warned_about(tmp_path, runner):
+    """One row and two halves: one split gets no row, and the version, published without it,
+    said nothing until a reader asked for the split."""
+    manifest = write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1)[:1])
+    out = tmp_path / "out"
+    argv = ["--manifest", manifest, "--output", out, "--no_progress", *RUNNERS[runner]]
+    done = command("convert", *argv, "--split", "train=0.5,validation=0.5")
+    assert done.returncode == 0, done.stderr
+    (kept,) = _versions_info(out)["splits"]
+    (empty,) = {"train", "validation"} - {kept}
+    assert done.stderr == (
+        f"tfrecord-pipeline: warning: --split names '{empty}' but no row of 1 fell in it, so "
+        f"the version has no '{empty}' split: give it a larger fraction, or give the "
+        "rows a split column\n"
+    )
+    quiet = command("convert", *argv, "--split", f"{kept}=1")
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+
+
+def test_a_label_offset_integer_labels_do_not_take_is_said_and_not_advised(tmp_path):
+    """Integer labels are ids as written: --label_offset 1 changed nothing and said nothing,
+    and the preset's warning advised that same flag for them."""
+    rows = [{**row, "label": str(n % 3)} for n, row in enumerate(make_images(tmp_path, 2))]
+    manifest = write_manifest(tmp_path / "m.csv", rows)
+    argv = ["convert", "--manifest", manifest, "--no_progress", "--num_shards", "1"]
+    done = command(*argv, "--output", tmp_path / "a", "--label_offset", "1")
+    assert done.returncode == 0
+    assert done.stderr == (
+        "tfrecord-pipeline: warning: --label_offset 1 is not applied: the labels are integer "
+        "ids, used as written (the offset numbers name labels); write the ids shifted\n"
+    )
+    done = command(*argv, "--output", tmp_path / "b", "--preset", "tpu-imagenet")
+    assert done.returncode == 0
+    assert done.stderr.endswith("read them as -1 (write the integer labels from 1)\n")
+    assert "--label_offset" not in done.stderr
+
+
+def test_image_paths_written_with_backslashes_are_pointed_out(tmp_path):
+    """A manifest made on Windows (images\\cat\\0.jpg, CRLF): every row missing_file, and no
+    word of why."""
+    rows = make_images(tmp_path)
+    rows = [{**row, "image_uri": row["image_uri"].replace("/", "\\")} for row in rows]
+    manifest = write_manifest(tmp_path / "m.csv", rows)
+    manifest.write_bytes(manifest.read_bytes().replace(b"\n", b"\r\n"))
+    done = command("convert", "--manifest", manifest, "--output", tmp_path / "o", "--no_progress")
+    assert done.returncode == 1
+    hint = done.stderr.splitlines()[-1]
+    assert hint.startswith("tfrecord-pipeline: hint: most missing files exist with / for \\ in ")
+    assert hint.endswith("): write the manifest's image paths with / between folders")
+
+
+@pytest.mark.parametrize(
+    "header, says",
+    [
+        (
+            "image_uri;label",
+            "header is ['image_uri;label']: columns are separated by commas, not ';'",
+        ),
+        (
+            "image_uri\tlabel",
+            "header is ['image_uri\\tlabel']: columns are separated by commas, not '\\t'",
+        ),
+        (
+            "Image_URI,Label",
+            "header is ['Image_URI', 'Label']: column names are exact, 'Image_URI' is not "
+            "'image_uri', 'Label' is not 'label'",
+        ),
+        (
+            "image_uri, label",
+            "header is ['image_uri', ' label']: column names are exact, ' label' is not 'label'",
+        ),
+    ],
+)
+def test_a_header_s_likely_mistake_is_named(tmp_path, header, says):
+    """A spreadsheet's export with ';' between columns, or names written in another case or
+    with a space: the message showed the header and left the user to spot it."""
+    manifest = tmp_path / "m.csv"
+    manifest.write_text(f"{header}\nimages/a.jpg{header[9]}cat\n")
+    done = command("convert", "--manifest", manifest, "--output", tmp_path / "o")
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert done.stderr.endswith(f"{says}\n") and done.stderr.count("\n") == 1, done.stderr

@@ -9,7 +9,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import tensorflow as tf
-from conftest import BEAM, make_images, published, version_files, write_manifest
+from conftest import (
+    BEAM,
+    command,
+    error_rows,
+    make_images,
+    published,
+    version_files,
+    write_manifest,
+)
 from tfrecord_pipeline import load
 from tfrecord_pipeline.cli.main import main
 from tfrecord_pipeline.dataset.metadata import INFO_FILE, DatasetInfo
@@ -147,3 +155,17 @@ def test_the_sample_tags_convert_as_the_readme_says(tmp_path):
     _convert(tmp_path / "sample" / "tags.jsonl", tmp_path / "out")
     info = json.loads((published(tmp_path / "out") / INFO_FILE).read_text())
     assert info["records"] == 40 and len(info["labels"]["names"]) == 7
+
+
+def test_a_list_of_labels_without_multi_label_names_the_flag(tmp_path):
+    """The repository's own tags.jsonl without --multi_label: every row rejected, and each
+    error said only that a label must be text or an integer."""
+    tags = Path(__file__).resolve().parents[1] / "sample" / "tags.jsonl"
+    done = command("convert", "--manifest", tags, "--output", tmp_path / "o", "--no_progress")
+    assert done.returncode == 1, done.stderr
+    rows = error_rows(next((tmp_path / "o" / "versions").iterdir()))
+    assert rows[0]["message"] == (
+        "label must be text or an integer, not ['person', 'space']; several labels an image: "
+        "--multi_label"
+    )
+    assert {row["reason"] for row in rows} == {"bad_label"}

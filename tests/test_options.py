@@ -3,6 +3,8 @@ defaults, the image config, `--feature` pairs, `--background`, and what the meta
 (Every value checked once a run, and the stages' configs: test_conversion.py.)"""
 
 import pytest
+from conftest import make_images, write_manifest
+from tfrecord_pipeline import convert, verify
 from tfrecord_pipeline.config.options import ConvertOptions, parse_colour
 from tfrecord_pipeline.transforms.errors import UserError
 
@@ -66,3 +68,15 @@ def test_the_metadata_records_what_shapes_the_output_and_not_how_this_machine_ra
     assert recorded["features"] == [["w", "float"]] and "feature" in recorded
     assert not {"threads", "image_root", "manifest", "output", "progress"} & set(recorded)
     assert recorded["label_offset"] == 0 and recorded["channels"] == 3
+
+
+def test_python_callers_may_give_one_manifest_and_pathlib_paths(tmp_path):
+    """ConvertOptions(manifest="m.csv") read the string as manifests 'm', '.', 'c', ... ('no
+    such folder: m'), and a pathlib.Path anywhere ended in a TypeError or AttributeError."""
+    manifest = write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
+    for number, given in enumerate((manifest, str(manifest), [manifest])):
+        output = tmp_path / f"out{number}"
+        options = ConvertOptions(manifest=given, output=output, image_root=tmp_path, progress=False)
+        assert (options.manifest, options.output) == ([str(manifest)], str(output))
+        convert(options)
+        assert verify(str(output)) == (4, [])

@@ -83,6 +83,37 @@ def test_preview_refuses_an_extension_it_does_not_write_in_one_line(sample, tmp_
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("flag", ["--per_class", "--random"])
+@pytest.mark.parametrize("count", ["0", "-3"])
+def test_preview_refuses_a_count_of_no_images(sample, tmp_path, flag, count):
+    """0 showed the default 4 a class and -3 wrote an empty sheet, both with exit status 0."""
+    done = command("preview", sample, "-o", tmp_path / "sheet.png", flag, count)
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert done.stderr == (
+        f"tfrecord-pipeline: error: argument {flag}: expected a whole number of 1 or more, "
+        f"got '{count}'\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "argv, target, cause",
+    [
+        ("preview -o {tmp}/sheet.png", "sheet.png", "Is a directory"),  # a folder of that name
+        ("stats -o {tmp}", "", "Is a directory"),
+        ("stats -o {tmp}/file/report.html", "file/report.html", "File exists"),
+    ],
+)
+def test_an_out_file_that_cannot_be_written_is_one_line(sample, tmp_path, argv, target, cause):
+    (tmp_path / "sheet.png").mkdir()
+    (tmp_path / "file").write_text("in the way")
+    command_name, *flags = arguments(argv, tmp=tmp_path)
+    done = command(command_name, sample, *flags)
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    written = str(tmp_path / target) if target else str(tmp_path)
+    assert done.stderr == f"tfrecord-pipeline: error: -o {written}: cannot write there ({cause})\n"
+
+
 def test_stats_report_is_one_offline_page(tmp_path):
     rows = make_images(tmp_path, per_class=2) + [{"image_uri": "gone.jpg", "label": "coffee"}]
     output = tmp_path / "out"

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import RUNNERS, arguments, make_images, write_manifest
+from conftest import RUNNERS, arguments, command, make_images, write_manifest
 from tfrecord_pipeline.dataset.versions import resolve
 from tfrecord_pipeline.read.verify import verify
 from tfrecord_pipeline.runners.convert import run
@@ -249,6 +249,41 @@ def test_incompatible_options_convert_everything_and_say_why(tmp_path, rows, cap
     _convert(manifest, root)
     refreshed = _convert(manifest, root, "--incremental", "--jpeg_quality", "80")
     assert "converting every row" in capfd.readouterr().err and refreshed.info.records == 40
+
+
+def test_a_shard_count_a_refresh_does_not_apply_is_said(tmp_path, rows):
+    """--num_shards 5 on a refresh of a 2-shard version kept 2 shards, and said nothing."""
+    root, manifest = tmp_path / "nightly", write_manifest(tmp_path / "m.csv", rows)
+    argv = ["convert", "--manifest", manifest, "--output", root, "--no_progress"]
+    assert command(*argv, "--num_shards", "2").returncode == 0
+    done = command(*argv, "--incremental", "--num_shards", "5")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == (
+        "tfrecord-pipeline: warning: split 'train' has 2 shards, not the 5 --num_shards asks: a "
+        "refresh keeps the published shards and adds new ones; a run without --incremental "
+        "applies it\n"
+    )
+    shards = json.loads(resolve(str(root)).info_text)["splits"]["train"]["shards"]
+    assert len(shards) == 2
+    again = command(*argv, "--incremental", "--num_shards", "2")
+    assert again.returncode == 0 and again.stderr == "", again.stderr
+
+
+def test_a_refresh_s_empty_new_shard_is_explained_as_one(tmp_path, rows):
+    """New rows whose files are all missing leave the refresh's new shard empty: the warning
+    advised --num_shards train=N "or fewer" with N above the shards there were."""
+    root = tmp_path / "nightly"
+    argv = ["convert", "--output", root, "--no_progress", "--max_error_rate", "0.5"]
+    assert command(*argv, "--manifest", write_manifest(tmp_path / "a.csv", rows)).returncode == 0
+    gone = [{"image_uri": f"images/gone/{n}.jpg", "label": "astronaut"} for n in range(3)]
+    manifest = write_manifest(tmp_path / "b.csv", rows + gone)
+    done = command(*argv, "--manifest", manifest, "--incremental")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.endswith(
+        "of them empty: some readers fail on an empty shard (a refresh's new shard whose rows "
+        "were all rejected stays empty until the next refresh; a run without --incremental "
+        "leaves none)\n"
+    )
 
 
 def test_another_label_offset_is_refused_once_a_version_exists(tmp_path, rows):

@@ -51,7 +51,7 @@ def test_another_stores_read_is_left_to_its_own_client(monkeypatch):
             opened.append(path)
             raise ConnectionResetError("reset")
 
-    monkeypatch.setattr(remote, "filesystems", lambda: Store)
+    monkeypatch.setattr(remote, "filesystems", lambda path: Store)
     monkeypatch.setattr(retry, "FIRST_DELAY_S", 0)
     with pytest.raises(ConnectionResetError):
         remote.read("s3://bucket/a.jpg", None)

@@ -1,8 +1,9 @@
 """What a finished conversion says after its table, on stderr: warnings (labels from 0 for a
-reader that subtracts 1, shards left empty), why the version was not published, and a hint when
-image paths look written relative to the current folder. All are read from the version the run
-wrote (its metadata, a bounded sample of its errors files), so they hold for every runner alike
-and change no byte of it.
+reader that subtracts 1, a --label_offset integer labels ignore, a --split name no row fell in,
+a shard count a refresh did not apply, shards left empty), why the version was not published,
+and a hint when image paths look written relative to the current folder, or with backslashes.
+All are read from the version the run wrote (its metadata, a bounded sample of its errors
+files), so they hold for every runner alike and change no byte of it.
 """
 
 import io
@@ -14,6 +15,8 @@ import re
 from tfrecord_pipeline.config.presets import one_based_warning
 from tfrecord_pipeline.dataset.metadata import DatasetInfo
 from tfrecord_pipeline.transforms.errors import Reason
+from tfrecord_pipeline.transforms.manifest.splits import parse_split_spec
+from tfrecord_pipeline.transforms.plan.dataset import parse_shard_counts
 from tfrecord_pipeline.transforms.storage import fileio
 
 # Missing files whose paths are checked against the current folder: a sample, so a manifest of
@@ -27,25 +30,85 @@ _WHERE_IN_MANIFEST = re.compile(r"(@\d+|#\d+|#images\[\d+\])$")  # rows.py `reco
 def closing_lines(info: DatasetInfo, folder: str, image_root: str | None, here: str) -> list[str]:
     """What the command prints on stderr after a run's table: warnings, why the version was
     not published, then a hint at the likely cause; `here` is the current folder."""
-    warnings = [one_based_warning(info), *empty_shard_warnings(info)]
+    warnings = [
+        one_based_warning(info),
+        unapplied_label_offset(info),
+        *empty_split_warnings(info),
+        *unapplied_shard_counts(info),
+        *empty_shard_warnings(info),
+    ]
     failures = [f"tfrecord-pipeline: version not published: {text}" for text in info.failures]
     hint = missing_files_hint(info, folder, image_root, here)
     return [line for line in (*warnings, *failures, hint) if line]
 
 
+def unapplied_label_offset(info: DatasetInfo) -> str | None:
+    """A line when --label_offset was given for labels that are integer ids, which are used as
+    written: the offset numbers names only. A preset's own offset says nothing."""
+    offset = info.options.get("label_offset")
+    if not offset or info.options.get("preset") or info.labels.get("kind") != "integers":
+        return None
+    return (
+        f"tfrecord-pipeline: warning: --label_offset {offset} is not applied: the labels are "
+        "integer ids, used as written (the offset numbers name labels); write the ids shifted"
+    )
+
+
+def empty_split_warnings(info: DatasetInfo) -> list[str]:
+    """A line for each split `--split` names that no row fell in (on a few rows, a small
+    fraction often gets none): the version is published without it, and a reader asking for
+    it fails later. A run of no records (which fails) says nothing here."""
+    named = info.options.get("split")
+    if not named or not info.records:
+        return []
+    return [
+        f"tfrecord-pipeline: warning: --split names {name!r} but no row of {info.rows_in:,} "
+        f"fell in it, so the version has no {name!r} split: give it a larger fraction, "
+        "or give the rows a split column"
+        for name in parse_split_spec(named).names
+        if name not in info.splits
+    ]
+
+
+def unapplied_shard_counts(info: DatasetInfo) -> list[str]:
+    """A line for each split of a refresh whose shard count is not the one --num_shards asks:
+    a refresh keeps the published shards and adds new ones (docs/output.md), which a count
+    given on the command line does not suggest."""
+    if info.refresh is None:
+        return []
+    counts = parse_shard_counts(info.options.get("num_shards"))
+    return [
+        f"tfrecord-pipeline: warning: split {name!r} has {len(split.shards):,} shards, not the "
+        f"{asked:,} --num_shards asks: a refresh keeps the published shards and adds new ones; "
+        "a run without --incremental applies it"
+        for name, split in sorted(info.splits.items())
+        if (asked := counts.for_split(name)) and asked != len(split.shards)
+    ]
+
+
 def empty_shard_warnings(info: DatasetInfo) -> list[str]:
-    """A line for each split of records that left shards empty, with the count; a split of no
-    records (which fails the run) says nothing here."""
+    """A line for each split of records that left shards empty, with the count and why; a
+    split of no records (which fails the run) says nothing here. In a refresh an empty shard
+    is a new one whose rows were all rejected (docs/output.md), whatever the shard count."""
     lines = []
     for name, split in sorted(info.splits.items()):
         empty = sum(1 for shard in split.shards if not shard.records)
-        if empty and split.examples:
-            lines.append(
-                f"tfrecord-pipeline: warning: split {name!r} has {split.examples:,} records in "
-                f"{len(split.shards):,} shards, {empty:,} of them empty: some readers fail on "
-                "an empty shard (records go to shards by key hash: with --num_shards "
-                f"{name}={shards_left_full(split.examples)} or fewer, one is unlikely)"
+        if not empty or not split.examples:
+            continue
+        why = (
+            f"records go to shards by key hash: with --num_shards {name}="
+            f"{shards_left_full(split.examples)} or fewer, one is unlikely"
+        )
+        if info.refresh is not None:
+            why = (
+                "a refresh's new shard whose rows were all rejected stays empty until the next "
+                "refresh; a run without --incremental leaves none"
             )
+        lines.append(
+            f"tfrecord-pipeline: warning: split {name!r} has {split.examples:,} records in "
+            f"{len(split.shards):,} shards, {empty:,} of them empty: some readers fail on an "
+            f"empty shard ({why})"
+        )
     return lines
 
 
@@ -63,11 +126,16 @@ def missing_files_hint(
     info: DatasetInfo, folder: str, image_root: str | None, here: str
 ) -> str | None:
     """A line when at least half the rows are `missing_file` and at least half of a sample of
-    them name a file that exists relative to `here` (the current folder), not to the folder
-    relative paths are read from (`image_root`, else each row's manifest's folder)."""
+    them name a file that exists once read differently: relative to `here` (the current
+    folder), not to the folder relative paths are read from (`image_root`, else each row's
+    manifest's folder); or with its backslashes read as slashes (a manifest made on Windows)."""
     if not info.rows_in or 2 * info.errors_by_reason.get(Reason.MISSING_FILE, 0) < info.rows_in:
         return None
     sampled = _missing_rows(folder, info)
+    return _relative_to_here(sampled, image_root, here) or _backslashed(sampled)
+
+
+def _relative_to_here(sampled: list[dict], image_root: str | None, here: str) -> str | None:
     bases = [_base(row, image_root) for row in sampled]
     found = [
         base
@@ -82,6 +150,22 @@ def missing_files_hint(
     return (
         "tfrecord-pipeline: hint: most missing files exist relative to the current folder "
         f"({here}); relative paths are read from {read_from}: use --image_root ."
+    )
+
+
+def _backslashed(sampled: list[dict]) -> str | None:
+    """On Linux and macOS a backslash is a character of a file's name, never a separator."""
+    uris = [row["row"]["image_uri"] for row in sampled]
+    found = [
+        uri
+        for uri in uris
+        if "\\" in uri and not fileio.is_remote(uri) and os.path.isfile(uri.replace("\\", "/"))
+    ]
+    if not found or 2 * len(found) < len(sampled):
+        return None
+    return (
+        f"tfrecord-pipeline: hint: most missing files exist with / for \\ in their paths "
+        f"({found[0]}): write the manifest's image paths with / between folders"
     )
 
 

@@ -106,6 +106,13 @@ def _parser(command: str) -> argparse.ArgumentParser:
     return parser
 
 
+def _count(text: str) -> int:
+    """A count of images to show: 0 or fewer would show none, or silently the default."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text!r}")
+    return int(text)
+
+
 def _verify(argv: list[str]) -> int:
     from tfrecord_pipeline.read.verify import DECODE_MODES, verify
 
@@ -128,8 +135,8 @@ def _preview(argv: list[str]) -> int:
     parser.add_argument("--split", default="train")
     parser.add_argument("-o", "--out", required=True, help="the image: .png, .jpg, .jpeg or .webp")
     choice = parser.add_mutually_exclusive_group()
-    choice.add_argument("--per_class", type=int, help="N images of each class, a row each")
-    choice.add_argument("--random", type=int, help="N random images")
+    choice.add_argument("--per_class", type=_count, help="N images of each class, a row each")
+    choice.add_argument("--random", type=_count, help="N random images")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     per_class = args.per_class or (None if args.random else 4)

@@ -10,6 +10,7 @@ from tfrecord_pipeline.config.flags import FLAGS, GROUPS, help_text, in_group
 from tfrecord_pipeline.config.options import ConvertOptions, option_defaults
 from tfrecord_pipeline.transforms.errors import UserError
 
+OUR_FLAGS = tuple(flag.name for flag in FLAGS)
 USAGE = "tfrecord-pipeline convert --manifest M [M ...] --output DIR [flags] [Beam flags]"
 ALL_FLAGS = "tfrecord-pipeline convert --help-all"
 BEAM_FLAGS = (
@@ -22,10 +23,27 @@ BEAM_FLAGS = (
 
 
 class UserErrorParser(argparse.ArgumentParser):
-    """argparse that raises UserError (one line from the CLI) instead of exiting."""
+    """argparse that raises UserError (one line from the CLI) instead of exiting; a flag it
+    does not know is said as such, with the flag it resembles, before any other complaint (a
+    mistyped flag otherwise reads as a missing one: `-o` for `--output`)."""
 
     def error(self, message):
         raise UserError(message)
+
+    def parse_args(self, args=None, namespace=None):
+        # Each flag by its longest name, which a suggestion names; its short names accepted.
+        names = [action.option_strings for action in self._actions if action.option_strings]
+        known, short = [max(each, key=len) for each in names], [n for each in names for n in each]
+        every = f"{self.prog} --help"
+        try:
+            parsed, rest = self.parse_known_args(args, namespace)
+        except UserError:
+            refuse_unknown_flags(args or [], known, every=every, also=short)
+            raise
+        refuse_unknown_flags(rest, known, every=every, also=short)
+        if rest:
+            self.error(f"unexpected argument {rest[0]!r}; its flags: {self.prog} --help")
+        return parsed
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -83,7 +101,27 @@ def _refuse_unknown(beam_args: list[str]) -> None:
     parser, beam_names = _beam_parser()
     unknown = parser.parse_known_args(beam_args)[1]
     if unknown:
-        raise unknown_flag(unknown, beam_names)
+        raise unknown_flag(unknown, OUR_FLAGS, beam_names)
+
+
+def _flag_like(given: str) -> bool:
+    """An argument written as a flag: a dash and a name, not a negative number."""
+    try:
+        float(given)
+    except ValueError:
+        return given.startswith("-") and given != "-"
+    return False
+
+
+def refuse_unknown_flags(
+    argv: list[str], *known: Iterable[str], every: str, also: Iterable[str] = ()
+) -> None:
+    """UserError for the first flag of `argv` that none of `known` (nor `also`, names never
+    suggested) holds: see `unknown_flag`."""
+    names = {*also, *(name for flags in known for name in flags)}
+    flags = [given.split("=", 1)[0] for given in argv if _flag_like(given)]
+    if unknown := [flag for flag in flags if flag not in names]:
+        raise unknown_flag(unknown, *known, every=every)
 
 
 def _plain(flag: str) -> str:
@@ -92,7 +130,8 @@ def _plain(flag: str) -> str:
 
 def closest(name: str, *known: Iterable[str]) -> str | None:
     """The flag `name` was most likely meant to be: one the same but for dashes, underscores
-    and case, else the nearest by spelling if one is near; the flags of the first of `known`
+    and case, else the only one it begins or that begins it (`-o`, `--out`, `--output_dir`:
+    `--output`), else the nearest by spelling if one is near; the flags of the first of `known`
     before the next's. None when none is near."""
     plain = _plain(name)
     tables = [{_plain(flag): flag for flag in flags} for flags in known]
@@ -100,20 +139,26 @@ def closest(name: str, *known: Iterable[str]) -> str | None:
         if plain in table:
             return table[plain]
     for table in tables:
+        begun = [f for key, f in table.items() if key.startswith(plain) or plain.startswith(key)]
+        if plain and len(begun) == 1:
+            return begun[0]
+    for table in tables:
         if near := difflib.get_close_matches(plain, table, n=1, cutoff=0.8):
             return table[near[0]]
     return None
 
 
-def unknown_flag(unknown: list[str], beam_names: list[str]) -> UserError:
-    """The one line for arguments neither the conversion nor Beam knows: the first unknown
-    flag, and the flag it was likely meant to be."""
-    flags = [given for given in unknown if given.startswith("-")]
+def unknown_flag(unknown: list[str], *known: Iterable[str], every: str = ALL_FLAGS) -> UserError:
+    """The one line for arguments no parser knows: the first unknown flag, and the flag of
+    `known` it was likely meant to be, else where `every` flag is listed."""
+    flags = [given for given in unknown if _flag_like(given)]
     if not flags:
-        return UserError(f"unexpected argument {unknown[0]!r}; every flag: {ALL_FLAGS}")
+        return UserError(f"unexpected argument {unknown[0]!r}; every flag: {every}")
     name = flags[0].split("=", 1)[0]
-    meant = closest(name, [flag.name for flag in FLAGS], beam_names)
-    hint = f"did you mean {meant}?" if meant else f"every flag: {ALL_FLAGS}"
+    if name == "--version":
+        return UserError("unknown flag --version: the version is 'tfrecord-pipeline --version'")
+    meant = closest(name, *known)
+    hint = f"did you mean {meant}?" if meant else f"every flag: {every}"
     return UserError(f"unknown flag {name}: {hint}")
 
 
@@ -124,12 +169,9 @@ def parse_args(argv: list[str]) -> tuple[ConvertOptions, list[str]]:
         known, beam_args = _parser().parse_known_args(argv)
     except UserError:
         # A mistyped flag of ours reads as a missing one (--ouput for --output): say the typo.
-        ours = {flag.name for flag in FLAGS}
-        flags = [given.split("=", 1)[0] for given in argv if given.startswith("--")]
-        if others := [flag for flag in flags if flag not in ours]:
-            beam_names = _beam_parser()[1]
-            if unknown := [flag for flag in others if flag not in beam_names]:
-                raise unknown_flag(unknown, beam_names) from None
+        flags = [given.split("=", 1)[0] for given in argv if _flag_like(given)]
+        if any(flag not in OUR_FLAGS for flag in flags):
+            refuse_unknown_flags(argv, OUR_FLAGS, _beam_parser()[1], every=ALL_FLAGS)
         raise
     if beam_args:
         _refuse_unknown(beam_args)

@@ -4,6 +4,7 @@ untouched. The command line's parser is pipeline/config/arguments.py; the one ch
 value, and the configs the stages take, are pipeline/config/conversion.py's."""
 
 import dataclasses
+import os
 
 from tfrecord_pipeline.config.presets import PRESETS
 from tfrecord_pipeline.transforms.errors import UserError
@@ -40,7 +41,7 @@ _IMAGE = ImageConfig()  # the image defaults live in one place: the workers' con
 class ConvertOptions:
     """The job's own flags. Their defaults are the ones below: the parser adds none."""
 
-    manifest: list[str]
+    manifest: list[str]  # or one path; a str or os.PathLike each, as output and the others
     output: str
     image_root: str | None = None
     num_shards: int | str | None = None  # 8, "8" or "train=8,validation=2"
@@ -82,6 +83,13 @@ class ConvertOptions:
     debug: bool = False
 
     def __post_init__(self):
+        # As Python callers write paths: one manifest alone, pathlib paths. Strings from here.
+        one = isinstance(self.manifest, str | os.PathLike)
+        self.manifest = [os.fspath(path) for path in ([self.manifest] if one else self.manifest)]
+        self.output = os.fspath(self.output)
+        for name in ("image_root", "label_map"):
+            if getattr(self, name) is not None:
+                setattr(self, name, os.fspath(getattr(self, name)))
         preset = PRESETS.get(self.preset or "")
         if self.label_offset is None:
             self.label_offset = preset.label_offset if preset else 0

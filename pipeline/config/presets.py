@@ -45,10 +45,13 @@ def one_based_warning(info: DatasetInfo) -> str | None:
         return None
     preset = PRESETS.get(info.options.get("preset") or "")
     if preset:
+        # --label_offset numbers names only: integer labels are ids as written.
+        integers = info.labels["kind"] == "integers"
+        mend = "write the integer labels from 1" if integers else "convert with --label_offset 1"
         return (
             f"tfrecord-pipeline: warning: records with label 0 under --preset "
             f"{info.options['preset']}: {preset.reader} subtract 1 from image/class/label "
-            "and read them as -1 (convert with --label_offset 1, or integer labels from 1)"
+            f"and read them as -1 ({mend})"
         )
     names = info.labels["names"] if info.labels["kind"] == "names" else []
     if len(names) == _IMAGENET_CLASSES and set(info.splits) >= _IMAGENET_SPLITS:

@@ -118,8 +118,8 @@ def resolve(path: str, read: Callable[[str], bytes | None] = read_or_none) -> Pu
     """The published version of the dataset root `path`, or `path` itself when it is a version
     folder; its marker and metadata checked against what the pointer promises. `read` gives a
     file's bytes or None when there is none (TensorFlow's file system in `load`); anything
-    else about the root is a DatasetError of one line."""
-    path = path.rstrip("/")
+    else about the root is a DatasetError of one line. `path` may be a pathlib path."""
+    path = os.fspath(path).rstrip("/")
     _refuse_links(f"{path}/{POINTER}")
     pointer_bytes = read(f"{path}/{POINTER}")
     if pointer_bytes is not None:

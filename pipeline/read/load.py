@@ -148,10 +148,11 @@ def load(
         raise ValueError(f"no split {split!r} in {output}; it has {sorted(info['splits'])}")
     if image_size is None and batch_size is not None:
         raise ValueError("batching needs one image_size; pass image_size or batch_size=None")
-    files = [f"{output}/{shard['file']}" for shard in info["splits"][split]["shards"]]
-    if len(files) < num_hosts or not 0 <= host_index < num_hosts:
-        raise ValueError(f"{len(files)} shards cannot be shared by {num_hosts} hosts")
-    files = files[host_index::num_hosts]
+    shards = info["splits"][split]["shards"]
+    if len(shards) < num_hosts or not 0 <= host_index < num_hosts:
+        raise ValueError(f"{len(shards)} shards cannot be shared by {num_hosts} hosts")
+    shards = shards[host_index::num_hosts]
+    files = [f"{output}/{shard['file']}" for shard in shards]
     compression = "GZIP" if info["compression"] == "gzip" else ""
     shuffle = shuffle_buffer > 0
 
@@ -164,6 +165,10 @@ def load(
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=not shuffle,
     )
+    # The count the metadata holds, so Keras knows an epoch's length (else it warns, after the
+    # first, that the input "ran out of data") and len() works; checked as records are read.
+    records = sum(shard["records"] for shard in shards)
+    dataset = dataset.apply(tf.data.experimental.assert_cardinality(records))
     if shuffle:
         dataset = dataset.shuffle(shuffle_buffer, seed=seed)
     parse = _parse_and_decode(tf, info, image_size, channels, with_features)

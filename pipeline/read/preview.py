@@ -11,9 +11,8 @@ import posixpath
 import random
 
 from PIL import Image, ImageDraw
-from tfrecord_pipeline.read.reader import examples, open_dataset
+from tfrecord_pipeline.read.reader import examples, open_dataset, write_out
 from tfrecord_pipeline.transforms.errors import UserError
-from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.tfrecord.examples import (
     LABEL_KEY,
     LABEL_TEXT_KEY,
@@ -137,5 +136,5 @@ def preview(
     rows = pick(examples(folder, info, split), per_class, sample, seed)
     buffer = io.BytesIO()
     contact_sheet(rows).save(buffer, image_type, **options)
-    fileio.write_bytes(target, buffer.getvalue())
+    write_out(target, buffer.getvalue())
     return sum(len(row) for row in rows)

@@ -21,6 +21,16 @@ def open_dataset(path: str) -> tuple[str, DatasetInfo]:
         raise UserError(f"{published.folder}: unreadable metadata ({error})") from None
 
 
+def write_out(target: str, data: bytes) -> None:
+    """Write a command's `-o` file. A local path that cannot be written (a folder, a file in
+    the way of a folder, no permission) is the user's to mend: one line. A full or failing disk
+    stays a fault (pipeline/cli/faults.py)."""
+    try:
+        fileio.write_bytes(target, data)
+    except (IsADirectoryError, NotADirectoryError, FileExistsError, PermissionError) as error:
+        raise UserError(f"-o {target}: cannot write there ({error.strerror})") from None
+
+
 def examples(output: str, info: DatasetInfo, split: str) -> Iterator[dict]:
     """Every record of `split` as {feature key: value}, in shard order: a list feature's values
     as a list (see DatasetInfo.list_features), any other feature's one value."""

@@ -10,8 +10,7 @@ import html
 from collections import Counter
 
 from tfrecord_pipeline.dataset.metadata import DatasetInfo
-from tfrecord_pipeline.read.reader import examples, open_dataset
-from tfrecord_pipeline.transforms.storage import fileio
+from tfrecord_pipeline.read.reader import examples, open_dataset, write_out
 
 SIZE_BUCKET = 64  # pixels per histogram bucket of the longer image side
 
@@ -113,4 +112,4 @@ def report(output: str, info: DatasetInfo) -> str:
 
 
 def stats(output: str, target: str) -> None:
-    fileio.write_bytes(target, report(*open_dataset(output)).encode("utf-8"))
+    write_out(target, report(*open_dataset(output)).encode("utf-8"))

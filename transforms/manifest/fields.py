@@ -104,7 +104,9 @@ def _row_label(label: object, config: ReadConfig) -> str | tuple[str, ...]:
     if config.label_separator is not None:
         return _labels(label, config.label_separator)
     if type(label) is not str and (isinstance(label, bool) or not isinstance(label, int)):
-        raise RowError(Reason.BAD_LABEL, f"label must be text or an integer, not {shown(label)}")
+        several = "; several labels an image: --multi_label" if isinstance(label, list) else ""
+        message = f"label must be text or an integer, not {shown(label)}{several}"
+        raise RowError(Reason.BAD_LABEL, message)
     return _label(label if type(label) is str else str(label))
 
 
@@ -155,7 +157,22 @@ def check_columns(path: str, columns: Iterable[str], config: ReadConfig) -> None
     if IMAGE_COLUMN not in columns and IMAGE_ALIAS not in columns:
         missing.insert(0, IMAGE_COLUMN)
     if missing:
-        raise UserError(f"{path}: missing column(s) {', '.join(missing)}; header is {columns}")
+        said = f"{path}: missing column(s) {', '.join(missing)}; header is {columns}"
+        raise UserError(said + _header_hint(missing, columns))
+
+
+def _header_hint(missing: list[str], columns: list[str]) -> str:
+    """What a header that misses columns likely got wrong: another separator than the comma
+    (a spreadsheet's export in some locales), or a name's case or spaces."""
+    if len(columns) == 1 and (separator := next((c for c in ";\t|" if c in columns[0]), None)):
+        return f": columns are separated by commas, not {separator!r}"
+    near = [
+        f"{given!r} is not {want!r}"
+        for want in missing
+        for given in columns
+        if given.strip().lower() == want
+    ]
+    return f": column names are exact, {', '.join(near)}" if near else ""
 
 
 def record_row(

@@ -94,6 +94,8 @@ def _expand(patterns: list[str]) -> list[str]:
 
 def manifest_kind(path: str) -> str:
     """What a manifest is, from its name: "tree" (a folder), "csv", "jsonl" or "parquet"."""
+    if not path.strip():  # else read as the current folder's name, ".", said not to be there
+        raise UserError("--manifest is empty; name a manifest file or class-folder root")
     if fileio.is_dir(path):
         return "tree"
     lower = path.lower()

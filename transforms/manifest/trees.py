@@ -76,12 +76,25 @@ def check_tree(path: str, number: int, config: ReadConfig) -> None:
         if not gcs.holds_objects(path):
             raise UserError(f"{path}: {NO_IMAGES}")
         return
+    loose = False  # images in the root itself: a class folder named for its parent
     for item in read_tree(path, number, config):
         if isinstance(item, ManifestRow):
             return
         if isinstance(item, ErrorRow) and item.key == ".":
             raise UserError(f"{path}: {item.message}")
+        loose = loose or (isinstance(item, SkippedFile) and _an_image_in_the_root(path, item))
+    if loose:
+        raise UserError(
+            f"{path}: {NO_IMAGES}, only in the folder itself: give the folder that holds a "
+            "folder per label, or a CSV of image_uri,label"
+        )
     raise UserError(f"{path}: {NO_IMAGES}")
+
+
+def _an_image_in_the_root(root: str, skipped: SkippedFile) -> bool:
+    folder, name = posixpath.split(skipped.path)
+    same = folder == fileio.absolute(root).rstrip("/")
+    return same and posixpath.splitext(name)[1].lower() in IMAGE_EXTENSIONS
 
 
 def tree_root(path: str, number: int) -> TreeFolder:

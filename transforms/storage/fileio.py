@@ -164,7 +164,7 @@ def check_writable_folder(path: str) -> None:
 
 
 def exists(path: str) -> bool:
-    return remote.filesystems().exists(path) if is_remote(path) else os.path.exists(path)
+    return remote.filesystems(path).exists(path) if is_remote(path) else os.path.exists(path)
 
 
 def not_there(path: str, folder: bool = False) -> str:
@@ -206,14 +206,14 @@ def copy(source: str, destination: str) -> None:
     them through this process where the store can: a server-side copy on a store (Cloud
     Storage checks its CRC-32C), the kernel's copy (a reflink where it can) on a local disk."""
     if is_remote(source):
-        remote.filesystems().copy([source], [destination])
+        remote.filesystems(source).copy([source], [destination])
     else:
         disk.copy(source, destination)
 
 
 def rename(source: str, destination: str) -> None:
     if is_remote(source):
-        remote.filesystems().rename([source], [destination])
+        remote.filesystems(source).rename([source], [destination])
     else:
         os.replace(source, destination)
 
@@ -222,7 +222,7 @@ def delete(paths: list[str]) -> None:
     """Deletes files; a local path that is already gone is not an error (as on GCS)."""
     objects = [path for path in paths if is_remote(path)]
     if objects:
-        remote.filesystems().delete(objects)
+        remote.filesystems(objects[0]).delete(objects)
     for path in paths:
         if not is_remote(path):
             with contextlib.suppress(FileNotFoundError):  # another deleted it meanwhile

@@ -17,8 +17,13 @@ from tfrecord_pipeline.transforms.storage.disk import check_size
 _RAW = "uncompressed"  # Beam's CompressionTypes.UNCOMPRESSED
 
 
-def filesystems():
-    """Beam's FileSystems, imported on first use."""
+def filesystems(path: str):
+    """Beam's FileSystems, imported on first use, to reach `path`. For a `gs://` path, only
+    once Google credentials are found (gcs.client raises google-auth's error, which the command
+    line tells in one line): without them Beam's gcsio would go on anonymously and retry each
+    request for minutes before failing with a traceback."""
+    if gcs.is_gcs(path):
+        gcs.client()
     from apache_beam.io.filesystems import FileSystems
 
     return FileSystems
@@ -39,7 +44,7 @@ def read(path: str, max_bytes: int | None) -> tuple[bytes, str]:
 
 
 def _read_filesystem(path: str, max_bytes: int | None) -> bytes:
-    with filesystems().open(path, compression_type=_RAW) as handle:
+    with filesystems(path).open(path, compression_type=_RAW) as handle:
         if max_bytes is None:
             return handle.read()
         if handle.seekable():  # an object's size is in the metadata its open fetched
@@ -55,18 +60,18 @@ def open_stream(path: str, chunk_bytes: int) -> BinaryIO:
     never downloaded whole."""
     if gcs.is_gcs(path):
         return io.BufferedReader(gcs.RangeReader(path), buffer_size=chunk_bytes)
-    return filesystems().open(path, compression_type=_RAW)
+    return filesystems(path).open(path, compression_type=_RAW)
 
 
 def create(path: str):
     """A binary write handle on an object."""
-    return filesystems().create(path, compression_type=_RAW)
+    return filesystems(path).create(path, compression_type=_RAW)
 
 
 def size(path: str) -> int:
     if gcs.is_gcs(path):
         return gcs.stat(path).size
-    return filesystems().match([path])[0].metadata_list[0].size_in_bytes
+    return filesystems(path).match([path])[0].metadata_list[0].size_in_bytes
 
 
 def identity(path: str) -> str:
@@ -74,11 +79,11 @@ def identity(path: str) -> str:
     (gcs.identity), on another store its size and modification time."""
     if gcs.is_gcs(path):
         return gcs.stat(path).identity
-    found = filesystems().match([path])[0].metadata_list
+    found = filesystems(path).match([path])[0].metadata_list
     if not found:
         raise FileNotFoundError(errno.ENOENT, "no such object", path)
     return f"{found[0].size_in_bytes}:{found[0].last_updated_in_seconds!r}"
 
 
 def glob(pattern: str) -> list[str]:
-    return sorted(match.path for match in filesystems().match([pattern])[0].metadata_list)
+    return sorted(match.path for match in filesystems(pattern).match([pattern])[0].metadata_list)
