@@ -25,6 +25,7 @@ from pathlib import Path
 import apache_beam as beam
 from corpus import make_corpus
 from emulator import BUCKET, environment, storage_emulator
+
 from tfrecord_pipeline.transforms.beam.coders import RowBatch
 from tfrecord_pipeline.transforms.beam.plan import _AssignShardFn
 from tfrecord_pipeline.transforms.beam.steps import ROWS_PER_BATCH

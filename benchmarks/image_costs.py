@@ -26,6 +26,7 @@ import simplejpeg
 from corpus import make_corpus
 from dataflow_costs import cpu_us_per
 from PIL import Image
+
 from tfrecord_pipeline.transforms.image.config import ImageConfig
 from tfrecord_pipeline.transforms.image.fastpath import check_scans
 from tfrecord_pipeline.transforms.image.files import read_image

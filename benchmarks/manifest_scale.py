@@ -65,6 +65,7 @@ def read_step(manifest: str, rows: int) -> None:
     """The ReadManifests step alone on the DirectRunner: rows counted, then dropped."""
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
+
     from tfrecord_pipeline.transforms.beam.manifests import ReadManifests
     from tfrecord_pipeline.transforms.manifest.rows import ReadConfig
     from tfrecord_pipeline.transforms.manifest.sources import check_manifests

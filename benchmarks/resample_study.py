@@ -42,6 +42,7 @@ import numpy as np
 import simplejpeg
 from corpus import PHOTOS, make_corpus
 from PIL import Image
+
 from tfrecord_pipeline.transforms.image.fastpath import resample
 
 HERE = Path(__file__).resolve().parent

@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 
 from corpus import make_corpus
+
 from tfrecord_pipeline.dataset.versions import resolve
 
 HERE = Path(__file__).resolve().parent

@@ -19,8 +19,9 @@ os.environ["NO_GCE_CHECK"] = "true"
 os.environ["GCE_METADATA_HOST"] = os.environ["GCE_METADATA_IP"] = "127.0.0.1:9"
 
 import pytest
-import tfrecord_pipeline
 from PIL import Image
+
+import tfrecord_pipeline
 from tfrecord_pipeline import transforms
 from tfrecord_pipeline.dataset.metadata import DatasetInfo
 from tfrecord_pipeline.dataset.versions import resolve
@@ -277,6 +278,7 @@ def faulty_gcs(gcs, monkeypatch):
     Cloud Storage client made from then on at it, until the test ends; a read's retries wait
     milliseconds rather than seconds. Returns the function that starts it."""
     from fault_proxy import FaultProxy
+
     from tfrecord_pipeline.transforms.storage import gcs as store
     from tfrecord_pipeline.transforms.storage import retry
 

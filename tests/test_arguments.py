@@ -3,6 +3,7 @@ flags, Beam's checked by name, and every mistake a UserError (the command's one 
 end to end: test_cli.py)."""
 
 import pytest
+
 from tfrecord_pipeline.config.arguments import parse_args
 from tfrecord_pipeline.transforms.errors import UserError
 

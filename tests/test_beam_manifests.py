@@ -13,6 +13,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.pvalue import TaggedOutput
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
+
 from tfrecord_pipeline.transforms.beam.coders import RowBatch
 from tfrecord_pipeline.transforms.beam.manifests import ReadManifests, _outputs
 from tfrecord_pipeline.transforms.beam.steps import ROWS_PER_BATCH

@@ -9,6 +9,7 @@ from apache_beam.pvalue import TaggedOutput
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from conftest import encode, photo, write_manifest
+
 from tfrecord_pipeline.transforms.beam.coders import RowBatch
 from tfrecord_pipeline.transforms.beam.manifests import ReadManifests
 from tfrecord_pipeline.transforms.beam.plan import (

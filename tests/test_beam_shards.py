@@ -7,6 +7,7 @@ from apache_beam.pvalue import TaggedOutput
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from conftest import make_images
+
 from tfrecord_pipeline.transforms.beam.coders import RowBatch
 from tfrecord_pipeline.transforms.beam.plan import AssignShards
 from tfrecord_pipeline.transforms.beam.shards import WriteShards, _all_pieces, _WriteShardFn

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import BEAM, DATAFLOW, LOOPBACK, make_images, published, write_manifest
+
 from tfrecord_pipeline.cli.main import main
 from tfrecord_pipeline.dataset.versions import MARKER
 

@@ -8,6 +8,7 @@ import re
 
 import pytest
 from conftest import arguments, command, make_images, write_manifest
+
 from tfrecord_pipeline.config.arguments import closest, parse_args
 from tfrecord_pipeline.config.flags import FLAGS, GROUPS, help_text, in_group, markdown_table
 from tfrecord_pipeline.config.options import option_defaults

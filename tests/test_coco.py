@@ -5,6 +5,7 @@ import json
 import math
 
 import pytest
+
 from tfrecord_pipeline.transforms.errors import Reason
 from tfrecord_pipeline.transforms.image.detection import Frame
 from tfrecord_pipeline.transforms.manifest.coco import is_coco_start, read_document

@@ -5,6 +5,7 @@ import pickle
 
 from apache_beam.coders import typecoders
 from apache_beam.typehints.native_type_compatibility import convert_to_beam_type
+
 from tfrecord_pipeline.transforms.beam.coders import RowBatch, RowBatchCoder
 from tfrecord_pipeline.transforms.beam.steps import PieceKey
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from tfrecord_pipeline.dataset import publish, versions
 from tfrecord_pipeline.dataset.commit import (
     CommitConfig,

@@ -21,6 +21,7 @@ import pytest
 import tensorflow as tf
 from conftest import arguments
 from model_garden import dataloader
+
 from tfrecord_pipeline.cli.main import main
 from tfrecord_pipeline.read.load import load
 from tfrecord_pipeline.runners.convert import run

@@ -3,6 +3,7 @@ the command line, `run(argv)` or `convert(ConvertOptions(...))`, on either runne
 
 import pytest
 from conftest import BEAM, arguments, make_images, write_manifest
+
 from tfrecord_pipeline.cli.main import main
 from tfrecord_pipeline.config import runner_choice
 from tfrecord_pipeline.config.conversion import prepare

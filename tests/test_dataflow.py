@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from apache_beam.portability.api import beam_runner_api_pb2
 from conftest import BEAM, arguments, make_images, write_manifest
+
 from tfrecord_pipeline.cli.job import counters
 from tfrecord_pipeline.cli.main import main
 from tfrecord_pipeline.cli.summary import format_counters

@@ -3,6 +3,7 @@ pieces) from rows, and rows grouped by their shard."""
 
 import pytest
 from conftest import manifest_row
+
 from tfrecord_pipeline.transforms.errors import UserError
 from tfrecord_pipeline.transforms.plan.dataset import (
     LabelSource,

@@ -1,6 +1,7 @@
 """transforms/plan/dedup.py: a row whose image bytes repeat an earlier row's is an error row."""
 
 from conftest import manifest_row
+
 from tfrecord_pipeline.transforms.errors import ErrorRow, Reason
 from tfrecord_pipeline.transforms.manifest.rows import row_position
 from tfrecord_pipeline.transforms.plan.dedup import keep_first

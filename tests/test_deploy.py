@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from conftest import make_images, pip_install, write_manifest
+
 from tfrecord_pipeline.config.arguments import _parser, parse_args
 from tfrecord_pipeline.version import __version__
 

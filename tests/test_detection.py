@@ -2,6 +2,7 @@
 ones refused as bad annotations (COCO documents: test_coco.py; boxes placed: test_placement.py)."""
 
 import pytest
+
 from tfrecord_pipeline.transforms.errors import Reason, RowError
 from tfrecord_pipeline.transforms.image.detection import row_annotations
 

@@ -8,6 +8,7 @@ import pytest
 from conftest import encode, photo
 from detection_data import turned_box
 from PIL import Image, ImageDraw
+
 from tfrecord_pipeline.transforms.image.config import ImageConfig
 from tfrecord_pipeline.transforms.image.detection import Annotation, Frame
 from tfrecord_pipeline.transforms.image.images import normalise

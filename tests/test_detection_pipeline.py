@@ -14,6 +14,7 @@ from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from conftest import BEAM, convert_into, error_rows, version_files, write_manifest
 from detection_data import NEGATIVES, expected_objects, make_coco
+
 from tfrecord_pipeline.read.load import parsing_spec
 from tfrecord_pipeline.transforms.beam.manifests import ReadManifests
 from tfrecord_pipeline.transforms.manifest.labels import label_map_from_labels

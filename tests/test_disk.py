@@ -5,6 +5,7 @@ import errno
 import os
 
 import pytest
+
 from tfrecord_pipeline.transforms.storage import disk
 
 

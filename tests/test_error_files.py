@@ -22,6 +22,7 @@ from conftest import (
     published,
     write_manifest,
 )
+
 from tfrecord_pipeline.cli.main import main
 from tfrecord_pipeline.config.arguments import parse_args
 from tfrecord_pipeline.config.conversion import prepare

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import BEAM, count_errors, make_images, published, version_files, write_manifest
+
 from tfrecord_pipeline.cli.main import main
 from tfrecord_pipeline.dataset.versions import POINTER, STAGING, VERSIONS
 from tfrecord_pipeline.read.verify import verify

@@ -5,6 +5,7 @@ import math
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from tfrecord_pipeline.transforms.image.config import StoredImage
 from tfrecord_pipeline.transforms.tfrecord.examples import (
     Values,

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from conftest import encode, photo
 from PIL import Image
+
 from tfrecord_pipeline.transforms.errors import Reason, RowError
 from tfrecord_pipeline.transforms.image import fastpath
 from tfrecord_pipeline.transforms.image.config import ImageConfig

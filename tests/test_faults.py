@@ -31,6 +31,7 @@ from conftest import (
     read_manifest,
     write_manifest,
 )
+
 from tfrecord_pipeline.cli.main import (
     EXIT_FAULT,
     EXIT_INTERRUPTED,

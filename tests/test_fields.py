@@ -3,6 +3,7 @@ or an ErrorRow that says why not. (Labels: tests/test_multilabel.py; every reade
 tests/test_pipeline.py and tests/test_hostile_files.py.)"""
 
 import pytest
+
 from tfrecord_pipeline.transforms.errors import ErrorRow, Reason, RowError, UserError
 from tfrecord_pipeline.transforms.manifest.fields import check_columns, make_row, record_row
 from tfrecord_pipeline.transforms.manifest.rows import (

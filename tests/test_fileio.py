@@ -10,6 +10,7 @@ from pathlib import Path
 
 import google_crc32c
 import pytest
+
 from tfrecord_pipeline.transforms.storage import disk, fileio, gcs, joins
 
 CMDLINE = "/proc/self/cmdline"  # stat says 0 bytes, reading gives more; fixed for the process

@@ -2,6 +2,7 @@
 table show them (both checked whole: test_cli_help.py and the docs' test)."""
 
 import pytest
+
 from tfrecord_pipeline.config.flags import FLAGS, SWITCH, Flag, default_text, help_text, synopsis
 
 BY_NAME = {flag.name: flag for flag in FLAGS}

@@ -10,6 +10,8 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from conftest import PHOTOS, error_rows, make_images, write_manifest
+from tls_proxy import TlsProxy
+
 from tfrecord_pipeline.cli.main import main
 from tfrecord_pipeline.dataset.commit import read_info
 from tfrecord_pipeline.dataset.publish import (
@@ -35,7 +37,6 @@ from tfrecord_pipeline.transforms.manifest.rows import ReadConfig
 from tfrecord_pipeline.transforms.manifest.sources import check_manifests, read_all
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.storage import gcs as store
-from tls_proxy import TlsProxy
 
 pytestmark = pytest.mark.slow
 

@@ -2,6 +2,7 @@
 rows, and every planned shard listed."""
 
 from conftest import manifest_row
+
 from tfrecord_pipeline.transforms.errors import Reason
 from tfrecord_pipeline.transforms.manifest.labels import LabelMap
 from tfrecord_pipeline.transforms.plan.dataset import (

@@ -6,6 +6,7 @@ import json
 import math
 
 from conftest import dataset_info
+
 from tfrecord_pipeline.cli.hints import SAMPLED_MISSING, missing_files_hint, shards_left_full
 from tfrecord_pipeline.dataset.metadata import ErrorFileInfo
 

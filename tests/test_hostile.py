@@ -17,6 +17,7 @@ import pytest
 import tensorflow as tf
 from conftest import PHOTOS, REPOSITORY, encode, error_rows, photo, python_path, write_manifest
 from PIL import Image, ImageOps
+
 from tfrecord_pipeline.dataset.metadata import INFO_FILE
 from tfrecord_pipeline.dataset.versions import MARKER, marker_bytes
 from tfrecord_pipeline.read.verify import verify

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import BEAM, crop, encode, error_rows, photo, write_manifest
 from detection_data import make_coco
+
 from tfrecord_pipeline.dataset.metadata import INFO_FILE, DatasetInfo
 from tfrecord_pipeline.read.preview import preview
 from tfrecord_pipeline.read.reader import examples

@@ -16,6 +16,7 @@ import pytest
 import simplejpeg
 from conftest import REPOSITORY, encode, photo, python_path, write_manifest
 from PIL import Image, ImageOps
+
 from tfrecord_pipeline.runners.convert import run
 from tfrecord_pipeline.transforms.errors import Reason, RowError
 from tfrecord_pipeline.transforms.image import fastpath, pixels

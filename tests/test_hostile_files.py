@@ -22,6 +22,7 @@ from conftest import (
     photo,
     published,
 )
+
 from tfrecord_pipeline.dataset.metadata import INFO_FILE
 from tfrecord_pipeline.transforms.errors import ErrorRow, Reason, RowError, UserError
 from tfrecord_pipeline.transforms.manifest.labels import check_label, label_map_from_labels

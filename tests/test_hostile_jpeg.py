@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import PHOTOS, command, encode, error_rows, photo, write_manifest
+
 from tfrecord_pipeline.transforms.image import fastpath
 
 ROCKET = (PHOTOS / "rocket.jpg").read_bytes()  # a camera's baseline JPEG, 640x427

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPOSITORY
+
 from tfrecord_pipeline.dataset import publish
 from tfrecord_pipeline.dataset.commit import cleaned_up_on_failure
 from tfrecord_pipeline.dataset.retention import clean_up

@@ -2,6 +2,7 @@
 before anything is decoded."""
 
 import pytest
+
 from tfrecord_pipeline.transforms.errors import Reason, RowError
 from tfrecord_pipeline.transforms.image.config import (
     ImageConfig,

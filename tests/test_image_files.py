@@ -3,6 +3,7 @@ weight in a shard-size estimate."""
 
 import pytest
 from conftest import encode, photo
+
 from tfrecord_pipeline.transforms.errors import Reason, RowError
 from tfrecord_pipeline.transforms.image.files import read_image, stored_size
 from tfrecord_pipeline.transforms.storage import fileio

@@ -6,6 +6,7 @@ import io
 import pytest
 from conftest import encode, photo
 from PIL import Image
+
 from tfrecord_pipeline.transforms.errors import Reason, RowError
 from tfrecord_pipeline.transforms.image.config import VALIDATE_MODES, ImageConfig
 from tfrecord_pipeline.transforms.image.fastpath import check_scans

@@ -7,6 +7,7 @@ import base64
 import google_crc32c
 import pytest
 from google.api_core import exceptions as api
+
 from tfrecord_pipeline.transforms.storage import gcs, joins, retry
 
 

@@ -7,6 +7,7 @@ import struct
 
 import pytest
 from conftest import encode, photo
+
 from tfrecord_pipeline.transforms.errors import Reason, RowError
 from tfrecord_pipeline.transforms.image.jpeg import (
     MAX_MARKER_BYTES,

@@ -2,6 +2,7 @@
 labels.txt, and that file's text."""
 
 import pytest
+
 from tfrecord_pipeline.transforms.errors import Reason, RowError, UserError
 from tfrecord_pipeline.transforms.manifest.labels import (
     LabelMap,

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import make_images, published, write_manifest
 from test_faults import _complete_new, _ended, _publishing_held, _start
+
 from tfrecord_pipeline.cli.main import EXIT_OK, main
 from tfrecord_pipeline.dataset.publish import start
 from tfrecord_pipeline.dataset.versions import POINTER, VERSIONS, Pointer

@@ -3,6 +3,7 @@ RowError that makes it an error row. (Agreement with the csv module, under fuzzi
 tests/test_rows.py; hostile lines: tests/test_hostile_files.py.)"""
 
 import pytest
+
 from tfrecord_pipeline.transforms.errors import Reason, RowError
 from tfrecord_pipeline.transforms.manifest.lines import (
     LONG_LINE,

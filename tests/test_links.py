@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import make_images, published, write_manifest
+
 from tfrecord_pipeline.cli.main import EXIT_USER_ERROR, main
 from tfrecord_pipeline.dataset.publish import discard, read_pointer, start
 from tfrecord_pipeline.dataset.retention import clean_up

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 from conftest import arguments, make_images, manifest_row, write_manifest
 from google.api_core import exceptions as api
+
 from tfrecord_pipeline.runners.convert import run
 from tfrecord_pipeline.transforms.plan.fingerprints import row_fingerprint, row_fingerprints
 from tfrecord_pipeline.transforms.storage import fileio, gcs, listings

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 from conftest import arguments
+
 from tfrecord_pipeline import load
 from tfrecord_pipeline.dataset.versions import MARKER, VERSIONS
 

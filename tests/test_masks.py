@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from detection_data import outline, rasterised, rle_counts, rle_string
 from PIL import Image
+
 from tfrecord_pipeline.transforms.errors import Reason, RowError
 from tfrecord_pipeline.transforms.image import masks
 from tfrecord_pipeline.transforms.image.detection import Annotation, Frame, row_annotations

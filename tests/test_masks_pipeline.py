@@ -148,6 +148,7 @@ def test_objects_without_masks_are_bad_annotations_and_jsonl_masksconvert_into(c
 
 def test_tfds_and_load_read_the_same_masks(coco, tmp_path):
     import tensorflow_datasets as tfds
+
     from tfrecord_pipeline.read.load import load
 
     version, _ = convert_into(coco.instances, tmp_path / "out", "--num_shards", "1", "--masks")

@@ -5,6 +5,7 @@ results, its JSON round trip, and the quality gates whose failures keep a versio
 import json
 
 import pytest
+
 from tfrecord_pipeline.dataset.metadata import DatasetInfo, SplitInfo, build_info, quality_failures
 from tfrecord_pipeline.transforms.manifest.labels import LabelMap
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan

@@ -18,6 +18,7 @@ from conftest import (
     version_files,
     write_manifest,
 )
+
 from tfrecord_pipeline import load
 from tfrecord_pipeline.cli.main import main
 from tfrecord_pipeline.dataset.metadata import INFO_FILE, DatasetInfo

@@ -4,6 +4,7 @@ defaults, the image config, `--feature` pairs, `--background`, and what the meta
 
 import pytest
 from conftest import make_images, write_manifest
+
 from tfrecord_pipeline import convert, verify
 from tfrecord_pipeline.config.options import ConvertOptions, parse_colour
 from tfrecord_pipeline.transforms.errors import UserError

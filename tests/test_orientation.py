@@ -2,6 +2,7 @@
 point lands on the upright image, and boxes placed with it: test_placement.py)."""
 
 import pytest
+
 from tfrecord_pipeline.transforms.image.orientation import (
     ORIENTATIONS,
     TRANSPOSING,

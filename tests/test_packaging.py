@@ -9,8 +9,9 @@ import tarfile
 from pathlib import Path
 
 import pytest
-import tfrecord_pipeline
 from conftest import REPOSITORY, make_images, pip_install, python_path, write_manifest
+
+import tfrecord_pipeline
 
 pytestmark = pytest.mark.slow
 # The checkout's folders and what each is installed as (setup.py's package_dir).

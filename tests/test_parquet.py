@@ -5,6 +5,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import error_rows, make_images, read_manifest, write_manifest
+
 from tfrecord_pipeline.cli.main import main
 from tfrecord_pipeline.transforms.errors import ErrorRow, Reason, UserError
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, ReadConfig

@@ -5,6 +5,7 @@ import io
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from tfrecord_pipeline.transforms.manifest.pieces import lines_from, piece_lines
 
 

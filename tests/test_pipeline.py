@@ -6,7 +6,6 @@ import threading
 from pathlib import Path
 
 import pytest
-import tfrecord_pipeline
 from conftest import (
     BEAM,
     arguments,
@@ -17,6 +16,8 @@ from conftest import (
     published,
     write_manifest,
 )
+
+import tfrecord_pipeline
 from tfrecord_pipeline.cli.main import main
 from tfrecord_pipeline.dataset.metadata import INFO_FILE
 from tfrecord_pipeline.dataset.publish import LOCK

@@ -4,6 +4,7 @@ degenerate ones (even once stored as float32) dropped."""
 import struct
 
 import pytest
+
 from tfrecord_pipeline.transforms.errors import Reason, RowError
 from tfrecord_pipeline.transforms.image.detection import Annotation, Frame
 from tfrecord_pipeline.transforms.image.orientation import oriented

@@ -3,6 +3,7 @@ subtract 1 (the preset's shard counts and the warning printed by a run: test_con
 
 import pytest
 from conftest import dataset_info
+
 from tfrecord_pipeline.config.presets import one_based_warning
 from tfrecord_pipeline.dataset.metadata import SplitInfo
 

@@ -3,6 +3,7 @@ that inherits them end to end: test_refresh.py)."""
 
 import pytest
 from conftest import dataset_info
+
 from tfrecord_pipeline.dataset.previous import Previous, base_version, check_label_offset
 from tfrecord_pipeline.dataset.publish import start
 from tfrecord_pipeline.transforms.errors import UserError

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import arguments, make_images, write_manifest
+
 from tfrecord_pipeline.cli.main import main
 from tfrecord_pipeline.transforms.progress import Converted, FolderProgress
 from tfrecord_pipeline.transforms.progress_bar import (

@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from tfrecord_pipeline.dataset.history import Record, newest_first, read_records, recorded_since
 from tfrecord_pipeline.dataset.publish import (
     SupersededError,

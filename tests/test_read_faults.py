@@ -12,6 +12,7 @@ from conftest import arguments, error_rows, make_images, write_manifest
 from fault_proxy import DAMAGE, FAULTS, MAX_IN_A_ROW, planned_fault
 from google.api_core import exceptions as api
 from google.auth import exceptions as auth
+
 from tfrecord_pipeline.cli.main import main
 from tfrecord_pipeline.dataset.versions import POINTER, resolve
 from tfrecord_pipeline.read.verify import verify

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPOSITORY, command, convert_into
+
 from tfrecord_pipeline.dataset.versions import POINTER, VERSIONS
 
 pytestmark = pytest.mark.slow

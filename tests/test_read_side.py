@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import arguments, command, make_images, published, write_manifest
 from PIL import Image
+
 from tfrecord_pipeline.cli.main import main
 from tfrecord_pipeline.dataset.metadata import INFO_FILE
 from tfrecord_pipeline.read.preview import BOX_COLOURS, LABEL_HEIGHT, THUMB

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import RUNNERS, arguments, command, make_images, write_manifest
+
 from tfrecord_pipeline.dataset.versions import resolve
 from tfrecord_pipeline.read.verify import verify
 from tfrecord_pipeline.runners.convert import run

@@ -2,6 +2,7 @@
 other store through Beam's FileSystems, which is never retried a second time around it."""
 
 import pytest
+
 from tfrecord_pipeline.transforms.storage import disk, remote, retry
 
 

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 from google.api_core import exceptions as api
+
 from tfrecord_pipeline.transforms.storage import gcs, retry
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import make_images, published, write_manifest
+
 from tfrecord_pipeline.cli.main import EXIT_OK, EXIT_USER_ERROR, main
 from tfrecord_pipeline.config.arguments import parse_args
 from tfrecord_pipeline.config.conversion import prepare

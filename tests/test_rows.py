@@ -15,6 +15,7 @@ from conftest import (
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from tfrecord_pipeline.transforms.errors import ErrorRow, Reason, RowError, UserError
 from tfrecord_pipeline.transforms.manifest.fields import make_row
 from tfrecord_pipeline.transforms.manifest.lines import (

@@ -5,6 +5,7 @@ import re
 
 import pytest
 from conftest import DATAFLOW, EMBEDDED, LOOPBACK
+
 from tfrecord_pipeline.config import runner_choice
 from tfrecord_pipeline.config.runner_choice import LOCAL, Runner, local_processes, resolve
 from tfrecord_pipeline.transforms.errors import UserError

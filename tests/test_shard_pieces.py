@@ -3,6 +3,7 @@ shard written whole would be; without Beam."""
 
 import pytest
 from conftest import make_images
+
 from tfrecord_pipeline.transforms.manifest.labels import LabelMap
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
 from tfrecord_pipeline.transforms.plan.sharding import WHOLE, Piece, ShardId, piece_of

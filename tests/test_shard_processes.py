@@ -11,6 +11,7 @@ import threading
 
 import pytest
 from conftest import make_images, read_manifest, write_manifest
+
 from tfrecord_pipeline.transforms.errors import ErrorRow, FaultError, Reason
 from tfrecord_pipeline.transforms.image.config import ImageConfig
 from tfrecord_pipeline.transforms.manifest.labels import LabelMap

@@ -6,6 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from conftest import encode, manifest_row, photo
+
 from tfrecord_pipeline.transforms.errors import ErrorRow, Reason
 from tfrecord_pipeline.transforms.manifest.labels import LabelMap
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, row_position

@@ -5,6 +5,7 @@ import tracemalloc
 
 import pytest
 from conftest import read_manifest, write_manifest
+
 from tfrecord_pipeline.transforms.errors import Reason, UserError
 from tfrecord_pipeline.transforms.manifest.rows import (
     ManifestRow,

@@ -4,6 +4,7 @@
 from collections import Counter
 
 import pytest
+
 from tfrecord_pipeline.transforms.errors import Reason, RowError, UserError
 from tfrecord_pipeline.transforms.manifest.splits import assign_split, parse_split_spec
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import RUNNERS, command, dataset_info, make_images, published, write_manifest
+
 from tfrecord_pipeline.cli.summary import format_counters, format_summary, refresh_lines
 from tfrecord_pipeline.dataset.metadata import DatasetInfo, ShardInfo, SplitInfo
 from tfrecord_pipeline.transforms.plan.rows_files import parse_rows

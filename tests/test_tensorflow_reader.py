@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 from conftest import make_images, write_manifest
 from PIL import Image
+
 from tfrecord_pipeline.transforms.image.config import StoredImage
 from tfrecord_pipeline.transforms.tfrecord.examples import build_example, label_features
 from tfrecord_pipeline.transforms.tfrecord.records import frame

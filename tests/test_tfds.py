@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
+from conftest import make_images, write_manifest
+
 import tfrecord_pipeline
 import tfrecord_pipeline.tfds  # registers the builder tfds.load finds by name
-from conftest import make_images, write_manifest
 from tfrecord_pipeline import load
 from tfrecord_pipeline.dataset.metadata import INFO_FILE
 from tfrecord_pipeline.dataset.rollback import rollback

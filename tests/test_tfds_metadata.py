@@ -5,6 +5,7 @@ import json
 
 import pytest
 from conftest import dataset_info
+
 from tfrecord_pipeline.dataset.metadata import ShardInfo, SplitInfo
 from tfrecord_pipeline.dataset.tfds_metadata import class_names, labels_file, tfds_files
 from tfrecord_pipeline.transforms.tfrecord.examples import LABEL_KEY, RAW_KEY

@@ -2,6 +2,7 @@
 names; other files skipped)."""
 
 from conftest import command, make_images
+
 from tfrecord_pipeline.transforms.manifest.rows import (
     ManifestRow,
     ReadConfig,

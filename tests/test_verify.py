@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import arguments, published
+
 from tfrecord_pipeline.cli.main import main
 from tfrecord_pipeline.dataset.commit import read_info
 from tfrecord_pipeline.dataset.metadata import INFO_FILE
@@ -65,6 +66,7 @@ def test_an_empty_gzip_member_before_more_records_is_where_tensorflow_may_stop(t
     nothing (it does here, with the first of four records before it; where the member falls in
     its buffers decides), so verify says so, even of bytes the metadata claims."""
     import tensorflow as tf
+
     from tfrecord_pipeline.runners.convert import run
 
     root = tmp_path / "out"

@@ -2,6 +2,7 @@
 how a reader resolves a root or a version folder, checking what the pointer and marker promise."""
 
 import pytest
+
 from tfrecord_pipeline.dataset.metadata import INFO_FILE
 from tfrecord_pipeline.dataset.versions import (
     MARKER,

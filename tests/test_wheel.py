@@ -15,9 +15,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
-import tfrecord_pipeline
 from conftest import REPOSITORY
 from test_readme import examples
+
+import tfrecord_pipeline
 
 pytestmark = pytest.mark.slow
 TOP_LEVEL = "tfrecord_pipeline"

@@ -4,6 +4,7 @@
 def counters(result) -> dict[str, int]:
     """Beam counters of this job by name, summed over the steps that emit them."""
     from apache_beam.metrics.metric import MetricsFilter
+
     from tfrecord_pipeline.transforms.beam.steps import NAMESPACE
 
     query = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))

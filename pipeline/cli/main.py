@@ -71,6 +71,7 @@ def _on_dataflow(conversion: Conversion) -> int:
     """Submit the job and print its console URL and the version it publishes; with --wait,
     wait for it and report."""
     from apache_beam.runners.dataflow.dataflow_runner import DataflowRuntimeException
+
     from tfrecord_pipeline.runners.beam_pipeline import launch
 
     target = publish.start(conversion.options.output)

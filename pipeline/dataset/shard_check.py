@@ -9,6 +9,7 @@ byte is read.
 from collections.abc import Iterator
 
 import google_crc32c
+
 from tfrecord_pipeline.dataset.metadata import ShardInfo
 from tfrecord_pipeline.transforms.storage import fileio, gcs, listings
 from tfrecord_pipeline.transforms.tfrecord.records import file_crc32c

@@ -11,6 +11,7 @@ import posixpath
 import random
 
 from PIL import Image, ImageDraw
+
 from tfrecord_pipeline.read.reader import examples, open_dataset, write_out
 from tfrecord_pipeline.transforms.errors import UserError
 from tfrecord_pipeline.transforms.tfrecord.examples import (

@@ -3,6 +3,7 @@
 from collections.abc import Iterator
 
 from google.protobuf.message import DecodeError
+
 from tfrecord_pipeline.dataset.metadata import DatasetInfo
 from tfrecord_pipeline.dataset.versions import DatasetError, resolve
 from tfrecord_pipeline.transforms.errors import UserError

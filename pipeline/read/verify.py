@@ -17,6 +17,7 @@ import io
 
 from google.protobuf.message import DecodeError
 from PIL import Image
+
 from tfrecord_pipeline.dataset.metadata import INFO_FILE, DatasetInfo, ErrorFileInfo, ShardInfo
 from tfrecord_pipeline.dataset.tfds_metadata import tfds_files
 from tfrecord_pipeline.dataset.versions import DatasetError, resolve

@@ -10,6 +10,7 @@ functions the Beam-free local runner (pipeline/runners/local.py) calls.
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.pvalue import AsDict, AsList, AsSingleton
+
 from tfrecord_pipeline.config.conversion import Conversion
 from tfrecord_pipeline.dataset.commit import CommitConfig, CommitInputs, commit_dataset
 from tfrecord_pipeline.dataset.metadata import DatasetInfo

@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import apache_beam as beam
 from apache_beam.pvalue import AsDict, TaggedOutput
+
 from tfrecord_pipeline.dataset.previous import Previous
 from tfrecord_pipeline.dataset.shard_check import check_shards
 from tfrecord_pipeline.runners.refresh import past_records, published_shards

@@ -13,6 +13,7 @@ import pickle
 from typing import NamedTuple
 
 import apache_beam as beam
+
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
 
 # A row's bytes beside its image path and key: its label, split and position (manifest path,

@@ -10,6 +10,7 @@ from collections import Counter
 
 import apache_beam as beam
 from apache_beam.pvalue import AsSingleton
+
 from tfrecord_pipeline.transforms.errors import ErrorRow
 from tfrecord_pipeline.transforms.write.error_files import (
     ErrorCounts,

@@ -12,6 +12,7 @@ from apache_beam.io.restriction_trackers import OffsetRange, OffsetRestrictionTr
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
 from apache_beam.transforms.core import RestrictionProvider
+
 from tfrecord_pipeline.transforms.beam.coders import RowBatch
 from tfrecord_pipeline.transforms.beam.steps import NAMESPACE, ROWS_PER_BATCH, error_output
 from tfrecord_pipeline.transforms.errors import ErrorRow

@@ -9,6 +9,7 @@ its shard's piece. Thin wrappers over transforms/plan/.
 
 import apache_beam as beam
 from apache_beam.pvalue import AsSingleton
+
 from tfrecord_pipeline.transforms.beam.coders import RowBatch
 from tfrecord_pipeline.transforms.beam.steps import PieceKey, as_row_batches, error_output
 from tfrecord_pipeline.transforms.errors import ErrorRow

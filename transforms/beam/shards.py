@@ -12,6 +12,7 @@ from collections.abc import Iterable
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import AsSingleton
+
 from tfrecord_pipeline.transforms.beam.coders import RowBatch
 from tfrecord_pipeline.transforms.beam.steps import NAMESPACE, error_output
 from tfrecord_pipeline.transforms.errors import ErrorRow

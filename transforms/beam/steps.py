@@ -25,6 +25,7 @@ image bytes are read after it. Error rows cross one more, grouped by errors file
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.pvalue import TaggedOutput
+
 from tfrecord_pipeline.transforms.beam.coders import RowBatch
 from tfrecord_pipeline.transforms.errors import ErrorRow
 

@@ -20,6 +20,7 @@ slower than full size), then resampled to the exact size.
 import numpy as np
 import pyvips
 import simplejpeg
+
 from tfrecord_pipeline.transforms.errors import Reason, RowError
 from tfrecord_pipeline.transforms.image.config import (
     ImageConfig,

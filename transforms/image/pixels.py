@@ -9,6 +9,7 @@ import math
 import warnings
 
 from PIL import Image
+
 from tfrecord_pipeline.transforms.errors import Reason, RowError
 from tfrecord_pipeline.transforms.image.config import (
     DECODER_ERRORS,

@@ -9,6 +9,7 @@ import base64
 import functools
 
 import google_crc32c
+
 from tfrecord_pipeline.transforms.storage import disk, fileio, gcs
 from tfrecord_pipeline.transforms.storage.retry import TIMEOUT_S, retried
 
