@@ -136,3 +136,19 @@ def test_one_tiny_error_memory_sitting_measures_every_case_and_its_floor():
     assert all(run["errors"] == 49 and run["peak_rss_tree_mb"] > 0 for run in runs)
     assert all(run["rows_floor_mb"] > 0 for run in runs)
     assert "| 50 | duplicate_content | --processes 1 |" in error_memory.markdown(report)
+
+
+def test_one_tiny_gcs_read_cost_sitting_reads_every_object_with_each_reader(tmp_path, monkeypatch):
+    """Each reader's child reads every object (it fails the run otherwise). Beam's gcsio is left
+    out: without credentials its discovery backs off for ~20 s before it connects anonymously."""
+    import gcs_read_cost
+
+    monkeypatch.setenv("CORPUS_DIR", str(tmp_path))
+    readers = ("converter", "floor", "gcs")
+    report = gcs_read_cost.main(8, 1, readers)
+    assert report["sizes"] == {"small": 2, "large": 8}
+    assert tuple(report["readers"]) == readers
+    for reader in report["readers"].values():
+        (run,) = reader["samples"]
+        assert run["small"]["cpu_s"] > 0 and run["large"]["cpu_s"] > 0
+    assert all(f"| {name} |" in gcs_read_cost.markdown(report) for name in readers)

@@ -1,0 +1,196 @@
+"""CPU per gs:// image of the converter's read against a C++ floor and the peers' read paths,
+in one sitting against the Cloud Storage emulator: `python benchmarks/gcs_read_cost.py 1000`.
+
+Uploads N JPEGs of the benchmark corpus (~40 KB) to the emulator, then runs each reader in a
+fresh process over the first N and the first N/4 objects, 16 threads each:
+  converter  `transforms.storage.gcs.read(path, max_bytes)`, what convert reads an image with;
+  floor      pyarrow's C++ client (`pyarrow.fs.GcsFileSystem`), each object's SHA-256 and
+             CRC-32C taken and the object framed as a TFRecord into one local file;
+  gcs        a plain google-cloud-storage `blob.download_as_bytes()`;
+  beam       Beam's `FileSystems.open(path).read()` (gcsio), what Beam pipelines read through.
+A run's CPU is the user + system time of its whole process, from getrusage(RUSAGE_CHILDREN) once
+it is waited for. The emulator is a child of this process too, but it is only waited for after
+every run, so its CPU is in no run's figure. Per object: the difference between the two runs
+over the objects between them, so start-up (imports, the first connection) cancels out. Rounds
+run every reader at both sizes (a slow spell of a shared machine hits them alike); each figure
+is the median over rounds. Writes benchmarks/results/gcs-read-cost-N.json.
+"""
+
+import concurrent.futures
+import hashlib
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from corpus import make_corpus
+from emulator import BUCKET, storage_emulator
+
+HERE = Path(__file__).resolve().parent
+READERS = ("converter", "floor", "gcs", "beam")
+THREADS = 16
+SMALL_SHARE = 4  # the small run reads the first 1/SMALL_SHARE of the objects
+MAX_BYTES = 64 << 20  # the converter's read refuses more than this; no image here comes near
+
+
+def converter_reader():
+    from tfrecord_pipeline.transforms.storage import gcs
+
+    return lambda path: gcs.read(path, MAX_BYTES).data
+
+
+def floor_reader():
+    """pyarrow's C++ client, plus the work a shard writer cannot avoid: a digest, the CRC-32C
+    and the record's framing into one local file."""
+    import google_crc32c
+    from pyarrow import fs
+
+    from tfrecord_pipeline.transforms.tfrecord.records import frame
+
+    host = os.environ["STORAGE_EMULATOR_HOST"].removeprefix("http://")
+    store = fs.GcsFileSystem(anonymous=True, endpoint_override=host, scheme="http")
+    sink = tempfile.TemporaryFile()  # noqa: SIM115 - open until the process ends
+    lock = threading.Lock()
+
+    def read(path: str) -> bytes:
+        with store.open_input_stream(path.removeprefix("gs://")) as stream:
+            data = stream.read()
+        hashlib.sha256(data).digest()
+        google_crc32c.value(data)
+        record = frame(data)
+        with lock:
+            sink.write(record)
+        return data
+
+    return read
+
+
+def gcs_reader():
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    host = os.environ["STORAGE_EMULATOR_HOST"]
+    client = storage.Client("bench", AnonymousCredentials(), client_options={"api_endpoint": host})
+    bucket = client.bucket(BUCKET)
+    return lambda path: bucket.blob(path.split("/", 3)[3]).download_as_bytes()
+
+
+def beam_reader():
+    from apache_beam.io.filesystems import FileSystems
+
+    def read(path: str) -> bytes:
+        with FileSystems.open(path) as stream:
+            return stream.read()
+
+    return read
+
+
+def child(reader: str, listing: str, count: int) -> None:
+    """One measured run: the first `count` paths of the listing, read on THREADS threads."""
+    paths = Path(listing).read_text().split()[:count]
+    read = globals()[f"{reader}_reader"]()
+    with concurrent.futures.ThreadPoolExecutor(THREADS) as pool:
+        sizes = list(pool.map(lambda path: len(read(path)), paths))
+    if len(sizes) != count or min(sizes) == 0:
+        raise SystemExit(f"{reader}: read {len(sizes)} of {count} objects")
+
+
+def run_cpu(reader: str, listing: Path, count: int, env: dict) -> dict:
+    """CPU seconds and wall seconds of one fresh process reading `count` objects."""
+    command = [sys.executable, __file__, "--child", reader, str(listing), str(count)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.monotonic()
+    done = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    wall = time.monotonic() - start
+    if done.returncode:
+        raise RuntimeError(f"{reader} failed: {done.stderr.decode()[-2000:]}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return {"cpu_s": round(cpu, 3), "wall_s": round(wall, 3)}
+
+
+def upload(bucket, count: int) -> tuple[list[str], float]:
+    """The corpus's first `count` JPEGs as objects; their gs:// paths and mean size (KB)."""
+    corpus_root = Path(os.environ.get("CORPUS_DIR", tempfile.gettempdir()))
+    manifest = make_corpus(corpus_root / f"tfrp-corpus-{count}", count)
+    names = [line.split(",")[0] for line in manifest.read_text().splitlines()[1:]]
+    files = [manifest.parent / name for name in names]
+    with concurrent.futures.ThreadPoolExecutor(THREADS) as pool:
+        list(pool.map(lambda n, f: bucket.blob(n).upload_from_filename(str(f)), names, files))
+    kb = sum(f.stat().st_size for f in files) / len(files) / 1024
+    return [f"gs://{BUCKET}/{name}" for name in names], kb
+
+
+def main(count: int, repeats: int, readers: tuple[str, ...] = READERS) -> dict:
+    sizes = {"small": max(1, count // SMALL_SHARE), "large": count}  # objects
+    samples = {name: [] for name in readers}
+    with storage_emulator() as (env, bucket), tempfile.TemporaryDirectory() as scratch:
+        paths, kb = upload(bucket, count)
+        listing = Path(scratch) / "paths.txt"
+        listing.write_text("\n".join(paths) + "\n")
+        for number in range(1, repeats + 1):
+            for name in readers:
+                runs = {size: run_cpu(name, listing, n, env) for size, n in sizes.items()}
+                extra = runs["large"]["cpu_s"] - runs["small"]["cpu_s"]
+                runs["us_per_object"] = round(extra / (count - sizes["small"]) * 1e6, 1)
+                samples[name].append(runs)
+                us = runs["us_per_object"]
+                print(f"round {number}  {name:10s} {us:8.1f} us/object", flush=True)
+    return summarise(count, sizes, repeats, kb, samples)
+
+
+def summarise(count: int, sizes: dict, repeats: int, kb: float, samples: dict) -> dict:
+    """Each reader's median CPU per object, its ratio to the floor and its median wall time."""
+    readers = {
+        name: {
+            "us_per_object": statistics.median(run["us_per_object"] for run in runs),
+            "large_run_wall_s": statistics.median(run["large"]["wall_s"] for run in runs),
+            "samples": runs,
+        }
+        for name, runs in samples.items()
+    }
+    floor = readers["floor"]["us_per_object"]
+    for reader in readers.values():  # a tiny run's floor can measure 0: no ratio then
+        reader["over_floor"] = round(reader["us_per_object"] / floor, 2) if floor > 0 else None
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    return {
+        "objects": count,
+        "sizes": sizes,
+        "mean_object_kb": round(kb, 1),
+        "threads": THREADS,
+        "machine": machine,
+        "repeats": repeats,
+        "readers": readers,
+    }
+
+
+def markdown(report: dict) -> str:
+    rows = [
+        "| reader | µs CPU per object | × floor | wall s (N objects) |",
+        "|---|---:|---:|---:|",
+    ]
+    for name, r in report["readers"].items():
+        us, ratio, wall = r["us_per_object"], r["over_floor"], r["large_run_wall_s"]
+        times = "" if ratio is None else f"{ratio:.2f}"
+        rows.append(f"| {name} | {us:,.0f} | {times} | {wall:.2f} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--child"]:
+        child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        sys.exit(0)
+    objects = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+    report = main(objects, int(os.environ.get("BENCH_REPEATS", "3")))
+    print(markdown(report))
+    results = HERE / "results"
+    results.mkdir(exist_ok=True)
+    (results / f"gcs-read-cost-{objects}.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {results}/gcs-read-cost-{objects}.json")
