@@ -150,7 +150,7 @@ def _stats(argv: list[str]) -> int:
     from tfrecord_pipeline.read.stats import stats
 
     parser = _parser("stats")
-    parser.add_argument("-o", "--out", required=True, help="HTML file to write")
+    parser.add_argument("-o", "--out", required=True, help="the report: .html or .htm")
     args = parser.parse_args(argv)
     stats(args.output, args.out)
     print(f"{args.out}: report on {args.output}")
