@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import BEAM, DATAFLOW, LOOPBACK, make_images, published, write_manifest
+from conftest import BEAM, DATAFLOW, LOOPBACK, command, make_images, published, write_manifest
 
 from tfrecord_pipeline.cli.main import main
 from tfrecord_pipeline.dataset.versions import MARKER
@@ -83,6 +83,20 @@ def test_user_mistakes_are_one_line_and_exit_2(tmp_path, capsys, argv, message):
     assert status == 2
     assert len(err.splitlines()) == 1 and err.startswith("tfrecord-pipeline: error:")
     assert message in err
+
+
+@pytest.mark.parametrize("flag", ["--max_side", "--resize_short_side"])
+@pytest.mark.parametrize("value", ["0", "-3"])
+def test_a_side_of_no_pixels_is_refused_in_one_line(tmp_path, flag, value):
+    """`--resize_short_side 0` was taken and resized nothing, with exit status 0."""
+    manifest = write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
+    done = command("convert", "--manifest", manifest, "--output", tmp_path / "o", flag, value)
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert done.stderr == (
+        f"tfrecord-pipeline: error: {flag} takes a number of pixels, 1 or more (got {value}); "
+        "leave it out not to resize\n"
+    )
+    assert not (tmp_path / "o").exists()
 
 
 def test_ctrl_c_is_one_line_and_exit_130(tmp_path, capsys, monkeypatch):

@@ -7,8 +7,13 @@ import math
 
 from conftest import dataset_info
 
-from tfrecord_pipeline.cli.hints import SAMPLED_MISSING, missing_files_hint, shards_left_full
-from tfrecord_pipeline.dataset.metadata import ErrorFileInfo
+from tfrecord_pipeline.cli.hints import (
+    SAMPLED_MISSING,
+    missing_files_hint,
+    shards_left_full,
+    unused_shard_counts,
+)
+from tfrecord_pipeline.dataset.metadata import ErrorFileInfo, SplitInfo
 
 
 def test_shards_left_full_keeps_the_expected_empty_shards_under_a_twentieth():
@@ -64,3 +69,21 @@ def test_only_a_bounded_sample_of_missing_files_is_looked_for_here(tmp_path, mon
     assert missing_files_hint(info, version, str(base), str(tmp_path)).endswith(
         f"relative paths are read from --image_root {base}: use --image_root ."
     )
+
+
+def test_only_shard_counts_given_for_a_split_no_row_has_and_no_other_warning_names_are_said():
+    splits = {"train": SplitInfo(4, 1, 0, {}, [])}
+
+    def said(**options) -> list[str]:
+        return unused_shard_counts(
+            dataset_info(records=4, rows_in=4, options=options, splits=splits)
+        )
+
+    assert [line.split(" but ")[0] for line in said(num_shards="train=1,valid=2,test=3")] == [
+        "tfrecord-pipeline: warning: --num_shards names 'valid'",
+        "tfrecord-pipeline: warning: --num_shards names 'test'",
+    ]
+    assert said(num_shards="2") == said(num_shards="train=1") == []
+    # A preset's own counts; a split --split names (its own warning says it has no row).
+    assert said(num_shards="train=1024,validation=128", preset="tpu-imagenet") == []
+    assert said(num_shards="train=1,validation=2", split="train=0.9,validation=0.1") == []

@@ -142,6 +142,23 @@ def test_a_split_no_row_fell_in_is_warned_about(tmp_path, runner):
     assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
 
 
+@pytest.mark.parametrize("runner", sorted(RUNNERS))
+def test_a_shard_count_for_a_split_no_row_has_is_warned_about(tmp_path, runner):
+    """Every row is `train`: `--num_shards validation=2` was ignored without a word."""
+    manifest = write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
+    out = tmp_path / "out"
+    argv = ["--manifest", manifest, "--output", out, "--no_progress", *RUNNERS[runner]]
+    done = command("convert", *argv, "--num_shards", "train=1,validation=2")
+    assert done.returncode == 0, done.stderr
+    assert list(_versions_info(out)["splits"]) == ["train"]
+    assert done.stderr == (
+        "tfrecord-pipeline: warning: --num_shards names 'validation' but no row of 4 has that "
+        "split, so its count is not used: check the name, or give the rows a split column\n"
+    )
+    quiet = command("convert", *argv, "--num_shards", "train=1")
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+
+
 def test_a_label_offset_integer_labels_do_not_take_is_said_and_not_advised(tmp_path):
     """Integer labels are ids as written: --label_offset 1 changed nothing and said nothing,
     and the preset's warning advised that same flag for them."""

@@ -102,6 +102,8 @@ def test_a_malformed_root_is_one_line_and_its_status(malformed, words, status, t
     assert (done.returncode, done.stdout) == (status, ""), (case, done.stderr)
     assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr, case
     assert str(root) in done.stderr
+    if words[0] == "verify":  # the root named once: it printed `ROOT: ROOT holds no ...`
+        assert done.stderr.count(str(root)) == 1, (case, done.stderr)
 
 
 def test_load_raises_one_value_error_for_a_malformed_root(malformed):
@@ -125,3 +127,13 @@ def test_a_link_to_a_sound_pointer_is_refused_not_followed(sound, tmp_path):
     MALFORMED["LATEST a link to a sound pointer outside"](root)
     done = command("verify", str(root))
     assert done.returncode == 1 and "symbolic link" in done.stderr
+
+
+@pytest.mark.parametrize("slash", ["", "/"])
+def test_verify_names_a_folder_that_holds_no_dataset_once(tmp_path, slash):
+    done = command("verify", f"{tmp_path}{slash}")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (
+        f"{tmp_path} holds no published dataset: neither a dataset root (LATEST) nor a complete "
+        "version folder (_COMMITTED)\n"
+    )

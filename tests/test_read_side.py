@@ -84,6 +84,25 @@ def test_preview_refuses_an_extension_it_does_not_write_in_one_line(sample, tmp_
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("name", ["r.png", "report", "report.html.txt"])
+def test_stats_refuses_an_out_file_not_named_html_before_reading(tmp_path, name):
+    """`stats -o r.png` wrote HTML into a file its name said was a PNG. The root given does
+    not exist: the name is refused before the dataset is read."""
+    done = command("stats", tmp_path, "-o", tmp_path / name)
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert done.stderr == (
+        f"tfrecord-pipeline: error: {tmp_path / name}: stats writes .html, .htm files; name -o "
+        "with one of them\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["report.html", "REPORT.HTM"])
+def test_stats_writes_an_out_file_named_html_in_any_case(sample, tmp_path, name):
+    assert main(["stats", str(sample), "-o", str(tmp_path / name)]) == 0
+    assert (tmp_path / name).read_text().startswith("<!doctype html>")
+
+
 @pytest.mark.parametrize("flag", ["--per_class", "--random"])
 @pytest.mark.parametrize("count", ["0", "-3"])
 def test_preview_refuses_a_count_of_no_images(sample, tmp_path, flag, count):
@@ -101,18 +120,18 @@ def test_preview_refuses_a_count_of_no_images(sample, tmp_path, flag, count):
     "argv, target, cause",
     [
         ("preview -o {tmp}/sheet.png", "sheet.png", "Is a directory"),  # a folder of that name
-        ("stats -o {tmp}", "", "Is a directory"),
+        ("stats -o {tmp}/report.html", "report.html", "Is a directory"),
         ("stats -o {tmp}/file/report.html", "file/report.html", "File exists"),
     ],
 )
 def test_an_out_file_that_cannot_be_written_is_one_line(sample, tmp_path, argv, target, cause):
     (tmp_path / "sheet.png").mkdir()
+    (tmp_path / "report.html").mkdir()
     (tmp_path / "file").write_text("in the way")
     command_name, *flags = arguments(argv, tmp=tmp_path)
     done = command(command_name, sample, *flags)
     assert (done.returncode, done.stdout) == (2, ""), done.stderr
-    written = str(tmp_path / target) if target else str(tmp_path)
-    assert done.stderr == f"tfrecord-pipeline: error: -o {written}: cannot write there ({cause})\n"
+    assert done.stderr == f"tfrecord-pipeline: error: -o {tmp_path / target}: cannot write there ({cause})\n"
 
 
 def test_stats_report_is_one_offline_page(tmp_path):

@@ -1,7 +1,8 @@
 """What a finished conversion says after its table, on stderr: warnings (labels from 0 for a
 reader that subtracts 1, a --label_offset integer labels ignore, a --split name no row fell in,
-a shard count a refresh did not apply, shards left empty), why the version was not published,
-and a hint when image paths look written relative to the current folder, or with backslashes.
+a --num_shards split no row has, a shard count a refresh did not apply, shards left empty),
+why the version was not published, and a hint when image paths look written relative to the
+current folder, or with backslashes.
 All are read from the version the run wrote (its metadata, a bounded sample of its errors
 files), so they hold for every runner alike and change no byte of it.
 """
@@ -12,7 +13,7 @@ import math
 import os
 import re
 
-from tfrecord_pipeline.config.presets import one_based_warning
+from tfrecord_pipeline.config.presets import PRESETS, one_based_warning
 from tfrecord_pipeline.dataset.metadata import DatasetInfo
 from tfrecord_pipeline.transforms.errors import Reason
 from tfrecord_pipeline.transforms.manifest.splits import parse_split_spec
@@ -34,6 +35,7 @@ def closing_lines(info: DatasetInfo, folder: str, image_root: str | None, here: 
         one_based_warning(info),
         unapplied_label_offset(info),
         *empty_split_warnings(info),
+        *unused_shard_counts(info),
         *unapplied_shard_counts(info),
         *empty_shard_warnings(info),
     ]
@@ -67,6 +69,24 @@ def empty_split_warnings(info: DatasetInfo) -> list[str]:
         "or give the rows a split column"
         for name in parse_split_spec(named).names
         if name not in info.splits
+    ]
+
+
+def unused_shard_counts(info: DatasetInfo) -> list[str]:
+    """A line for each split `--num_shards` gives a count that no row has (a misspelt name, or
+    rows that all fell in other splits): the count is not used. A preset's counts, a split
+    `--split` names (warned about above) and a run of no records say nothing here."""
+    options = info.options
+    counts, preset = options.get("num_shards"), PRESETS.get(options.get("preset") or "")
+    if not counts or not info.records or (preset and counts == preset.num_shards):
+        return []
+    by_split = parse_split_spec(options["split"]).names if options.get("split") else ()
+    return [
+        f"tfrecord-pipeline: warning: --num_shards names {name!r} but no row of "
+        f"{info.rows_in:,} has that split, so its count is not used: check the name, or give "
+        "the rows a split column"
+        for name, _ in parse_shard_counts(counts).per_split
+        if name not in info.splits and name not in by_split
     ]
 
 

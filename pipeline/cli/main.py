@@ -114,6 +114,15 @@ def _count(text: str) -> int:
     return int(text)
 
 
+def _located(path: str, problem: str) -> str:
+    """A problem `verify` found, led by the path it was given unless it already begins with
+    it (the root's own problems name it: `ROOT holds no published dataset...`, `ROOT/LATEST
+    is ...`); a shard's name that merely starts like the path (`train-...` in `train/`) is led."""
+    root = path.rstrip("/")
+    named = problem.startswith((f"{root} ", f"{root}/", f"{root},"))
+    return problem if named else f"{path}: {problem}"
+
+
 def _verify(argv: list[str]) -> int:
     from tfrecord_pipeline.read.verify import DECODE_MODES, verify
 
@@ -122,7 +131,7 @@ def _verify(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     records, problems = verify(args.output, args.decode)
     for problem in problems:
-        print(f"{args.output}: {problem}", file=sys.stderr)
+        print(_located(args.output, problem), file=sys.stderr)
     if problems:
         return EXIT_FAILED_GATES
     print(f"{args.output}: ok, {records:,} records verified")
@@ -150,7 +159,7 @@ def _stats(argv: list[str]) -> int:
     from tfrecord_pipeline.read.stats import stats
 
     parser = _parser("stats")
-    parser.add_argument("-o", "--out", required=True, help="HTML file to write")
+    parser.add_argument("-o", "--out", required=True, help="the report: .html or .htm")
     args = parser.parse_args(argv)
     stats(args.output, args.out)
     print(f"{args.out}: report on {args.output}")

@@ -150,13 +150,22 @@ def _check_values(options: ConvertOptions) -> None:
             or fileio.is_dir(options.image_root),
             f"--image_root {options.image_root}: no such folder",
         ),
-        ((options.max_side or 1) > 0, "--max_side must be positive"),
+        _side_check("max_side", options.max_side),
         (
             bool(options.label_separator) and not CONTROL.search(options.label_separator),
             "--label_separator must be one or more printable characters",
         ),
-        ((options.resize_short_side or 1) > 0, "--resize_short_side must be positive"),
+        _side_check("resize_short_side", options.resize_short_side),
     )
     for ok, message in checks:
         if not ok:
             raise UserError(message)
+
+
+def _side_check(name: str, side: int | None) -> tuple[bool, str]:
+    """A resize flag's check: None does not resize, and a side of 0 pixels or fewer would
+    silently resize nothing."""
+    return (
+        side is None or side > 0,
+        f"--{name} takes a number of pixels, 1 or more (got {side}); leave it out not to resize",
+    )

@@ -7,13 +7,11 @@ the format the file's extension names. No TensorFlow.
 """
 
 import io
-import posixpath
 import random
 
 from PIL import Image, ImageDraw
 
-from tfrecord_pipeline.read.reader import examples, open_dataset, write_out
-from tfrecord_pipeline.transforms.errors import UserError
+from tfrecord_pipeline.read.reader import examples, open_dataset, out_extension, write_out
 from tfrecord_pipeline.transforms.tfrecord.examples import (
     LABEL_KEY,
     LABEL_TEXT_KEY,
@@ -37,14 +35,8 @@ FORMATS = {
 
 
 def image_format(target: str) -> tuple[str, dict]:
-    """The format (and Pillow's options for it) that `target`'s extension names; a UserError
-    for any other, so a file never holds a format its name does not say."""
-    extension = posixpath.splitext(target)[1].lower()
-    if extension not in FORMATS:
-        raise UserError(
-            f"{target}: preview writes {', '.join(FORMATS)} files; name -o with one of them"
-        )
-    return FORMATS[extension]
+    """The format (and Pillow's options for it) that `target`'s extension names."""
+    return FORMATS[out_extension(target, FORMATS, "preview")]
 
 
 def _image(example: dict) -> Image.Image:

@@ -1,6 +1,7 @@
 """Examples of a converted dataset as Python values, without TensorFlow (preview, stats)."""
 
-from collections.abc import Iterator
+import posixpath
+from collections.abc import Collection, Iterator
 
 from google.protobuf.message import DecodeError
 
@@ -20,6 +21,18 @@ def open_dataset(path: str) -> tuple[str, DatasetInfo]:
         return published.folder, DatasetInfo.from_json(published.info_text)
     except (ValueError, KeyError, TypeError) as error:
         raise UserError(f"{published.folder}: unreadable metadata ({error})") from None
+
+
+def out_extension(target: str, extensions: Collection[str], command: str) -> str:
+    """`target`'s extension, lower-cased, when it is one of `extensions` (what `command`'s
+    `-o` writes); a UserError for any other, so a file never holds a format its name does not
+    say. Checked before the dataset is read."""
+    extension = posixpath.splitext(target)[1].lower()
+    if extension not in extensions:
+        raise UserError(
+            f"{target}: {command} writes {', '.join(extensions)} files; name -o with one of them"
+        )
+    return extension
 
 
 def write_out(target: str, data: bytes) -> None:

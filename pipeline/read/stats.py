@@ -10,7 +10,7 @@ import html
 from collections import Counter
 
 from tfrecord_pipeline.dataset.metadata import DatasetInfo
-from tfrecord_pipeline.read.reader import examples, open_dataset, write_out
+from tfrecord_pipeline.read.reader import examples, open_dataset, out_extension, write_out
 
 SIZE_BUCKET = 64  # pixels per histogram bucket of the longer image side
 
@@ -112,4 +112,6 @@ def report(output: str, info: DatasetInfo) -> str:
 
 
 def stats(output: str, target: str) -> None:
+    """Write the report on the dataset `output` to `target`, an HTML file (local or gs://)."""
+    out_extension(target, (".html", ".htm"), "stats")  # before reading anything
     write_out(target, report(*open_dataset(output)).encode("utf-8"))
