@@ -131,7 +131,8 @@ def test_an_out_file_that_cannot_be_written_is_one_line(sample, tmp_path, argv, 
     command_name, *flags = arguments(argv, tmp=tmp_path)
     done = command(command_name, sample, *flags)
     assert (done.returncode, done.stdout) == (2, ""), done.stderr
-    assert done.stderr == f"tfrecord-pipeline: error: -o {tmp_path / target}: cannot write there ({cause})\n"
+    said = f"-o {tmp_path / target}: cannot write there ({cause})"
+    assert done.stderr == f"tfrecord-pipeline: error: {said}\n"
 
 
 def test_stats_report_is_one_offline_page(tmp_path):
