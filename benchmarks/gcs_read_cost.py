@@ -21,17 +21,15 @@ import hashlib
 import json
 import os
 import platform
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 from corpus import make_corpus
 from emulator import BUCKET, storage_emulator
+from writer_cpu import tree_cpu
 
 HERE = Path(__file__).resolve().parent
 READERS = ("converter", "floor", "gcs", "beam")
@@ -105,14 +103,7 @@ def child(reader: str, listing: str, count: int) -> None:
 def run_cpu(reader: str, listing: Path, count: int, env: dict) -> dict:
     """CPU seconds and wall seconds of one fresh process reading `count` objects."""
     command = [sys.executable, __file__, "--child", reader, str(listing), str(count)]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.monotonic()
-    done = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    wall = time.monotonic() - start
-    if done.returncode:
-        raise RuntimeError(f"{reader} failed: {done.stderr.decode()[-2000:]}")
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    cpu, wall = tree_cpu(command, env)
     return {"cpu_s": round(cpu, 3), "wall_s": round(wall, 3)}
 
 
