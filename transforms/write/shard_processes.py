@@ -8,11 +8,9 @@ many: transforms/write/error_sink.py); image bytes never cross a process boundar
 The Beam pipeline writes in its worker's process (`ShardWriter`): its runner spreads the work
 over processes itself (Dataflow's, one per core).
 
-The pool's workers are forks of this process when no other thread runs here (the local
-runner, before it attaches its progress bar, counting native threads too: `only_thread`): they have
-every module loaded. Otherwise a fork could copy a lock another thread holds, so they are forks
-of multiprocessing's forkserver, a fresh interpreter that has imported only this writer.
-"""
+The pool's workers are forks of this process when no other thread runs here, native ones too
+(`only_thread`: the local runner, before its progress bar): they have every module loaded. Else
+a fork could copy a lock another thread holds: they are forks of multiprocessing's forkserver."""
 
 import multiprocessing
 import os
@@ -134,6 +132,8 @@ class ShardPool:
             fastpath()  # every JPEG's scans; Pillow only where images are decoded
             if decodes_every_image(image):
                 pixels()
+        # The pool's worker processes as they start (their exit statuses outlive them), not others.
+        self._others, self._workers = set(multiprocessing.active_children()), set()
         context = multiprocessing.get_context("fork" if fork else "forkserver")
         if not fork:
             context.set_forkserver_preload([__name__])
@@ -143,6 +143,7 @@ class ShardPool:
         )
         if fork:
             self._pool.submit(int)  # makes every fork now, while no other thread runs here
+            self._workers.update(set(multiprocessing.active_children()) - self._others)
 
     def write(
         self, tasks: Iterable[ShardTask], progress: Progress = SILENT
@@ -154,6 +155,7 @@ class ShardPool:
         try:
             for task in sorted(tasks, key=lambda task: -len(task.rows)):
                 futures.append(self._pool.submit(_write_alone, task, progress))
+            self._workers.update(set(multiprocessing.active_children()) - self._others)
             for future in futures:
                 yield from future.result()
         except BrokenProcessPool:
@@ -164,11 +166,9 @@ class ShardPool:
 
     def _death(self) -> str:
         """The line that reports a worker's death: how it ended, its shard, and what to do."""
-        # concurrent.futures names neither the worker that died nor its exit status: its
-        # processes do, once the broken pool has ended the others (SIGTERM) and reaped them all.
-        processes = list(self._pool._processes.values())
+        # The pool names neither the dead worker nor its status; its reaped processes do.
         self._pool.shutdown()
-        ended = {process.pid: process.exitcode for process in processes if process.exitcode}
+        ended = {process.pid: process.exitcode for process in self._workers if process.exitcode}
         dead = [pid for pid, code in ended.items() if code != -signal.SIGTERM] or list(ended)
         writing = {}
         while not self._started.empty():
@@ -189,8 +189,7 @@ class ShardPool:
         if error is None:
             self._pool.shutdown()
             return
-        # Python 3.14's ProcessPoolExecutor.kill_workers(), by hand.
-        for process in (self._pool._processes or {}).values():
+        for process in self._workers:  # Python 3.14's ProcessPoolExecutor.kill_workers()
             process.kill()
         self._pool.shutdown(cancel_futures=True)
 
