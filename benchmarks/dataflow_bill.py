@@ -204,9 +204,9 @@ def prices_line(prices: Prices) -> str:
         f"vCPU-hour, {price(prices.memory_gb_hour)} a GB-hour of memory, "
         f"{price(prices.disk_gb_hour)} a GB-hour of standard Persistent Disk, Dataflow Shuffle "
         f"{price(prices.shuffle_gb)} a GB; Cloud Storage {price(prices.class_b_per_1000)} per "
-        f"1,000 reads and {price(prices.class_a_per_1000)} per 1,000 writes: the list prices used on "
-        f"{prices.when} ({prices.source}). Each {worker.machine} worker ({worker.vcpus} vCPUs, "
-        f"{worker.memory_gb:g} GB, a {worker.disk_gb:g} GB disk) costs "
+        f"1,000 reads and {price(prices.class_a_per_1000)} per 1,000 writes (list prices, "
+        f"used on {prices.when}: {prices.source}). Each {worker.machine} worker "
+        f"({worker.vcpus} vCPUs, {worker.memory_gb:g} GB, a {worker.disk_gb:g} GB disk) costs "
         f"${worker.hourly(prices):.4f} an hour."
     )
 
