@@ -8,7 +8,7 @@ gcsio, each in a bare process on 16 threads against the Cloud Storage emulator o
 CPU of writing an image in a Beam worker (benchmarks/writer_cpu.py, the portable runner's SDK
 harness process, its whole tree, local images, pass-through and re-encoding), the bytes a row
 takes through the shuffle (benchmarks/dataflow_costs.py), and the requests a read makes
-(READERS: counted in the emulator's request log).
+(benchmarks/read_requests.py, counted in the emulator's request log).
 
 Modelled: a vCPU of a Dataflow worker spends the sum of those CPU figures on an image; a request
 waits LATENCY_MS; a reader keeping k reads in flight a vCPU is bound by the larger of its CPU
@@ -26,6 +26,7 @@ SOURCES = {
     "pass-through": "writer-cpu-20000.json",
     "re-encoded": "writer-cpu-2000-resize_short_side-256-jpeg_quality-90.json",
     "shuffle": "dataflow-costs.json",
+    "requests": "read-requests.json",
 }
 ENGINE = "PortableRunner"  # an SDK harness in a process of its own: a Dataflow Runner v2 worker
 LATENCY_MS = 40  # a small object's request from a worker, first byte to last
@@ -72,26 +73,24 @@ class Worker(NamedTuple):
 
 
 class Reader(NamedTuple):
-    """How a pipeline reads an image: its figures' key in the read results, the requests one
-    image costs, and the reads a vCPU keeps in flight (0: as many as keep the vCPU busy)."""
+    """How a pipeline reads an image: its figures' key in the read results, and the reads a
+    vCPU keeps in flight (0: as many as keep the vCPU busy)."""
 
     label: str
     key: str
-    requests: int
     in_flight: int
     shuffles_rows: bool  # rows cross a shuffle (this converter's shard plan); else nothing
 
 
 READERS = (
-    # One GET of the media (docs/guarantees.md, Reading under faults); reads in flight derived
-    # from latency and CPU per image.
-    Reader("this converter", "converter", 1, 0, True),
-    # Beam 2.77's gcsio: the object's metadata, the bucket's, then the media, one after the
-    # other; a DoFn reads one image at a time, and a batch worker runs a thread a vCPU (the
+    # Its shard writer's reads in flight are derived from latency and CPU per image.
+    Reader("this converter", "converter", 0, True),
+    # A DoFn reads one image at a time (Beam 2.77's gcsio: the object's metadata, the bucket's,
+    # then the media, one after the other), and a batch worker runs a thread a vCPU (the
     # Dataflow API's numThreadsPerWorker). WriteToTFRecord's default sharding shuffles nothing.
-    Reader("Beam tutorial pipeline (gcsio)", "beam", 3, 1, False),
+    Reader("Beam tutorial pipeline (gcsio)", "beam", 1, False),
     # The same, given threads enough to keep each vCPU busy (--number_of_worker_harness_threads).
-    Reader("Beam tutorial pipeline (gcsio), threads enough", "beam", 3, 0, False),
+    Reader("Beam tutorial pipeline (gcsio), threads enough", "beam", 0, False),
 )
 
 
@@ -100,7 +99,7 @@ class Image(NamedTuple):
 
     read_us: float
     write_us: float
-    requests: int
+    requests: float
     in_flight: int  # reads in flight a vCPU keeps
 
     @property
@@ -117,18 +116,19 @@ def load(results: Path = RESULTS) -> dict:
     return {name: json.loads((results / file).read_text()) for name, file in SOURCES.items()}
 
 
-def reads_needed(cpu_us: float, requests: int) -> int:
+def reads_needed(cpu_us: float, requests: float) -> int:
     """The reads in flight that keep a vCPU busy: an image's CPU and waits over its CPU."""
     return math.ceil((cpu_us + requests * LATENCY_MS * 1000) / cpu_us)
 
 
 def images(measured: dict, reader: Reader) -> dict[str, Image]:
     read_us = measured["read"]["readers"][reader.key]["us_per_object"]
+    requests = measured["requests"]["requests_per_object"][reader.key]
     costs = {}
     for kind in KINDS:
         write_us = measured[kind]["engines"][ENGINE]["us_per_image"]
-        in_flight = reader.in_flight or reads_needed(read_us + write_us, reader.requests)
-        costs[kind] = Image(read_us, write_us, reader.requests, in_flight)
+        in_flight = reader.in_flight or reads_needed(read_us + write_us, requests)
+        costs[kind] = Image(read_us, write_us, requests, in_flight)
     return costs
 
 
@@ -172,7 +172,7 @@ def per_image_table(measured: dict) -> str:
     cells = {
         "CPU of its `gs://` read (measured)": lambda image: f"{figure(image.read_us)} µs",
         "CPU writing it{} (measured)": lambda image: f"{figure(image.write_us)} µs",
-        "Cloud Storage requests (counted)": lambda image: str(image.requests),
+        "Cloud Storage requests (counted)": lambda image: f"{image.requests:g}",
         "reads in flight a vCPU keeps{}": lambda image: str(image.in_flight),
         "vCPU time it holds{}": lambda image: f"{figure(image.vcpu_us)} µs",
     }

@@ -88,6 +88,15 @@ def test_one_tiny_dataflow_costs_sitting_measures_every_stage(tmp_path, monkeypa
     assert measured["shuffle_bytes_per_row"] > 0
 
 
+def test_one_tiny_read_requests_sitting_counts_every_reader_s_requests(tmp_path, monkeypatch):
+    import read_requests
+
+    monkeypatch.setenv("CORPUS_DIR", str(tmp_path))
+    report = read_requests.main(8, readers=("converter", "gcs"))
+    assert set(report["requests_per_object"]) == {"converter", "gcs"}
+    assert all(count > 0 for count in report["requests_per_object"].values())
+
+
 def test_the_costs_page_holds_what_the_bill_prints_from_the_committed_results():
     import dataflow_bill
 
