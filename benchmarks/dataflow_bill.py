@@ -2,7 +2,7 @@
 `python benchmarks/dataflow_bill.py` prints the tables docs/costs.md holds, from the results the
 benchmarks in SOURCES wrote to benchmarks/results/ (re-run those in one sitting, then this).
 
-Measured, as whole processes (the result files name the machine and the date is in the docs):
+Measured, as whole processes (the result files name the machine; docs/costs.md the dates):
 the CPU of one `gs://` image read (benchmarks/gcs_read_cost.py: this converter's read and Beam's
 gcsio, each in a bare process on 16 threads against the Cloud Storage emulator on loopback), the
 CPU of writing an image in a Beam worker (benchmarks/writer_cpu.py, the portable runner's SDK
@@ -74,23 +74,23 @@ class Worker(NamedTuple):
 
 class Reader(NamedTuple):
     """How a pipeline reads an image: its figures' key in the read results, and the reads a
-    vCPU keeps in flight (0: as many as keep the vCPU busy)."""
+    vCPU keeps in flight (None: as many as keep the vCPU busy)."""
 
     label: str
     key: str
-    in_flight: int
+    in_flight: int | None
     shuffles_rows: bool  # rows cross a shuffle (this converter's shard plan); else nothing
 
 
 READERS = (
-    # Its shard writer's reads in flight are derived from latency and CPU per image.
-    Reader("this converter", "converter", 0, True),
+    # Its shard writer's automatic --threads keep enough reads in flight to cover the latency.
+    Reader("this converter", "converter", None, True),
     # A DoFn reads one image at a time (Beam 2.77's gcsio: the object's metadata, the bucket's,
     # then the media, one after the other), and a batch worker runs a thread a vCPU (the
     # Dataflow API's numThreadsPerWorker). WriteToTFRecord's default sharding shuffles nothing.
     Reader("Beam tutorial pipeline (gcsio)", "beam", 1, False),
     # The same, given threads enough to keep each vCPU busy (--number_of_worker_harness_threads).
-    Reader("Beam tutorial pipeline (gcsio), threads enough", "beam", 0, False),
+    Reader("Beam tutorial pipeline (gcsio), threads enough", "beam", None, False),
 )
 
 
@@ -127,7 +127,8 @@ def images(measured: dict, reader: Reader) -> dict[str, Image]:
     costs = {}
     for kind in KINDS:
         write_us = measured[kind]["engines"][ENGINE]["us_per_image"]
-        in_flight = reader.in_flight or reads_needed(read_us + write_us, requests)
+        needed = reads_needed(read_us + write_us, requests)
+        in_flight = needed if reader.in_flight is None else reader.in_flight
         costs[kind] = Image(read_us, write_us, requests, in_flight)
     return costs
 
