@@ -172,10 +172,12 @@ def per_image_table(measured: dict) -> str:
     ]
     cells = {
         "CPU of its `gs://` read (measured)": lambda image: f"{figure(image.read_us)} µs",
-        "CPU writing it{} (measured)": lambda image: f"{figure(image.write_us)} µs",
+        "CPU writing it{} (measured: this converter's)": lambda image: (
+            f"{figure(image.write_us)} µs"
+        ),
         "Cloud Storage requests (counted)": lambda image: f"{image.requests:g}",
-        "reads in flight a vCPU keeps{}": lambda image: str(image.in_flight),
-        "vCPU time it holds{}": lambda image: f"{figure(image.vcpu_us)} µs",
+        "reads in flight a vCPU keeps{} (modelled)": lambda image: str(image.in_flight),
+        "vCPU time it holds{} (modelled)": lambda image: f"{figure(image.vcpu_us)} µs",
     }
     for label, cell in cells.items():
         for kind in KINDS if "{}" in label else KINDS[:1]:
