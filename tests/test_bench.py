@@ -191,7 +191,7 @@ def test_one_tiny_gcs_read_cost_sitting_reads_every_object_with_each_reader(tmp_
     import gcs_read_cost
 
     monkeypatch.setenv("CORPUS_DIR", str(tmp_path))
-    readers = ("converter", "floor", "gcs")
+    readers = ("convert-local", "converter", "floor", "floor_checked", "gcs")
     report = gcs_read_cost.main(8, 1, readers)
     assert report["sizes"] == {"small": 2, "large": 8}
     assert tuple(report["readers"]) == readers
@@ -199,3 +199,5 @@ def test_one_tiny_gcs_read_cost_sitting_reads_every_object_with_each_reader(tmp_
         (run,) = reader["samples"]
         assert run["small"]["cpu_s"] > 0 and run["large"]["cpu_s"] > 0
     assert all(f"| {name} |" in gcs_read_cost.markdown(report) for name in readers)
+    # The conversion's verdict against the checked floor (none when a tiny floor measures 0).
+    assert all("convert-local" in line for line in gcs_read_cost.verdicts(report))
