@@ -49,6 +49,8 @@ def media(path: str, max_bytes: int | None) -> Media | None:
         if max_bytes is not None and len(data) > max_bytes:
             connection.close()
             return None
+        if size is not None and len(data) != int(size):  # read(n) tells no cut: its length does
+            raise CorruptTransferError(f"{path}: {len(data):,} of {int(size):,} bytes")
     crc32c = crc32c_of(data)
     announced = _announced_crc32c(response.getheader("X-Goog-Hash", ""))
     if announced is not None and announced != crc32c:

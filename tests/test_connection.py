@@ -1,0 +1,174 @@
+"""The thread's keep-alive connection (transforms/storage/connection.py) and the GETs on it
+(transforms/storage/jsonapi.py) against servers that behave as real networks and servers do:
+idle connections closed by the server, `Connection: close` and HTTP/1.0 answers, bodies cut,
+stalled, longer than announced or chunked, a Range ignored. Each request here is sent once,
+with no retry around it: a connection problem the client should have seen coming fails it."""
+
+import io
+import threading
+
+import pytest
+from scripted_server import ScriptedServer, response
+
+from tfrecord_pipeline.transforms.storage import connection, gcs, jsonapi, retry
+from tfrecord_pipeline.transforms.tfrecord.records import crc32c_of
+
+DATA = bytes(range(256)) * 160  # 40 KB
+
+
+def _hash(data: bytes) -> str:
+    return f"crc32c={crc32c_of(data)}"
+
+
+def _media(target, headers, out) -> bool:
+    out.write(response(DATA, X_Goog_Hash=_hash(DATA)))
+    return True
+
+
+@pytest.fixture
+def serve(monkeypatch):
+    """Starts a ScriptedServer as the store (STORAGE_EMULATOR_HOST) until the test ends."""
+    servers = []
+
+    def start(answer, idle_close_s=None) -> ScriptedServer:
+        server = ScriptedServer(answer, idle_close_s).__enter__()
+        servers.append(server)
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{server.port}")
+        return server
+
+    yield start
+    for server in servers:
+        server.__exit__(None, None, None)
+
+
+def test_a_connection_the_server_closed_while_idle_is_never_sent_a_request(serve):
+    server = serve(_media, idle_close_s=0.05)
+    for _ in range(3):
+        assert jsonapi.media("gs://b/a.jpg", None).data == DATA  # no retry around it
+        server.wait_idle_closed()
+    assert server.connections == 3
+    assert all(len(requests) == 1 for requests in server.requests.values())
+
+
+def test_threads_idle_between_shards_on_a_server_closing_idle_connections(serve):
+    server = serve(_media, idle_close_s=0.05)
+    failures = []
+
+    def shard():
+        try:
+            for _ in range(3):
+                jsonapi.media("gs://b/a.jpg", None)
+        except Exception as error:  # noqa: BLE001 - counted, then asserted
+            failures.append(error)
+
+    for _ in range(3):
+        threads = [threading.Thread(target=shard) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        server.wait_idle_closed()
+    assert failures == []
+    assert sum(map(len, server.requests.values())) == 3 * 8 * 3
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        response(DATA, Connection="close", X_Goog_Hash=_hash(DATA)),
+        response(DATA, X_Goog_Hash=_hash(DATA)).replace(b"HTTP/1.1", b"HTTP/1.0", 1),
+    ],
+    ids=["connection-close", "http-1.0"],
+)
+def test_answers_that_close_the_connection_leave_the_next_request_a_new_one(serve, answer):
+    def close(target, headers, out) -> bool:
+        out.write(answer)
+        return False
+
+    server = serve(close)
+    for _ in range(4):
+        assert jsonapi.media("gs://b/a.jpg", None).data == DATA
+    assert server.connections == 4
+
+
+def test_a_body_that_stalls_fails_transiently_after_the_timeout(serve, monkeypatch):
+    monkeypatch.setattr(connection, "TIMEOUT_S", 0.2)
+    stalled = threading.Event()
+
+    def stall(target, headers, out) -> bool:
+        head = response(DATA, X_Goog_Hash=_hash(DATA))
+        out.write(head[: len(head) - len(DATA) // 2])
+        out.flush()
+        stalled.wait(5)
+        return False
+
+    serve(stall)
+    for limit in (None, len(DATA)):
+        with pytest.raises(Exception) as raised:
+            jsonapi.media("gs://b/a.jpg", limit)
+        assert retry.is_transient(raised.value)
+    stalled.set()
+
+
+@pytest.mark.parametrize("limit", [None, len(DATA)])
+@pytest.mark.parametrize("announced", [True, False], ids=["hashed", "no-hash"])
+def test_a_body_shorter_than_its_content_length_is_a_transient_failure(serve, limit, announced):
+    def cut(target, headers, out) -> bool:
+        hashed = {"X_Goog_Hash": _hash(DATA)} if announced else {}
+        out.write(response(DATA, **hashed)[: -len(DATA) // 3])
+        return False
+
+    serve(cut)
+    with pytest.raises(Exception) as raised:
+        jsonapi.media("gs://b/a.jpg", limit)
+    assert retry.is_transient(raised.value)
+
+
+def test_a_body_longer_than_its_content_length_is_cut_there_and_the_next_request_is_whole(serve):
+    def long(target, headers, out) -> bool:
+        head = response(DATA, X_Goog_Hash=_hash(DATA))
+        out.write(head + b"trailing garbage")
+        return True
+
+    serve(long)
+    for _ in range(3):
+        assert jsonapi.media("gs://b/a.jpg", None).data == DATA
+
+
+def _chunked(data: bytes) -> bytes:
+    pieces = [data[i : i + 5000] for i in range(0, len(data), 5000)]
+    return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n"
+
+
+def test_a_chunked_body_without_a_length_is_read_whole_or_refused_over_the_limit(serve):
+    def chunked(target, headers, out) -> bool:
+        out.write(response(_chunked(DATA), Transfer_Encoding="chunked", X_Goog_Hash=_hash(DATA)))
+        return True
+
+    server = serve(chunked)
+    assert jsonapi.media("gs://b/a.jpg", None).data == DATA
+    assert jsonapi.media("gs://b/a.jpg", len(DATA)).data == DATA
+    assert jsonapi.media("gs://b/a.jpg", len(DATA) - 1) is None
+    assert jsonapi.media("gs://b/a.jpg", len(DATA)).data == DATA
+    assert sum(map(len, server.requests.values())) == 4
+
+
+def _range_answer(honour: bool):
+    def answer(target, headers, out) -> bool:
+        if "alt=media" not in target:
+            out.write(response(b'{"size": "%d", "crc32c": "x", "generation": "1"}' % len(DATA)))
+            return True
+        start, end = map(int, headers["range"].removeprefix("bytes=").split("-"))
+        if honour:
+            span = f"bytes {start}-{end}/{len(DATA)}"
+            out.write(response(DATA[start : end + 1], "206 Partial Content", Content_Range=span))
+        else:
+            out.write(response(DATA, X_Goog_Hash=_hash(DATA)))
+        return True
+
+    return answer
+
+
+def test_a_range_is_read_from_its_206_answer(serve):
+    serve(_range_answer(honour=True))
+    assert io.BufferedReader(gcs.RangeReader("gs://b/m.csv"), 7000).read() == DATA
