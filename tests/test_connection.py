@@ -172,3 +172,12 @@ def _range_answer(honour: bool):
 def test_a_range_is_read_from_its_206_answer(serve):
     serve(_range_answer(honour=True))
     assert io.BufferedReader(gcs.RangeReader("gs://b/m.csv"), 7000).read() == DATA
+
+
+@pytest.mark.parametrize("buffer", [7000, 2 * len(DATA)])
+def test_a_server_ignoring_the_range_never_gives_other_bytes_than_those_asked(serve, buffer):
+    serve(_range_answer(honour=False))
+    reader = io.BufferedReader(gcs.RangeReader("gs://b/m.csv"), buffer)
+    reader.seek(100)
+    with pytest.raises(OSError, match="Range"):
+        reader.read(10)

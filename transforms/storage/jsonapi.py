@@ -59,9 +59,13 @@ def media(path: str, max_bytes: int | None) -> Media | None:
 
 
 def media_range(path: str, start: int, end: int) -> bytes:
-    """Bytes `start` to `end` (exclusive) of an object's media, from one ranged GET."""
+    """Bytes `start` to `end` (exclusive) of an object's media, from one ranged GET. A server
+    that ignores the Range (a proxy in the way) and answers the whole object raises OSError,
+    its body unread: those are not the bytes asked for."""
     headers = {"Range": f"bytes={start}-{end - 1}"}
     with _answer(_object(path, "/download") + "?alt=media", path, headers) as (_, response):
+        if response.status != 206 and (start, response.length) != (0, end - start):
+            raise OSError(f"{path}: the whole object answered a Range of bytes {start:,}-{end:,}")
         return response.read()
 
 
