@@ -5,6 +5,7 @@ stalled, longer than announced or chunked, a Range ignored. Each request here is
 with no retry around it: a connection problem the client should have seen coming fails it."""
 
 import io
+import os
 import threading
 
 import pytest
@@ -181,3 +182,20 @@ def test_a_server_ignoring_the_range_never_gives_other_bytes_than_those_asked(se
     reader.seek(100)
     with pytest.raises(OSError, match="Range"):
         reader.read(10)
+
+
+@pytest.fixture
+def busy_fds():
+    """A process holding more than 1,024 open files, as a worker with many threads, shards and
+    connections does: the next socket's number is over select()'s limit."""
+    fds = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    yield
+    for fd in fds:
+        os.close(fd)
+
+
+def test_a_connection_numbered_over_1024_is_reused(serve, busy_fds):
+    server = serve(_media)
+    for _ in range(3):
+        assert jsonapi.media("gs://b/a.jpg", None).data == DATA
+    assert server.connections == 1

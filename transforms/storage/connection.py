@@ -69,8 +69,13 @@ def connection() -> http.client.HTTPConnection:
 def _dropped(connection: http.client.HTTPConnection) -> bool:
     """Whether a kept connection cannot carry another request: closed here, or readable while
     idle, which is the server having closed it (as it does to connections idle too long; a
-    request sent on it would fail, and be retried, for nothing)."""
-    return connection.sock is None or bool(select.select([connection.sock], [], [], 0)[0])
+    request sent on it would fail, and be retried, for nothing). poll, not select: a busy
+    worker's sockets are numbered past select's limit of 1,024."""
+    if connection.sock is None:
+        return True
+    idle = select.poll()
+    idle.register(connection.sock, select.POLLIN)
+    return bool(idle.poll(0))
 
 
 def _new_connection(store: _Store) -> http.client.HTTPConnection:
