@@ -199,3 +199,11 @@ def test_a_connection_numbered_over_1024_is_reused(serve, busy_fds):
     for _ in range(3):
         assert jsonapi.media("gs://b/a.jpg", None).data == DATA
     assert server.connections == 1
+
+
+def test_a_host_name_not_resolved_is_a_transient_failure(monkeypatch):
+    """DNS failing on the way, as requests (a ConnectionError) told Google's clients."""
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://no-such-host.invalid:80")
+    with pytest.raises(OSError) as raised:
+        jsonapi.media("gs://b/a.jpg", None)
+    assert retry.is_transient(raised.value)
