@@ -11,7 +11,7 @@ from fault_proxy import DAMAGE, FaultProxy
 from loopback import LoopbackServer
 from tls_proxy import TOKEN, TlsProxy
 
-from tfrecord_pipeline.transforms.storage import connection, jsonapi
+from tfrecord_pipeline.transforms.storage import connection, gcs, jsonapi, retry
 from tfrecord_pipeline.transforms.storage.retry import CorruptTransferError, is_transient
 from tfrecord_pipeline.transforms.tfrecord.records import crc32c_of
 
@@ -108,13 +108,12 @@ def test_a_refusal_is_the_objects_failure_and_a_busy_service_is_transient(
     assert str(status) in str(error.value)
 
 
-def test_through_an_https_proxy_over_tls_with_google_credentials_refreshed(
-    objects, gcs, tmp_path, monkeypatch
-):
-    """No emulator address: the request goes to storage.googleapis.com, tunnelled through the
-    https proxy the environment names, over TLS checked against the CA bundle it names, with a
-    token Google's default credentials got from their token endpoint (answered by the proxy)."""
-    path = objects("over-tls.jpg")
+@pytest.fixture
+def over_tls(gcs, tmp_path, monkeypatch):
+    """No emulator address: requests go to storage.googleapis.com, tunnelled through the https
+    proxy the environment names (tests/tls_proxy.py), over TLS checked against the CA bundle it
+    names, with a token Google's default credentials got from their token endpoint (answered by
+    the proxy). Yields the proxy."""
     key = tmp_path / "adc.json"
     key.write_text(
         json.dumps(
@@ -133,16 +132,42 @@ def test_through_an_https_proxy_over_tls_with_google_credentials_refreshed(
         monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
         connection._store_for.cache_clear()
         try:
-            results = []
-            threads = [
-                threading.Thread(target=lambda: results.append(jsonapi.media(path, None)))
-                for _ in range(4)
-            ]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
+            yield proxy
         finally:
             connection._store_for.cache_clear()
+
+
+def test_through_an_https_proxy_over_tls_with_google_credentials_refreshed(objects, over_tls):
+    path = objects("over-tls.jpg")
+    results = []
+    threads = [
+        threading.Thread(target=lambda: results.append(jsonapi.media(path, None))) for _ in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     assert results == [(DATA, crc32c_of(DATA))] * 4
-    assert proxy.authorizations == [f"Bearer {TOKEN}"] * 4
+    assert over_tls.authorizations == [f"Bearer {TOKEN}"] * 4
+
+
+def test_a_token_refused_on_the_way_is_refreshed_once_and_the_run_goes_on(objects, over_tls):
+    path = objects("expired.jpg")
+    over_tls.refuse = {2}
+    assert [jsonapi.media(path, None) for _ in range(4)] == [(DATA, crc32c_of(DATA))] * 4
+    assert len(over_tls.authorizations) == 5  # the refused request, asked once more
+    assert over_tls.token_requests == 2
+
+
+def test_a_token_endpoint_failing_is_transient_then_the_store_unavailable(
+    objects, over_tls, monkeypatch
+):
+    path = objects("no-token.jpg")
+    over_tls.token_status = 500  # each refresh asks it three times itself (google-auth's own)
+    monkeypatch.setattr(retry, "FIRST_DELAY_S", 0.001)
+    monkeypatch.setattr(retry, "ATTEMPTS", 2)
+    with pytest.raises(retry.StoreUnavailableError):
+        gcs.read(path, None)
+    over_tls.token_status = 200
+    assert gcs.read(path, None).data == DATA
+    assert over_tls.authorizations == [f"Bearer {TOKEN}"]

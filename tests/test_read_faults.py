@@ -34,6 +34,7 @@ TRANSIENT = [
     TimeoutError(),
     retry.CorruptTransferError("not matching X-Goog-Hash"),
     auth.TransportError(requests.ConnectionError("token endpoint unreachable")),
+    auth.RefreshError("internal_failure", retryable=True),
     socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution"),
     OSError(errno.ENETUNREACH, "Network is unreachable"),
     OSError(errno.EHOSTUNREACH, "No route to host"),
@@ -45,6 +46,7 @@ PERMANENT = [
     disk.FileTooLargeError(),
     ValueError(),
     auth.TransportError("no credentials"),
+    auth.RefreshError("invalid_grant: token revoked"),
 ]
 
 

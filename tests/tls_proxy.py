@@ -8,7 +8,8 @@ resolves the real host names when it goes through a proxy.
 
 A token request (`POST /token`, Google's OAuth endpoint) is answered by the proxy itself with the
 access token `TOKEN`, so credentials of any kind can be refreshed here; the Authorization header
-of every replayed request is kept in `.authorizations`.
+of every replayed request is kept in `.authorizations`. A test can make the token endpoint fail
+(`.token_status`) or answer chosen requests 401, as a token expired on the way (`.refuse`).
 """
 
 import datetime
@@ -93,12 +94,19 @@ class _Tunnel(socketserver.StreamRequestHandler):
         length = int(headers.get("Content-Length", headers.get("content-length", 0)))
         body = stream.read(length) if length else None
         if method == "POST" and target.startswith("/token"):
+            self.server.token_requests += 1
+            status = self.server.token_status
             token = f'{{"access_token": "{TOKEN}", "expires_in": 3600, "token_type": "Bearer"}}'
-            stream.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
+            token = token if status == 200 else '{"error": "internal_failure"}'
+            stream.write(f"HTTP/1.1 {status} -\r\nContent-Type: application/json\r\n".encode())
             stream.write(f"Content-Length: {len(token)}\r\n\r\n{token}".encode())
             stream.flush()
             return True
         self.server.authorizations.append(headers.get("Authorization"))
+        if len(self.server.authorizations) - 1 in self.server.refuse:  # the token expired
+            stream.write(b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n")
+            stream.flush()
+            return True
         forwarded = {k: v for k, v in headers.items() if k.lower() not in _HOP_BY_HOP}
         emulator = http.client.HTTPConnection("127.0.0.1", self.server.emulator_port, timeout=30)
         emulator.request(method, target, body=body, headers=forwarded)
@@ -124,3 +132,6 @@ class TlsProxy(LoopbackServer):
         self.tls.load_cert_chain(certificate, key)
         self.emulator_port = emulator_port
         self.authorizations: list[str | None] = []
+        self.refuse: set[int] = set()  # the requests (numbered from 0) answered 401
+        self.token_status = 200  # what the token endpoint answers
+        self.token_requests = 0

@@ -64,6 +64,8 @@ def is_transient(error: BaseException) -> bool:
 
     if isinstance(error, api.GoogleAPICallError):
         return error.code in _RETRYABLE_STATUS
+    if isinstance(error, auth.RefreshError):  # the token endpoint answered 5xx, 408 or 429
+        return error.retryable
     if isinstance(error, auth.TransportError):  # refreshing a token failed on the way
         return bool(error.args) and is_transient(error.args[0])
     if isinstance(error, ssl.SSLError):  # a TLS record cut or garbled on the way
