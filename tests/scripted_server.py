@@ -56,6 +56,7 @@ class _Handler(socketserver.StreamRequestHandler):
             target = line.split(" ")[1]
             with server.lock:
                 server.requests[number].append((target, headers))
+                server.ports[number] = self.client_address[1]
             keep = server.answer(target, headers, self.wfile)
             self.wfile.flush()
             if not keep:
@@ -73,6 +74,7 @@ class ScriptedServer(LoopbackServer):
         self.lock = threading.Lock()
         self.connections = self.closed = 0
         self.requests: dict[int, list[tuple[str, dict]]] = {}
+        self.ports: dict[int, int] = {}  # each connection's port at the client's end
 
     def wait_idle_closed(self) -> None:
         """Until the server has closed every connection (idle ones after `idle_close_s`), and

@@ -4,13 +4,17 @@ idle connections closed by the server, `Connection: close` and HTTP/1.0 answers,
 stalled, longer than announced or chunked, a Range ignored. Each request here is sent once,
 with no retry around it: a connection problem the client should have seen coming fails it."""
 
+import http.client
 import io
+import multiprocessing
 import os
 import threading
 
 import pytest
+from conftest import make_images, write_manifest
 from scripted_server import ScriptedServer, response
 
+from tfrecord_pipeline.runners.convert import run
 from tfrecord_pipeline.transforms.storage import connection, gcs, jsonapi, retry
 from tfrecord_pipeline.transforms.tfrecord.records import crc32c_of
 
@@ -207,3 +211,78 @@ def test_a_host_name_not_resolved_is_a_transient_failure(monkeypatch):
     with pytest.raises(OSError) as raised:
         jsonapi.media("gs://b/a.jpg", None)
     assert retry.is_transient(raised.value)
+
+
+def _port() -> int:
+    """The client's port of this thread's connection: which connection the last request took."""
+    return connection.connection().sock.getsockname()[1]
+
+
+def _read_in_child(ports) -> None:
+    jsonapi.media("gs://b/child.jpg", None)
+    jsonapi.media("gs://b/child.jpg", None)
+    ports.put(_port())
+
+
+def test_a_forked_process_never_sends_on_the_connection_its_parent_made(serve):
+    """As the local runner's shard writers are forked after the parent read a gs:// manifest:
+    two processes writing on one socket would get each other's answers."""
+    server = serve(_media)
+    assert jsonapi.media("gs://b/parent.jpg", None).data == DATA
+    parents = _port()
+    context = multiprocessing.get_context("fork")
+    ports = context.SimpleQueue()
+    child = context.Process(target=_read_in_child, args=(ports,))
+    child.start()
+    child.join()
+    assert child.exitcode == 0
+    childs = ports.get()
+    assert jsonapi.media("gs://b/parent.jpg", None).data == DATA  # its own connection intact
+    assert _port() == parents != childs
+    by_port = {server.ports[n]: [t for t, _ in server.requests[n]] for n in server.requests}
+    assert sorted(by_port[parents]) == ["/download/storage/v1/b/b/o/parent.jpg?alt=media"] * 2
+    assert sorted(by_port[childs]) == ["/download/storage/v1/b/b/o/child.jpg?alt=media"] * 2
+    assert server.connections == 2
+
+
+def _forwarding(emulator_port: int):
+    """An answer that is the emulator's to the same GET, its body whole."""
+
+    def forward(target, headers, out) -> bool:
+        kept = {k: v for k, v in headers.items() if k not in ("host", "connection")}
+        emulator = http.client.HTTPConnection("127.0.0.1", emulator_port, timeout=30)
+        emulator.request("GET", target, headers=kept)
+        answer = emulator.getresponse()
+        data = answer.read()
+        emulator.close()
+        out.write(f"HTTP/1.1 {answer.status} {answer.reason}\r\n".encode("latin-1"))
+        for name, value in answer.getheaders():
+            if name.lower() not in ("connection", "transfer-encoding", "content-length"):
+                out.write(f"{name}: {value}\r\n".encode("latin-1"))
+        out.write(f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
+        return True
+
+    return forward
+
+
+def test_shard_writers_forked_after_a_gs_manifest_read_never_share_its_connection(
+    tmp_path, gcs, serve
+):
+    """The local runner reads a gs:// manifest here and its forked shard writers read the
+    images (it forks them first of all, before any request): no connection the store saw
+    carries both, and no request was sent twice."""
+    write_manifest(tmp_path / "src" / "manifest.csv", make_images(tmp_path / "src", per_class=5))
+    source = gcs(tmp_path / "src", f"fork-{tmp_path.name}")
+    server = serve(_forwarding(gcs.port))
+    argv = f"--manifest {source}/manifest.csv --output {tmp_path / 'out'} --no_progress"
+    info = run([*argv.split(), "--num_shards", "4", "--processes", "2", "--threads", "2"]).info
+    assert info.records == 20
+    kinds = [
+        {"manifest" if "manifest.csv" in target else "image" for target, _ in requests}
+        for requests in server.requests.values()
+    ]
+    assert {"manifest"} in kinds and {"image"} in kinds
+    assert {"manifest", "image"} not in kinds
+    targets = [target for requests in server.requests.values() for target, _ in requests]
+    media = [t for t in targets if "alt=media" in t and "manifest" not in t]
+    assert len(media) == len(set(media)) == 20
