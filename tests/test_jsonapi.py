@@ -2,7 +2,9 @@
 answers what Cloud Storage answers when it refuses, the fault proxy, and real TLS through an
 https proxy with credentials refreshed on the way."""
 
+import gzip
 import http.server
+import io
 import json
 import threading
 
@@ -11,7 +13,8 @@ from fault_proxy import DAMAGE, FaultProxy
 from loopback import LoopbackServer
 from tls_proxy import TOKEN, TlsProxy
 
-from tfrecord_pipeline.transforms.storage import connection, gcs, jsonapi, retry
+from tfrecord_pipeline.transforms.storage import connection, jsonapi, retry
+from tfrecord_pipeline.transforms.storage import gcs as store
 from tfrecord_pipeline.transforms.storage.retry import CorruptTransferError, is_transient
 from tfrecord_pipeline.transforms.tfrecord.records import crc32c_of
 
@@ -167,7 +170,46 @@ def test_a_token_endpoint_failing_is_transient_then_the_store_unavailable(
     monkeypatch.setattr(retry, "FIRST_DELAY_S", 0.001)
     monkeypatch.setattr(retry, "ATTEMPTS", 2)
     with pytest.raises(retry.StoreUnavailableError):
-        gcs.read(path, None)
+        store.read(path, None)
     over_tls.token_status = 200
-    assert gcs.read(path, None).data == DATA
+    assert store.read(path, None).data == DATA
     assert over_tls.authorizations == [f"Bearer {TOKEN}"]
+
+
+NAMES = ["a b.jpg", "a#b.jpg", "a?b=c&d.jpg", "100%25 a%2Fb.jpg", "ünï 写真.jpg", "/lead.jpg"]
+NAMES += ["dir//double.jpg", "+plus.jpg", "semi;colon:@.jpg"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_an_object_named_with_any_character_is_read_stated_ranged_and_listed(objects, name):
+    path = objects(name, DATA[: 1000 + len(name)])
+    data = DATA[: 1000 + len(name)]
+    assert jsonapi.media(path, None) == (data, crc32c_of(data))
+    assert store.stat(path) == store.Stat(len(data), store.identity(len(data), crc32c_of(data)))
+    assert io.BufferedReader(store.RangeReader(path), 300).read() == data
+    bucket, key = store.split(path)
+    assert jsonapi.list_page(bucket, key, "", None, None).names == [key]
+    assert store.holds_objects(f"gs://{bucket}/{objects.prefix}")
+    if "/" not in name:  # (a folder "x//" is "x/"'s: an empty folder name is not walked)
+        assert (name, False) in list(store.list_folder(f"gs://{bucket}/{objects.prefix}"))
+
+
+def test_a_bucket_named_with_dots(gcs):
+    bucket = gcs.bucket.client.create_bucket("tfrp.test.dots")
+    bucket.blob("x/a b.jpg").upload_from_string(DATA)
+    assert jsonapi.media("gs://tfrp.test.dots/x/a b.jpg", None).data == DATA
+    assert list(store.list_folder("gs://tfrp.test.dots/x")) == [("a b.jpg", False)]
+
+
+def test_an_object_stored_gzipped_is_its_stored_bytes_matching_their_crc32c(gcs, objects):
+    """Cloud Storage unzips a gzip-encoded object for a client that does not accept gzip, and
+    a range of it then is not the stored one: media, stat and ranges all ask for it as stored."""
+    stored = gzip.compress(DATA)
+    blob = gcs.bucket.blob(f"{objects.prefix}/zipped.csv.gz")
+    blob.content_encoding = "gzip"
+    blob.upload_from_string(stored)
+    path = f"gs://tfrp-test/{objects.prefix}/zipped.csv.gz"
+    assert jsonapi.media(path, None) == (stored, crc32c_of(stored))
+    assert jsonapi.media(path, len(stored)) == (stored, crc32c_of(stored))
+    assert store.stat(path).size == len(stored)
+    assert io.BufferedReader(store.RangeReader(path), 100).read() == stored
