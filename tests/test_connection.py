@@ -4,6 +4,8 @@ idle connections closed by the server, `Connection: close` and HTTP/1.0 answers,
 stalled, longer than announced or chunked, a Range ignored. Each request here is sent once,
 with no retry around it: a connection problem the client should have seen coming fails it."""
 
+import concurrent.futures
+import gc
 import http.client
 import io
 import multiprocessing
@@ -286,3 +288,20 @@ def test_shard_writers_forked_after_a_gs_manifest_read_never_share_its_connectio
     targets = [target for requests in server.requests.values() for target, _ in requests]
     media = [t for t in targets if "alt=media" in t and "manifest" not in t]
     assert len(media) == len(set(media)) == 20
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_256_threads_keep_a_connection_each_and_leave_none_open_when_they_end(serve):
+    server = serve(_media)
+    before = _open_fds()
+    for _ in range(2):  # a thread pool per shard, as a shard writer's pool may be
+        with concurrent.futures.ThreadPoolExecutor(256) as pool:
+            reads = [pool.submit(jsonapi.media, "gs://b/a.jpg", None) for _ in range(1024)]
+            assert all(read.result().data == DATA for read in reads)
+    gc.collect()
+    assert _open_fds() == before
+    assert server.connections <= 2 * 256
+    assert sum(map(len, server.requests.values())) == 2 * 1024
