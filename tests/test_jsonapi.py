@@ -2,6 +2,7 @@
 answers what Cloud Storage answers when it refuses, the fault proxy, and real TLS through an
 https proxy with credentials refreshed on the way."""
 
+import base64
 import gzip
 import http.server
 import io
@@ -213,3 +214,11 @@ def test_an_object_stored_gzipped_is_its_stored_bytes_matching_their_crc32c(gcs,
     assert jsonapi.media(path, len(stored)) == (stored, crc32c_of(stored))
     assert store.stat(path).size == len(stored)
     assert io.BufferedReader(store.RangeReader(path), 100).read() == stored
+
+
+def test_a_proxy_named_with_credentials_is_asked_with_them(objects, over_tls, monkeypatch):
+    """HTTPS_PROXY=http://user:password@host:port, as requests and curl take it."""
+    path = objects("behind-a-proxy.jpg")
+    over_tls.proxy_authorization = "Basic " + base64.b64encode(b"u s:p@ss").decode()
+    monkeypatch.setenv("HTTPS_PROXY", f"http://u%20s:p%40ss@127.0.0.1:{over_tls.port}")
+    assert jsonapi.media(path, None) == (DATA, crc32c_of(DATA))

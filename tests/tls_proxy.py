@@ -9,7 +9,8 @@ resolves the real host names when it goes through a proxy.
 A token request (`POST /token`, Google's OAuth endpoint) is answered by the proxy itself with the
 access token `TOKEN`, so credentials of any kind can be refreshed here; the Authorization header
 of every replayed request is kept in `.authorizations`. A test can make the token endpoint fail
-(`.token_status`) or answer chosen requests 401, as a token expired on the way (`.refuse`).
+(`.token_status`) or answer chosen requests 401, as a token expired on the way (`.refuse`), and
+require the proxy credentials a company's proxy requires (`.proxy_authorization`).
 """
 
 import datetime
@@ -69,10 +70,17 @@ def make_certificates(folder: Path) -> tuple[Path, Path, Path]:
 class _Tunnel(socketserver.StreamRequestHandler):
     def handle(self):
         request_line = self.rfile.readline().decode("latin-1")
-        while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-            pass
+        headers = {}
+        while (line := self.rfile.readline()) not in (b"\r\n", b"\n", b""):
+            name, _, value = line.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip()
         if not request_line.startswith("CONNECT "):
             self.wfile.write(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
+            return
+        wanted = self.server.proxy_authorization
+        if wanted and headers.get("proxy-authorization") != wanted:
+            self.wfile.write(b"HTTP/1.1 407 Proxy Authentication Required\r\n")
+            self.wfile.write(b'Proxy-Authenticate: Basic realm="p"\r\nContent-Length: 0\r\n\r\n')
             return
         self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
         self.wfile.flush()
@@ -135,3 +143,4 @@ class TlsProxy(LoopbackServer):
         self.refuse: set[int] = set()  # the requests (numbered from 0) answered 401
         self.token_status = 200  # what the token endpoint answers
         self.token_requests = 0
+        self.proxy_authorization: str | None = None  # a tunnel asked without it: a 407

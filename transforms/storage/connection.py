@@ -9,6 +9,7 @@ they expire; an https proxy in the environment (HTTPS_PROXY, NO_PROXY) and a CA 
 (REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE) are honoured, as requests honours them.
 """
 
+import base64
 import functools
 import http.client
 import os
@@ -84,17 +85,29 @@ def _new_connection(store: _Store) -> http.client.HTTPConnection:
     proxy = _https_proxy(store.host)
     if proxy is None:
         return http.client.HTTPSConnection(store.host, timeout=TIMEOUT_S, context=_tls())
-    connection = http.client.HTTPSConnection(proxy, timeout=TIMEOUT_S, context=_tls())
-    connection.set_tunnel(store.host)
+    port = proxy.port or (443 if proxy.scheme == "https" else 80)
+    connection = http.client.HTTPSConnection(
+        proxy.hostname, port, timeout=TIMEOUT_S, context=_tls()
+    )
+    connection.set_tunnel(store.host, headers=_proxy_authorization(proxy))
     return connection
 
 
-def _https_proxy(host: str) -> str | None:
-    """The `host:port` of the https proxy the environment names for `host`, if any."""
+def _https_proxy(host: str) -> urllib.parse.SplitResult | None:
+    """The https proxy the environment names for `host`, if any."""
     proxy = urllib.request.getproxies().get("https")
     if not proxy or urllib.request.proxy_bypass(host):
         return None
-    return urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}").netloc
+    return urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+
+
+def _proxy_authorization(proxy: urllib.parse.SplitResult) -> dict[str, str]:
+    """The Proxy-Authorization of a proxy named with credentials (`http://user:pass@host`, as
+    requests and curl take them, percent-encoded), else nothing."""
+    if proxy.username is None:
+        return {}
+    user = f"{urllib.parse.unquote(proxy.username)}:{urllib.parse.unquote(proxy.password or '')}"
+    return {"Proxy-Authorization": "Basic " + base64.b64encode(user.encode()).decode()}
 
 
 def _tls() -> ssl.SSLContext:
