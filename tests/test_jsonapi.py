@@ -161,6 +161,7 @@ def test_a_token_refused_on_the_way_is_refreshed_once_and_the_run_goes_on(object
     assert [jsonapi.media(path, None) for _ in range(4)] == [(DATA, crc32c_of(DATA))] * 4
     assert len(over_tls.authorizations) == 5  # the refused request, asked once more
     assert over_tls.token_requests == 2
+    assert over_tls.tunnels["storage.googleapis.com"] == 1  # one TLS connection kept alive
 
 
 def test_a_token_endpoint_failing_is_transient_then_the_store_unavailable(

@@ -17,6 +17,7 @@ import datetime
 import http.client
 import socketserver
 import ssl
+from collections import Counter
 from pathlib import Path
 
 from cryptography import x509
@@ -82,6 +83,7 @@ class _Tunnel(socketserver.StreamRequestHandler):
             self.wfile.write(b"HTTP/1.1 407 Proxy Authentication Required\r\n")
             self.wfile.write(b'Proxy-Authenticate: Basic realm="p"\r\nContent-Length: 0\r\n\r\n')
             return
+        self.server.tunnels[request_line.split()[1].split(":")[0]] += 1
         self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
         self.wfile.flush()
         tls = self.server.tls.wrap_socket(self.connection, server_side=True)
@@ -143,4 +145,5 @@ class TlsProxy(LoopbackServer):
         self.refuse: set[int] = set()  # the requests (numbered from 0) answered 401
         self.token_status = 200  # what the token endpoint answers
         self.token_requests = 0
+        self.tunnels: Counter = Counter()  # CONNECTs answered (TLS connections made), by host
         self.proxy_authorization: str | None = None  # a tunnel asked without it: a 407
