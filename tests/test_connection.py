@@ -305,3 +305,21 @@ def test_256_threads_keep_a_connection_each_and_leave_none_open_when_they_end(se
     assert _open_fds() == before
     assert server.connections <= 2 * 256
     assert sum(map(len, server.requests.values())) == 2 * 1024
+
+
+@pytest.mark.parametrize("crc32c", [crc32c_of(DATA), crc32c_of(DATA[1:])], ids=["whole", "damaged"])
+def test_the_crc32c_is_found_in_x_goog_hash_sent_as_two_headers(serve, crc32c):
+    """Cloud Storage may send each hash in an X-Goog-Hash header of its own, md5 first."""
+
+    def two_headers(target, headers, out) -> bool:
+        head = response(DATA, X_Goog_Hash="md5=M3Zs1IDeBqay4FPrj2dYPg==")
+        second = f"\r\nX-Goog-Hash: crc32c={crc32c}\r\n\r\n".encode()
+        out.write(head.replace(b"\r\n\r\n", second, 1))
+        return True
+
+    serve(two_headers)
+    if crc32c == crc32c_of(DATA):
+        assert jsonapi.media("gs://b/a.jpg", None).data == DATA
+    else:
+        with pytest.raises(retry.CorruptTransferError):
+            jsonapi.media("gs://b/a.jpg", None)
