@@ -13,7 +13,7 @@ after the delay: an asyncio sleep, which holds no thread, so one process on one 
 thousands of requests a second. Every other request (listings, uploads, ranged reads, conditional
 reads, objects not copied) is forwarded to the emulator unchanged, without the delay.
 `POST /_delay?ms=N` sets the delay while it runs; `GET /_counts` tells how many requests it
-answered from memory and how many it forwarded, by method.
+answered from memory (media, metadata) and how many it forwarded, by method.
 
     python benchmarks/latency_store.py EMULATOR_URL BUCKET PREFIX [DELAY_MS]
 
@@ -91,23 +91,24 @@ class LatencyStore:
     def __init__(self, emulator: str, objects: dict, session: ClientSession, delay_ms: float):
         self.emulator, self.objects, self.session = emulator, objects, session
         self.delay_s = delay_ms / 1000
-        self.counts: Counter = Counter()  # ("memory" or "forwarded", method)
+        self.counts: Counter = Counter()  # by "media", "metadata" or "forwarded <method>"
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         if request.method == "POST" and request.path == "/_delay":
             self.delay_s = float(request.query["ms"]) / 1000
             return web.Response(text=f"delay {self.delay_s * 1000:g} ms\n")
         if request.method == "GET" and request.path == "/_counts":
-            counts = {f"{way} {method}": n for (way, method), n in sorted(self.counts.items())}
-            return web.json_response(counts)
+            return web.json_response(dict(self.counts))
         key = served_from_memory(request.method, request.path, request.query, request.headers)
         stored = self.objects.get(key) if key else None
-        self.counts["forwarded" if stored is None else "memory", request.method] += 1
         if stored is None:
+            self.counts[f"forwarded {request.method}"] += 1
             return await self.forward(request)
         await asyncio.sleep(self.delay_s)
         if request.query.get("alt") == "media":
+            self.counts["media"] += 1
             return web.Response(body=stored.media, headers=stored.media_headers)
+        self.counts["metadata"] += 1
         return web.Response(body=stored.metadata, content_type="application/json")
 
     async def forward(self, request: web.Request) -> web.Response:
