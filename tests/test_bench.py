@@ -2,13 +2,18 @@
 Figures are never asserted: speed is read from the benchmark's report, not from tests."""
 
 import os
+import re
 import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
 import bench  # noqa: E402
+
+# docs/costs.md's tables, between these two lines, are generated: the test prints them.
+COSTS = re.compile(r"^<!-- costs: generated .*? -->\n(.*?)\n<!-- costs: end -->$", re.M | re.S)
 
 
 def _sample(seconds, tree_mb, process_mb=100.0):
@@ -81,10 +86,52 @@ def test_one_tiny_dataflow_costs_sitting_measures_every_stage(tmp_path, monkeypa
     measured = report["measured"]
     assert all(us > 0 for us in measured["cpu_us_per_row"].values())
     assert all(us > 0 for us in measured["cpu_us_per_image"].values())
-    assert measured["cpu_us_per_gcs_image_read"] > 0 and measured["shuffle_bytes_per_row"] > 0
-    small, _, large = report["estimates"]
-    assert large["shards"] > small["shards"] and large["gcs_requests_millions"] > 99
-    assert "| 10^8 |" in dataflow_costs.markdown(report["estimates"])
+    assert measured["shuffle_bytes_per_row"] > 0
+
+
+def test_one_tiny_read_requests_sitting_counts_every_reader_s_requests(tmp_path, monkeypatch):
+    import read_requests
+
+    monkeypatch.setenv("CORPUS_DIR", str(tmp_path))
+    report = read_requests.main(8, readers=("converter", "gcs"))
+    assert set(report["requests_per_object"]) == {"converter", "gcs"}
+    assert all(count > 0 for count in report["requests_per_object"].values())
+
+
+def test_the_costs_page_holds_what_the_bill_prints_from_the_committed_results():
+    import dataflow_bill
+
+    page = (ROOT / "docs" / "costs.md").read_text()
+    written = COSTS.search(page)
+    expected = dataflow_bill.markdown(dataflow_bill.load())
+    paste = f"docs/costs.md's tables should be (paste them between the markers):\n{expected}"
+    assert written and written[1] == expected, paste
+
+
+def test_a_reader_with_one_read_in_flight_holds_its_vcpu_through_every_wait():
+    import dataflow_bill
+
+    waits = 3 * dataflow_bill.LATENCY_MS * 1000
+    one = dataflow_bill.Image(read_us=900, write_us=100, requests=3, in_flight=1)
+    assert one.vcpu_us == 1000 + waits
+    enough = one._replace(in_flight=dataflow_bill.reads_needed(one.cpu_us, 3))
+    assert enough.vcpu_us == 1000
+    assert enough._replace(in_flight=enough.in_flight - 1).vcpu_us > 1000
+
+
+def test_the_bill_is_worker_time_shuffle_and_requests_at_the_list_prices():
+    import dataflow_bill
+
+    measured = dataflow_bill.load()
+    reader = dataflow_bill.READERS[0]
+    image = dataflow_bill.images(measured, reader)["pass-through"]
+    free = dataflow_bill.Prices(0, 0, 0, 0, 0, 0)
+    assert dataflow_bill.bill(image, 10**6, reader, measured, free).dollars == 0
+    requests_only = free._replace(class_b_per_1000=1.0)
+    billed = dataflow_bill.bill(image, 10**6, reader, measured, requests_only).dollars
+    assert billed == 10**6 * image.requests / 1000
+    small, large = (dataflow_bill.bill(image, rows, reader, measured, free) for rows in (1, 10))
+    assert large.worker_hours == pytest.approx(10 * small.worker_hours)
 
 
 def test_one_tiny_image_costs_sitting_times_every_stage(tmp_path, monkeypatch):

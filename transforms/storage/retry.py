@@ -1,9 +1,9 @@
 """The one retry layer for Cloud Storage, and its budget.
 
-Every request this project sends to Cloud Storage through its own client (reads, stats, ranged
-reads and listings in gcs.py, composes in joins.py, the dataset's pointer in
-pipeline/dataset/publish.py) is made with the client's retries off (`retry=None`) and goes
-through `retried`. Writes, copies, renames, deletes, matches and existence checks go through
+Every request this project sends to Cloud Storage itself (image reads in jsonapi.py, which
+never retries; stats, ranged reads and listings in gcs.py, composes in joins.py, the dataset's
+pointer in pipeline/dataset/publish.py, through Google's client with its retries off,
+`retry=None`) goes through `retried`. Writes, copies, renames, deletes, matches and existence checks go through
 Beam's FileSystems and are never wrapped here: Beam's gcsio retries each of those requests
 itself (a streamed upload cannot be sent again whole by a loop around it), so no request is
 retried by two layers.
@@ -48,6 +48,7 @@ def is_transient(error: BaseException) -> bool:
     another attempt) rather than the object's: the types and statuses Google's storage client
     retries (google.cloud.storage.retry), and a body that does not match its checksum."""
     import http.client  # here, not for every local run that never meets an object store
+    import ssl
 
     import requests
     import urllib3
@@ -58,6 +59,8 @@ def is_transient(error: BaseException) -> bool:
         return error.code in _RETRYABLE_STATUS
     if isinstance(error, auth.TransportError):  # refreshing a token failed on the way
         return bool(error.args) and is_transient(error.args[0])
+    if isinstance(error, ssl.SSLError):  # a TLS record cut or garbled on the way
+        return not isinstance(error, ssl.SSLCertVerificationError)
     return isinstance(
         error,
         (
