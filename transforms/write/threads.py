@@ -15,11 +15,11 @@ from tfrecord_pipeline.transforms.image.images import decodes_every_image
 from tfrecord_pipeline.transforms.write.shard_writer import WriteConfig
 
 REMOTE_THREADS_PER_CORE = 8  # stat and digest pools: requests that mostly wait on the network
-# CPU per `gs://` image of a shard writer, in µs, read included: the converter's whole process
-# (CPU time over the images, start-up cancelled out) at 0 ms latency, measured by
-# benchmarks/reads_in_flight.py (results/reads-in-flight-*.json).
-PASS_THROUGH_US = 1000.0  # a JPEG stored as it is (the default options)
-DECODING_US = 1250.0  # --validate full: the cheapest options that decode every image
+# CPU per `gs://` image of a shard writer, in µs, its read included: the converter's whole
+# process on one core, start-up cancelled out, images served at 0 ms latency; measured by
+# benchmarks/reads_in_flight.py (results/reads-in-flight-*.json), ~30 KB JPEGs.
+PASS_THROUGH_US = 650.0  # stored as it is: the default options (--validate full costs as much)
+DECODING_US = 1300.0  # --image_encoding raw: every image decoded to pixels
 HEADROOM = 1.25  # threads beyond the estimate: CPU per image and latency vary by image
 
 
@@ -42,8 +42,10 @@ def process_cores(sdk_processes: int, machine_cores: int) -> int:
 
 def cpu_per_image_us(image: ImageConfig) -> float:
     """The CPU a `gs://` image costs a writer with these options, at the least: sized for the
-    cheapest work of its kind, a writer has threads enough for any of that kind."""
-    return DECODING_US if decodes_every_image(image) else PASS_THROUGH_US
+    cheapest image its options allow, a writer has threads enough for any. A resize stores an
+    image already within its size as it is, so only raw pixels cost more for every image (a
+    resize that does resize costs more still: 1,450-1,850 µs)."""
+    return DECODING_US if image.encoding == "raw" else PASS_THROUGH_US
 
 
 def reads_per_core(latency_ms: float, cpu_us: float) -> int:
