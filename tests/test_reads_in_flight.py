@@ -2,14 +2,16 @@
 reads in flight as `--read_latency_ms` and its CPU per image derive (transforms/write/threads.py)
 and no more, held at a gate in front of the GCS emulator."""
 
+import json
 import math
 import os
 import threading
 
 import pytest
-from conftest import RGB_SOURCES, command, make_images, published, write_manifest
+from conftest import RGB_SOURCES, command, make_images, write_manifest
 from fault_proxy import FaultProxy, object_name
 
+from tfrecord_pipeline.dataset.versions import resolve
 from tfrecord_pipeline.transforms.write.threads import (
     PASS_THROUGH_US,
     available_cores,
@@ -81,4 +83,19 @@ def test_a_writer_keeps_the_reads_in_flight_its_latency_flag_derives(tmp_path, g
         )
     assert done.returncode == 0, done.stderr
     assert not gate.timed_out and gate.most == expected
-    assert published(tmp_path / "out").is_dir()
+    # How this machine ran, not what the dataset is: kept out of its metadata.
+    info = json.loads(resolve(str(tmp_path / "out")).info_text)
+    assert info["records"] == len(RGB_SOURCES) * per_class
+    assert "threads" not in info["options"] and "read_latency_ms" not in info["options"]
+
+
+@pytest.mark.parametrize("latency", ["-1", "1001", "soon"])
+def test_a_latency_out_of_range_is_refused_in_one_line(tmp_path, latency):
+    """Beyond a second a writer would start thousands of threads a core: a typo, not a store."""
+    write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
+    done = command(
+        "convert", "--manifest", tmp_path / "m.csv", "--output", tmp_path / "out",
+        "--read_latency_ms", latency,
+    )  # fmt: skip
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert "--read_latency_ms" in done.stderr and not (tmp_path / "out").exists()

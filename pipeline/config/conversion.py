@@ -137,7 +137,7 @@ def _check_values(options: ConvertOptions) -> None:
         (options.max_decode_mb > 0, "--max_decode_mb must be positive"),
         (options.max_scans > 0, "--max_scans must be positive"),
         (options.threads >= 0, "--threads must be 0 (automatic) or more"),
-        (options.read_latency_ms >= 0, "--read_latency_ms must be 0 or more"),
+        (0 <= options.read_latency_ms <= 1000, "--read_latency_ms must be in [0, 1000]"),
         (options.processes >= 0, "--processes must be 0 (automatic) or more"),
         (options.keep_versions >= 0, "--keep_versions must be 0 (keep all) or more"),
         (0 < options.max_record_mb <= 1024, "--max_record_mb must be in (0, 1024]"),
