@@ -11,7 +11,7 @@ from fault_proxy import DAMAGE, FaultProxy
 from loopback import LoopbackServer
 from tls_proxy import TOKEN, TlsProxy
 
-from tfrecord_pipeline.transforms.storage import jsonapi
+from tfrecord_pipeline.transforms.storage import connection, jsonapi
 from tfrecord_pipeline.transforms.storage.retry import CorruptTransferError, is_transient
 from tfrecord_pipeline.transforms.tfrecord.records import crc32c_of
 
@@ -131,7 +131,7 @@ def test_through_an_https_proxy_over_tls_with_google_credentials_refreshed(
         monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{proxy.port}")
         monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(proxy.ca_bundle))
         monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
-        jsonapi._store_for.cache_clear()
+        connection._store_for.cache_clear()
         try:
             results = []
             threads = [
@@ -143,6 +143,6 @@ def test_through_an_https_proxy_over_tls_with_google_credentials_refreshed(
             for thread in threads:
                 thread.join()
         finally:
-            jsonapi._store_for.cache_clear()
+            connection._store_for.cache_clear()
     assert results == [(DATA, crc32c_of(DATA))] * 4
     assert proxy.authorizations == [f"Bearer {TOKEN}"] * 4

@@ -8,7 +8,6 @@ Metadata, ranged reads of manifests and listings, a few requests a run, go throu
 client. A `gs://` folder is listed a page at a time."""
 
 import contextlib
-import errno
 import functools
 import io
 from collections.abc import Iterator
@@ -80,11 +79,9 @@ class Stat(NamedTuple):
 
 def stat(path: str) -> Stat:
     """Size and identity from the object's metadata (one request); FileNotFoundError if none."""
-    bucket, name = split(path)
-    blob = retried(lambda: client().bucket(bucket).get_blob(name, retry=None), path)
-    if blob is None:
-        raise FileNotFoundError(errno.ENOENT, "no such object", path)
-    return Stat(blob.size, identity(blob.size, blob.crc32c))
+    found = retried(lambda: jsonapi.metadata(path), path)
+    size = int(found["size"])
+    return Stat(size, identity(size, found["crc32c"]))
 
 
 def read_generation(path: str) -> tuple[bytes, int] | None:
@@ -110,7 +107,6 @@ class RangeReader(io.RawIOBase):
     def __init__(self, path: str):
         super().__init__()
         self._path = path
-        self._blob = client().bucket(split(path)[0]).blob(split(path)[1])
         self._size = stat(path).size
         self._position = 0
 
@@ -134,14 +130,7 @@ class RangeReader(io.RawIOBase):
         end = min(self._size, self._position + len(buffer))
 
         def ranged() -> bytes:
-            data = self._blob.download_as_bytes(
-                start=self._position,
-                end=end - 1,
-                raw_download=True,
-                checksum=None,
-                retry=None,
-                timeout=TIMEOUT_S,
-            )
+            data = jsonapi.media_range(self._path, self._position, end)
             if not data:  # nothing where the object has bytes: a cut body, not its end
                 raise CorruptTransferError(f"{self._path}: no bytes at {self._position:,}")
             return data
@@ -165,7 +154,8 @@ def list_folder(folder: str) -> Iterator[tuple[str, bool]]:
     bucket, prefix = folder_prefix(folder)
     token, subfolders = None, set()
     while True:
-        names, prefixes, token = retried(functools.partial(_page, bucket, prefix, token), folder)
+        page = functools.partial(jsonapi.list_page, bucket, prefix, "/", token, None)
+        names, prefixes, token = retried(page, folder)
         subfolders.update(prefixes)
         # The folder's own placeholder object (named `prefix`) is not in it.
         yield from ((name[len(prefix) :], False) for name in names if name != prefix)
@@ -175,24 +165,12 @@ def list_folder(folder: str) -> Iterator[tuple[str, bool]]:
         yield sub[len(prefix) :].rstrip("/"), True
 
 
-def _page(bucket: str, prefix: str, token: str | None) -> tuple[list[str], tuple, str | None]:
-    """One page of a folder's listing: its objects' names, its prefixes, the next page's token."""
-    listing = client().list_blobs(
-        bucket, prefix=prefix, delimiter="/", page_token=token, retry=None, timeout=TIMEOUT_S
-    )
-    page = next(listing.pages)
-    return [blob.name for blob in page], page.prefixes, listing.next_page_token
-
-
 def holds_objects(folder: str) -> bool:
     """Whether any object's name starts with a `gs://` folder's prefix (one listed, not all)."""
     bucket, prefix = folder_prefix(folder)
 
     def first() -> bool:
-        listing = client().list_blobs(
-            bucket, prefix=prefix, max_results=1, retry=None, timeout=TIMEOUT_S
-        )
-        return any(True for _ in listing)
+        return any(jsonapi.list_page(bucket, prefix, "", None, 1)[:2])
 
     return retried(first, folder)
 
@@ -207,8 +185,7 @@ def store_answers(path: str) -> bool:
     bucket, name = split(path)
 
     def list_name() -> None:
-        listing = client().list_blobs(bucket, prefix=name, max_results=1, retry=None)
-        next(iter(listing.pages), None)
+        jsonapi.list_page(bucket, name, "", None, 1)
 
     try:
         retried(list_name, f"the listing of {path}")

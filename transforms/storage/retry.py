@@ -1,9 +1,10 @@
 """The one retry layer for Cloud Storage, and its budget.
 
-Every request this project sends to Cloud Storage itself (image reads in jsonapi.py, which
-never retries; stats, ranged reads and listings in gcs.py, composes in joins.py, the dataset's
-pointer in pipeline/dataset/publish.py, through Google's client with its retries off,
-`retry=None`) goes through `retried`. Writes, copies, renames, deletes, matches and existence checks go through
+Every request this project sends to Cloud Storage itself goes through `retried`: the GETs of
+jsonapi.py (an image's media, an object's metadata, a range of a manifest, a page of a
+listing), which never retry on their own, and the composes of joins.py and the dataset's
+pointer of pipeline/dataset/publish.py, sent by Google's client with its retries off
+(`retry=None`). Writes, copies, renames, deletes, matches and existence checks go through
 Beam's FileSystems and are never wrapped here: Beam's gcsio retries each of those requests
 itself (a streamed upload cannot be sent again whole by a loop around it), so no request is
 retried by two layers.
