@@ -18,8 +18,8 @@ REMOTE_THREADS_PER_CORE = 8  # stat and digest pools: requests that mostly wait 
 # CPU per `gs://` image of a shard writer, in µs, its read included: the converter's whole
 # process on one core, start-up cancelled out, images served at 0 ms latency; measured by
 # benchmarks/reads_in_flight.py (results/reads-in-flight-*.json), ~30 KB JPEGs.
-PASS_THROUGH_US = 650.0  # stored as it is: the default options (--validate full costs as much)
-DECODING_US = 1300.0  # --image_encoding raw: every image decoded to pixels
+PASS_THROUGH_US = 500.0  # stored as it is: the default options (--validate full costs as much)
+DECODING_US = 1150.0  # --image_encoding raw: every image decoded to pixels
 HEADROOM = 1.25  # threads beyond the estimate: CPU per image and latency vary by image
 
 
@@ -43,8 +43,7 @@ def process_cores(sdk_processes: int, machine_cores: int) -> int:
 def cpu_per_image_us(image: ImageConfig) -> float:
     """The CPU a `gs://` image costs a writer with these options, at the least: sized for the
     cheapest image its options allow, a writer has threads enough for any. A resize stores an
-    image already within its size as it is, so only raw pixels cost more for every image (a
-    resize that does resize costs more still: 1,450-1,850 µs)."""
+    image already within its size as it is, so only raw pixels cost more for every image."""
     return DECODING_US if image.encoding == "raw" else PASS_THROUGH_US
 
 
