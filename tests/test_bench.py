@@ -1,6 +1,7 @@
 """The benchmark's own logic, and one tiny sitting of every run so no peer rots unnoticed.
 Figures are never asserted: speed is read from the benchmark's report, not from tests."""
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -261,3 +262,26 @@ def test_one_tiny_gcs_read_cost_sitting_reads_every_object_with_each_reader(tmp_
     assert all(f"| {name} |" in gcs_read_cost.markdown(report) for name in readers)
     # The conversion's verdict against the checked floor (none when a tiny floor measures 0).
     assert all("convert-local" in line for line in gcs_read_cost.verdicts(report))
+
+
+@pytest.mark.slow
+def test_one_tiny_reads_in_flight_sitting_reads_every_image_through_the_latency_store(
+    tmp_path, monkeypatch
+):
+    """Every case converts both sizes, every image (the script checks the records), each image
+    read in one request, answered from the latency store's memory."""
+    import reads_in_flight
+
+    monkeypatch.setenv("CORPUS_DIR", str(tmp_path))
+    affinity = os.sched_getaffinity(0)
+    report = reads_in_flight.main(8, 1)
+    assert os.sched_getaffinity(0) == affinity  # given back to this process
+    assert report["sizes"] == [2, 8] and set(report["cases"]) == set(reads_in_flight.CASES)
+    conversions = sum(len(delays) for _, delays, _ in reads_in_flight.CASES.values())
+    assert report["store_requests"]["media"] == conversions * (2 + 8)
+    for name, case in report["cases"].items():
+        for delay in reads_in_flight.CASES[name][1]:
+            (run,) = case[f"{delay:g}_ms"]["samples"]
+            assert all(size["cpu_s"] > 0 for size in run["runs"].values())
+        assert case["threads"] > 0
+    assert all(f"| {name} |" in reads_in_flight.markdown(report) for name in report["cases"])

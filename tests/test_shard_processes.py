@@ -30,7 +30,11 @@ from tfrecord_pipeline.transforms.write.shard_processes import (
     writers_at_once,
 )
 from tfrecord_pipeline.transforms.write.shard_writer import ShardResult, WriteConfig
-from tfrecord_pipeline.transforms.write.threads import REMOTE_THREADS_PER_CORE, available_cores
+from tfrecord_pipeline.transforms.write.threads import (
+    available_cores,
+    cpu_per_image_us,
+    reads_per_core,
+)
 
 RESIZE = ImageConfig(resize_short_side=32)  # decodes every image: threads matter here
 
@@ -197,7 +201,7 @@ def test_shard_tasks_share_the_cores_and_remote_work_stays_here(rows):
     assert shard_task(ShardId("train", 0, 4), rows, plan, local, writer_count=cores).threads == 1
     remote = [rows[0]._replace(image="gs://bucket/a.jpg")]
     threads = shard_task(ShardId("train", 0, 4), remote, plan, local, writer_count=cores).threads
-    assert threads == REMOTE_THREADS_PER_CORE
+    assert threads == reads_per_core(local.read_latency_ms, cpu_per_image_us(RESIZE))
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt thresholds are glibc's")

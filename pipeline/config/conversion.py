@@ -86,6 +86,7 @@ class Conversion(NamedTuple):
             self.runner.sdk_processes,
             options.drop_negatives,
             options.masks,
+            options.read_latency_ms,
         )
 
     def commit_config(self, target: Target) -> CommitConfig:
@@ -136,6 +137,7 @@ def _check_values(options: ConvertOptions) -> None:
         (options.max_decode_mb > 0, "--max_decode_mb must be positive"),
         (options.max_scans > 0, "--max_scans must be positive"),
         (options.threads >= 0, "--threads must be 0 (automatic) or more"),
+        (0 <= options.read_latency_ms <= 1000, "--read_latency_ms must be in [0, 1000]"),
         (options.processes >= 0, "--processes must be 0 (automatic) or more"),
         (options.keep_versions >= 0, "--keep_versions must be 0 (keep all) or more"),
         (0 < options.max_record_mb <= 1024, "--max_record_mb must be in (0, 1024]"),

@@ -177,11 +177,11 @@ FLAGS = _grouped(
          "in pieces of about this size",
          brief="shard size (MB) aimed at without --num_shards"),
     "runners",
-    Flag("--threads", "N", INT,
-         "image threads per shard writer (docs/runners.md)", "automatic"),
-    Flag("--processes", "N", INT,
-         "local runs without Beam flags: shards written at once, by N worker processes "
-         "(docs/runners.md)", "one per core"),
+    Flag("--threads", "N", INT, "image threads per shard writer (docs/runners.md)", "automatic"),
+    Flag("--read_latency_ms", "MS", FLOAT, "the object store's time to first byte: automatic "
+         "`--threads` keep enough `gs://` reads in flight to cover it (docs/runners.md)"),
+    Flag("--processes", "N", INT, "local runs without Beam flags: shards written at once, by N "
+         "worker processes (docs/runners.md)", "one per core"),
     Flag("--wait", "", SWITCH,
          "on Dataflow: wait for the job, then print its counters and the summary"),
     Flag("--no_progress", "", {"dest": "progress", "action": "store_false"}, "no progress bar"),

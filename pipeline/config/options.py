@@ -17,7 +17,10 @@ from tfrecord_pipeline.transforms.plan.sharding import DEFAULT_TARGET_SHARD_MB
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.tfrecord.examples import IMAGE_FEATURES, RAW_KEY
 from tfrecord_pipeline.transforms.tfrecord.records import MAX_RECORD_BYTES
-from tfrecord_pipeline.transforms.write.shard_writer import DEFAULT_MAX_FILE_MB
+from tfrecord_pipeline.transforms.write.shard_writer import (
+    DEFAULT_MAX_FILE_MB,
+    DEFAULT_READ_LATENCY_MS,
+)
 
 # Flags that change how this machine runs the job, not the dataset: kept out of its metadata.
 _LOCAL_ONLY = (
@@ -28,6 +31,7 @@ _LOCAL_ONLY = (
     "manifest",
     "output",
     "threads",
+    "read_latency_ms",
     "processes",
     "wait",
     "debug",
@@ -76,6 +80,7 @@ class ConvertOptions:
     compression: str = "none"
     max_error_rate: float = 0.01
     threads: int = 0
+    read_latency_ms: float = DEFAULT_READ_LATENCY_MS
     processes: int = 0
     wait: bool = False
     keep_versions: int = 0

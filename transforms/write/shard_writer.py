@@ -37,7 +37,9 @@ from tfrecord_pipeline.transforms.tfrecord.records import MAX_RECORD_BYTES, Shar
 # reference readers list a split's shards with) would match them too.
 INDEX_DIR = "index"
 INDEX_SUFFIX = ".idx"  # a staged shard's index file is its staged name and this
-IN_FLIGHT_PER_THREAD = 8  # queued images per pool thread: bounds the writer's memory
+IN_FLIGHT_PER_THREAD = 8  # images a writer holds a thread while its threads are few
+QUEUED_IMAGES = 64  # and beyond one a thread, at most, however many threads: images_in_flight
+DEFAULT_READ_LATENCY_MS = 40.0  # Cloud Storage's time to first byte, as the README models it
 # Larger image files are error rows, read no further than the limit. Above any photograph a
 # camera writes (a 100-megapixel JPEG is 30-60 MB, its PNG 150-200 MB), far below the memory
 # of a worker that holds a few images per thread (Dataflow's smallest has 3.75 GB a core).
@@ -58,6 +60,7 @@ class WriteConfig(NamedTuple):
     sdk_processes: int = 1
     drop_negatives: bool = False  # a detection row whose every box is dropped is an error row
     masks: bool = False  # detection records hold `image/object/mask` (--masks)
+    read_latency_ms: float = DEFAULT_READ_LATENCY_MS  # --read_latency_ms: threads.py
 
 
 class ShardResult(NamedTuple):
@@ -158,6 +161,14 @@ def _record_or_error(item: ManifestRow | ErrorRow, labels: LabelMap, config: Wri
         return error_row(item, error.reason, error.message), None, None, None, 0
 
 
+def images_in_flight(threads: int) -> int:
+    """Images a writer on `threads` threads holds at most (being read or converted, or waiting
+    to be written): one a thread, and a queue that lets threads go on while the next image to be
+    written is slow: 7 a thread while they are few, never over QUEUED_IMAGES, so memory grows by
+    one image a thread (8 a thread would be 1,600 images at 200 threads)."""
+    return threads + min((IN_FLIGHT_PER_THREAD - 1) * threads, QUEUED_IMAGES)
+
+
 def ordered_map(pool: Executor | None, function, items: Iterable, window: int) -> Iterator:
     """`map` over a thread pool with at most `window` results in flight, in input order.
 
@@ -204,7 +215,7 @@ def write_shard(
     boxes_dropped = 0
     convert = functools.partial(_record_or_error, labels=labels, config=config)
     try:
-        in_flight = IN_FLIGHT_PER_THREAD * threads
+        in_flight = images_in_flight(threads)
         converted = ordered_map(pool, convert, ordered_unique(rows), in_flight)
         for item, record, label_ids, digest, dropped in converted:
             count.add(1)
