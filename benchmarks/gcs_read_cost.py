@@ -28,7 +28,7 @@ import threading
 from pathlib import Path
 
 from corpus import make_corpus
-from emulator import BUCKET, storage_emulator
+from emulator import BUCKET, arrow_store, storage_emulator
 from writer_cpu import tree_cpu
 
 HERE = Path(__file__).resolve().parent
@@ -48,12 +48,10 @@ def floor_reader():
     """pyarrow's C++ client, plus the work a shard writer cannot avoid: a digest, the CRC-32C
     and the record's framing into one local file."""
     import google_crc32c
-    from pyarrow import fs
 
     from tfrecord_pipeline.transforms.tfrecord.records import frame
 
-    host = os.environ["STORAGE_EMULATOR_HOST"].removeprefix("http://")
-    store = fs.GcsFileSystem(anonymous=True, endpoint_override=host, scheme="http")
+    store = arrow_store()
     sink = tempfile.TemporaryFile()  # noqa: SIM115 - open until the process ends
     lock = threading.Lock()
 
