@@ -1,16 +1,19 @@
 """pyarrow's C++ Cloud Storage client (`pyarrow.fs.GcsFileSystem`), for the requests a run sends
-besides its image reads: uploads, server-side copies and moves, deletions, stats, listings.
+besides its image reads that it can make: uploads, server-side copies and moves, deletions and
+existence checks (transforms/storage/remote.py).
 
-Google's Python client and Beam's gcsio spend several times the CPU of this client on the same
-request (benchmarks/gcs_request_cost.py), and on Dataflow CPU is the bill. Pyarrow is already
-installed (Beam depends on it).
+Beam's gcsio spends several times this client's CPU on the same request, on a streamed upload
+some sixty times (benchmarks/gcs_request_cost.py), and on Dataflow CPU is the bill. Pyarrow is
+already installed (Beam depends on it). It cannot serve the rest: its stats and listings carry
+no CRC-32C (an object's identity, gcs.identity), and it has no compose.
 
 One client a process, re-made after a fork (its connections are not to be shared with a
-parent) and when STORAGE_EMULATOR_HOST changes. Its own retries are off: the retry policy is
-limited to the least time it takes (a second, which it counts only after the first attempt has
-failed), so each call is one request and transforms/storage/retry.py `retried` is the one
-retry layer. A streamed upload, which no loop around it can send again, is the exception: its
-client retries its own chunks within the same budget (`upload_filesystem`).
+parent) and when STORAGE_EMULATOR_HOST changes. Its own retries are off: its retry policy is
+limited to the least time it takes (a second, counted from the first attempt: a request that
+fails is not sent again, its error raised within a second or two), so transforms/storage/
+retry.py `retried` is the one retry layer. A streamed upload, which no loop around it can send
+again, is the exception: its client retries its own chunks within the same budget
+(`upload_filesystem`).
 """
 
 import datetime
@@ -74,7 +77,7 @@ def as_python(error: OSError, path: str) -> BaseException:
         return PermissionError(13, f"permission denied ({message[:200]})", path)
     if "DATA_LOSS" in message:
         return CorruptTransferError(f"{path}: {message[:200]}")
-    if any(f"({status}:" in message or f"{status}:" in message for status in _TRANSIENT):
+    if any(f"{status}:" in message for status in _TRANSIENT):
         return TransientArrowError(f"{path}: {message[:200]}")
     return error
 

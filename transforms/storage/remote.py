@@ -155,7 +155,8 @@ def copy(source: str, destination: str) -> None:
 
 
 def rename(source: str, destination: str) -> None:
-    """A copy, then the source deleted: on Cloud Storage each one request (gcsio's own way)."""
+    """A copy, then the source deleted, as Beam's gcsio moves an object: each sent again
+    after a transient failure (the deletion of a source gone already is done)."""
     if not gcs.is_gcs(source):
         filesystems(source).rename([source], [destination])
         return
@@ -176,6 +177,9 @@ def delete(paths: list[str]) -> None:
         with contextlib.suppress(FileNotFoundError):
             _retried(lambda store: store.delete_file(arrow.path_of(path)), path)
 
+    if len(paths) == 1:  # a move's: no pool to start
+        one(paths[0])
+        return
     with concurrent.futures.ThreadPoolExecutor(min(len(paths), DELETES_AT_ONCE)) as pool:
         list(pool.map(one, paths))
 
