@@ -34,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 WAYS = ("project", "floor")
 SMALL_BYTES = 4 << 10  # a rows, index or errors file, metadata, a marker
 BIG_MB = 4  # an object of a kind counted per MB (shards run to hundreds)
-MB_SHARE = 10  # such kinds make N/MB_SHARE objects
+MB_SHARE = 25  # such kinds make N/MB_SHARE objects
 RECORD = 40 << 10  # a shard is written a record at a time: header, image, footer
 LISTED = 100  # objects in the folder a listing lists (one page)
 CHUNK = 1 << 20  # a ranged read's request (pipeline/dataset/shard_check.py CHECK_CHUNK)
@@ -68,7 +68,10 @@ def gs(name: str) -> str:
 
 def names(kind: str, run: str, count: int) -> list[str]:
     """The objects one run of `kind` works on: shared by every run, or its own."""
-    folder = f"{kind}/shared" if KINDS[kind].needs == "shared" else f"{kind}/{run}"
+    if KINDS[kind].needs == "shared":  # small objects: one set serves every kind reading them
+        folder = f"{kind}/shared" if kind in LISTINGS or KINDS[kind].unit == "MB" else "shared"
+    else:
+        folder = f"{kind}/{run}"
     if kind in LISTINGS:
         return [f"{folder}/{number:05d}" for number in range(LISTED)]
     return [f"{folder}/{number:05d}" for number in range(count)]
@@ -201,9 +204,12 @@ def measure(kind: str, way: str, counts: dict, env: dict, bucket, number: int) -
 def main(requests: int, repeats: int, kinds: tuple[str, ...] = tuple(KINDS)) -> dict:
     samples = {kind: {way: [] for way in WAYS} for kind in kinds}
     with storage_emulator() as (env, bucket):
+        made = set()
         for kind in kinds:
-            if KINDS[kind].needs == "shared":
+            shared = names(kind, "", operations(kind, requests))
+            if KINDS[kind].needs == "shared" and shared[0] not in made:
                 make_objects(bucket, kind, "", operations(kind, requests))
+                made.add(shared[0])
         for number in range(1, repeats + 1):
             for kind in kinds:
                 large = operations(kind, requests)

@@ -40,6 +40,13 @@ def test_a_match_lists_objects_at_any_depth_sorted(objects):
     assert remote.glob(f"{objects}/**") == [f"{objects}/a.jpg", f"{objects}/sub/b.jpg"]
 
 
+def test_a_match_keeps_beams_syntax(objects):
+    assert remote.glob(f"{objects}/*.jpg") == [f"{objects}/a.jpg"]  # `*` stays in its folder
+    assert remote.glob(f"{objects}/s?b/[ab].jpg") == [f"{objects}/sub/b.jpg"]
+    assert remote.glob(f"{objects}/a.jpg") == [f"{objects}/a.jpg"]
+    assert remote.glob(f"{objects}/none/**") == remote.glob(f"{objects}/none.jpg") == []
+
+
 def test_another_stores_read_is_left_to_its_own_client(monkeypatch):
     """Another store's FileSystems client retries its requests itself: a failure that reaches
     us is raised at once, not sent again by the retry layer as well."""

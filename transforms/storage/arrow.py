@@ -1,6 +1,6 @@
 """pyarrow's C++ Cloud Storage client (`pyarrow.fs.GcsFileSystem`), for the requests a run sends
-besides its image reads that it can make: uploads, server-side copies and moves, deletions and
-existence checks (transforms/storage/remote.py).
+besides its image reads that it can make: uploads, server-side copies and moves, deletions,
+existence checks and matches (transforms/storage/remote.py).
 
 Beam's gcsio spends several times this client's CPU on the same request, on a streamed upload
 some sixty times (benchmarks/gcs_request_cost.py), and on Dataflow CPU is the bill. Pyarrow is
