@@ -77,6 +77,13 @@ def names(kind: str, run: str, count: int) -> list[str]:
     return [f"{folder}/{number:05d}" for number in range(count)]
 
 
+def beside(path: str, what: str) -> str:
+    """Where a copy, compose or move of `path` goes: a folder of its own, as empty as a run's
+    new folders start (pyarrow's copy_file reads a page of the destination folder's listing,
+    which the emulator answers whole, however many objects the folder holds)."""
+    return f"{path}.{what}/object"
+
+
 def record_parts() -> list[bytes]:
     from tfrecord_pipeline.transforms.tfrecord.records import frame_parts
 
@@ -114,9 +121,9 @@ def project_requests(kind: str):
         "list": lambda path: list(gcs.list_folder(folder(path))),
         "list_identities": lambda path: listings.listed_identities(listed),
         "glob": lambda path: fileio.glob(folder(path) + "/**"),
-        "copy": lambda path: fileio.copy(path, path + ".copy"),
-        "compose": lambda path: joins.compose([path, path], path + ".joined"),
-        "rename": lambda path: fileio.rename(path, path + ".moved"),
+        "copy": lambda path: fileio.copy(path, beside(path, "copy")),
+        "compose": lambda path: joins.compose([path, path], beside(path, "joined")),
+        "rename": lambda path: fileio.rename(path, beside(path, "moved")),
         "delete": lambda path: fileio.delete([path]),
     }[kind]
 
@@ -148,9 +155,9 @@ def floor_requests(kind: str):
         "list": lambda path: store.get_file_info(folder(path)),
         "list_identities": lambda path: store.get_file_info(folder(path)),
         "glob": lambda path: store.get_file_info(deep(path)),
-        "copy": lambda path: store.copy_file(bare(path), bare(path) + ".copy"),
-        "compose": lambda path: store.copy_file(bare(path), bare(path) + ".joined"),
-        "rename": lambda path: store.move(bare(path), bare(path) + ".moved"),
+        "copy": lambda path: store.copy_file(bare(path), bare(beside(path, "copy"))),
+        "compose": lambda path: store.copy_file(bare(path), bare(beside(path, "joined"))),
+        "rename": lambda path: store.move(bare(path), bare(beside(path, "moved"))),
         "delete": lambda path: store.delete_file(bare(path)),
     }[kind]
 
@@ -190,7 +197,7 @@ def measure(kind: str, way: str, counts: dict, env: dict, bucket, number: int) -
         cpu, wall = tree_cpu(command, env)
         if KINDS[kind].needs != "shared":  # the emulator holds every object in its memory
             made = names(kind, run, count)
-            gone = [bucket.blob(name) for name in made + [f"{name}.moved" for name in made]]
+            gone = [bucket.blob(name) for name in made + [beside(name, "moved") for name in made]]
             bucket.delete_blobs(gone, on_error=lambda blob: None)
         runs[size] = {"cpu_s": round(cpu, 3), "wall_s": round(wall, 3)}
     extra = runs["large"]["cpu_s"] - runs["small"]["cpu_s"]

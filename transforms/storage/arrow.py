@@ -1,11 +1,12 @@
 """pyarrow's C++ Cloud Storage client (`pyarrow.fs.GcsFileSystem`), for the requests a run sends
-besides its image reads that it can make: uploads, server-side copies and moves, deletions,
-existence checks and matches (transforms/storage/remote.py).
+besides its image reads that it can make: uploads, deletions, existence checks and matches
+(transforms/storage/remote.py).
 
 Beam's gcsio spends several times this client's CPU on the same request, on a streamed upload
 some sixty times (benchmarks/gcs_request_cost.py), and on Dataflow CPU is the bill. Pyarrow is
 already installed (Beam depends on it). It cannot serve the rest: its stats and listings carry
-no CRC-32C (an object's identity, gcs.identity), and it has no compose.
+no CRC-32C (an object's identity, gcs.identity), it has no compose, and its copy_file first
+reads a page of the destination folder's listing (remote.copy).
 
 One client a process, re-made after a fork (its connections are not to be shared with a
 parent) and when STORAGE_EMULATOR_HOST changes. Its own retries are off: its retry policy is

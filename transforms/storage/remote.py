@@ -1,7 +1,7 @@
 """Objects: on Cloud Storage, reads, stats and listings through transforms/storage/gcs.py,
-uploads, copies, moves, deletions, existence checks and matches through pyarrow's C++ client
-(transforms/storage/arrow.py: a fraction of the CPU of Beam's gcsio); on any other store,
-everything through Beam's FileSystems.
+server-side copies (a move's too) through Google's Python client, uploads, deletions, existence
+checks and matches through pyarrow's C++ client (transforms/storage/arrow.py: a fraction of the
+CPU of Beam's gcsio); on any other store, everything through Beam's FileSystems.
 
 Beam is imported on first use: only remote paths need it, and it takes seconds to import.
 Compression detection is off, so an image whose name ends in `.gz` is never silently
@@ -13,13 +13,14 @@ streamed upload by its client alone: arrow.py).
 import concurrent.futures
 import contextlib
 import errno
+import functools
 import io
 import re
 from typing import BinaryIO
 
 from tfrecord_pipeline.transforms.storage import arrow, gcs
 from tfrecord_pipeline.transforms.storage.disk import check_size
-from tfrecord_pipeline.transforms.storage.retry import StoreUnavailableError, retried
+from tfrecord_pipeline.transforms.storage.retry import TIMEOUT_S, StoreUnavailableError, retried
 
 _WILDCARD = re.compile(r"[*?\[]")
 DELETES_AT_ONCE = 32  # deletions of objects in flight: a folder may hold 10^5 of them
@@ -147,13 +148,24 @@ def write(path: str, data: bytes) -> None:
 
 
 def copy(source: str, destination: str) -> None:
-    """A server-side copy (Cloud Storage checks its CRC-32C), sent again after a transient
-    failure: it makes the same object."""
+    """A server-side copy (Cloud Storage checks its CRC-32C) in one request, sent again after a
+    transient failure: it makes the same object. Google's Python client sends it: pyarrow's
+    copy_file first checks that the destination's folder exists, by its metadata and a page of
+    its listing (up to a thousand objects, in a version's folder as it fills)."""
     if not gcs.is_gcs(source):
         filesystems(source).copy([source], [destination])
         return
-    pair = arrow.path_of(source), arrow.path_of(destination)
-    _retried(lambda store: store.copy_file(*pair), source)
+    (source_bucket, source_name), (bucket, name) = gcs.split(source), gcs.split(destination)
+    origin = gcs.client().bucket(source_bucket)
+    send = functools.partial(
+        origin.copy_blob,
+        origin.blob(source_name),
+        gcs.client().bucket(bucket),
+        name,
+        retry=None,
+        timeout=TIMEOUT_S,
+    )
+    retried(send, source)
 
 
 def rename(source: str, destination: str) -> None:

@@ -3,12 +3,12 @@
 Every request this project sends to Cloud Storage through its own client (reads, stats, ranged
 reads and listings in gcs.py, composes in joins.py, the dataset's pointer in
 pipeline/dataset/publish.py) is made with the client's retries off (`retry=None`) and goes
-through `retried`; so do whole uploads, copies, moves, deletions, existence checks and matches
-through pyarrow's C++ client (remote.py), its retries off (arrow.py). A streamed upload (a
-shard, an errors file), which cannot be sent again whole by a loop around it, is never wrapped
-here: pyarrow's client retries it chunk by chunk within this budget (arrow.py). Another store's
-requests go through Beam's FileSystems, whose clients retry them. No request is retried by two
-layers.
+through `retried` (copies in remote.py too); so do whole uploads, deletions, existence checks
+and matches through pyarrow's C++ client (remote.py), its retries off (arrow.py). A streamed
+upload (a shard, an errors file), which cannot be sent again whole by a loop around it, is never
+wrapped here: pyarrow's client retries it chunk by chunk within this budget (arrow.py). Another
+store's requests go through Beam's FileSystems, whose clients retry them. No request is retried
+by two layers.
 
 A failure is transient (the service or the network failed: 408, 429, 5xx, a connection reset or
 dropped, a timeout, a body cut short or not matching its checksum) or it is the object's (not
