@@ -66,6 +66,20 @@ BENCH_IMAGES ?= 2000
 bench: $(STAMP)
 	cd benchmarks && ../$(BIN)/python bench.py $(BENCH_IMAGES)
 
+# The same sitting with the peers the project never depends on (Ray Data), installed from
+# benchmarks/requirements-peers.txt into an environment of their own, .venv-peers; without it
+# `make bench` reports them as skipped.
+PEERS_VENV := .venv-peers
+.PHONY: bench-peers
+$(PEERS_VENV)/.installed: benchmarks/requirements-peers.txt
+	rm -rf $(PEERS_VENV)
+	$(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/pip install --quiet --upgrade pip
+	$(PEERS_VENV)/bin/pip install --quiet -r benchmarks/requirements-peers.txt
+	touch $@
+
+bench-peers: $(PEERS_VENV)/.installed bench
+
 # Re-pin after changing setup.py: resolve the full set again and freeze it. The CPU build's
 # local label (+cpu) is dropped, so a machine without the wheel folder still finds torch.
 # requirements-readers.txt is pinned by hand: see the comment at its top.

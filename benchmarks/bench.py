@@ -3,10 +3,13 @@
 
 Each run is a whole process (start-up included) measured by measure.py. Every run is repeated
 (BENCH_REPEATS, default 3) in rounds, all runs once per round, so a slow spell of a shared
-machine hits every run alike; a run's figure is its median. Writes
-benchmarks/results/bench-N.json (with every sample) and bench-N.png (a bar chart of images/s)
-and prints the ratios against their targets; `bench.py --table` prints the README's table from
-the result files.
+machine hits every run alike; a run's figure is its median. A run that writes TFRecords is
+read back: one record an image, or the sitting stops. Runs 9 are the peers users pick instead:
+a TFDS builder, and Ray Data, which the project never installs: `make bench-peers` makes its
+environment (.venv-peers) and runs the sitting; without it that run is reported as skipped,
+with the reason. Writes benchmarks/results/bench-N.json (with every sample) and bench-N.png (a
+bar chart of images/s) and prints the ratios against their targets; `bench.py --table` prints
+the README's table from the result files.
 """
 
 import compileall
@@ -16,11 +19,15 @@ import platform
 import statistics
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from charts import bar_chart
 from corpus import make_corpus
 from measure import run_measured
+
+from tfrecord_pipeline.transforms.tfrecord.records import read_records
 
 HERE = Path(__file__).resolve().parent
 PYTHON = sys.executable
@@ -30,27 +37,48 @@ CONVERT = ["--num_shards", "8", "--no_progress"]
 ONE_WORKER = ["--processes", "1", "--threads", "1"]
 TWO_WORKERS = ["--processes", "2", "--threads", "1"]
 RESIZE = ["--resize_short_side", "256", "--jpeg_quality", "90"]
+# Peers the project never installs (Ray): their own environment, made by `make bench-peers`.
+PEERS_PYTHON = HERE.parent / ".venv-peers" / "bin" / "python"
 
 
-def converter(*flags: str):
-    """The converter's command, given the manifest and output, with `flags` after CONVERT's."""
-    return lambda m, o: [CLI, "convert", "--manifest", m, "--output", o, *CONVERT, *flags]
+class Run(NamedTuple):
+    """A run's command, given the manifest and output folder, and, for a run that writes
+    TFRecords, the glob under its output that finds them: read back, they must hold one record
+    an image (a run that silently wrote nothing would look fast)."""
+
+    command: Callable[[str, str], list[str]]
+    records: str | None = None
 
 
-# name → (command after the manifest and output are known)
+def peer(name: str, records: str | None = None, python: Path = Path(PYTHON)) -> Run:
+    """peers.py's peer `name`, run by `python`."""
+    return Run(lambda m, o: [str(python), str(HERE / "peers.py"), name, m, o], records)
+
+
+def converter(*flags: str) -> Run:
+    """The converter, with `flags` after CONVERT's."""
+    return Run(
+        lambda m, o: [CLI, "convert", "--manifest", m, "--output", o, *CONVERT, *flags],
+        "versions/*/*.tfrecord",
+    )
+
+
 RUNS = {
-    "1 copy floor": lambda m, o: [PYTHON, str(HERE / "peers.py"), "copy", m, o],
-    "2 TF loop": lambda m, o: [PYTHON, str(HERE / "peers.py"), "tf_loop", m, o],
-    "3 Beam tutorial": lambda m, o: [PYTHON, str(HERE / "peers.py"), "beam_tutorial", m, o],
-    "4 Pillow resize": lambda m, o: [PYTHON, str(HERE / "peers.py"), "pillow_resize", m, o],
-    "4 turbo + vips resize": lambda m, o: [PYTHON, str(HERE / "peers.py"), "turbo_vips", m, o],
-    "5 Pillow validate": lambda m, o: [PYTHON, str(HERE / "peers.py"), "pillow_validate", m, o],
-    "5 validation floor": lambda m, o: [PYTHON, str(HERE / "peers.py"), "validation_floor", m, o],
+    "1 copy floor": peer("copy"),
+    "2 TF loop": peer("tf_loop", "*.tfrecord"),
+    "3 Beam tutorial": peer("beam_tutorial", "train-*"),
+    "4 Pillow resize": peer("pillow_resize"),
+    "4 turbo + vips resize": peer("turbo_vips"),
+    "5 Pillow validate": peer("pillow_validate"),
+    "5 validation floor": peer("validation_floor"),
     "6 converter": converter(),
     "7 full, 1 worker": converter("--validate", "full", *ONE_WORKER),
     "7 full, 2 workers": converter("--validate", "full", *TWO_WORKERS),
     "8 resize, 1 worker": converter(*RESIZE, *ONE_WORKER),
     "8 resize, 2 workers": converter(*RESIZE, *TWO_WORKERS),
+    "9 TFDS builder": peer("tfds_builder", "*/*/*.tfrecord-*"),
+    # Every file: Ray 2.60 names its TFRecord files .tar, not the .tfrecords it documents.
+    "9 Ray Data": peer("ray_data", "*", PEERS_PYTHON),
 }
 
 # (label, numerator run, denominator run, target)
@@ -66,6 +94,8 @@ TARGETS = (
     ("resize 1 worker / Pillow resize", "8 resize, 1 worker", "4 Pillow resize", 1.1),
     ("resize 1 worker / turbo + vips resize", "8 resize, 1 worker", "4 turbo + vips resize", 0.95),
     ("resize 2 workers / Pillow resize", "8 resize, 2 workers", "4 Pillow resize", 1.7),
+    ("converter / TFDS builder", "6 converter", "9 TFDS builder", 1.0),
+    ("converter / Ray Data", "6 converter", "9 Ray Data", 1.0),
 )
 
 
@@ -81,30 +111,58 @@ def summarise(samples: list[dict], count: int) -> dict:
     }
 
 
+def skip_reason(run: Run) -> str | None:
+    """Why a run cannot start on this machine: its interpreter is not installed."""
+    program = Path(run.command("", "")[0])
+    return None if program.exists() else f"{program} is missing (`make bench-peers` makes it)"
+
+
+def records_in(out: Path, pattern: str) -> int:
+    """Records in the files under `out` that match `pattern`, every frame's CRCs checked."""
+    return sum(sum(1 for _ in read_records(path.read_bytes())) for path in out.glob(pattern))
+
+
+def measure(run: Run, manifest: str, count: int) -> dict:
+    """One whole run in a fresh output folder; a run that writes TFRecords must have written
+    `count` records, or the sitting stops."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "o"
+        measured = run_measured(run.command(manifest, str(out)))
+        if run.records is not None and (found := records_in(out, run.records)) != count:
+            raise RuntimeError(f"{run.command('', '')[:3]}: {found} records of {count} images")
+    return measured
+
+
+def ratio(results: dict, a: str, b: str) -> float | None:
+    """a's images/s over b's; None when either was skipped."""
+    if "skipped" in results[a] or "skipped" in results[b]:
+        return None
+    return round(results[a]["images_per_s"] / results[b]["images_per_s"], 2)
+
+
 def run_all(count: int, repeats: int) -> dict:
     corpus_root = Path(os.environ.get("CORPUS_DIR", tempfile.gettempdir()))
     for package in ("pipeline", "transforms"):  # compiled as `pip install` would: with
         # PYTHONDONTWRITEBYTECODE set, an editable checkout recompiles every module per process
         compileall.compile_dir(str(HERE.parent / package), quiet=1)
     manifest = str(make_corpus(corpus_root / f"tfrp-corpus-{count}", count))
-    samples: dict[str, list[dict]] = {name: [] for name in RUNS}
+    skipped = {name: reason for name, run in RUNS.items() if (reason := skip_reason(run))}
+    samples: dict[str, list[dict]] = {name: [] for name in RUNS if name not in skipped}
     for round_number in range(1, repeats + 1):
-        for name, command in RUNS.items():
-            with tempfile.TemporaryDirectory() as out:
-                measured = run_measured(command(manifest, str(Path(out) / "o")))
+        for name in samples:
+            measured = measure(RUNS[name], manifest, count)
             samples[name].append(measured)
             print(
                 f"round {round_number}  {name:22s} {count / measured['seconds']:9.1f} img/s  "
                 f"{measured['peak_rss_tree_mb']:7.1f} MB",
                 flush=True,
             )
-    results = {name: summarise(runs, count) for name, runs in samples.items()}
+    results = {
+        name: {"skipped": skipped[name]} if name in skipped else summarise(samples[name], count)
+        for name in RUNS
+    }
     ratios = [
-        {
-            "ratio": label,
-            "value": round(results[a]["images_per_s"] / results[b]["images_per_s"], 2),
-            "target": target,
-        }
+        {"ratio": label, "value": ratio(results, a, b), "target": target}
         for label, a, b, target in TARGETS
     ]
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
@@ -118,10 +176,26 @@ def run_all(count: int, repeats: int) -> dict:
 
 
 def write_chart(report: dict, path: Path) -> None:
-    """images/s per run; the converter's runs in blue."""
-    bars = [(name, result["images_per_s"]) for name, result in report["runs"].items()]
+    """images/s per run that ran; the converter's runs in blue."""
+    runs = report["runs"].items()
+    bars = [(name, result["images_per_s"]) for name, result in runs if "skipped" not in result]
     title = f"images/s, {report['images']:,} images, {report['machine']}"
     path.write_bytes(bar_chart(bars, title, lambda name: "converter" in name or "worker" in name))
+
+
+def cells(run: dict | None) -> tuple[str, str]:
+    """A run's images/s and peak RSS as the table shows them: "skipped" where the run could
+    not start, "—" where its sitting had no such run (a result file older than the run)."""
+    if run is None:
+        return "—", "—"
+    if "skipped" in run:
+        return "skipped", "skipped"
+    return f"{run['images_per_s']:,.0f}", f"{run['peak_rss_tree_mb']:,.0f} MB"
+
+
+def ratio_cell(report: dict, label: str) -> str:
+    value = next((r["value"] for r in report["ratios"] if r["ratio"] == label), None)
+    return "—" if value is None else f"{value:.2f}"
 
 
 def markdown_table(reports: list[dict]) -> str:
@@ -130,18 +204,18 @@ def markdown_table(reports: list[dict]) -> str:
     head = "| run | " + " | ".join(f"img/s ({n})" for n in sizes)
     head += " | " + " | ".join(f"peak RSS ({n})" for n in sizes) + " |"
     lines = [head, "|---" + "|---:" * (2 * len(reports)) + "|"]
-    for name in reports[0]["runs"]:
-        speeds = [f"{r['runs'][name]['images_per_s']:,.0f}" for r in reports]
-        memory = [f"{r['runs'][name]['peak_rss_tree_mb']:,.0f} MB" for r in reports]
+    for name in dict.fromkeys(name for r in reports for name in r["runs"]):
+        speeds, memory = zip(*(cells(r["runs"].get(name)) for r in reports), strict=True)
         lines.append(f"| {name} | " + " | ".join(speeds + memory) + " |")
     lines += [
         "",
         "| ratio | " + " | ".join(sizes) + " | target |",
         "|---" + "|---:" * (len(reports) + 1) + "|",
     ]
-    for index, ratio in enumerate(reports[0]["ratios"]):
-        values = [f"{r['ratios'][index]['value']:.2f}" for r in reports]
-        lines.append(f"| {ratio['ratio']} | " + " | ".join(values) + f" | ≥ {ratio['target']} |")
+    targets = {ratio["ratio"]: ratio["target"] for r in reports for ratio in r["ratios"]}
+    for label, target in targets.items():
+        values = [ratio_cell(r, label) for r in reports]
+        lines.append(f"| {label} | " + " | ".join(values) + f" | ≥ {target} |")
     return "\n".join(lines + [""] + memory_lines(reports))
 
 
@@ -167,12 +241,18 @@ if __name__ == "__main__":
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
     report = run_all(count, int(os.environ.get("BENCH_REPEATS", "3")))
     for name, result in report["runs"].items():
+        if "skipped" in result:
+            print(f"{name:22s} skipped: {result['skipped']}", flush=True)
+            continue
         print(
             f"{name:22s} {result['images_per_s']:9.1f} img/s (median)  "
             f"{result['peak_rss_tree_mb']:7.1f} MB",
             flush=True,
         )
     for ratio in report["ratios"]:
+        if ratio["value"] is None:
+            print(f"skip {ratio['ratio']:45s}  (a run of it was skipped)")
+            continue
         mark = "ok " if ratio["value"] >= ratio["target"] else "MISS"
         print(f"{mark} {ratio['ratio']:45s} {ratio['value']:6.2f}  (target {ratio['target']})")
     results = HERE / "results"

@@ -20,15 +20,16 @@ OFFLINE = {
 
 
 @contextlib.contextmanager
-def storage_emulator():
+def storage_emulator(log=subprocess.DEVNULL):
     """The GCS JSON API on a free loopback port, with one bucket: yields the environment that
-    points a process at it, and the bucket."""
+    points a process at it, and the bucket. `log`, a file open for writing, gets the server's
+    request log: a line a request (`"GET /path HTTP/1.1" 200 -`)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     emulator = str(Path(sys.executable).parent / "gcp-storage-emulator")
     command = [emulator, "start", "--host=127.0.0.1", f"--port={port}", "--in-memory"]
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log)
     host = f"http://127.0.0.1:{port}"
     env = {**os.environ, **OFFLINE, "STORAGE_EMULATOR_HOST": host}
     try:

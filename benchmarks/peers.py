@@ -15,6 +15,11 @@ validation_floor the least a converter's full validation does, and nothing else:
 refresh_floor    given a dataset root for OUT_DIR: the least a refresh of it does, and nothing
                  else: stat every image (the least that sees an image change without reading
                  it) and read the published version's rows files (benchmarks/refresh.py)
+tfds_builder     what a TFDS user writes for their own images: a GeneratorBasedBuilder over the
+                 manifest, download_and_prepare() into OUT_DIR (TFRecord shards)
+ray_data         what a Ray Data user writes: read_binary_files -> map (the Example's columns)
+                 -> write_tfrecords, Ray on this machine alone; needs Ray, which the project
+                 never installs: run it with .venv-peers/bin/python (`make bench-peers`)
 """
 
 import csv
@@ -35,6 +40,11 @@ def _rows(manifest: str) -> list[tuple[str, str]]:
         header = next(lines)
         path, label = header.index("image_uri"), header.index("label")
         return [(os.path.join(base, row[path]), row[label]) for row in lines]
+
+
+def _label_ids(rows) -> dict[str, int]:
+    """Each label's id: its place among the sorted labels, as the converter numbers them."""
+    return {name: i for i, name in enumerate(sorted({label for _, label in rows}))}
 
 
 def copy(rows, out: Path) -> None:
@@ -68,7 +78,7 @@ def _example(path: str, label: int, text: str):
 def tf_loop(rows, out: Path) -> None:
     import tensorflow as tf
 
-    labels = {name: i for i, name in enumerate(sorted({label for _, label in rows}))}
+    labels = _label_ids(rows)
     with tf.io.TFRecordWriter(str(out / "train.tfrecord")) as writer:
         for path, label in rows:
             writer.write(_example(path, labels[label], label))
@@ -77,7 +87,7 @@ def tf_loop(rows, out: Path) -> None:
 def beam_tutorial(rows, out: Path) -> None:
     import apache_beam as beam
 
-    labels = {name: i for i, name in enumerate(sorted({label for _, label in rows}))}
+    labels = _label_ids(rows)
     with beam.Pipeline() as pipeline:
         (
             pipeline
@@ -85,6 +95,58 @@ def beam_tutorial(rows, out: Path) -> None:
             | beam.Map(lambda row: _example(row[0], labels[row[1]], row[1]))
             | beam.io.WriteToTFRecord(str(out / "train"), num_shards=8)
         )
+
+
+def tfds_builder(rows, out: Path) -> None:
+    import tensorflow_datasets as tfds
+
+    class ManifestImages(tfds.core.GeneratorBasedBuilder):
+        """The manifest's images and labels, one train split."""
+
+        VERSION = tfds.core.Version("1.0.0")
+
+        def _info(self) -> tfds.core.DatasetInfo:
+            features = tfds.features.FeaturesDict(
+                {
+                    "image": tfds.features.Image(encoding_format="jpeg"),
+                    "label": tfds.features.ClassLabel(names=sorted(_label_ids(rows))),
+                    "key": tfds.features.Text(),
+                }
+            )
+            return tfds.core.DatasetInfo(
+                builder=self, features=features, supervised_keys=("image", "label")
+            )
+
+        def _split_generators(self, dl_manager):
+            return {"train": self._generate_examples()}
+
+        def _generate_examples(self):
+            for path, label in rows:  # a path: the Image feature reads the file's bytes as they are
+                yield path, {"image": path, "label": label, "key": path}
+
+    ManifestImages(data_dir=str(out)).download_and_prepare()
+
+
+def ray_data(rows, out: Path) -> None:
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"  # Ray's documented switch: no usage report sent
+    import ray
+
+    labels, label_of = _label_ids(rows), dict(rows)
+
+    def example(row: dict) -> dict:
+        label = label_of[row["path"]]
+        return {
+            "image/encoded": row["bytes"],
+            "image/class/label": labels[label],
+            "image/class/text": label,
+            "key": row["path"],
+        }
+
+    # One machine, every core, no dashboard; the node on loopback so nothing leaves the machine.
+    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, _node_ip_address="127.0.0.1")
+    images = ray.data.read_binary_files([path for path, _ in rows], include_paths=True)
+    images.map(example).write_tfrecords(str(out))
+    ray.shutdown()  # the cluster's processes end before the measured process does
 
 
 def pillow_resize(rows, out: Path) -> None:
@@ -163,6 +225,8 @@ PEERS = {
         copy,
         tf_loop,
         beam_tutorial,
+        tfds_builder,
+        ray_data,
         pillow_resize,
         turbo_vips,
         pillow_validate,

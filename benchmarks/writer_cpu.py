@@ -1,5 +1,6 @@
 """CPU per image of the Beam pipeline's shard-writer path against the local runner's writer, on
-one corpus: `python benchmarks/writer_cpu.py 10000`.
+one corpus: `python benchmarks/writer_cpu.py 10000 [converter flags]`, e.g. `... 2000
+--resize_short_side 256 --jpeg_quality 90` for re-encoding runs.
 
 Each run is a whole `tfrecord-pipeline convert` with one shard writer (the local runner's
 `--processes 1`; Beam's write step writes one shard at a time), and its CPU time is the user +
@@ -21,7 +22,7 @@ Runs: the local runner; the DirectRunner (Beam's FnApiRunner in this process); t
 runner with an embedded job server and its SDK harness in a process of its own (the shape of
 a Dataflow Runner v2 worker). Rounds run every engine at both sizes, so a slow spell of a
 shared machine hits them alike; each figure is the median over rounds. Writes
-benchmarks/results/writer-cpu-N.json.
+benchmarks/results/writer-cpu-N[-flags].json.
 """
 
 import json
@@ -98,7 +99,7 @@ def one_engine(manifests: dict, sizes: dict, flags: list[str], env: dict) -> dic
     return runs
 
 
-def main(count: int, repeats: int) -> dict:
+def main(count: int, repeats: int, flags: tuple[str, ...] = ()) -> dict:
     corpus_root = Path(os.environ.get("CORPUS_DIR", tempfile.gettempdir()))
     manifest = make_corpus(corpus_root / f"tfrp-corpus-{count}", count)
     sizes = {"small": max(1, count // SMALL_SHARE), "large": count}  # images
@@ -107,8 +108,8 @@ def main(count: int, repeats: int) -> dict:
     env = {**os.environ, "PATH": os.pathsep.join([str(Path(CLI).parent), os.environ["PATH"]])}
     samples = {name: [] for name in ENGINES}
     for number in range(1, repeats + 1):
-        for name, flags in ENGINES.items():
-            runs = one_engine(manifests, sizes, flags, env)
+        for name, engine in ENGINES.items():
+            runs = one_engine(manifests, sizes, [*flags, *engine], env)
             samples[name].append(runs)
             print(
                 f"round {number}  {name:15s} {runs['us_per_image']:8.1f} us/image  "
@@ -124,10 +125,10 @@ def main(count: int, repeats: int) -> dict:
         }
         for name, runs in samples.items()
     }
-    return summarise(count, sizes, repeats, engines)
+    return summarise(count, sizes, repeats, engines, flags)
 
 
-def summarise(count: int, sizes: dict, repeats: int, engines: dict) -> dict:
+def summarise(count: int, sizes: dict, repeats: int, engines: dict, flags=()) -> dict:
     """The figures: each engine's median CPU per image and the local runner's over it, as
     medians and round by round (a round's runs are the closest in time)."""
     local = engines["local"]
@@ -144,7 +145,7 @@ def summarise(count: int, sizes: dict, repeats: int, engines: dict) -> dict:
     return {
         "images": count,
         "sizes": sizes,
-        "flags": CONVERT,
+        "flags": [*CONVERT, *flags],
         "machine": machine,
         "repeats": repeats,
         "engines": engines,
@@ -156,7 +157,8 @@ def summarise(count: int, sizes: dict, repeats: int, engines: dict) -> dict:
 
 if __name__ == "__main__":
     images = int(sys.argv[1]) if len(sys.argv) > 1 else 10000
-    report = main(images, int(os.environ.get("BENCH_REPEATS", "3")))
+    extra = tuple(sys.argv[2:])
+    report = main(images, int(os.environ.get("BENCH_REPEATS", "3")), extra)
     for name, engine in report["engines"].items():
         print(f"{name:15s} {engine['us_per_image']:8.1f} us/image (median)")
     for name, ratio in report["local_over_beam"].items():
@@ -164,5 +166,6 @@ if __name__ == "__main__":
         print(f"{mark} CPU per image, local writer / {name}: {ratio:.2f} (target {TARGET})")
     results = HERE / "results"
     results.mkdir(exist_ok=True)
-    (results / f"writer-cpu-{images}.json").write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {results}/writer-cpu-{images}.json")
+    name = "-".join([f"writer-cpu-{images}", *(flag.strip("-") for flag in extra)])
+    (results / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {results}/{name}.json")

@@ -36,7 +36,6 @@ from tfrecord_pipeline.transforms.beam.manifests import ReadManifests
 from tfrecord_pipeline.transforms.manifest.rows import ReadConfig
 from tfrecord_pipeline.transforms.manifest.sources import check_manifests, read_all
 from tfrecord_pipeline.transforms.storage import fileio
-from tfrecord_pipeline.transforms.storage import gcs as store
 
 pytestmark = pytest.mark.slow
 
@@ -222,7 +221,7 @@ def _never_read(path):
     raise AssertionError(f"{path} was read to be checked")
 
 
-def test_a_gs_tree_is_listed_folder_by_folder_as_a_local_walk_lists_it(tmp_path, gcs):
+def test_a_gs_tree_is_listed_folder_by_folder_as_a_local_walk_lists_it(tmp_path, gcs, faulty_gcs):
     """The same tree, local and on the bucket: the same rows, errors and skipped files (a
     folder below <split>/<label>/ is skipped whole, as the local walk skips it); the launcher's
     check of the bucket's tree lists one object, not the tree."""
@@ -238,19 +237,10 @@ def test_a_gs_tree_is_listed_folder_by_folder_as_a_local_walk_lists_it(tmp_path,
         (tree / relative).parent.mkdir(parents=True, exist_ok=True)
         (tree / relative).write_bytes(b"x")
     root = gcs(tree, f"{tmp_path.name}-tree")
-    listed = []
-    client = store.client()
-    list_blobs = client.list_blobs
-
-    def counted(*args, **kwargs):
-        for blob in list_blobs(*args, **kwargs):
-            listed.append(blob.name)
-            yield blob
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(client, "list_blobs", counted)
-        (manifest,) = check_manifests([f"{root}/"], ReadConfig())
-    assert len(listed) == 1 and manifest.kind == "tree"
+    proxy = faulty_gcs(f"{tmp_path.name}-tree/")  # no faults: it counts the requests
+    (manifest,) = check_manifests([f"{root}/"], ReadConfig())
+    listings = [target for (_, target) in proxy._sent if "/o?" in target]
+    assert len(listings) == 1 and "maxResults=1" in listings[0] and manifest.kind == "tree"
 
     def seen(items, base):
         return sorted(

@@ -5,6 +5,10 @@ but its libcurl honours HTTPS_PROXY and CURL_CA_BUNDLE. This proxy answers every
 with a certificate from a throwaway CA, reads the HTTP requests inside the tunnel and replays
 them against the emulator on 127.0.0.1. Nothing is ever forwarded anywhere else, and curl never
 resolves the real host names when it goes through a proxy.
+
+A token request (`POST /token`, Google's OAuth endpoint) is answered by the proxy itself with the
+access token `TOKEN`, so credentials of any kind can be refreshed here; the Authorization header
+of every replayed request is kept in `.authorizations`.
 """
 
 import datetime
@@ -19,6 +23,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from loopback import LoopbackServer
 
+TOKEN = "loopback-token"
 HOSTS = ("www.googleapis.com", "storage.googleapis.com", "oauth2.googleapis.com")
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "host"}
 
@@ -87,6 +92,13 @@ class _Tunnel(socketserver.StreamRequestHandler):
             headers[name.strip()] = value.strip()
         length = int(headers.get("Content-Length", headers.get("content-length", 0)))
         body = stream.read(length) if length else None
+        if method == "POST" and target.startswith("/token"):
+            token = f'{{"access_token": "{TOKEN}", "expires_in": 3600, "token_type": "Bearer"}}'
+            stream.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
+            stream.write(f"Content-Length: {len(token)}\r\n\r\n{token}".encode())
+            stream.flush()
+            return True
+        self.server.authorizations.append(headers.get("Authorization"))
         forwarded = {k: v for k, v in headers.items() if k.lower() not in _HOP_BY_HOP}
         emulator = http.client.HTTPConnection("127.0.0.1", self.server.emulator_port, timeout=30)
         emulator.request(method, target, body=body, headers=forwarded)
@@ -111,3 +123,4 @@ class TlsProxy(LoopbackServer):
         self.tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         self.tls.load_cert_chain(certificate, key)
         self.emulator_port = emulator_port
+        self.authorizations: list[str | None] = []

@@ -1,19 +1,20 @@
 """pyarrow's C++ Cloud Storage client (`pyarrow.fs.GcsFileSystem`), for the requests a run sends
-besides its image reads that it can make: uploads, deletions, existence checks and matches
-(transforms/storage/remote.py).
+besides its image reads that it can make: uploads (transforms/storage/remote.py).
 
 Beam's gcsio spends several times this client's CPU on the same request, on a streamed upload
 some sixty times (benchmarks/gcs_request_cost.py), and on Dataflow CPU is the bill. Pyarrow is
-already installed (Beam depends on it). It cannot serve the rest: its stats and listings carry
-no CRC-32C (an object's identity, gcs.identity), it has no compose, and its copy_file first
-reads a page of the destination folder's listing (remote.copy).
+already installed (Beam depends on it). The rest goes elsewhere: its stats and listings carry
+no CRC-32C (an object's identity, gcs.identity), it has no compose, its copy_file first reads
+a page of the destination folder's listing (remote.copy), and its deletions and stats may send
+a request again within the call (jsonapi.py sends those).
 
 One client a process, re-made after a fork (its connections are not to be shared with a
-parent) and when STORAGE_EMULATOR_HOST changes. Its own retries are off: its retry policy is
-limited to the least time it takes (a second, counted from the first attempt: a request that
-fails is not sent again, its error raised within a second or two), so transforms/storage/
-retry.py `retried` is the one retry layer. A streamed upload, which no loop around it can send
-again, is the exception: its client retries its own chunks within the same budget
+parent) and when STORAGE_EMULATOR_HOST changes. Its own retries are off for a whole upload:
+its retry policy is limited to the least time it takes (a second; 0 sends nothing), and an
+upload failed by a 503 or a dropped connection is then sent once an attempt of `retried`
+(tests/test_remote.py counts them), its error raised within a second or two, so transforms/
+storage/retry.py `retried` is the one retry layer. A streamed upload, which no loop around
+it can send again, is the exception: its client retries its own chunks within the same budget
 (`upload_filesystem`).
 """
 

@@ -1,12 +1,13 @@
-"""Objects: on Cloud Storage, reads, stats and listings through transforms/storage/gcs.py,
-server-side copies (a move's too) through Google's Python client, uploads, deletions, existence
-checks and matches through pyarrow's C++ client (transforms/storage/arrow.py: a fraction of the
-CPU of Beam's gcsio); on any other store, everything through Beam's FileSystems.
+"""Objects. On Cloud Storage: reads, stats, existence checks, matches and deletions as single
+requests of transforms/storage/jsonapi.py (through gcs.py), server-side copies (a move's too)
+through Google's Python client, uploads through pyarrow's C++ client (transforms/storage/
+arrow.py): each a fraction of the CPU of Beam's gcsio (benchmarks/gcs_request_cost.py). On any
+other store, everything through Beam's FileSystems.
 
 Beam is imported on first use: only remote paths need it, and it takes seconds to import.
 Compression detection is off, so an image whose name ends in `.gz` is never silently
 decompressed. A request through FileSystems is retried by the store's own client alone,
-never by transforms/storage/retry.py as well; one through pyarrow by `retried` alone (a
+never by transforms/storage/retry.py as well; one to Cloud Storage by `retried` alone (a
 streamed upload by its client alone: arrow.py).
 """
 
@@ -18,7 +19,7 @@ import io
 import re
 from typing import BinaryIO
 
-from tfrecord_pipeline.transforms.storage import arrow, gcs
+from tfrecord_pipeline.transforms.storage import arrow, gcs, jsonapi
 from tfrecord_pipeline.transforms.storage.disk import check_size
 from tfrecord_pipeline.transforms.storage.retry import TIMEOUT_S, StoreUnavailableError, retried
 
@@ -179,8 +180,9 @@ def rename(source: str, destination: str) -> None:
 
 
 def delete(paths: list[str]) -> None:
-    """Delete objects, DELETES_AT_ONCE at a time on Cloud Storage; one already gone is not an
-    error (a deletion retried after its answer was lost finds it so)."""
+    """Delete objects, DELETES_AT_ONCE at a time on Cloud Storage, each one request
+    (jsonapi.delete); one already gone is not an error (a deletion retried after its answer was
+    lost finds it so)."""
     if not paths:
         return
     if not gcs.is_gcs(paths[0]):
@@ -189,7 +191,7 @@ def delete(paths: list[str]) -> None:
 
     def one(path: str) -> None:
         with contextlib.suppress(FileNotFoundError):
-            _retried(lambda store: store.delete_file(arrow.path_of(path)), path)
+            retried(lambda: jsonapi.delete(path), path)
 
     if len(paths) == 1:  # a move's: no pool to start
         one(paths[0])
@@ -199,12 +201,14 @@ def delete(paths: list[str]) -> None:
 
 
 def exists(path: str) -> bool:
+    """Whether an object is there: on Cloud Storage from its metadata (one request)."""
     if not gcs.is_gcs(path):
         return filesystems(path).exists(path)
-    from pyarrow import fs
-
-    info = _retried(lambda store: store.get_file_info(arrow.path_of(path)), path)
-    return info.type != fs.FileType.NotFound
+    try:
+        gcs.stat(path)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def size(path: str) -> int:
@@ -226,20 +230,22 @@ def identity(path: str) -> str:
 
 def glob(pattern: str) -> list[str]:
     """The objects matching `pattern` in Beam's syntax (`*` within a folder, `**` across
-    folders), sorted: on Cloud Storage from one listing through pyarrow's client (retried) of
-    everything below the folder the pattern's first wildcard is in, filtered as Beam filters
-    its own listing."""
+    folders), sorted: on Cloud Storage from the pages of one listing (jsonapi.list_page, each
+    retried) of every name from the pattern's first wildcard on, filtered as Beam filters its
+    own listing."""
     if not gcs.is_gcs(pattern):
         return sorted(m.path for m in filesystems(pattern).match([pattern])[0].metadata_list)
     wildcard = _WILDCARD.search(pattern)
     if wildcard is None:
         return [pattern] if exists(pattern) else []
     from apache_beam.io.filesystem import FileSystem
-    from pyarrow import fs
 
-    folder = arrow.path_of(pattern[: wildcard.start()]).rpartition("/")[0]
-    selector = fs.FileSelector(folder, recursive=True, allow_not_found=True)
-    listed = _retried(lambda store: store.get_file_info(selector), pattern)
+    bucket, prefix = gcs.split(pattern[: wildcard.start()])
     matches = re.compile(FileSystem.translate_pattern(pattern)).match
-    found = (f"gs://{info.path}" for info in listed if info.type == fs.FileType.File)
-    return sorted(path for path in found if matches(path))
+    found, token = [], None
+    while True:
+        page = functools.partial(jsonapi.list_page, bucket, prefix, "", token, None)
+        names, _, token = retried(page, pattern)
+        found += (path for name in names if matches(path := f"gs://{bucket}/{name}"))
+        if not token:
+            return sorted(found)

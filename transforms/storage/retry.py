@@ -1,14 +1,15 @@
 """The one retry layer for Cloud Storage, and its budget.
 
-Every request this project sends to Cloud Storage through its own client (reads, stats, ranged
-reads and listings in gcs.py, composes in joins.py, the dataset's pointer in
-pipeline/dataset/publish.py) is made with the client's retries off (`retry=None`) and goes
-through `retried` (copies in remote.py too); so do whole uploads, deletions, existence checks
-and matches through pyarrow's C++ client (remote.py), its retries off (arrow.py). A streamed
-upload (a shard, an errors file), which cannot be sent again whole by a loop around it, is never
-wrapped here: pyarrow's client retries it chunk by chunk within this budget (arrow.py). Another
-store's requests go through Beam's FileSystems, whose clients retry them. No request is retried
-by two layers.
+Every request this project sends to Cloud Storage itself goes through `retried`: the GETs of
+jsonapi.py (an image's media, an object's metadata, a range of a manifest, a page of a
+listing: what an existence check and a match ask too) and its deletions, which never retry on
+their own; the composes of joins.py, the copies of remote.py and the dataset's pointer of
+pipeline/dataset/publish.py, sent by Google's client with its retries off (`retry=None`); the
+whole uploads of remote.py through pyarrow's C++ client, one request an attempt (arrow.py). A
+streamed upload (a shard, an errors file), which cannot be sent again whole by a loop around
+it, is never wrapped here: pyarrow's client retries it chunk by chunk within this budget
+(arrow.py). Another store's requests go through Beam's FileSystems, whose clients retry them.
+No request is retried by two layers.
 
 A failure is transient (the service or the network failed: 408, 429, 5xx, a connection reset or
 dropped, a timeout, a body cut short or not matching its checksum) or it is the object's (not
@@ -50,6 +51,7 @@ def is_transient(error: BaseException) -> bool:
     another attempt) rather than the object's: the types and statuses Google's storage client
     retries (google.cloud.storage.retry), and a body that does not match its checksum."""
     import http.client  # here, not for every local run that never meets an object store
+    import ssl
 
     import requests
     import urllib3
@@ -60,6 +62,8 @@ def is_transient(error: BaseException) -> bool:
         return error.code in _RETRYABLE_STATUS
     if isinstance(error, auth.TransportError):  # refreshing a token failed on the way
         return bool(error.args) and is_transient(error.args[0])
+    if isinstance(error, ssl.SSLError):  # a TLS record cut or garbled on the way
+        return not isinstance(error, ssl.SSLCertVerificationError)
     return isinstance(
         error,
         (
