@@ -120,3 +120,17 @@ def test_a_write_the_store_keeps_failing_is_sent_once_an_attempt_then_a_fault(mo
             remote.write("gs://bucket/dataset/LATEST.tmp", b"{}")
     assert len(server.requests) == retry.ATTEMPTS
     assert all(request.startswith("POST /upload/") for request in server.requests)
+
+
+def test_checks_and_matches_through_faults_answer_as_clean_ones_sent_once_a_fault(
+    objects, faulty_gcs
+):
+    """Each fault the proxy injects costs one more request, from `retried`: no second layer."""
+    asks = (f"{objects}/a.jpg", f"{objects}/sub/b.jpg", f"{objects}/none.jpg")
+    clean = [remote.exists(path) for path in asks], remote.glob(f"{objects}/**")
+    proxy = faulty_gcs("remote/", rate=0.6, seed=5, listings_too=True)
+    assert ([remote.exists(path) for path in asks], remote.glob(f"{objects}/**")) == clean
+    assert sum(proxy.faults.values()) > 0
+    sent = {name: proxy.requests["GET", name] for name in ("remote/a.jpg", "remote/none.jpg")}
+    sent["remote/"] = proxy.listings["remote/"]  # the match's listing
+    assert sent == {name: 1 + proxy.failed[name] for name in sent}
