@@ -22,7 +22,11 @@ import datetime
 import functools
 import os
 
-from tfrecord_pipeline.transforms.storage.retry import CorruptTransferError
+from tfrecord_pipeline.transforms.storage.retry import (
+    CorruptTransferError,
+    StoreUnavailableError,
+    retried,
+)
 
 _ONE_ATTEMPT = datetime.timedelta(seconds=1)  # the least it takes; it ignores fractions
 # A streamed upload's chunks are retried by its client for as long as `retried` waits at most.
@@ -93,3 +97,49 @@ def call(request, path: str):
         if raised is error:
             raise
         raise raised from None
+
+
+def upload(path: str, data: bytes) -> None:
+    """The object `gs://bucket/name` holding `data`, whole or not at all: one upload, sent again
+    whole after a transient failure (an upload whose answer was lost makes the same object)."""
+    store = filesystem()
+
+    def send() -> None:
+        stream = store.open_output_stream(path_of(path))
+        stream.write(data)  # held in memory until the close sends it
+        stream.close()
+
+    retried(lambda: call(send, path), path)
+
+
+class Upload:
+    """A streamed upload of the object `gs://bucket/name`, made when it is closed; its chunks
+    retried by its client (`upload_filesystem`), a transient failure left after them raised as
+    StoreUnavailableError, as any request that kept failing."""
+
+    def __init__(self, path: str):
+        self._path = path
+        store = upload_filesystem()
+        self._stream = self._sent(lambda: store.open_output_stream(path_of(path)))
+
+    def write(self, data) -> int:
+        return self._sent(lambda: self._stream.write(data))
+
+    def flush(self) -> None:
+        self._sent(self._stream.flush)
+
+    def close(self) -> None:
+        self._sent(self._stream.close)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _sent(self, request):
+        try:
+            return call(request, self._path)
+        except TransientArrowError as error:
+            message = f"Cloud Storage kept failing the upload of {self._path} ({error})"
+            raise StoreUnavailableError(message) from error

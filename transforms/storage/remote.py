@@ -21,7 +21,7 @@ from typing import BinaryIO
 
 from tfrecord_pipeline.transforms.storage import arrow, gcs, jsonapi
 from tfrecord_pipeline.transforms.storage.disk import check_size
-from tfrecord_pipeline.transforms.storage.retry import TIMEOUT_S, StoreUnavailableError, retried
+from tfrecord_pipeline.transforms.storage.retry import TIMEOUT_S, retried
 
 _WILDCARD = re.compile(r"[*?\[]")
 DELETES_AT_ONCE = 32  # deletions of objects in flight: a folder may hold 10^5 of them
@@ -77,75 +77,24 @@ def open_stream(path: str, chunk_bytes: int) -> BinaryIO:
 
 def create(path: str):
     """A binary write handle on an object, for one written as it is made (a shard, an errors
-    file) under a name of its own: on Cloud Storage pyarrow's streamed upload, which makes the
-    object when the handle is closed (however the writing ended: it is not yet the file's
-    final name), and whose chunks its client retries (arrow.py)."""
+    file) under a name of its own: on Cloud Storage pyarrow's streamed upload (arrow.Upload),
+    which makes the object when the handle is closed, however the writing ended (it is not yet
+    the file's final name)."""
     if gcs.is_gcs(path):
-        return _Upload(path)
+        gcs.client()  # Google credentials found first, as for `filesystems`
+        return arrow.Upload(path)
     return filesystems(path).create(path, compression_type=_RAW)
 
 
-class _Upload:
-    """pyarrow's upload stream, its failures told as the rest of the store's: a transient one,
-    left after its client's retries, as StoreUnavailableError."""
-
-    def __init__(self, path: str):
-        self._path = path
-        store = _store(path, upload=True)
-        self._stream = _uploading(lambda: store.open_output_stream(arrow.path_of(path)), path)
-
-    def write(self, data) -> int:
-        return _uploading(lambda: self._stream.write(data), self._path)
-
-    def flush(self) -> None:
-        _uploading(self._stream.flush, self._path)
-
-    def close(self) -> None:
-        _uploading(self._stream.close, self._path)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-def _uploading(request, path: str):
-    """A request of a streamed upload, not retried here: a transient failure left after its
-    client's own retries is the store's (StoreUnavailableError)."""
-    try:
-        return arrow.call(request, path)
-    except arrow.TransientArrowError as error:
-        message = f"Cloud Storage kept failing the upload of {path} ({error})"
-        raise StoreUnavailableError(message) from error
-
-
-def _store(path: str, upload: bool = False):
-    """pyarrow's client, once Google credentials are found (as `filesystems`)."""
-    gcs.client()
-    return arrow.upload_filesystem() if upload else arrow.filesystem()
-
-
-def _retried(request, path: str):
-    """`request(store)` of pyarrow's client, sent again after a transient failure."""
-    store = _store(path)
-    return retried(lambda: arrow.call(lambda: request(store), path), path)
-
-
 def write(path: str, data: bytes) -> None:
-    """An object holding `data`, whole or not at all: on Cloud Storage one upload, sent again
-    whole after a transient failure (an upload whose answer is lost makes the same object)."""
-    if not gcs.is_gcs(path):
-        with create(path) as handle:
-            handle.write(data)
+    """An object holding `data`, whole or not at all: on Cloud Storage one upload (arrow.upload),
+    sent again whole after a transient failure."""
+    if gcs.is_gcs(path):
+        gcs.client()
+        arrow.upload(path, data)
         return
-
-    def upload(store) -> None:
-        stream = store.open_output_stream(arrow.path_of(path))
-        stream.write(data)  # held in memory until the close sends it
-        stream.close()
-
-    _retried(upload, path)
+    with create(path) as handle:
+        handle.write(data)
 
 
 def copy(source: str, destination: str) -> None:
