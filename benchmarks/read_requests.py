@@ -42,7 +42,7 @@ def main(count: int, readers: tuple[str, ...] = gcs_read_cost.READERS) -> dict:
     with tempfile.TemporaryDirectory() as scratch:
         log, listing = Path(scratch) / "requests.log", Path(scratch) / "paths.txt"
         with log.open("wb") as sink, storage_emulator(sink) as (env, bucket):
-            paths, kb = gcs_read_cost.upload(bucket, count)
+            paths, _, kb = gcs_read_cost.upload(bucket, count)
             listing.write_text("\n".join(paths) + "\n")
             for reader in readers:
                 runs = [requests_of(reader, listing, n, log, env) for n in (small, count)]

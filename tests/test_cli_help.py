@@ -7,7 +7,7 @@ import os
 import re
 
 import pytest
-from conftest import arguments, command, make_images, write_manifest
+from conftest import BEAM, arguments, command, make_images, write_manifest
 
 from tfrecord_pipeline.config.arguments import closest, parse_args
 from tfrecord_pipeline.config.flags import FLAGS, GROUPS, help_text, in_group, markdown_table
@@ -208,6 +208,16 @@ def test_missing_google_credentials_are_one_line(tmp_path, no_credentials, argv)
     said = _one_line_error(command("verify", "gs://tfrp-none/dataset", env=no_credentials))
     assert said.startswith(f"GOOGLE_APPLICATION_CREDENTIALS names {key}, which is not a file")
     assert LOGIN in said
+
+
+@pytest.mark.parametrize("runner", [[], BEAM], ids=["local", "beam"])
+def test_gs_images_without_credentials_are_one_line(tmp_path, no_credentials, runner):
+    """The images' own requests (transforms/storage/connection.py) look for credentials too."""
+    rows = [{"image_uri": f"gs://tfrp-none/{n}.jpg", "label": "a"} for n in range(3)]
+    manifest = write_manifest(tmp_path / "m.csv", rows)
+    argv = ["convert", "--manifest", manifest, "--output", tmp_path / "o", "--no_progress"]
+    said = _one_line_error(command(*argv, *runner, env=no_credentials, timeout=150))
+    assert said.startswith("no Google Cloud credentials") and LOGIN in said
 
 
 @pytest.mark.parametrize(

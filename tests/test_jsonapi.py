@@ -2,7 +2,10 @@
 answers what Cloud Storage answers when it refuses, the fault proxy, and real TLS through an
 https proxy with credentials refreshed on the way."""
 
+import base64
+import gzip
 import http.server
+import io
 import json
 import threading
 
@@ -11,7 +14,8 @@ from fault_proxy import DAMAGE, FaultProxy
 from loopback import LoopbackServer
 from tls_proxy import TOKEN, TlsProxy
 
-from tfrecord_pipeline.transforms.storage import connection, jsonapi
+from tfrecord_pipeline.transforms.storage import connection, jsonapi, retry
+from tfrecord_pipeline.transforms.storage import gcs as store
 from tfrecord_pipeline.transforms.storage.retry import CorruptTransferError, is_transient
 from tfrecord_pipeline.transforms.tfrecord.records import crc32c_of
 
@@ -108,13 +112,12 @@ def test_a_refusal_is_the_objects_failure_and_a_busy_service_is_transient(
     assert str(status) in str(error.value)
 
 
-def test_through_an_https_proxy_over_tls_with_google_credentials_refreshed(
-    objects, gcs, tmp_path, monkeypatch
-):
-    """No emulator address: the request goes to storage.googleapis.com, tunnelled through the
-    https proxy the environment names, over TLS checked against the CA bundle it names, with a
-    token Google's default credentials got from their token endpoint (answered by the proxy)."""
-    path = objects("over-tls.jpg")
+@pytest.fixture
+def over_tls(gcs, tmp_path, monkeypatch):
+    """No emulator address: requests go to storage.googleapis.com, tunnelled through the https
+    proxy the environment names (tests/tls_proxy.py), over TLS checked against the CA bundle it
+    names, with a token Google's default credentials got from their token endpoint (answered by
+    the proxy). Yields the proxy."""
     key = tmp_path / "adc.json"
     key.write_text(
         json.dumps(
@@ -133,16 +136,90 @@ def test_through_an_https_proxy_over_tls_with_google_credentials_refreshed(
         monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
         connection._store_for.cache_clear()
         try:
-            results = []
-            threads = [
-                threading.Thread(target=lambda: results.append(jsonapi.media(path, None)))
-                for _ in range(4)
-            ]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
+            yield proxy
         finally:
             connection._store_for.cache_clear()
+
+
+def test_through_an_https_proxy_over_tls_with_google_credentials_refreshed(objects, over_tls):
+    path = objects("over-tls.jpg")
+    results = []
+    threads = [
+        threading.Thread(target=lambda: results.append(jsonapi.media(path, None))) for _ in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     assert results == [(DATA, crc32c_of(DATA))] * 4
-    assert proxy.authorizations == [f"Bearer {TOKEN}"] * 4
+    assert over_tls.authorizations == [f"Bearer {TOKEN}"] * 4
+
+
+def test_a_token_refused_on_the_way_is_refreshed_once_and_the_run_goes_on(objects, over_tls):
+    path = objects("expired.jpg")
+    over_tls.refuse = {2}
+    assert [jsonapi.media(path, None) for _ in range(4)] == [(DATA, crc32c_of(DATA))] * 4
+    assert len(over_tls.authorizations) == 5  # the refused request, asked once more
+    assert over_tls.token_requests == 2
+    assert over_tls.tunnels["storage.googleapis.com"] == 1  # one TLS connection kept alive
+
+
+def test_a_token_endpoint_failing_is_transient_then_the_store_unavailable(
+    objects, over_tls, monkeypatch
+):
+    path = objects("no-token.jpg")
+    over_tls.token_status = 500  # each refresh asks it three times itself (google-auth's own)
+    monkeypatch.setattr(retry, "FIRST_DELAY_S", 0.001)
+    monkeypatch.setattr(retry, "ATTEMPTS", 2)
+    with pytest.raises(retry.StoreUnavailableError):
+        store.read(path, None)
+    over_tls.token_status = 200
+    assert store.read(path, None).data == DATA
+    assert over_tls.authorizations == [f"Bearer {TOKEN}"]
+
+
+NAMES = ["a b.jpg", "a#b.jpg", "a?b=c&d.jpg", "100%25 a%2Fb.jpg", "ünï 写真.jpg", "/lead.jpg"]
+NAMES += ["dir//double.jpg", "+plus.jpg", "semi;colon:@.jpg"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_an_object_named_with_any_character_is_read_stated_ranged_and_listed(objects, name):
+    path = objects(name, DATA[: 1000 + len(name)])
+    data = DATA[: 1000 + len(name)]
+    assert jsonapi.media(path, None) == (data, crc32c_of(data))
+    assert store.stat(path) == store.Stat(len(data), store.identity(len(data), crc32c_of(data)))
+    assert io.BufferedReader(store.RangeReader(path), 300).read() == data
+    bucket, key = store.split(path)
+    assert jsonapi.list_page(bucket, key, "", None, None).names == [key]
+    assert store.holds_objects(f"gs://{bucket}/{objects.prefix}")
+    if "/" not in name:  # (a folder "x//" is "x/"'s: an empty folder name is not walked)
+        assert (name, False) in list(store.list_folder(f"gs://{bucket}/{objects.prefix}"))
+
+
+def test_a_bucket_named_with_dots(gcs):
+    bucket = gcs.bucket.client.create_bucket("tfrp.test.dots")
+    bucket.blob("x/a b.jpg").upload_from_string(DATA)
+    assert jsonapi.media("gs://tfrp.test.dots/x/a b.jpg", None).data == DATA
+    assert list(store.list_folder("gs://tfrp.test.dots/x")) == [("a b.jpg", False)]
+
+
+def test_an_object_stored_gzipped_is_its_stored_bytes_matching_their_crc32c(gcs, objects):
+    """Cloud Storage unzips a gzip-encoded object for a client that does not accept gzip, and
+    a range of it then is not the stored one: media, stat and ranges all ask for it as stored."""
+    stored = gzip.compress(DATA)
+    blob = gcs.bucket.blob(f"{objects.prefix}/zipped.csv.gz")
+    blob.content_encoding = "gzip"
+    blob.upload_from_string(stored)
+    path = f"gs://tfrp-test/{objects.prefix}/zipped.csv.gz"
+    assert jsonapi.media(path, None) == (stored, crc32c_of(stored))
+    assert jsonapi.media(path, len(stored)) == (stored, crc32c_of(stored))
+    assert store.stat(path).size == len(stored)
+    assert io.BufferedReader(store.RangeReader(path), 100).read() == stored
+
+
+def test_a_proxy_named_with_credentials_is_asked_with_them(objects, over_tls, monkeypatch):
+    """HTTPS_PROXY=http://user:password@host:port, as requests and curl take it."""
+    path = objects("behind-a-proxy.jpg")
+    over_tls.proxy_authorization = "Basic " + base64.b64encode(b"u s:p@ss").decode()
+    monkeypatch.setenv("HTTPS_PROXY", f"http://u%20s:p%40ss@127.0.0.1:{over_tls.port}")
+    assert jsonapi.media(path, None) == (DATA, crc32c_of(DATA))

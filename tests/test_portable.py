@@ -148,3 +148,23 @@ def test_a_conversion_and_its_refresh_write_the_local_runners_bytes(tmp_path, en
         assert sorted(beam) == sorted(local) and any(name.parts[0] == "errors" for name in local)
         for name, data in local.items():
             assert beam[name] == data, f"night {night + 1}: {name}"
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_gs_images_read_through_faults_in_sdk_harnesses_give_the_bytes_of_a_clean_run(
+    tmp_path, gcs, faulty_gcs, engine
+):
+    """The harness processes read each image on connections of their own (their retries wait
+    as long as they do in production: the harness is not this process)."""
+    write_manifest(tmp_path / "src" / "manifest.csv", make_images(tmp_path / "src", per_class=4))
+    prefix = f"harness-{engine}-{tmp_path.name}"
+    source = gcs(tmp_path / "src", prefix)
+    flags, _ = ENGINES[engine]
+    flags = [*flags, "--max_error_rate", "0", "--num_shards", "2", "--no_progress"]
+    convert = ["convert", "--manifest", f"{source}/manifest.csv", *flags, "--output"]
+    assert main([*convert, str(tmp_path / "clean")]) == 0
+    proxy = faulty_gcs(f"{prefix}/images/", rate=0.3, seed=5)
+    assert main([*convert, str(tmp_path / "faulty")]) == 0
+    assert proxy.faults and _files(published(tmp_path / "faulty")) == _files(
+        published(tmp_path / "clean")
+    )

@@ -2,7 +2,9 @@
 gs:// conversions through a loopback proxy that injects them (tests/fault_proxy.py) in front of
 the GCS emulator, giving the bytes of a run that met none."""
 
+import errno
 import http.client
+import socket
 from pathlib import Path
 
 import pytest
@@ -32,6 +34,10 @@ TRANSIENT = [
     TimeoutError(),
     retry.CorruptTransferError("not matching X-Goog-Hash"),
     auth.TransportError(requests.ConnectionError("token endpoint unreachable")),
+    auth.RefreshError("internal_failure", retryable=True),
+    socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution"),
+    OSError(errno.ENETUNREACH, "Network is unreachable"),
+    OSError(errno.EHOSTUNREACH, "No route to host"),
 ]
 PERMANENT = [
     *(api.from_http_status(status, "refused") for status in (400, 401, 403, 404, 412)),
@@ -40,6 +46,7 @@ PERMANENT = [
     disk.FileTooLargeError(),
     ValueError(),
     auth.TransportError("no credentials"),
+    auth.RefreshError("invalid_grant: token revoked"),
 ]
 
 

@@ -8,13 +8,16 @@ resolves the real host names when it goes through a proxy.
 
 A token request (`POST /token`, Google's OAuth endpoint) is answered by the proxy itself with the
 access token `TOKEN`, so credentials of any kind can be refreshed here; the Authorization header
-of every replayed request is kept in `.authorizations`.
+of every replayed request is kept in `.authorizations`. A test can make the token endpoint fail
+(`.token_status`) or answer chosen requests 401, as a token expired on the way (`.refuse`), and
+require the proxy credentials a company's proxy requires (`.proxy_authorization`).
 """
 
 import datetime
 import http.client
 import socketserver
 import ssl
+from collections import Counter
 from pathlib import Path
 
 from cryptography import x509
@@ -68,11 +71,19 @@ def make_certificates(folder: Path) -> tuple[Path, Path, Path]:
 class _Tunnel(socketserver.StreamRequestHandler):
     def handle(self):
         request_line = self.rfile.readline().decode("latin-1")
-        while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-            pass
+        headers = {}
+        while (line := self.rfile.readline()) not in (b"\r\n", b"\n", b""):
+            name, _, value = line.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip()
         if not request_line.startswith("CONNECT "):
             self.wfile.write(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
             return
+        wanted = self.server.proxy_authorization
+        if wanted and headers.get("proxy-authorization") != wanted:
+            self.wfile.write(b"HTTP/1.1 407 Proxy Authentication Required\r\n")
+            self.wfile.write(b'Proxy-Authenticate: Basic realm="p"\r\nContent-Length: 0\r\n\r\n')
+            return
+        self.server.tunnels[request_line.split()[1].split(":")[0]] += 1
         self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
         self.wfile.flush()
         tls = self.server.tls.wrap_socket(self.connection, server_side=True)
@@ -93,12 +104,19 @@ class _Tunnel(socketserver.StreamRequestHandler):
         length = int(headers.get("Content-Length", headers.get("content-length", 0)))
         body = stream.read(length) if length else None
         if method == "POST" and target.startswith("/token"):
+            self.server.token_requests += 1
+            status = self.server.token_status
             token = f'{{"access_token": "{TOKEN}", "expires_in": 3600, "token_type": "Bearer"}}'
-            stream.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
+            token = token if status == 200 else '{"error": "internal_failure"}'
+            stream.write(f"HTTP/1.1 {status} -\r\nContent-Type: application/json\r\n".encode())
             stream.write(f"Content-Length: {len(token)}\r\n\r\n{token}".encode())
             stream.flush()
             return True
         self.server.authorizations.append(headers.get("Authorization"))
+        if len(self.server.authorizations) - 1 in self.server.refuse:  # the token expired
+            stream.write(b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n")
+            stream.flush()
+            return True
         forwarded = {k: v for k, v in headers.items() if k.lower() not in _HOP_BY_HOP}
         emulator = http.client.HTTPConnection("127.0.0.1", self.server.emulator_port, timeout=30)
         emulator.request(method, target, body=body, headers=forwarded)
@@ -124,3 +142,8 @@ class TlsProxy(LoopbackServer):
         self.tls.load_cert_chain(certificate, key)
         self.emulator_port = emulator_port
         self.authorizations: list[str | None] = []
+        self.refuse: set[int] = set()  # the requests (numbered from 0) answered 401
+        self.token_status = 200  # what the token endpoint answers
+        self.token_requests = 0
+        self.tunnels: Counter = Counter()  # CONNECTs answered (TLS connections made), by host
+        self.proxy_authorization: str | None = None  # a tunnel asked without it: a 407

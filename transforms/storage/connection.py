@@ -9,6 +9,7 @@ they expire; an https proxy in the environment (HTTPS_PROXY, NO_PROXY) and a CA 
 (REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE) are honoured, as requests honours them.
 """
 
+import base64
 import functools
 import http.client
 import os
@@ -69,8 +70,13 @@ def connection() -> http.client.HTTPConnection:
 def _dropped(connection: http.client.HTTPConnection) -> bool:
     """Whether a kept connection cannot carry another request: closed here, or readable while
     idle, which is the server having closed it (as it does to connections idle too long; a
-    request sent on it would fail, and be retried, for nothing)."""
-    return connection.sock is None or bool(select.select([connection.sock], [], [], 0)[0])
+    request sent on it would fail, and be retried, for nothing). poll, not select: a busy
+    worker's sockets are numbered past select's limit of 1,024."""
+    if connection.sock is None:
+        return True
+    idle = select.poll()
+    idle.register(connection.sock, select.POLLIN)
+    return bool(idle.poll(0))
 
 
 def _new_connection(store: _Store) -> http.client.HTTPConnection:
@@ -79,17 +85,29 @@ def _new_connection(store: _Store) -> http.client.HTTPConnection:
     proxy = _https_proxy(store.host)
     if proxy is None:
         return http.client.HTTPSConnection(store.host, timeout=TIMEOUT_S, context=_tls())
-    connection = http.client.HTTPSConnection(proxy, timeout=TIMEOUT_S, context=_tls())
-    connection.set_tunnel(store.host)
+    port = proxy.port or (443 if proxy.scheme == "https" else 80)
+    connection = http.client.HTTPSConnection(
+        proxy.hostname, port, timeout=TIMEOUT_S, context=_tls()
+    )
+    connection.set_tunnel(store.host, headers=_proxy_authorization(proxy))
     return connection
 
 
-def _https_proxy(host: str) -> str | None:
-    """The `host:port` of the https proxy the environment names for `host`, if any."""
+def _https_proxy(host: str) -> urllib.parse.SplitResult | None:
+    """The https proxy the environment names for `host`, if any."""
     proxy = urllib.request.getproxies().get("https")
     if not proxy or urllib.request.proxy_bypass(host):
         return None
-    return urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}").netloc
+    return urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+
+
+def _proxy_authorization(proxy: urllib.parse.SplitResult) -> dict[str, str]:
+    """The Proxy-Authorization of a proxy named with credentials (`http://user:pass@host`, as
+    requests and curl take them, percent-encoded), else nothing."""
+    if proxy.username is None:
+        return {}
+    user = f"{urllib.parse.unquote(proxy.username)}:{urllib.parse.unquote(proxy.password or '')}"
+    return {"Proxy-Authorization": "Basic " + base64.b64encode(user.encode()).decode()}
 
 
 def _tls() -> ssl.SSLContext:

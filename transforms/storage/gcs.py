@@ -4,8 +4,9 @@ Beam's gs:// reader asks for an object's metadata before its media, and fingerpr
 more: three requests, where the media response alone tells what is needed (the body, and its
 CRC-32C in X-Goog-Hash). So an image is read here with one GET of its media, nothing before it,
 sent on a connection of its own (transforms/storage/jsonapi.py: a fifth of the Python client's CPU).
-Metadata, ranged reads of manifests and listings, a few requests a run, go through the Python
-client. A `gs://` folder is listed a page at a time."""
+Metadata, ranged reads of manifests and listing pages are GETs there too; the Python client is
+left the generation-pinned read of a small object (`read_generation`). A `gs://` folder is listed
+a page at a time."""
 
 import contextlib
 import functools

@@ -49,6 +49,8 @@ def media(path: str, max_bytes: int | None) -> Media | None:
         if max_bytes is not None and len(data) > max_bytes:
             connection.close()
             return None
+        if size is not None and len(data) != int(size):  # read(n) tells no cut: its length does
+            raise CorruptTransferError(f"{path}: {len(data):,} of {int(size):,} bytes")
     crc32c = crc32c_of(data)
     announced = _announced_crc32c(response.getheader("X-Goog-Hash", ""))
     if announced is not None and announced != crc32c:
@@ -57,9 +59,13 @@ def media(path: str, max_bytes: int | None) -> Media | None:
 
 
 def media_range(path: str, start: int, end: int) -> bytes:
-    """Bytes `start` to `end` (exclusive) of an object's media, from one ranged GET."""
+    """Bytes `start` to `end` (exclusive) of an object's media, from one ranged GET. A server
+    that ignores the Range (a proxy in the way) and answers the whole object raises OSError,
+    its body unread: those are not the bytes asked for."""
     headers = {"Range": f"bytes={start}-{end - 1}"}
     with _answer(_object(path, "/download") + "?alt=media", path, headers) as (_, response):
+        if response.status != 206 and (start, response.length) != (0, end - start):
+            raise OSError(f"{path}: the whole object answered a Range of bytes {start:,}-{end:,}")
         return response.read()
 
 

@@ -23,6 +23,7 @@ minutes Google's clients retry a call. A request still failing then raises
 (gcs.store_answers). docs/guarantees.md tells users the same.
 """
 
+import errno
 import random
 import time
 from collections.abc import Callable
@@ -34,6 +35,10 @@ ATTEMPTS = 7
 FIRST_DELAY_S = 0.5
 TIMEOUT_S = 60  # a request that hears nothing for this long has failed (transiently)
 _RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+# What a socket raises, as a plain OSError, when the network (not the store) fails on the way.
+_NETWORK_ERRNOS = frozenset(
+    {errno.ENETDOWN, errno.ENETUNREACH, errno.EHOSTDOWN, errno.EHOSTUNREACH}
+)
 _T = TypeVar("_T")
 
 
@@ -51,6 +56,7 @@ def is_transient(error: BaseException) -> bool:
     another attempt) rather than the object's: the types and statuses Google's storage client
     retries (google.cloud.storage.retry), and a body that does not match its checksum."""
     import http.client  # here, not for every local run that never meets an object store
+    import socket
     import ssl
 
     import requests
@@ -60,10 +66,14 @@ def is_transient(error: BaseException) -> bool:
 
     if isinstance(error, api.GoogleAPICallError):
         return error.code in _RETRYABLE_STATUS
+    if isinstance(error, auth.RefreshError):  # the token endpoint answered 5xx, 408 or 429
+        return error.retryable
     if isinstance(error, auth.TransportError):  # refreshing a token failed on the way
         return bool(error.args) and is_transient(error.args[0])
     if isinstance(error, ssl.SSLError):  # a TLS record cut or garbled on the way
         return not isinstance(error, ssl.SSLCertVerificationError)
+    if isinstance(error, socket.gaierror) or getattr(error, "errno", None) in _NETWORK_ERRNOS:
+        return True  # DNS or a route failing on the way: requests' ConnectionError, retried
     return isinstance(
         error,
         (
