@@ -50,6 +50,15 @@ def storage_emulator(log=subprocess.DEVNULL):
         server.wait()
 
 
+def arrow_store():
+    """pyarrow's C++ Cloud Storage client pointed at the emulator this process's environment
+    names: the floor the benchmarks measure the project's requests against."""
+    from pyarrow import fs
+
+    host = os.environ["STORAGE_EMULATOR_HOST"].removeprefix("http://")
+    return fs.GcsFileSystem(anonymous=True, endpoint_override=host, scheme="http")
+
+
 @contextlib.contextmanager
 def environment(env: dict):
     """This process's environment set to `env` while the block runs."""

@@ -40,7 +40,7 @@ import threading
 from pathlib import Path
 
 from corpus import make_corpus
-from emulator import BUCKET, storage_emulator
+from emulator import BUCKET, arrow_store, storage_emulator
 from writer_cpu import CLI, CONVERT, ENGINES, records_of, tree_cpu
 
 HERE = Path(__file__).resolve().parent
@@ -65,12 +65,10 @@ def floor_reader(check: bool = False):
     reads every coefficient of every scan (what the converter's pass-through check does)."""
     import google_crc32c
     import simplejpeg
-    from pyarrow import fs
 
     from tfrecord_pipeline.transforms.tfrecord.records import frame
 
-    host = os.environ["STORAGE_EMULATOR_HOST"].removeprefix("http://")
-    store = fs.GcsFileSystem(anonymous=True, endpoint_override=host, scheme="http")
+    store = arrow_store()
     sink = tempfile.TemporaryFile()  # noqa: SIM115 - open until the process ends
     lock = threading.Lock()
 

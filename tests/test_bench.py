@@ -285,3 +285,19 @@ def test_one_tiny_reads_in_flight_sitting_reads_every_image_through_the_latency_
             assert all(size["cpu_s"] > 0 for size in run["runs"].values())
         assert case["threads"] > 0
     assert all(f"| {name} |" in reads_in_flight.markdown(report) for name in report["cases"])
+
+
+def test_one_tiny_gcs_request_cost_sitting_sends_every_kind_of_request_both_ways():
+    """Each kind's child sends its requests (it fails the run otherwise), the project's way and
+    pyarrow's."""
+    import gcs_request_cost
+
+    kinds = tuple(gcs_request_cost.KINDS)
+    report = gcs_request_cost.main(8, 1, kinds)
+    assert tuple(report["kinds"]) == kinds
+    for kind in report["kinds"].values():
+        for way in gcs_request_cost.WAYS:
+            (run,) = kind["samples"][way]
+            assert run["small"]["cpu_s"] > 0 and run["large"]["cpu_s"] > 0
+    table = gcs_request_cost.markdown(report)
+    assert all(f"| {kind} (per " in table for kind in kinds)

@@ -1,7 +1,10 @@
 """transforms/storage/remote.py: objects on Cloud Storage (against the GCS emulator) and on any
 other store through Beam's FileSystems, which is never retried a second time around it."""
 
+import socketserver
+
 import pytest
+from loopback import LoopbackServer
 
 from tfrecord_pipeline.transforms.storage import disk, remote, retry
 
@@ -37,6 +40,13 @@ def test_a_match_lists_objects_at_any_depth_sorted(objects):
     assert remote.glob(f"{objects}/**") == [f"{objects}/a.jpg", f"{objects}/sub/b.jpg"]
 
 
+def test_a_match_keeps_beams_syntax(objects):
+    assert remote.glob(f"{objects}/*.jpg") == [f"{objects}/a.jpg"]  # `*` stays in its folder
+    assert remote.glob(f"{objects}/s?b/[ab].jpg") == [f"{objects}/sub/b.jpg"]
+    assert remote.glob(f"{objects}/a.jpg") == [f"{objects}/a.jpg"]
+    assert remote.glob(f"{objects}/none/**") == remote.glob(f"{objects}/none.jpg") == []
+
+
 def test_another_stores_read_is_left_to_its_own_client(monkeypatch):
     """Another store's FileSystems client retries its requests itself: a failure that reaches
     us is raised at once, not sent again by the retry layer as well."""
@@ -62,3 +72,65 @@ def test_another_stores_read_is_left_to_its_own_client(monkeypatch):
 class _Metadata:
     size_in_bytes = 3
     last_updated_in_seconds = 1.5
+
+
+def test_objects_are_written_whole_copied_moved_and_deleted_on_the_store(objects):
+    one, two, three = (f"{objects}/written/{name}" for name in ("one", "two", "three"))
+    remote.write(one, b"abc")
+    remote.copy(one, two)
+    remote.rename(two, three)
+    assert remote.read(one, None)[0] == remote.read(three, None)[0] == b"abc"
+    assert remote.exists(three) and not remote.exists(two)
+    remote.delete([one, two, three])  # `two` is gone already: not an error
+    assert remote.glob(f"{objects}/written/**") == []
+
+
+def test_a_streamed_upload_makes_its_object_only_when_closed(objects):
+    path = f"{objects}/streamed/shard"
+    with remote.create(path) as handle:
+        for _ in range(64):
+            handle.write(bytes(range(256)) * 64)
+        assert not remote.exists(path)
+    assert remote.read(path, None)[0] == bytes(range(256)) * 64 * 64
+
+
+class _Failing(socketserver.StreamRequestHandler):
+    """Fails every request as the server's `fault` says: a 503, or the connection dropped."""
+
+    def handle(self):
+        while line := self.rfile.readline().strip():
+            while self.rfile.readline().strip():  # its headers; none of these has a body
+                pass
+            self.server.requests.append(line.decode())
+            if self.server.fault == "drop":
+                return
+            body = b'{"error": {"code": 503, "message": "injected"}}'
+            head = f"HTTP/1.1 503 Service Unavailable\r\nContent-Length: {len(body)}\r\n\r\n"
+            self.wfile.write(head.encode() + body)
+
+
+@pytest.mark.parametrize("fault", ["503", "drop"])
+def test_a_write_the_store_keeps_failing_is_sent_once_an_attempt_then_a_fault(monkeypatch, fault):
+    """pyarrow's own retries are off: `retried` is the one layer, each attempt one request."""
+    monkeypatch.setattr(retry, "FIRST_DELAY_S", 0.001)
+    with LoopbackServer(_Failing) as server:
+        server.fault, server.requests = fault, []
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{server.port}")
+        with pytest.raises(retry.StoreUnavailableError):
+            remote.write("gs://bucket/dataset/LATEST.tmp", b"{}")
+    assert len(server.requests) == retry.ATTEMPTS
+    assert all(request.startswith("POST /upload/") for request in server.requests)
+
+
+def test_checks_and_matches_through_faults_answer_as_clean_ones_sent_once_a_fault(
+    objects, faulty_gcs
+):
+    """Each fault the proxy injects costs one more request, from `retried`: no second layer."""
+    asks = (f"{objects}/a.jpg", f"{objects}/sub/b.jpg", f"{objects}/none.jpg")
+    clean = [remote.exists(path) for path in asks], remote.glob(f"{objects}/**")
+    proxy = faulty_gcs("remote/", rate=0.6, seed=5, listings_too=True)
+    assert ([remote.exists(path) for path in asks], remote.glob(f"{objects}/**")) == clean
+    assert sum(proxy.faults.values()) > 0
+    sent = {name: proxy.requests["GET", name] for name in ("remote/a.jpg", "remote/none.jpg")}
+    sent["remote/"] = proxy.listings["remote/"]  # the match's listing
+    assert sent == {name: 1 + proxy.failed[name] for name in sent}

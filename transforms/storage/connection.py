@@ -35,14 +35,14 @@ class _Store(NamedTuple):
 
 
 def get(
-    connection: http.client.HTTPConnection, target: str, headers: dict
+    connection: http.client.HTTPConnection, target: str, headers: dict, method: str = "GET"
 ) -> http.client.HTTPResponse:
-    """The answer to one GET of `target` on `connection`, its body unread. A 401 (a token that
-    expired on the way) is asked once more with a refreshed token, as Google's authorised
-    sessions do: not a retry of a failure."""
+    """The answer to one GET (or bodiless `method`) of `target` on `connection`, its body
+    unread. A 401 (a token that expired on the way) is asked once more with a refreshed token,
+    as Google's authorised sessions do: not a retry of a failure."""
     for refresh in (False, True):
         sent = {"Accept-Encoding": "gzip", **headers, **_authorization(refresh)}  # gzip: as stored
-        connection.request("GET", target, headers=sent)
+        connection.request(method, target, headers=sent)
         response = connection.getresponse()
         if response.status != 401 or refresh or _store().credentials is None:
             return response

@@ -105,6 +105,10 @@ def create(path: str):
 
 
 def write_bytes(path: str, data: bytes) -> None:
+    """A file holding `data`; an object whole or not at all (remote.write)."""
+    if is_remote(path):
+        remote.write(path, data)
+        return
     with create(path) as handle:
         handle.write(data)
 
@@ -145,9 +149,8 @@ def delete_tree(folder: str) -> None:
     may be deleting the same folder at the same time (a run that lost deletes its own folders
     while the winner's clean-up deletes them too): what it deleted first is not an error. On
     a disk a first pass lets entries vanish under it, and a second, over anything left, says
-    why it could not be deleted. On Cloud Storage an object already gone counts as deleted,
-    but one gone between Beam's look-up and its deletion fails it: a later clean-up deletes
-    what is left."""
+    why it could not be deleted. On Cloud Storage an object already gone, or gone between the
+    listing and its deletion, counts as deleted."""
     if not is_remote(folder):
         shutil.rmtree(folder, ignore_errors=True)
         if os.path.lexists(folder):
@@ -164,7 +167,7 @@ def check_writable_folder(path: str) -> None:
 
 
 def exists(path: str) -> bool:
-    return remote.filesystems(path).exists(path) if is_remote(path) else os.path.exists(path)
+    return remote.exists(path) if is_remote(path) else os.path.exists(path)
 
 
 def not_there(path: str, folder: bool = False) -> str:
@@ -206,23 +209,21 @@ def copy(source: str, destination: str) -> None:
     them through this process where the store can: a server-side copy on a store (Cloud
     Storage checks its CRC-32C), the kernel's copy (a reflink where it can) on a local disk."""
     if is_remote(source):
-        remote.filesystems(source).copy([source], [destination])
+        remote.copy(source, destination)
     else:
         disk.copy(source, destination)
 
 
 def rename(source: str, destination: str) -> None:
     if is_remote(source):
-        remote.filesystems(source).rename([source], [destination])
+        remote.rename(source, destination)
     else:
         os.replace(source, destination)
 
 
 def delete(paths: list[str]) -> None:
     """Deletes files; a local path that is already gone is not an error (as on GCS)."""
-    objects = [path for path in paths if is_remote(path)]
-    if objects:
-        remote.filesystems(objects[0]).delete(objects)
+    remote.delete([path for path in paths if is_remote(path)])
     for path in paths:
         if not is_remote(path):
             with contextlib.suppress(FileNotFoundError):  # another deleted it meanwhile

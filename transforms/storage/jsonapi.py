@@ -1,7 +1,7 @@
 """The GETs a run sends Cloud Storage's JSON API itself, each one request on this thread's
 keep-alive connection (transforms/storage/connection.py): an image's media (once an image),
 an object's metadata (a refresh's and a plan's stat of an image), a range of a manifest, a page
-of a listing.
+of a listing; and its deletions.
 
 Google's Python client spends four to five times the CPU of the work itself on a request
 (benchmarks/gcs_read_cost.py, benchmarks/gcs_request_cost.py): requests' session,
@@ -98,6 +98,12 @@ def list_page(
     return Page(names, page.get("prefixes", []), page.get("nextPageToken"))
 
 
+def delete(path: str) -> None:
+    """Deletes an object with one DELETE; FileNotFoundError when there is none."""
+    with _answer(_object(path), path, method="DELETE") as (_, response):
+        response.read()
+
+
 def _object(path: str, root: str = "") -> str:
     bucket, _, name = path.removeprefix("gs://").partition("/")
     return f"{root}/storage/v1/b/{_quoted(bucket)}/o/{_quoted(name)}"
@@ -108,14 +114,14 @@ def _quoted(name: str) -> str:
 
 
 @contextlib.contextmanager
-def _answer(target: str, path: str, headers: dict | None = None):
+def _answer(target: str, path: str, headers: dict | None = None, method: str = "GET"):
     """(this thread's connection, the answer to a GET of `target`) once it is a success, its
     body left to read; the connection closed if anything fails meanwhile, so it is never
     reused in an unknown state. An answer that is not a success raises as `_raise_for_status`
     tells."""
     connection = connections.connection()
     try:
-        response = connections.get(connection, target, headers or {})
+        response = connections.get(connection, target, headers or {}, method)
         _raise_for_status(response, path)
         yield connection, response
     except BaseException:
@@ -125,7 +131,7 @@ def _answer(target: str, path: str, headers: dict | None = None):
 
 def _raise_for_status(response, path: str) -> None:
     """Nothing for a success; for any other answer, the error it stands for."""
-    if response.status in (200, 206):
+    if response.status in (200, 204, 206):
         return
     reason = " ".join(response.read(1000).decode("utf-8", "replace").split())[:200]
     message = f"{response.status} {response.reason}: {reason}"

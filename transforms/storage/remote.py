@@ -1,18 +1,30 @@
-"""Objects: on Cloud Storage through transforms/storage/gcs.py, on any other store, and for
-every write, copy, rename, delete and match, through Beam's FileSystems.
+"""Objects. On Cloud Storage: reads, stats, existence checks, matches and deletions as single
+requests of transforms/storage/jsonapi.py (through gcs.py), server-side copies (a move's too)
+through Google's Python client, uploads through pyarrow's C++ client (transforms/storage/
+arrow.py): each a fraction of the CPU of Beam's gcsio (benchmarks/gcs_request_cost.py). On any
+other store, everything through Beam's FileSystems.
 
 Beam is imported on first use: only remote paths need it, and it takes seconds to import.
 Compression detection is off, so an image whose name ends in `.gz` is never silently
-decompressed. A request through FileSystems is retried by the store's own client alone
-(Beam's gcsio for `gs://`), never by transforms/storage/retry.py as well.
+decompressed. A request through FileSystems is retried by the store's own client alone,
+never by transforms/storage/retry.py as well; one to Cloud Storage by `retried` alone (a
+streamed upload by its client alone: arrow.py).
 """
 
+import concurrent.futures
+import contextlib
 import errno
+import functools
 import io
+import re
 from typing import BinaryIO
 
-from tfrecord_pipeline.transforms.storage import gcs
+from tfrecord_pipeline.transforms.storage import arrow, gcs, jsonapi
 from tfrecord_pipeline.transforms.storage.disk import check_size
+from tfrecord_pipeline.transforms.storage.retry import TIMEOUT_S, retried
+
+_WILDCARD = re.compile(r"[*?\[]")
+DELETES_AT_ONCE = 32  # deletions of objects in flight: a folder may hold 10^5 of them
 
 _RAW = "uncompressed"  # Beam's CompressionTypes.UNCOMPRESSED
 
@@ -64,8 +76,88 @@ def open_stream(path: str, chunk_bytes: int) -> BinaryIO:
 
 
 def create(path: str):
-    """A binary write handle on an object."""
+    """A binary write handle on an object, for one written as it is made (a shard, an errors
+    file) under a name of its own: on Cloud Storage pyarrow's streamed upload (arrow.Upload),
+    which makes the object when the handle is closed, however the writing ended (it is not yet
+    the file's final name)."""
+    if gcs.is_gcs(path):
+        gcs.client()  # Google credentials found first, as for `filesystems`
+        return arrow.Upload(path)
     return filesystems(path).create(path, compression_type=_RAW)
+
+
+def write(path: str, data: bytes) -> None:
+    """An object holding `data`, whole or not at all: on Cloud Storage one upload (arrow.upload),
+    sent again whole after a transient failure."""
+    if gcs.is_gcs(path):
+        gcs.client()
+        arrow.upload(path, data)
+        return
+    with create(path) as handle:
+        handle.write(data)
+
+
+def copy(source: str, destination: str) -> None:
+    """A server-side copy (Cloud Storage checks its CRC-32C) in one request, sent again after a
+    transient failure: it makes the same object. Google's Python client sends it: pyarrow's
+    copy_file first checks that the destination's folder exists, by its metadata and a page of
+    its listing (up to a thousand objects, in a version's folder as it fills)."""
+    if not gcs.is_gcs(source):
+        filesystems(source).copy([source], [destination])
+        return
+    (source_bucket, source_name), (bucket, name) = gcs.split(source), gcs.split(destination)
+    origin = gcs.client().bucket(source_bucket)
+    send = functools.partial(
+        origin.copy_blob,
+        origin.blob(source_name),
+        gcs.client().bucket(bucket),
+        name,
+        retry=None,
+        timeout=TIMEOUT_S,
+    )
+    retried(send, source)
+
+
+def rename(source: str, destination: str) -> None:
+    """A copy, then the source deleted, as Beam's gcsio moves an object: each sent again
+    after a transient failure (the deletion of a source gone already is done)."""
+    if not gcs.is_gcs(source):
+        filesystems(source).rename([source], [destination])
+        return
+    copy(source, destination)
+    delete([source])
+
+
+def delete(paths: list[str]) -> None:
+    """Delete objects, DELETES_AT_ONCE at a time on Cloud Storage, each one request
+    (jsonapi.delete); one already gone is not an error (a deletion retried after its answer was
+    lost finds it so)."""
+    if not paths:
+        return
+    if not gcs.is_gcs(paths[0]):
+        filesystems(paths[0]).delete(paths)
+        return
+
+    def one(path: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            retried(lambda: jsonapi.delete(path), path)
+
+    if len(paths) == 1:  # a move's: no pool to start
+        one(paths[0])
+        return
+    with concurrent.futures.ThreadPoolExecutor(min(len(paths), DELETES_AT_ONCE)) as pool:
+        list(pool.map(one, paths))
+
+
+def exists(path: str) -> bool:
+    """Whether an object is there: on Cloud Storage from its metadata (one request)."""
+    if not gcs.is_gcs(path):
+        return filesystems(path).exists(path)
+    try:
+        gcs.stat(path)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def size(path: str) -> int:
@@ -86,4 +178,23 @@ def identity(path: str) -> str:
 
 
 def glob(pattern: str) -> list[str]:
-    return sorted(match.path for match in filesystems(pattern).match([pattern])[0].metadata_list)
+    """The objects matching `pattern` in Beam's syntax (`*` within a folder, `**` across
+    folders), sorted: on Cloud Storage from the pages of one listing (jsonapi.list_page, each
+    retried) of every name from the pattern's first wildcard on, filtered as Beam filters its
+    own listing."""
+    if not gcs.is_gcs(pattern):
+        return sorted(m.path for m in filesystems(pattern).match([pattern])[0].metadata_list)
+    wildcard = _WILDCARD.search(pattern)
+    if wildcard is None:
+        return [pattern] if exists(pattern) else []
+    from apache_beam.io.filesystem import FileSystem
+
+    bucket, prefix = gcs.split(pattern[: wildcard.start()])
+    matches = re.compile(FileSystem.translate_pattern(pattern)).match
+    found, token = [], None
+    while True:
+        page = functools.partial(jsonapi.list_page, bucket, prefix, "", token, None)
+        names, _, token = retried(page, pattern)
+        found += (path for name in names if matches(path := f"gs://{bucket}/{name}"))
+        if not token:
+            return sorted(found)

@@ -2,12 +2,14 @@
 
 Every request this project sends to Cloud Storage itself goes through `retried`: the GETs of
 jsonapi.py (an image's media, an object's metadata, a range of a manifest, a page of a
-listing), which never retry on their own, and the composes of joins.py and the dataset's
-pointer of pipeline/dataset/publish.py, sent by Google's client with its retries off
-(`retry=None`). Writes, copies, renames, deletes, matches and existence checks go through
-Beam's FileSystems and are never wrapped here: Beam's gcsio retries each of those requests
-itself (a streamed upload cannot be sent again whole by a loop around it), so no request is
-retried by two layers.
+listing: what an existence check and a match ask too) and its deletions, which never retry on
+their own; the composes of joins.py, the copies of remote.py and the dataset's pointer of
+pipeline/dataset/publish.py, sent by Google's client with its retries off (`retry=None`); the
+whole uploads of remote.py through pyarrow's C++ client, one request an attempt (arrow.py). A
+streamed upload (a shard, an errors file), which cannot be sent again whole by a loop around
+it, is never wrapped here: pyarrow's client retries it chunk by chunk within this budget
+(arrow.py). Another store's requests go through Beam's FileSystems, whose clients retry them.
+No request is retried by two layers.
 
 A failure is transient (the service or the network failed: 408, 429, 5xx, a connection reset or
 dropped, a timeout, a body cut short or not matching its checksum) or it is the object's (not
