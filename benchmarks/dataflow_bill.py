@@ -23,7 +23,7 @@ from typing import NamedTuple
 RESULTS = Path(__file__).resolve().parent / "results"
 SOURCES = {
     "read": "gcs-read-cost-2000.json",
-    "pass-through": "writer-cpu-20000.json",
+    "pass-through": "writer-cpu-10000.json",
     "re-encoded": "writer-cpu-2000-resize_short_side-256-jpeg_quality-90.json",
     "shuffle": "dataflow-costs.json",
     "requests": "read-requests.json",

@@ -1,14 +1,23 @@
 """CPU per gs:// image of the converter, whole conversions and its read alone, against a C++
-floor and the peers' read paths, in one sitting against the Cloud Storage emulator:
-`python benchmarks/gcs_read_cost.py 1000`.
+floor and the peers' read paths, in one sitting on loopback: `python benchmarks/gcs_read_cost.py
+1000`.
 
 Uploads N JPEGs of the benchmark corpus (~40 KB) and two manifests of their gs:// paths (the
-first N and the first N/4) to the emulator, then runs each of these in a fresh process over
+first N and the first N/4) to the Cloud Storage emulator, and serves the images through
+benchmarks/latency_store.py with no delay: the emulator closes every connection after one
+answer (HTTP/1.0), one connection at a time, where Cloud Storage keeps connections open
+(HTTP/1.1), so against the emulator every reader would pay a new connection an image (in
+Python, ~250 us of the converter's CPU an image) and Beam's runners would spend CPU by the
+second while the emulator queued them. Everything else (manifests, metadata the store does not
+hold) the store forwards to the emulator. Then it runs each of these in a fresh process over
 both:
   convert-E  a whole `tfrecord-pipeline convert` of the gs:// manifest to a local folder, on
              engine E (writer_cpu.ENGINES: the local runner with one shard-writer process, the
              DirectRunner, the portable runner with its SDK harness in a process of its own,
-             as a Dataflow Runner v2 worker runs it), pass-through, 8 shards;
+             as a Dataflow Runner v2 worker runs it), pass-through, 8 shards, its writer
+             reading on THREADS threads like every reader here: CPU is compared at one
+             concurrency. (By default a writer runs ~100 threads a core, sized for 40 ms
+             requests: benchmarks/reads_in_flight.py measures those.)
 and, on 16 threads each:
   converter  `transforms.storage.gcs.read(path, max_bytes)`, what convert reads an image with;
   floor      pyarrow's C++ client (`pyarrow.fs.GcsFileSystem`), each object's SHA-256 and
@@ -21,9 +30,10 @@ and, on 16 threads each:
   gcs        a plain google-cloud-storage `blob.download_as_bytes()`;
   beam       Beam's `FileSystems.open(path).read()` (gcsio), what Beam pipelines read through.
 A run's CPU is the user + system time of its whole process, from getrusage(RUSAGE_CHILDREN) once
-it is waited for. The emulator is a child of this process too, but it is only waited for after
-every run, so its CPU is in no run's figure. Per object: the difference between the two runs
-over the objects between them, so start-up (imports, the first connection) cancels out. Rounds
+it is waited for. The emulator and the store are children of this process too, but they are
+only waited for after every run, so their CPU is in no run's figure. Per object: the difference
+between the two runs over the objects between them, so start-up (imports, the first
+connection) cancels out. Rounds
 run every reader at both sizes (a slow spell of a shared machine hits them alike); each figure
 is the median over rounds. Writes benchmarks/results/gcs-read-cost-N.json.
 """
@@ -41,6 +51,7 @@ from pathlib import Path
 
 from corpus import make_corpus
 from emulator import BUCKET, arrow_store, storage_emulator
+from latency_store import running
 from writer_cpu import CLI, CONVERT, ENGINES, records_of, tree_cpu
 
 HERE = Path(__file__).resolve().parent
@@ -141,6 +152,7 @@ def convert_cpu(engine: list[str], count: int, env: dict) -> dict:
     with tempfile.TemporaryDirectory() as out:
         root = Path(out) / "dataset"
         command = [CLI, "convert", "--manifest", manifest, "--output", str(root), *CONVERT]
+        command += ["--threads", str(THREADS)]  # the readers' concurrency (module docstring)
         cpu, wall = tree_cpu([*command, *engine], env)
         if records_of(root) != count:
             raise RuntimeError(f"{engine[:2]}: {records_of(root)} records of {count} images")
@@ -171,23 +183,32 @@ def upload(bucket, count: int) -> tuple[list[str], list[str], float]:
 
 def main(count: int, repeats: int, readers: tuple[str, ...] = CONVERSIONS + READERS) -> dict:
     sizes = {"small": max(1, count // SMALL_SHARE), "large": count}  # objects
-    samples = {name: [] for name in readers}
-    with storage_emulator() as (env, bucket), tempfile.TemporaryDirectory() as scratch:
+    with storage_emulator() as (env, bucket):
         paths, labels, kb = upload(bucket, count)
         upload_manifests(bucket, paths, labels, sizes.values())
-        # The portable runner's SDK harness is `python` from PATH: this interpreter's.
-        env = {**env, "PATH": os.pathsep.join([str(Path(CLI).parent), env["PATH"]])}
+        with running(env["STORAGE_EMULATOR_HOST"], "images/", delay_ms=0) as store:
+            # The portable runner's SDK harness is `python` from PATH: this interpreter's.
+            path = os.pathsep.join([str(Path(CLI).parent), env["PATH"]])
+            env = {**env, "STORAGE_EMULATOR_HOST": store, "PATH": path}
+            samples = rounds(paths, sizes, repeats, readers, env)
+    return summarise(count, sizes, repeats, kb, samples)
+
+
+def rounds(paths: list[str], sizes: dict, repeats: int, readers: tuple, env: dict) -> dict:
+    """Each reader's runs at both sizes, round after round."""
+    samples = {name: [] for name in readers}
+    with tempfile.TemporaryDirectory() as scratch:
         listing = Path(scratch) / "paths.txt"
         listing.write_text("\n".join(paths) + "\n")
         for number in range(1, repeats + 1):
             for name in readers:
                 runs = {size: run_cpu(name, listing, n, env) for size, n in sizes.items()}
                 extra = runs["large"]["cpu_s"] - runs["small"]["cpu_s"]
-                runs["us_per_object"] = round(extra / (count - sizes["small"]) * 1e6, 1)
+                runs["us_per_object"] = round(extra / (sizes["large"] - sizes["small"]) * 1e6, 1)
                 samples[name].append(runs)
                 us = runs["us_per_object"]
                 print(f"round {number}  {name:10s} {us:8.1f} us/object", flush=True)
-    return summarise(count, sizes, repeats, kb, samples)
+    return samples
 
 
 def summarise(count: int, sizes: dict, repeats: int, kb: float, samples: dict) -> dict:

@@ -22,9 +22,12 @@ STORAGE_EMULATOR_HOST=http://127.0.0.1:PORT.
 """
 
 import asyncio
+import contextlib
 import json
+import subprocess
 import sys
 import urllib.parse
+import urllib.request
 from collections import Counter
 from typing import NamedTuple
 
@@ -137,6 +140,29 @@ async def serve(emulator: str, bucket: str, prefix: str, delay_ms: float, port: 
         bound = runner.addresses[0][1]
         print(f"serving {bound} ({len(objects)} objects)", flush=True)
         await asyncio.Event().wait()
+
+
+@contextlib.contextmanager
+def running(emulator: str, prefix: str, delay_ms: float = DELAY_MS):
+    """This store, in a process of its own, in front of the emulator at `emulator`, serving the
+    objects under `prefix` of BUCKET from memory once they are loaded: its address."""
+    from emulator import BUCKET
+
+    command = [sys.executable, __file__, emulator, BUCKET, prefix, str(delay_ms)]
+    server = subprocess.Popen(command, stdout=subprocess.PIPE)
+    try:
+        line = server.stdout.readline().decode()
+        if not line.startswith("serving"):
+            raise RuntimeError(f"the latency store did not start: {line!r}")
+        yield f"http://127.0.0.1:{line.split()[1]}"
+    finally:
+        server.kill()
+        server.wait()
+
+
+def set_delay(store: str, ms: float) -> None:
+    """Sets a running store's delay."""
+    urllib.request.urlopen(urllib.request.Request(f"{store}/_delay?ms={ms}", method="POST"))
 
 
 if __name__ == "__main__":

@@ -24,12 +24,10 @@ rounds; the wall times want a quiet machine. Writes benchmarks/results/reads-in-
 """
 
 import concurrent.futures
-import contextlib
 import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import urllib.request
@@ -37,6 +35,7 @@ from pathlib import Path
 
 from corpus import make_corpus
 from emulator import BUCKET, storage_emulator
+from latency_store import running, set_delay
 from writer_cpu import CLI, ENGINES, prefix_manifest, records_of, tree_cpu
 
 from tfrecord_pipeline.config.arguments import parse_args
@@ -85,25 +84,6 @@ def upload_corpus(bucket, count: int) -> tuple[dict[int, str], float]:
     return paths, kb
 
 
-@contextlib.contextmanager
-def latency_store(env: dict):
-    """benchmarks/latency_store.py in front of the emulator, the images loaded: its address."""
-    command = [sys.executable, str(HERE / "latency_store.py"), env["STORAGE_EMULATOR_HOST"]]
-    server = subprocess.Popen([*command, BUCKET, f"{PREFIX}/images/"], stdout=subprocess.PIPE)
-    try:
-        line = server.stdout.readline().decode()
-        if not line.startswith("serving"):
-            raise RuntimeError(f"the latency store did not start: {line!r}")
-        yield f"http://127.0.0.1:{line.split()[1]}"
-    finally:
-        server.kill()
-        server.wait()
-
-
-def set_delay(store: str, ms: float) -> None:
-    urllib.request.urlopen(urllib.request.Request(f"{store}/_delay?ms={ms}", method="POST"))
-
-
 def convert(manifest: str, images: int, flags: list[str], env: dict, pin: list[int]) -> dict:
     """One conversion on the `pin` cores: CPU seconds of its process tree, and wall seconds."""
     with tempfile.TemporaryDirectory() as out:
@@ -138,7 +118,7 @@ def sitting(count: int, repeats: int, cases: tuple[str, ...], pin: list[int]) ->
     """Every case's runs, `repeats` rounds, the converter on the `pin` cores."""
     with storage_emulator() as (env, bucket):
         manifests, kb = upload_corpus(bucket, count)
-        with latency_store(env) as store:
+        with running(env["STORAGE_EMULATOR_HOST"], f"{PREFIX}/images/") as store:
             # The SDK harness of the portable runner is `python` from PATH: this interpreter's.
             path = os.pathsep.join([str(Path(CLI).parent), env["PATH"]])
             env = {**env, "STORAGE_EMULATOR_HOST": store, "PATH": path}

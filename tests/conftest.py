@@ -297,3 +297,22 @@ def faulty_gcs(gcs, monkeypatch):
     store.client.cache_clear()
     for proxy in proxies:
         proxy.__exit__(None, None, None)
+
+
+@pytest.fixture
+def scripted_store(monkeypatch):
+    """Starts a ScriptedServer (tests/scripted_server.py) as the store that requests go to
+    (STORAGE_EMULATOR_HOST) until the test ends; returns the function that starts one."""
+    from scripted_server import ScriptedServer
+
+    servers = []
+
+    def start(answer, idle_close_s=None) -> ScriptedServer:
+        server = ScriptedServer(answer, idle_close_s).__enter__()
+        servers.append(server)
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{server.port}")
+        return server
+
+    yield start
+    for server in servers:
+        server.__exit__(None, None, None)

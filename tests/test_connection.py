@@ -14,7 +14,7 @@ import threading
 
 import pytest
 from conftest import make_images, write_manifest
-from scripted_server import ScriptedServer, response
+from scripted_server import response
 
 from tfrecord_pipeline.runners.convert import run
 from tfrecord_pipeline.transforms.storage import connection, gcs, jsonapi, retry
@@ -32,24 +32,8 @@ def _media(target, headers, out) -> bool:
     return True
 
 
-@pytest.fixture
-def serve(monkeypatch):
-    """Starts a ScriptedServer as the store (STORAGE_EMULATOR_HOST) until the test ends."""
-    servers = []
-
-    def start(answer, idle_close_s=None) -> ScriptedServer:
-        server = ScriptedServer(answer, idle_close_s).__enter__()
-        servers.append(server)
-        monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{server.port}")
-        return server
-
-    yield start
-    for server in servers:
-        server.__exit__(None, None, None)
-
-
-def test_a_connection_the_server_closed_while_idle_is_never_sent_a_request(serve):
-    server = serve(_media, idle_close_s=0.05)
+def test_a_connection_the_server_closed_while_idle_is_never_sent_a_request(scripted_store):
+    server = scripted_store(_media, idle_close_s=0.05)
     for _ in range(3):
         assert jsonapi.media("gs://b/a.jpg", None).data == DATA  # no retry around it
         server.wait_idle_closed()
@@ -57,8 +41,8 @@ def test_a_connection_the_server_closed_while_idle_is_never_sent_a_request(serve
     assert all(len(requests) == 1 for requests in server.requests.values())
 
 
-def test_threads_idle_between_shards_on_a_server_closing_idle_connections(serve):
-    server = serve(_media, idle_close_s=0.05)
+def test_threads_idle_between_shards_on_a_server_closing_idle_connections(scripted_store):
+    server = scripted_store(_media, idle_close_s=0.05)
     failures = []
 
     def shard():
@@ -87,18 +71,18 @@ def test_threads_idle_between_shards_on_a_server_closing_idle_connections(serve)
     ],
     ids=["connection-close", "http-1.0"],
 )
-def test_answers_that_close_the_connection_leave_the_next_request_a_new_one(serve, answer):
+def test_answers_that_close_the_connection_leave_the_next_request_a_new_one(scripted_store, answer):
     def close(target, headers, out) -> bool:
         out.write(answer)
         return False
 
-    server = serve(close)
+    server = scripted_store(close)
     for _ in range(4):
         assert jsonapi.media("gs://b/a.jpg", None).data == DATA
     assert server.connections == 4
 
 
-def test_a_body_that_stalls_fails_transiently_after_the_timeout(serve, monkeypatch):
+def test_a_body_that_stalls_fails_transiently_after_the_timeout(scripted_store, monkeypatch):
     monkeypatch.setattr(connection, "TIMEOUT_S", 0.2)
     stalled = threading.Event()
 
@@ -109,7 +93,7 @@ def test_a_body_that_stalls_fails_transiently_after_the_timeout(serve, monkeypat
         stalled.wait(5)
         return False
 
-    serve(stall)
+    scripted_store(stall)
     for limit in (None, len(DATA)):
         with pytest.raises(Exception) as raised:
             jsonapi.media("gs://b/a.jpg", limit)
@@ -119,25 +103,29 @@ def test_a_body_that_stalls_fails_transiently_after_the_timeout(serve, monkeypat
 
 @pytest.mark.parametrize("limit", [None, len(DATA)])
 @pytest.mark.parametrize("announced", [True, False], ids=["hashed", "no-hash"])
-def test_a_body_shorter_than_its_content_length_is_a_transient_failure(serve, limit, announced):
+def test_a_body_shorter_than_its_content_length_is_a_transient_failure(
+    scripted_store, limit, announced
+):
     def cut(target, headers, out) -> bool:
         hashed = {"X_Goog_Hash": _hash(DATA)} if announced else {}
         out.write(response(DATA, **hashed)[: -len(DATA) // 3])
         return False
 
-    serve(cut)
+    scripted_store(cut)
     with pytest.raises(Exception) as raised:
         jsonapi.media("gs://b/a.jpg", limit)
     assert retry.is_transient(raised.value)
 
 
-def test_a_body_longer_than_its_content_length_is_cut_there_and_the_next_request_is_whole(serve):
+def test_a_body_longer_than_its_content_length_is_cut_there_and_the_next_request_is_whole(
+    scripted_store,
+):
     def long(target, headers, out) -> bool:
         head = response(DATA, X_Goog_Hash=_hash(DATA))
         out.write(head + b"trailing garbage")
         return True
 
-    serve(long)
+    scripted_store(long)
     for _ in range(3):
         assert jsonapi.media("gs://b/a.jpg", None).data == DATA
 
@@ -147,12 +135,12 @@ def _chunked(data: bytes) -> bytes:
     return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n"
 
 
-def test_a_chunked_body_without_a_length_is_read_whole_or_refused_over_the_limit(serve):
+def test_a_chunked_body_without_a_length_is_read_whole_or_refused_over_the_limit(scripted_store):
     def chunked(target, headers, out) -> bool:
         out.write(response(_chunked(DATA), Transfer_Encoding="chunked", X_Goog_Hash=_hash(DATA)))
         return True
 
-    server = serve(chunked)
+    server = scripted_store(chunked)
     assert jsonapi.media("gs://b/a.jpg", None).data == DATA
     assert jsonapi.media("gs://b/a.jpg", len(DATA)).data == DATA
     assert jsonapi.media("gs://b/a.jpg", len(DATA) - 1) is None
@@ -176,14 +164,16 @@ def _range_answer(honour: bool):
     return answer
 
 
-def test_a_range_is_read_from_its_206_answer(serve):
-    serve(_range_answer(honour=True))
+def test_a_range_is_read_from_its_206_answer(scripted_store):
+    scripted_store(_range_answer(honour=True))
     assert io.BufferedReader(gcs.RangeReader("gs://b/m.csv"), 7000).read() == DATA
 
 
 @pytest.mark.parametrize("buffer", [7000, 2 * len(DATA)])
-def test_a_server_ignoring_the_range_never_gives_other_bytes_than_those_asked(serve, buffer):
-    serve(_range_answer(honour=False))
+def test_a_server_ignoring_the_range_never_gives_other_bytes_than_those_asked(
+    scripted_store, buffer
+):
+    scripted_store(_range_answer(honour=False))
     reader = io.BufferedReader(gcs.RangeReader("gs://b/m.csv"), buffer)
     reader.seek(100)
     with pytest.raises(OSError, match="Range"):
@@ -200,8 +190,8 @@ def busy_fds():
         os.close(fd)
 
 
-def test_a_connection_numbered_over_1024_is_reused(serve, busy_fds):
-    server = serve(_media)
+def test_a_connection_numbered_over_1024_is_reused(scripted_store, busy_fds):
+    server = scripted_store(_media)
     for _ in range(3):
         assert jsonapi.media("gs://b/a.jpg", None).data == DATA
     assert server.connections == 1
@@ -226,10 +216,10 @@ def _read_in_child(ports) -> None:
     ports.put(_port())
 
 
-def test_a_forked_process_never_sends_on_the_connection_its_parent_made(serve):
+def test_a_forked_process_never_sends_on_the_connection_its_parent_made(scripted_store):
     """As the local runner's shard writers are forked after the parent read a gs:// manifest:
     two processes writing on one socket would get each other's answers."""
-    server = serve(_media)
+    server = scripted_store(_media)
     assert jsonapi.media("gs://b/parent.jpg", None).data == DATA
     parents = _port()
     context = multiprocessing.get_context("fork")
@@ -268,14 +258,14 @@ def _forwarding(emulator_port: int):
 
 
 def test_shard_writers_forked_after_a_gs_manifest_read_never_share_its_connection(
-    tmp_path, gcs, serve
+    tmp_path, gcs, scripted_store
 ):
     """The local runner reads a gs:// manifest here and its forked shard writers read the
     images (it forks them first of all, before any request): no connection the store saw
     carries both, and no request was sent twice."""
     write_manifest(tmp_path / "src" / "manifest.csv", make_images(tmp_path / "src", per_class=5))
     source = gcs(tmp_path / "src", f"fork-{tmp_path.name}")
-    server = serve(_forwarding(gcs.port))
+    server = scripted_store(_forwarding(gcs.port))
     argv = f"--manifest {source}/manifest.csv --output {tmp_path / 'out'} --no_progress"
     info = run([*argv.split(), "--num_shards", "4", "--processes", "2", "--threads", "2"]).info
     assert info.records == 20
@@ -294,8 +284,8 @@ def _open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-def test_256_threads_keep_a_connection_each_and_leave_none_open_when_they_end(serve):
-    server = serve(_media)
+def test_256_threads_keep_a_connection_each_and_leave_none_open_when_they_end(scripted_store):
+    server = scripted_store(_media)
     before = _open_fds()
     for _ in range(2):  # a thread pool per shard, as a shard writer's pool may be
         with concurrent.futures.ThreadPoolExecutor(256) as pool:
@@ -308,7 +298,7 @@ def test_256_threads_keep_a_connection_each_and_leave_none_open_when_they_end(se
 
 
 @pytest.mark.parametrize("crc32c", [crc32c_of(DATA), crc32c_of(DATA[1:])], ids=["whole", "damaged"])
-def test_the_crc32c_is_found_in_x_goog_hash_sent_as_two_headers(serve, crc32c):
+def test_the_crc32c_is_found_in_x_goog_hash_sent_as_two_headers(scripted_store, crc32c):
     """Cloud Storage may send each hash in an X-Goog-Hash header of its own, md5 first."""
 
     def two_headers(target, headers, out) -> bool:
@@ -317,7 +307,7 @@ def test_the_crc32c_is_found_in_x_goog_hash_sent_as_two_headers(serve, crc32c):
         out.write(head.replace(b"\r\n\r\n", second, 1))
         return True
 
-    serve(two_headers)
+    scripted_store(two_headers)
     if crc32c == crc32c_of(DATA):
         assert jsonapi.media("gs://b/a.jpg", None).data == DATA
     else:

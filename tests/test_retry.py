@@ -7,50 +7,40 @@ import json
 import urllib.parse
 
 import pytest
-from scripted_server import ScriptedServer, response
+from scripted_server import response
 
 from tfrecord_pipeline.transforms.storage import gcs, retry
 
 
-def _listing_server(pages: dict, failures: dict) -> ScriptedServer:
-    """Listing pages keyed by page token (None: the first), each a (names, prefixes, next
-    token); each token's request first answers 503 as many times as `failures` says. The
-    server's `.asked` holds the page token of every request, in order."""
-
-    def answer(target: str, headers: dict, out) -> bool:
-        query = urllib.parse.parse_qs(urllib.parse.urlsplit(target).query)
-        token = query.get("pageToken", [None])[0]
-        server.asked.append(token)
-        if failures.get(token):
-            failures[token] -= 1
-            out.write(response(b'{"error": {"code": 503}}', "503 Service Unavailable"))
-            return True
-        names, prefixes, following = pages[token]
-        page = {"items": [{"name": name} for name in names], "prefixes": list(prefixes)}
-        page.update({"nextPageToken": following} if following else {})
-        out.write(response(json.dumps(page).encode(), Content_Type="application/json"))
-        return True
-
-    server = ScriptedServer(answer)
-    server.asked = []
-    return server
-
-
 @pytest.fixture
-def serve(monkeypatch):
-    """Starts a listing server and points requests at it; returns it."""
+def serve(scripted_store, monkeypatch):
+    """Starts a store answering listing pages keyed by page token (None: the first), each a
+    (names, prefixes, next token); each token's request first answers 503 as many times as
+    `failures` says. The server's `.asked` holds the page token of every request, in order."""
     monkeypatch.setattr(retry, "FIRST_DELAY_S", 0)
-    servers = []
 
-    def start(pages: dict, failures: dict) -> ScriptedServer:
-        server = _listing_server(pages, failures).__enter__()
-        servers.append(server)
-        monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{server.port}")
+    def start(pages: dict, failures: dict):
+        asked = []
+
+        def answer(target: str, headers: dict, out) -> bool:
+            query = urllib.parse.parse_qs(urllib.parse.urlsplit(target).query)
+            token = query.get("pageToken", [None])[0]
+            asked.append(token)
+            if failures.get(token):
+                failures[token] -= 1
+                out.write(response(b'{"error": {"code": 503}}', "503 Service Unavailable"))
+                return True
+            names, prefixes, following = pages[token]
+            page = {"items": [{"name": name} for name in names], "prefixes": list(prefixes)}
+            page.update({"nextPageToken": following} if following else {})
+            out.write(response(json.dumps(page).encode(), Content_Type="application/json"))
+            return True
+
+        server = scripted_store(answer)
+        server.asked = asked
         return server
 
-    yield start
-    for server in servers:
-        server.__exit__(None, None, None)
+    return start
 
 
 def test_a_listing_is_streamed_page_by_page_and_a_failed_page_alone_is_asked_again(serve):
