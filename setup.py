@@ -40,6 +40,9 @@ setup(
         "google-cloud-storage>=2",
         "google-crc32c>=1.5",
         "protobuf>=6.33,<7",
+        # --file_format array_record: Google's ArrayRecord writer (random access for Grain and
+        # TFDS data sources), imported only when that format is asked for.
+        "array-record>=0.8.6",
     ],
     # The read side's extras. A machine that already holds tensorflow-cpu or tensorflow-tpu (a
     # TPU VM's image) needs no extra for `load()`, and only tensorflow-datasets for TFDS: they
@@ -48,9 +51,12 @@ setup(
     extras_require={
         "tf": [TENSORFLOW],  # load(): the dataset as a tf.data pipeline
         "tfds": [TENSORFLOW, "tensorflow-datasets>=4.9.10"],  # tfds_builder(), tfds.load
+        "grain": ["grain>=0.2.18"],  # grain_source(): random access for JAX input pipelines
         "test": [
             "tensorflow-cpu>=2.16",
             "tensorflow-datasets>=4.9.10",
+            "grain>=0.2.18",
+            "jax>=0.10",  # the JAX/Grain page's training example
             "pytest",
             "ruff",
             "hypothesis",
