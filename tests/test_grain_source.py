@@ -16,7 +16,7 @@ from pathlib import Path
 
 import grain
 import pytest
-from conftest import arguments, python_path
+from conftest import arguments, python_path, write_manifest
 
 import tfrecord_pipeline
 from tfrecord_pipeline.cli.main import main
@@ -54,8 +54,8 @@ def _in_file_order(folder: str, split: str) -> list[bytes]:
     ]
 
 
-def _converted(root: Path, *flags: str) -> Path:
-    assert main([*arguments(CONVERT + SPLITS, m=SAMPLE, out=root), *flags]) == 0
+def _converted(root: Path, *flags: str, manifest: Path = SAMPLE) -> Path:
+    assert main([*arguments(CONVERT + SPLITS, m=manifest, out=root), *flags]) == 0
     return root
 
 
@@ -112,6 +112,24 @@ def test_every_record_of_each_split_is_the_one_at_its_place_in_the_shards(indexe
         f"IndexedTfrecordSource(folder={folder!r}, split='validation', "
         f"records={len(source)}, shards=3)"
     )
+
+
+def test_a_refreshed_version_s_carried_and_rewritten_shards_are_read_by_their_indexes(tmp_path):
+    """A refresh after rows left the manifest writes the shards that held them again."""
+    rows = list(csv.DictReader(SAMPLE.open()))
+    for row in rows:
+        row["image_uri"] = str(SAMPLE.parent / row["image_uri"])
+    root = _converted(
+        tmp_path / "nightly", "--write_index", manifest=write_manifest(tmp_path / "all.csv", rows)
+    )
+    fewer = write_manifest(tmp_path / "fewer.csv", rows[::2])
+    _converted(root, "--write_index", "--incremental", manifest=fewer)
+    folder = resolve(str(root)).folder
+    _, info = open_dataset(folder)
+    assert info.refresh["shards_rewritten"] and info.refresh["dropped"] == 20
+    for split in ("train", "validation"):
+        source = grain_source(str(root), split)
+        assert [source[i] for i in range(len(source))] == _in_file_order(folder, split)
 
 
 def test_a_grain_map_dataset_shuffles_and_batches_every_record_once(indexed):

@@ -76,7 +76,7 @@ def record_offsets(index: bytes, shard: Shard) -> array.array:
     """Where each record of `shard` starts, then where the shard ends, from its index's bytes:
     so record `j` is bytes `offsets[j]` to `offsets[j + 1]`. RecordError unless the index
     spans the shard as its metadata describes it, record after record."""
-    offsets = array.array("I" if shard.bytes < 1 << 32 else "Q", [0])
+    offsets = array.array("I" if shard.bytes + 1 < 1 << 32 else "Q", [0])
     for number, line in enumerate(index.splitlines()):
         try:
             offset, size = map(int, line.split())
