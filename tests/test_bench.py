@@ -301,3 +301,21 @@ def test_one_tiny_gcs_request_cost_sitting_sends_every_kind_of_request_both_ways
             assert run["small"]["cpu_s"] > 0 and run["large"]["cpu_s"] > 0
     table = gcs_request_cost.markdown(report)
     assert all(f"| {kind} (per " in table for kind in kinds)
+
+
+@pytest.mark.slow
+def test_one_tiny_random_access_sitting_reads_every_record_with_every_reader(tmp_path, monkeypatch):
+    """Each reader's process reads every record of the split once (its sum of bytes is the
+    same whichever reader and order)."""
+    import random_access
+
+    monkeypatch.setenv("CORPUS_DIR", str(tmp_path))
+    report = random_access.main(12, 1)
+    readers = (*random_access.READERS, "tf.data")
+    rows = report["rows"]
+    assert [(row["reader"], row["threads"]) for row in rows] == [
+        (reader, threads) for reader in readers for threads in random_access.THREADS
+    ]
+    assert len({(row["records"], row["bytes"]) for row in rows}) == 1 and rows[0]["records"] == 12
+    assert all(row["peak_rss_mb"] >= row["rss_before_reads_mb"] > 0 for row in rows)
+    assert all(f"| {reader} |" in random_access.markdown(report) for reader in readers)

@@ -136,6 +136,7 @@ def test_the_public_api_is_what_the_docs_name():
         "DatasetInfo",
         "__version__",
         "convert",
+        "grain_source",
         "load",
         "tfds_builder",
         "verify",
