@@ -40,6 +40,9 @@ setup(
         "google-cloud-storage>=2",
         "google-crc32c>=1.5",
         "protobuf>=6.33,<7",
+        # --file_format array_record's writer (transforms/write/array_records.py), imported only
+        # then; on the workers' image, so a Dataflow job can write ArrayRecord shards.
+        "array-record>=0.8.1",
     ],
     # The read side's extras. A machine that already holds tensorflow-cpu or tensorflow-tpu (a
     # TPU VM's image) needs no extra for `load()`, and only tensorflow-datasets for TFDS: they
