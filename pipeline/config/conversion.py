@@ -150,7 +150,7 @@ def _check_values(options: ConvertOptions) -> None:
         (options.file_format in FILE_FORMATS, f"--file_format must be one of {FILE_FORMATS}"),
         (
             not (options.shard_format().array_record and options.compression == "gzip"),
-            "--compression gzip is for TFRecord shards; an ArrayRecord file compresses itself",
+            "--compression gzip is for TFRecord shards, not ArrayRecord ones",
         ),
         (
             not (options.shard_format().array_record and options.write_index),
