@@ -73,7 +73,9 @@ def test_a_damaged_or_cut_file_is_a_record_error(tmp_path):
             list(read_array_records(broken))
 
 
-def test_a_full_disk_is_the_os_error_the_command_line_tells(tmp_path):
+def test_a_full_disk_is_the_fault_the_command_line_tells(tmp_path, capsys):
+    """The writer says ENOSPC only in its message: it is raised as the OSError it is, and the
+    command line's one line and exit status 3 follow."""
     disk = tmp_path / "disk"
     disk.mkdir()
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(disk)])
@@ -83,6 +85,9 @@ def test_a_full_disk_is_the_os_error_the_command_line_tells(tmp_path):
         with pytest.raises(OSError) as raised:
             _written(str(disk / "a.array_record"), [os.urandom(10_000) for _ in range(100)])
         assert raised.value.errno == errno.ENOSPC
+        argv = ["convert", "--manifest", str(SAMPLE), "--output", str(disk / "root")]
+        assert main([*argv, "--no_progress", *AS_ARRAY_RECORD]) == 3
+        assert "no space left on the device" in capsys.readouterr().err
     finally:
         subprocess.run(["umount", "--lazy", str(disk)], check=True)
 
