@@ -32,6 +32,7 @@ from tfrecord_pipeline.transforms.tfrecord.proto.example_pb2 import Example
 from tfrecord_pipeline.transforms.tfrecord.records import RecordError, file_crc32c
 from tfrecord_pipeline.transforms.write.array_records import (
     ArrayRecordShardWriter,
+    read_array_record_path,
     read_array_records,
 )
 
@@ -258,6 +259,8 @@ def test_bucket_to_bucket_through_the_workers_disk(tmp_path, gcs, convert, monke
         for shard in split.shards:
             stored = fileio.read_bytes(f"{remote_version}/{shard.file}")
             assert stored == (local / shard.file).read_bytes(), shard.file
+            streamed = read_array_record_path(f"{remote_version}/{shard.file}")  # as load()
+            assert list(streamed) == list(read_array_records(stored))
     assert verify(remote, "all") == (12, [])
     assert not list(scratch.glob("array-record-*"))  # Beam keeps temporary files of its own
     tfds_info = json.loads(fileio.read_text(f"{remote_version}/dataset_info.json"))
