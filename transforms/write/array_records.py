@@ -92,7 +92,8 @@ class ArrayRecordShardWriter:
 @contextlib.contextmanager
 def _as_os_error(path: str):
     """The writer's failures, which it raises as RuntimeError with the system's words in its
-    message, as the OSError they are (a full disk: ENOSPC, which the command line tells)."""
+    message, as the OSError they are (a full disk: ENOSPC, which the command line tells; one
+    it does not name: EIO, the device failing)."""
     try:
         yield
     except RuntimeError as error:
@@ -101,7 +102,9 @@ def _as_os_error(path: str):
         raise OSError(code, message, path) from None
 
 
-_ERRNO_TEXTS = tuple((code, os.strerror(code)) for code in (errno.ENOSPC, errno.EDQUOT))
+_ERRNO_TEXTS = tuple(
+    (code, os.strerror(code)) for code in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES)
+)
 
 
 def read_array_records(data: bytes) -> Iterator[tuple[int, bytes]]:
