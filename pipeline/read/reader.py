@@ -68,7 +68,7 @@ def _records(output: str, name: str, shard_format: ShardFormat) -> Iterator[Exam
     read or is damaged (`verify` says what else is)."""
     path = fileio.join(output, name)
     try:
-        for _, record in shard_format.records(fileio.read_bytes(path)):
+        for _, record in shard_format.records_at(path):
             yield Example.FromString(record)
     except (*fileio.READ_ERRORS, RecordError, DecodeError) as error:
         reason = getattr(error, "strerror", None) or error

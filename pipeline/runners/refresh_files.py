@@ -94,10 +94,10 @@ def _rewritten(
     """The records at `positions` of the published `shard` written again to `target`, framed
     anew but never decoded, with an index when the shard had one; returns its size and
     CRC-32C."""
-    data = fileio.read_bytes(fileio.join(folder, shard.file))
+    records = shard_format.records_at(fileio.join(folder, shard.file))
     writer = shard_format.writer(target)
     chosen = set(positions)
-    for position, (_, record) in enumerate(shard_format.records(data)):
+    for position, (_, record) in enumerate(records):
         if position in chosen:
             writer.write(record)
     writer.close()

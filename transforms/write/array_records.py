@@ -133,6 +133,8 @@ def read_array_record_path(path: str) -> Iterator[tuple[int, bytes]]:
 
 def read_array_record_file(path: str) -> Iterator[tuple[int, bytes]]:
     """(index, record) for every record of the local ArrayRecord file `path`."""
+    if not os.path.isfile(path):  # the reader would take it for a damaged file
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
     reader = _module().ArrayRecordReader(path)
     try:
         if not reader.ok():  # it says no more: a truncated file, or not an ArrayRecord one

@@ -49,6 +49,14 @@ class ShardFormat(NamedTuple):
             return array_records.ArrayRecordShardWriter(path)
         return ShardFileWriter(fileio.create(path), compress=self.compression == "gzip")
 
+    def records_at(self, path: str) -> Iterator[tuple[int, bytes]]:
+        """`records` of the shard file at `path`: an ArrayRecord file read where it is (from an
+        object store, downloaded into a temporary file), a batch of records in memory at once;
+        a TFRecord file's bytes read whole."""
+        if self.array_record:
+            return array_records.read_array_record_path(path)
+        return self.records(fileio.read_bytes(path))
+
     def records(self, data: bytes) -> Iterator[tuple[int, bytes]]:
         """(offset in the TFRecord payload, or index in an ArrayRecord file; record) for every
         record of a shard file's bytes, checked as the format checks them (RecordError)."""

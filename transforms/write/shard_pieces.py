@@ -36,8 +36,8 @@ def join_staged(parts: list[ShardResult], staging: str, shard_format: ShardForma
         )
     else:
         writer = shard_format.writer(target)
-        for source in sources:  # one part's bytes held at a time
-            for _, record in shard_format.records(fileio.read_bytes(source)):
+        for source in sources:
+            for _, record in shard_format.records_at(source):
                 writer.write(record)
         writer.close()
         size, crc = writer.bytes, writer.crc32c
