@@ -262,6 +262,14 @@ def test_bucket_to_bucket_through_the_workers_disk(tmp_path, gcs, convert, monke
             streamed = read_array_record_path(f"{remote_version}/{shard.file}")  # as load()
             assert list(streamed) == list(read_array_records(stored))
     assert verify(remote, "all") == (12, [])
-    assert not list(scratch.glob("array-record-*"))  # Beam keeps temporary files of its own
     tfds_info = json.loads(fileio.read_text(f"{remote_version}/dataset_info.json"))
     assert tfds_info["fileFormat"] == "array_record"
+    # A refresh on the bucket: shards copied there, or written again from their records.
+    (tmp_path / "next").mkdir()
+    write_manifest(tmp_path / "next" / "fewer.csv", rows[1:])
+    gcs(tmp_path / "next", f"{tmp_path.name}-in")  # beside the images
+    _, refreshed = convert(f"{source}/fewer.csv", *flags, "--incremental", output=remote)
+    counts = refreshed.refresh
+    assert (counts["dropped"], counts["carried"] + counts["rewritten"]) == (1, 11)
+    assert verify(remote, "all") == (11, [])
+    assert not list(scratch.glob("array-record-*"))  # Beam keeps temporary files of its own
