@@ -40,8 +40,8 @@ setup(
         "google-cloud-storage>=2",
         "google-crc32c>=1.5",
         "protobuf>=6.33,<7",
-        # --file_format array_record: Google's ArrayRecord writer (random access for Grain and
-        # TFDS data sources), imported only when that format is asked for.
+        # --file_format array_record's writer (transforms/write/array_records.py), imported only
+        # then; on the workers' image, so a Dataflow job can write ArrayRecord shards.
         "array-record>=0.8.6",
     ],
     # The read side's extras. A machine that already holds tensorflow-cpu or tensorflow-tpu (a

@@ -17,7 +17,10 @@ from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
 from tfrecord_pipeline.transforms.plan.sharding import ShardId
 from tfrecord_pipeline.transforms.progress import SILENT
+from tfrecord_pipeline.transforms.write.formats import ShardFormat
 from tfrecord_pipeline.transforms.write.shard_writer import ShardResult, WriteConfig, write_shard
+
+FORMATS = [ShardFormat(), ShardFormat(compression="gzip"), ShardFormat("array_record")]
 
 
 def test_every_planned_piece_gets_an_empty_batch():
@@ -59,8 +62,8 @@ def test_the_write_step_writes_a_shard_and_tags_its_error_rows(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("compress", [False, True])
-def test_a_shard_written_in_pieces_is_the_shard_written_whole(tmp_path, compress):
+@pytest.mark.parametrize("shard_format", FORMATS, ids=str)
+def test_a_shard_written_in_pieces_is_the_shard_written_whole(tmp_path, shard_format):
     """Pieces written apart (by other workers, in any order) and joined give the shard's
     bytes, its index, its rows file and its counts, as one writer would."""
     images = make_images(tmp_path, per_class=6)
@@ -73,7 +76,8 @@ def test_a_shard_written_in_pieces_is_the_shard_written_whole(tmp_path, compress
     rows.append(rows[3]._replace(position=99))  # a duplicate key: an error in its piece
     labels = LabelMap(tuple(sorted({row.label for row in rows})))
     staging = tmp_path / "staging"
-    config = WriteConfig(str(staging), compress=compress, write_index=not compress)
+    index = shard_format.concatenates  # DALI's index: uncompressed TFRecord only
+    config = WriteConfig(str(staging), shard_format=shard_format, write_index=index)
     *whole_errors, whole = write_shard(ShardId("train", 0, 1), rows, labels, config)
     plan = DatasetPlan(labels, (("train", len(rows)),), (("train", 1),), (("train", 4),))
 
@@ -81,7 +85,7 @@ def test_a_shard_written_in_pieces_is_the_shard_written_whole(tmp_path, compress
         [joined] = results
         assert joined.piece == (0, 1)
         assert (staging / joined.staged).read_bytes() == (staging / whole.staged).read_bytes()
-        for suffix in [".rows", *([] if compress else [".idx"])]:
+        for suffix in [".rows", *([".idx"] if index else [])]:
             text = (staging / (joined.staged + suffix)).read_text()
             assert text == (staging / (whole.staged + suffix)).read_text()
         assert joined._replace(staged=whole.staged) == whole

@@ -11,6 +11,7 @@ from tfrecord_pipeline.config.options import ConvertOptions
 from tfrecord_pipeline.runners.convert import convert, run
 from tfrecord_pipeline.transforms.errors import UserError
 from tfrecord_pipeline.transforms.storage import fileio
+from tfrecord_pipeline.transforms.write.formats import ShardFormat
 
 # What a run builds from its options: each a parse of a flag, the label map a file read.
 BUILT_FROM_OPTIONS = ("read_config", "image_config", "shard_counts", "pinned_labels")
@@ -113,7 +114,8 @@ def test_the_stages_configs_come_from_the_checked_options(tmp_path):
     assert plan.counts.for_split("train") == 3 and plan.max_file_bytes == 2 << 20
     assert plan.detection
     write = conversion.write_config("staging", processes=2)
-    assert write.image is conversion.image and write.compress and write.processes == 2
+    assert write.image is conversion.image and write.processes == 2
+    assert write.shard_format == ShardFormat("tfrecord", "gzip")
     commit = conversion.commit_config(target=None)
     assert commit.options == options.recorded() and commit.max_error_rate == 0.01
 

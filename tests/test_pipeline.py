@@ -62,6 +62,7 @@ IMAGE_PATHS = {
     # libjpeg-turbo decodes and encodes, libvips resamples (transforms/image/fastpath.py)
     "resized": ("--resize_short_side", "40", "--jpeg_quality", "90"),
     "raw, grey": ("--max_side", "48", "--image_encoding", "raw", "--channels", "1"),
+    "array_record": ("--file_format", "array_record"),  # the same records, another container
 }
 
 
@@ -104,8 +105,14 @@ def test_same_input_gives_identical_bytes_whatever_the_runner_and_parallelism(
             assert _read(first, name) == _read(other, name), name
 
 
-def test_beam_writes_large_shards_in_pieces_with_the_local_runners_bytes(dataset, tmp_path):
+@pytest.mark.parametrize("file_format", ["tfrecord", "array_record"])
+def test_beam_writes_large_shards_in_pieces_with_the_local_runners_bytes(
+    dataset, tmp_path, file_format
+):
+    """An ArrayRecord shard's pieces are written again, record by record, into one file: the
+    file one writer makes of the whole shard."""
     flags = ("--num_shards", "1", "--target_shard_mb", "0.01", "--no_progress")
+    flags += ("--file_format", file_format)
     local = run(["--manifest", str(dataset), "--output", str(tmp_path / "a"), *flags])
     beam_run = run(["--manifest", str(dataset), "--output", str(tmp_path / "b"), *flags, *BEAM])
     first, other = Path(local.folder), Path(beam_run.folder)

@@ -134,13 +134,14 @@ def _argv(pid: int) -> list[str]:
         return []
 
 
+@pytest.mark.parametrize("file_format", ["tfrecord", "array_record"])
 @pytest.mark.parametrize("engine", sorted(ENGINES))
-def test_a_conversion_and_its_refresh_write_the_local_runners_bytes(tmp_path, engine):
+def test_a_conversion_and_its_refresh_write_the_local_runners_bytes(tmp_path, engine, file_format):
     """Each from the command line, published; the Beam runs on their SDK harness processes."""
     first, second = _manifests(tmp_path)
     flags, harnesses = ENGINES[engine]
     for night, manifest in enumerate([first, second]):
-        more = ["--incremental"] if night else []
+        more = ["--file_format", file_format, *(["--incremental"] if night else [])]
         local = _files(_convert(manifest, tmp_path / "local", *more))
         with Descendants() as processes:
             beam = _files(_convert(manifest, tmp_path / engine, *more, *flags))

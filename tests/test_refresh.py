@@ -7,11 +7,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import RUNNERS, arguments, command, make_images, write_manifest
+from conftest import RUNNERS, arguments, command, dataset_info, make_images, write_manifest
 
+from tfrecord_pipeline.config.options import ConvertOptions
+from tfrecord_pipeline.dataset.previous import Previous
 from tfrecord_pipeline.dataset.versions import resolve
 from tfrecord_pipeline.read.verify import verify
 from tfrecord_pipeline.runners.convert import run
+from tfrecord_pipeline.runners.refresh import why_not_refreshable
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
 from tfrecord_pipeline.transforms.plan.fingerprints import row_fingerprint
@@ -250,6 +253,17 @@ def test_incompatible_options_convert_everything_and_say_why(tmp_path, rows, cap
     _convert(manifest, root)
     refreshed = _convert(manifest, root, "--incremental", "--jpeg_quality", "80")
     assert "converting every row" in capfd.readouterr().err and refreshed.info.records == 40
+
+
+def test_an_option_a_version_predates_counts_as_its_default():
+    """A version published before --file_format existed is refreshed, not converted again,
+    by a run at its default; another value converts every row."""
+    recorded = ConvertOptions(manifest=[], output="out").recorded()
+    older = Previous("v1", dataset_info(options={**recorded}))
+    del older.info.options["file_format"]
+    assert why_not_refreshable(older, recorded) is None
+    other = {**recorded, "file_format": "array_record"}
+    assert "['file_format']" in why_not_refreshable(older, other)
 
 
 def test_a_shard_count_a_refresh_does_not_apply_is_said(tmp_path, rows):

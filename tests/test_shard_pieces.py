@@ -7,14 +7,16 @@ from conftest import make_images
 from tfrecord_pipeline.transforms.manifest.labels import LabelMap
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
 from tfrecord_pipeline.transforms.plan.sharding import WHOLE, Piece, ShardId, piece_of
+from tfrecord_pipeline.transforms.write.formats import ShardFormat
 from tfrecord_pipeline.transforms.write.shard_pieces import join_staged
 from tfrecord_pipeline.transforms.write.shard_writer import WriteConfig, write_shard
 
 PIECES = 3
+FORMATS = [ShardFormat(), ShardFormat(compression="gzip"), ShardFormat("array_record")]
 
 
-@pytest.mark.parametrize("compress", [False, True])
-def test_joined_pieces_are_the_shard_written_whole(tmp_path, compress):
+@pytest.mark.parametrize("shard_format", FORMATS, ids=str)
+def test_joined_pieces_are_the_shard_written_whole(tmp_path, shard_format):
     images = make_images(tmp_path, per_class=4)
     rows = [
         ManifestRow(
@@ -24,7 +26,8 @@ def test_joined_pieces_are_the_shard_written_whole(tmp_path, compress):
     ]
     labels = LabelMap(tuple(sorted({row.label for row in rows})))
     staging = tmp_path / "staging"
-    config = WriteConfig(str(staging), compress=compress, write_index=not compress)
+    index = shard_format.concatenates  # DALI's index: uncompressed TFRecord only
+    config = WriteConfig(str(staging), shard_format=shard_format, write_index=index)
     shard = ShardId("train", 0, 1)
     [whole] = write_shard(shard, rows, labels, config)
     parts = []
@@ -34,11 +37,12 @@ def test_joined_pieces_are_the_shard_written_whole(tmp_path, compress):
         parts.append(part)
     assert all(part.records for part in parts)  # every piece holds some of the shard
 
-    joined = join_staged(sorted(parts, key=lambda part: part.piece.index), str(staging), compress)
+    ordered = sorted(parts, key=lambda part: part.piece.index)
+    joined = join_staged(ordered, str(staging), shard_format)
 
     assert joined.piece == WHOLE
     assert joined._replace(staged=whole.staged) == whole
-    for suffix in ["", ".rows", *([] if compress else [".idx"])]:
+    for suffix in ["", ".rows", *([".idx"] if index else [])]:
         assert (staging / (joined.staged + suffix)).read_bytes() == (
             staging / (whole.staged + suffix)
         ).read_bytes()

@@ -21,8 +21,8 @@ def test_shards_mix_labels_and_order_is_deterministic():
 
 
 def test_shard_file_names():
-    assert ShardId("train", 3, 8).file_name(False) == "train-00003-of-00008.tfrecord"
-    assert ShardId("val", 0, 1).file_name(True) == "val-00000-of-00001.tfrecord.gz"
+    assert ShardId("train", 3, 8).file_name(".tfrecord") == "train-00003-of-00008.tfrecord"
+    assert ShardId("val", 0, 1).file_name(".tfrecord.gz") == "val-00000-of-00001.tfrecord.gz"
 
 
 def test_pieces_are_ranges_of_the_record_order():

@@ -25,6 +25,7 @@ from tfrecord_pipeline.transforms.manifest.sources import (
 )
 from tfrecord_pipeline.transforms.plan.dataset import LabelSource, PlanConfig, ShardCounts
 from tfrecord_pipeline.transforms.storage import fileio
+from tfrecord_pipeline.transforms.write.formats import FILE_FORMATS
 from tfrecord_pipeline.transforms.write.shard_writer import WriteConfig
 from tfrecord_pipeline.version import __version__
 
@@ -77,7 +78,7 @@ class Conversion(NamedTuple):
         return WriteConfig(
             staging,
             self.image,
-            options.compression == "gzip",
+            options.shard_format(),
             options.threads,
             processes,
             int(options.max_record_mb * 2**20),
@@ -145,6 +146,15 @@ def _check_values(options: ConvertOptions) -> None:
         (
             not (options.write_index and options.compression == "gzip"),
             "--write_index needs uncompressed shards (DALI indexes raw file offsets)",
+        ),
+        (options.file_format in FILE_FORMATS, f"--file_format must be one of {FILE_FORMATS}"),
+        (
+            not (options.shard_format().array_record and options.compression == "gzip"),
+            "--compression gzip is for TFRecord shards, not ArrayRecord ones",
+        ),
+        (
+            not (options.shard_format().array_record and options.write_index),
+            "--write_index is for TFRecord shards; an ArrayRecord file holds its own index",
         ),
         (
             not options.image_root

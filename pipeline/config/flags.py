@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 from tfrecord_pipeline.config.presets import PRESETS
 from tfrecord_pipeline.transforms.image.config import ENCODINGS, RESAMPLE_FILTERS, VALIDATE_MODES
 from tfrecord_pipeline.transforms.manifest.rows import FEATURE_TYPES
+from tfrecord_pipeline.transforms.write.formats import FILE_FORMATS
 
 
 def _switch(text: str) -> bool:
@@ -117,6 +118,9 @@ FLAGS = _grouped(
          "train=1024,validation=128`; a flag given too wins (docs/readers/tpu.md); its "
          "readers take one label an image, so `--multi_label` is refused",
          brief="the TPU ImageNet readers' label offset and shard counts"),
+    Flag("--file_format", "|".join(FILE_FORMATS), _choices(FILE_FORMATS),
+         "`array_record`: ArrayRecord shards (`group_size:1`) of the same records, read by index "
+         "by Grain and TFDS (docs/output.md#arrayrecord-shards)", brief="array_record: for Grain"),
     Flag("--compression", "none|gzip", _choices(("none", "gzip")),
          'gzip shards are `.tfrecord.gz` (read with `compression_type="GZIP"`); TensorFlow '
          "Datasets cannot read them, so such a dataset has no TFDS files",
@@ -137,9 +141,8 @@ FLAGS = _grouped(
          "`full` is kept as the same check"),
     Flag("--channels", "1|3", INT, "channels of stored images"),
     Flag("--jpeg_quality", "Q", INT, "quality when an image has to be re-encoded"),
-    Flag("--max_pixels", "N", INT,
-         "larger images are error rows (decompression bombs), checked from the header before "
-         "decoding"),
+    Flag("--max_pixels", "N", INT, "larger images are error rows (decompression bombs), "
+         "checked from the header before decoding"),
     Flag("--max_decode_mb", "M", FLOAT,
          "an image whose decoding and conversion would hold more memory is an `image_too_large` "
          "row, estimated from its header before decoding (docs/images.md#limits)"),
@@ -164,9 +167,8 @@ FLAGS = _grouped(
          "is above any photograph a camera writes (a 100-megapixel JPEG is 30–60 MB, its PNG "
          "150–200 MB) and far below a worker's memory, which holds a few images per thread; "
          "raise it for uncompressed scans (an 8-bit RGB TIFF at `--max_pixels` is 537 MB)"),
-    Flag("--dedup", "", SWITCH,
-         "a row whose image bytes repeat an earlier row's is a `duplicate_content` error (reads "
-         "every image once more)"),
+    Flag("--dedup", "", SWITCH, "a row whose image bytes repeat an earlier row's is a "
+         "`duplicate_content` error (reads every image once more)"),
     "sharding",
     Flag("--num_shards", "N|split=N,...", {},
          "shards per split: N for every split, or a count for each split named",
@@ -185,19 +187,17 @@ FLAGS = _grouped(
     Flag("--wait", "", SWITCH,
          "on Dataflow: wait for the job, then print its counters and the summary"),
     Flag("--no_progress", "", {"dest": "progress", "action": "store_false"}, "no progress bar"),
-    Flag("--debug", "", SWITCH,
-         "when a run fails with a fault (exit status 3), print its traceback; without it the "
-         "traceback goes to a log file the error line names"),
+    Flag("--debug", "", SWITCH, "when a run fails with a fault (exit status 3), print its "
+         "traceback; without it the traceback goes to a log file the error line names"),
     "refresh",
     Flag("--incremental", "", SWITCH,
          "refresh: keep the published version's records whose rows did not change (by "
          "fingerprint: docs/output.md) and convert only new and changed rows"),
     Flag("--freeze_labels", "", SWITCH,
          "a label the published version does not have is an `unknown_label` error, not a new id"),
-    Flag("--keep_versions", "K", INT,
-         "after publishing, delete the published versions beyond the K most recently published "
-         "(the published one counts; a rollback publishes a version anew); 0 keeps every "
-         "version"),
+    Flag("--keep_versions", "K", INT, "after publishing, delete the published versions beyond "
+         "the K most recently published (the published one counts; a rollback publishes a "
+         "version anew); 0 keeps every version"),
 )  # fmt: skip
 
 

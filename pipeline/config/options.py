@@ -17,6 +17,7 @@ from tfrecord_pipeline.transforms.plan.sharding import DEFAULT_TARGET_SHARD_MB
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.tfrecord.examples import IMAGE_FEATURES, RAW_KEY
 from tfrecord_pipeline.transforms.tfrecord.records import MAX_RECORD_BYTES
+from tfrecord_pipeline.transforms.write.formats import ShardFormat
 from tfrecord_pipeline.transforms.write.shard_writer import (
     DEFAULT_MAX_FILE_MB,
     DEFAULT_READ_LATENCY_MS,
@@ -78,6 +79,7 @@ class ConvertOptions:
     freeze_labels: bool = False
     write_index: bool = False
     compression: str = "none"
+    file_format: str = "tfrecord"
     max_error_rate: float = 0.01
     threads: int = 0
     read_latency_ms: float = DEFAULT_READ_LATENCY_MS
@@ -133,6 +135,9 @@ class ConvertOptions:
             background=parse_colour(self.background),
             encoding=self.image_encoding,
         )
+
+    def shard_format(self) -> ShardFormat:
+        return ShardFormat(self.file_format, self.compression)
 
     @property
     def max_file_bytes(self) -> int:

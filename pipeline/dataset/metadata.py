@@ -15,6 +15,7 @@ from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
 from tfrecord_pipeline.transforms.plan.refresh import RefreshCounts
 from tfrecord_pipeline.transforms.tfrecord.examples import feature_spec
 from tfrecord_pipeline.transforms.write.error_files import ERRORS_DIR, ErrorCounts, ErrorFileResult
+from tfrecord_pipeline.transforms.write.formats import ShardFormat
 from tfrecord_pipeline.transforms.write.shard_writer import ShardResult
 
 FORMAT_VERSION = 1
@@ -54,7 +55,7 @@ class DatasetInfo:
     options: dict
     features: dict[str, str]  # feature key → dtype
     # Keys of the features that are lists (tf.io.VarLenFeature); every other is one value.
-    compression: str
+    compression: str  # "gzip": TFRecord shards each one gzip stream
     labels: dict  # {"kind": "names" | "integers", "offset": int, "names": [...]}
     rows_in: int
     records: int
@@ -73,6 +74,10 @@ class DatasetInfo:
     # A refresh's version: what it was made of (transforms/plan/refresh.py RefreshCounts); a
     # full conversion's metadata holds no such key.
     refresh: dict | None = None
+    file_format: str = "tfrecord"  # or "array_record" (transforms/write/formats.py)
+
+    def shard_format(self) -> ShardFormat:
+        return ShardFormat(self.file_format, self.compression)
 
     def to_json(self) -> str:
         fields = dataclasses.asdict(self)
@@ -173,6 +178,7 @@ def build_info(
         negatives_dropped=negatives_dropped,
         boxes_dropped=sum(r.boxes_dropped for r in results),
         refresh={**refresh._asdict(), "damaged": list(refresh.damaged)} if refresh else None,
+        file_format=options.get("file_format", "tfrecord"),
     )
     if info.rows_in != info.records + info.errors:
         raise AssertionError(f"count law broken: {info.rows_in} rows != {info.records} + errors")

@@ -16,8 +16,9 @@ from tfrecord_pipeline.transforms.tfrecord.examples import LABEL_KEY, OBJECT_LAB
 NAME = "tfrecord_pipeline"
 VERSION = "1.0.0"  # TFDS wants X.Y.Z here; the dataset's own versions are folders
 # TFDS's names (tensorflow_datasets/core/naming.py): SHARD_X_OF_Y is `<index>-of-<count>`, both
-# zero-padded to at least five digits, which is transforms/plan/sharding.py's ShardId.file_name.
-FILEPATH_TEMPLATE = "{SPLIT}-{SHARD_X_OF_Y}.tfrecord"
+# zero-padded to at least five digits, which is transforms/plan/sharding.py's ShardId.file_name;
+# the suffix is the format's (`.tfrecord`, `.array_record`), TFDS's FileFormat names.
+FILEPATH_TEMPLATE = "{SPLIT}-{SHARD_X_OF_Y}"
 _FEATURES = "tensorflow_datasets.core.features."
 
 
@@ -95,7 +96,8 @@ def _scalar_feature(key: str, dtype: str, info: DatasetInfo, names: list[str] | 
 
 
 def readable_by_tfds(info: DatasetInfo) -> bool:
-    """TFDS reads TFRecord files without a compression type, so gzip shards are not for it;
+    """TFDS reads TFRecord files without a compression type, so gzip shards are not for it
+    (ArrayRecord files, with `as_data_source()`, it reads);
     it refuses a split name without a letter or digit (`_`), and takes `all` to mean every
     split (a split of that name sends it into endless recursion)."""
     names_ok = all(re.search("[a-z0-9]", name) and name != "all" for name in info.splits)
@@ -115,7 +117,7 @@ def tfds_files(info: DatasetInfo) -> dict[str, bytes]:
     splits = [
         {
             "name": name,
-            "filepathTemplate": FILEPATH_TEMPLATE,
+            "filepathTemplate": FILEPATH_TEMPLATE + info.shard_format().suffix,
             "numBytes": str(split.bytes),
             "shardLengths": [str(shard.records) for shard in split.shards],
         }
@@ -126,7 +128,7 @@ def tfds_files(info: DatasetInfo) -> dict[str, bytes]:
         "name": NAME,
         "version": VERSION,
         "description": f"Converted by tfrecord-pipeline {info.tool_version}; see {INFO_FILE}.",
-        "fileFormat": "tfrecord",
+        "fileFormat": info.file_format,
         "splits": splits,
     }
     if LABEL_KEY in info.features:  # (image, label); a detection record has no one label

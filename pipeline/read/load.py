@@ -10,6 +10,7 @@ import json
 from tfrecord_pipeline.dataset.versions import DatasetError, resolve
 from tfrecord_pipeline.read.extras import optional_import
 from tfrecord_pipeline.transforms.tfrecord.examples import LABEL_KEY, OBJECT_LABEL_KEY
+from tfrecord_pipeline.transforms.write.array_records import read_array_record_path
 
 
 def _tf():
@@ -31,6 +32,25 @@ def _gfile_reader(tf):
             raise DatasetError(f"cannot read {error.message}") from None
 
     return read
+
+
+def _file_records(tf, info: dict):
+    """A function of a shard file's path to the tf.data.Dataset of its serialized records: a
+    TFRecord file (gzip or not) by TensorFlow's reader; an ArrayRecord file, which tf.data
+    cannot read, by array_record's, in order (Grain's ArrayRecordDataSource reads them by
+    index)."""
+    if info.get("file_format") == "array_record":
+        spec = tf.TensorSpec([], tf.string)
+
+        def records(path: bytes):
+            for _, record in read_array_record_path(path.decode()):
+                yield record
+
+        return lambda path: tf.data.Dataset.from_generator(
+            records, args=(path,), output_signature=spec
+        )
+    compression = "GZIP" if info["compression"] == "gzip" else ""
+    return lambda path: tf.data.TFRecordDataset(path, compression_type=compression)
 
 
 def parsing_spec(tf, info: dict) -> dict:
@@ -153,14 +173,13 @@ def load(
         raise ValueError(f"{len(shards)} shards cannot be shared by {num_hosts} hosts")
     shards = shards[host_index::num_hosts]
     files = [f"{output}/{shard['file']}" for shard in shards]
-    compression = "GZIP" if info["compression"] == "gzip" else ""
     shuffle = shuffle_buffer > 0
 
     dataset = tf.data.Dataset.from_tensor_slices(files)
     if shuffle:
         dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.interleave(
-        lambda path: tf.data.TFRecordDataset(path, compression_type=compression),
+        _file_records(tf, info),
         cycle_length=min(len(files), 16),
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=not shuffle,

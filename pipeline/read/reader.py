@@ -10,7 +10,8 @@ from tfrecord_pipeline.dataset.versions import DatasetError, resolve
 from tfrecord_pipeline.transforms.errors import UserError
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.tfrecord.proto.example_pb2 import Example
-from tfrecord_pipeline.transforms.tfrecord.records import RecordError, read_records, shard_payload
+from tfrecord_pipeline.transforms.tfrecord.records import RecordError
+from tfrecord_pipeline.transforms.write.formats import ShardFormat
 
 
 def open_dataset(path: str) -> tuple[str, DatasetInfo]:
@@ -52,7 +53,7 @@ def examples(output: str, info: DatasetInfo, split: str) -> Iterator[dict]:
     if split not in info.splits:
         raise UserError(f"no split {split!r} in {output}; it has {sorted(info.splits)}")
     for shard in info.splits[split].shards:
-        for record in _records(output, shard.file, info.compression):
+        for record in _records(output, shard.file, info.shard_format()):
             features = record.features.feature
             yield {
                 key: values if key in lists else values[0]
@@ -62,12 +63,12 @@ def examples(output: str, info: DatasetInfo, split: str) -> Iterator[dict]:
             }
 
 
-def _records(output: str, name: str, compression: str) -> Iterator[Example]:
+def _records(output: str, name: str, shard_format: ShardFormat) -> Iterator[Example]:
     """A shard's Examples; a DatasetError of one line for a shard that is missing, cannot be
     read or is damaged (`verify` says what else is)."""
     path = fileio.join(output, name)
     try:
-        for _, record in read_records(shard_payload(fileio.read_bytes(path), compression)):
+        for _, record in shard_format.records_at(path):
             yield Example.FromString(record)
     except (*fileio.READ_ERRORS, RecordError, DecodeError) as error:
         reason = getattr(error, "strerror", None) or error

@@ -27,12 +27,7 @@ from tfrecord_pipeline.transforms.image.images import check_jpeg, check_scans, s
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.tfrecord.examples import RAW_KEY
 from tfrecord_pipeline.transforms.tfrecord.proto.example_pb2 import Example
-from tfrecord_pipeline.transforms.tfrecord.records import (
-    RecordError,
-    crc32c_of,
-    read_records,
-    shard_payload,
-)
+from tfrecord_pipeline.transforms.tfrecord.records import RecordError, crc32c_of
 
 DECODE_MODES = ("sample", "all", "none")
 SAMPLE_PER_SHARD = 8
@@ -110,7 +105,7 @@ def verify_shard(output: str, info: DatasetInfo, shard: ShardInfo, decode: str) 
         problems.append(f"{shard.file}: size or CRC-32C differs from {INFO_FILE}")
     count, spans, lists = 0, [], frozenset(info.list_features)
     try:
-        records = read_records(shard_payload(data, info.compression))
+        records = info.shard_format().records(data)
         for count, (offset, record) in enumerate(records, start=1):
             spans.append(f"{offset} {len(record) + 16}\n")
             problem, values = _check_example(record, info.features, lists)

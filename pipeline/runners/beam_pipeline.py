@@ -24,6 +24,7 @@ from tfrecord_pipeline.transforms.beam.plan import AssignShards, DropDuplicateCo
 from tfrecord_pipeline.transforms.beam.shards import WriteShards
 from tfrecord_pipeline.transforms.progress import SILENT, Progress
 from tfrecord_pipeline.transforms.write import error_files
+from tfrecord_pipeline.transforms.write.formats import ShardFormat
 
 
 @beam.typehints.with_output_types(DatasetInfo)
@@ -32,9 +33,9 @@ class _CommitFn(beam.DoFn):
     error counts are side inputs); after a refresh, on its layout's plan, each final shard
     assembled from its sources first (pipeline/runners/refresh_files.py `assemble`)."""
 
-    def __init__(self, config: CommitConfig, compress: bool):
+    def __init__(self, config: CommitConfig, shard_format: ShardFormat):
         self._config = config
-        self._compress = compress
+        self._shard_format = shard_format
 
     def process(
         self,
@@ -50,7 +51,7 @@ class _CommitFn(beam.DoFn):
         results, counts = list(results), None
         if layout is not None:
             staging = self._config.target.staging
-            results = assemble(layout, results, carried, staging, self._compress)
+            results = assemble(layout, results, carried, staging, self._shard_format)
             plan, counts = layout.plan, layout.counts
         inputs = CommitInputs(
             plan, results, list(error_files), error_counts, skipped, negatives, counts
@@ -93,7 +94,7 @@ def build_pipeline(
     )
     skipped = read["skipped"] | "CountSkippedFiles" >> beam.combiners.Count.Globally()
     negatives = read["negatives"] | "CountDroppedNegatives" >> beam.combiners.Count.Globally()
-    commit = _CommitFn(conversion.commit_config(target), options.compression == "gzip")
+    commit = _CommitFn(conversion.commit_config(target), options.shard_format())
     return plan | "CommitDataset" >> beam.ParDo(
         commit,
         AsList(shards["shards"]),

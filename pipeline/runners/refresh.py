@@ -17,6 +17,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
+from tfrecord_pipeline.config.options import option_defaults
 from tfrecord_pipeline.dataset.metadata import ShardInfo
 from tfrecord_pipeline.dataset.previous import Previous
 from tfrecord_pipeline.dataset.shard_check import check_shards
@@ -64,11 +65,15 @@ def refreshable(previous: Previous | None, recorded: dict) -> bool:
 
 
 def why_not_refreshable(previous: Previous, recorded: dict) -> str | None:
-    """Why the published version's records cannot be reused by a run with these options."""
+    """Why the published version's records cannot be reused by a run with these options. An
+    option the version's release did not have yet was, for it, what is now its default (a
+    release that adds a flag leaves published versions refreshable)."""
+    defaults = option_defaults()
     differ = sorted(
         name
         for name in set(recorded) | set(previous.info.options)
-        if name not in FREE_OPTIONS and recorded.get(name) != previous.info.options.get(name)
+        if name not in FREE_OPTIONS
+        and recorded.get(name) != previous.info.options.get(name, defaults.get(name))
     )
     if differ:
         return f"options that change records differ from the published version's: {differ}"

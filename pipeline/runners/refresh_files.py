@@ -8,7 +8,10 @@ never changes another's.
   copy, which checks the object's CRC-32C itself): no byte passes through this process;
 - one that lost records is rewritten record by record from the old file, without decoding;
 - a final shard of several sources (small shards compacted) is their files concatenated: a
-  TFRecord file is a concatenation of records (gzip ones are written again as one stream).
+  TFRecord file is a concatenation of records (gzip ones are written again as one stream, and
+  ArrayRecord ones, whose files each end in their own index, record by record into one file).
+So an ArrayRecord shard is never appended to: carried whole when it keeps every record and
+nothing joins it, else written again from its records (docs/output.md).
 A source's rows file is written from the records read from the published one, never copied
 unread.
 """
@@ -24,11 +27,7 @@ from tfrecord_pipeline.transforms.plan.rows_files import PastRecord, rows_file_n
 from tfrecord_pipeline.transforms.plan.sharding import ShardId
 from tfrecord_pipeline.transforms.progress import Progress
 from tfrecord_pipeline.transforms.storage import fileio
-from tfrecord_pipeline.transforms.tfrecord.records import (
-    ShardFileWriter,
-    read_records,
-    shard_payload,
-)
+from tfrecord_pipeline.transforms.write.formats import ShardFormat
 from tfrecord_pipeline.transforms.write.shard_pieces import join_staged
 from tfrecord_pipeline.transforms.write.shard_writer import (
     INDEX_SUFFIX,
@@ -49,14 +48,14 @@ def stage_past(
     """The records at `positions` of `previous`'s `shard` (the layout's `source`, checked:
     pipeline/dataset/shard_check.py; `records`: its rows file's) as a staged file of the final shard
     `final`: the file copied when every record stays, else its kept records written again."""
-    folder, compress = previous.folder, previous.info.compression == "gzip"
-    name = final.file_name(compress)
+    folder, shard_format = previous.folder, previous.info.shard_format()
+    name = final.file_name(shard_format.suffix)
     staged = fileio.staged_name(name)
     target = fileio.join(staging, staged)
     if source.whole:
         size, crc = _copied(folder, shard, target)
     else:
-        size, crc = _rewritten(folder, shard, positions, target, compress)
+        size, crc = _rewritten(folder, shard, positions, target, shard_format)
     kept = [records[position] for position in positions]
     write_rows_file(target, kept)
     labels = tuple(sorted(Counter(i for record in kept for i in record.label_ids).items()))
@@ -86,16 +85,19 @@ def _copied(folder: str, shard: ShardInfo, target: str) -> tuple[int, str]:
 
 
 def _rewritten(
-    folder: str, shard: ShardInfo, positions: tuple[int, ...], target: str, compress: bool
+    folder: str,
+    shard: ShardInfo,
+    positions: tuple[int, ...],
+    target: str,
+    shard_format: ShardFormat,
 ) -> tuple[int, str]:
     """The records at `positions` of the published `shard` written again to `target`, framed
     anew but never decoded, with an index when the shard had one; returns its size and
     CRC-32C."""
-    data = fileio.read_bytes(fileio.join(folder, shard.file))
-    writer = ShardFileWriter(fileio.create(target), compress)
+    records = shard_format.records_at(fileio.join(folder, shard.file))
+    writer = shard_format.writer(target)
     chosen = set(positions)
-    payload = shard_payload(data, "gzip" if compress else "none")
-    for position, (_, record) in enumerate(read_records(payload)):
+    for position, (_, record) in enumerate(records):
         if position in chosen:
             writer.write(record)
     writer.close()
@@ -111,7 +113,6 @@ def finish_here(
     """The local runner's refresh, its converted rows' shards `written`: the published
     shards' kept records staged, each told to `progress`, then every final shard assembled."""
     shards = {shard.file: shard for _, shard in published_shards(previous)}
-    compress = previous.info.compression == "gzip"
     carried = {}
     for source, final in update.layout.past_sources():
         records, positions = update.records[source.file], update.kept[source.file]
@@ -119,7 +120,7 @@ def finish_here(
         result = stage_past(previous, source, shard, records, positions, final, staging)
         progress.carried(result.staged, result.records)
         carried[source.file] = result
-    return assemble(update.layout, written, carried, staging, compress)
+    return assemble(update.layout, written, carried, staging, previous.info.shard_format())
 
 
 def assemble(
@@ -127,7 +128,7 @@ def assemble(
     written: list[ShardResult],
     carried: Mapping[str, ShardResult],
     staging: str,
-    compress: bool,
+    shard_format: ShardFormat,
 ) -> list[ShardResult]:
     """The final shards' results: each final shard's sources (`carried`: by published file;
     `written`: the converted rows' shards, by their ShardId in the write plan) as one staged
@@ -139,14 +140,14 @@ def assemble(
             carried[source.file] if isinstance(source, PastShard) else new[source.shard[:2]]
             for source in final.sources
         ]
-        joined = parts[0] if len(parts) == 1 else join_staged(parts, staging, compress)
-        results.append(named(joined, final, compress))
+        joined = parts[0] if len(parts) == 1 else join_staged(parts, staging, shard_format)
+        results.append(named(joined, final, shard_format))
     return results
 
 
-def named(result: ShardResult, final: FinalShard, compress: bool) -> ShardResult:
+def named(result: ShardResult, final: FinalShard, shard_format: ShardFormat) -> ShardResult:
     split, index, count = final.shard
-    name = final.shard.file_name(compress)
+    name = final.shard.file_name(shard_format.suffix)
     return result._replace(
         split=split,
         index=index,

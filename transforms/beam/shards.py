@@ -68,9 +68,8 @@ def _shard_outputs(written: Iterable[ErrorRow | ShardResult]):
 
 def _join_pieces(keyed_pieces, config: WriteConfig) -> ShardResult:
     _, pieces = keyed_pieces
-    return join_staged(
-        sorted(pieces, key=lambda part: part.piece.index), config.staging, config.compress
-    )
+    ordered = sorted(pieces, key=lambda part: part.piece.index)
+    return join_staged(ordered, config.staging, config.shard_format)
 
 
 class WriteShards(beam.PTransform):
@@ -82,7 +81,7 @@ class WriteShards(beam.PTransform):
 
     Args:
       plan: the DatasetPlan side input (label ids, shard counts, pieces).
-      config: the run's staging folder, image settings and compression of the shards.
+      config: the run's staging folder, image settings and format of the shards.
       progress: told the rows of each shard as they are written.
     """
 

@@ -23,8 +23,8 @@ class ShardId(NamedTuple):
     index: int
     count: int
 
-    def file_name(self, compressed: bool) -> str:
-        suffix = ".tfrecord.gz" if compressed else ".tfrecord"
+    def file_name(self, suffix: str) -> str:
+        """Its file's name, ending in its format's `suffix` (transforms/write/formats.py)."""
         return f"{self.split}-{self.index:05d}-of-{self.count:05d}{suffix}"
 
 

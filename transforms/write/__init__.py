@@ -1,3 +1,3 @@
 """Planned rows to shard files: one shard's images converted and written, in processes on the
-local runner; error files.
+local runner; the kinds of shard file (TFRecord, gzip TFRecord, ArrayRecord); error files.
 """

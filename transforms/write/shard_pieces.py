@@ -3,7 +3,9 @@
 The Beam pipeline writes a shard larger than the target size (`--num_shards` can ask for one)
 in pieces, each by a worker of its own (transforms/plan/sharding.py `piece_of`), and joins them
 into the one file, with the bytes of the shard written whole; a refresh compacts a new version's
-small shards the same way (pipeline/runners/refresh_files.py).
+small shards the same way (pipeline/runners/refresh_files.py). An ArrayRecord shard's pieces are
+ArrayRecord files too, their records written again into the one: on an object store the
+joining worker's disk holds the shard being written and the piece being read.
 """
 
 from collections import Counter
@@ -12,36 +14,33 @@ from tfrecord_pipeline.transforms.plan.refresh import shifted_index
 from tfrecord_pipeline.transforms.plan.rows_files import read_staged_rows, write_rows_file
 from tfrecord_pipeline.transforms.plan.sharding import WHOLE
 from tfrecord_pipeline.transforms.storage import fileio, joins
-from tfrecord_pipeline.transforms.tfrecord.records import (
-    ShardFileWriter,
-    file_crc32c,
-    read_records,
-    shard_payload,
-)
+from tfrecord_pipeline.transforms.tfrecord.records import file_crc32c
+from tfrecord_pipeline.transforms.write.formats import ShardFormat
 from tfrecord_pipeline.transforms.write.shard_writer import INDEX_SUFFIX, ShardResult
 
 
-def join_staged(parts: list[ShardResult], staging: str, compress: bool) -> ShardResult:
+def join_staged(parts: list[ShardResult], staging: str, shard_format: ShardFormat) -> ShardResult:
     """One staged shard holding `parts`' records in order: their files one after another (on
     an object store, composed there: no byte passes through this process), with their rows and
-    index files alike. Gzip parts are written again record by record as one gzip stream: not
-    every reader reads on past a gzip member's end. The parts' files are left in staging
-    (which the commit deletes), so a retried join finds them."""
+    index files alike. Where files do not join end to end (gzip: not every reader reads on past
+    a gzip member's end; ArrayRecord: a file ends in its own index) the parts' records are
+    written again, in order, into one file: the bytes of the shard written whole. The parts'
+    files are left in staging (which the commit deletes), so a retried join finds them."""
     staged = fileio.staged_name(f"{parts[0].file}.joined")
     target = fileio.join(staging, staged)
     sources = [fileio.join(staging, part.staged) for part in parts]
-    if compress:
-        writer = ShardFileWriter(fileio.create(target), compress=True)
-        for source in sources:
-            for _, record in read_records(shard_payload(fileio.read_bytes(source), "gzip")):
-                writer.write(record)
-        writer.close()
-        size, crc = writer.bytes, writer.crc32c
-    else:
+    if shard_format.concatenates:
         size, crc = (
             sum(part.bytes for part in parts),
             file_crc32c(joins.join_files(sources, target)),
         )
+    else:
+        writer = shard_format.writer(target)
+        for source in sources:
+            for _, record in shard_format.records_at(source):
+                writer.write(record)
+        writer.close()
+        size, crc = writer.bytes, writer.crc32c
     fileio.sync_file(target)
     write_rows_file(target, [record for source in sources for record in read_staged_rows(source)])
     if parts[0].index_file:

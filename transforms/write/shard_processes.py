@@ -47,7 +47,7 @@ class ShardTask(NamedTuple):
     piece: Piece = WHOLE  # the part of the shard these rows are (Beam: large shards in pieces)
 
     def file_name(self) -> str:
-        return self.shard.file_name(self.config.compress)
+        return self.shard.file_name(self.config.shard_format.suffix)
 
 
 def shard_task(

@@ -1,4 +1,4 @@
-"""Writing one shard: rows in, one TFRecord file and its description out.
+"""Writing one shard: rows in, one shard file (TFRecord or ArrayRecord) and its description out.
 
 This is where image bytes live, and the only place: each image is read, checked, encoded and
 appended to the shard's file, then dropped, so memory holds one shard's rows plus one image.
@@ -31,7 +31,8 @@ from tfrecord_pipeline.transforms.tfrecord.examples import (
     label_features,
     object_features,
 )
-from tfrecord_pipeline.transforms.tfrecord.records import MAX_RECORD_BYTES, ShardFileWriter
+from tfrecord_pipeline.transforms.tfrecord.records import MAX_RECORD_BYTES
+from tfrecord_pipeline.transforms.write.formats import ShardFormat
 
 # DALI index files go in a folder of their own: beside the shards, `<split>-*` (the glob TPU
 # reference readers list a split's shards with) would match them too.
@@ -49,11 +50,11 @@ DEFAULT_MAX_FILE_MB = 256
 class WriteConfig(NamedTuple):
     staging: str  # the run's staging folder
     image: ImageConfig = ImageConfig()
-    compress: bool = False
+    shard_format: ShardFormat = ShardFormat()  # --file_format and --compression
     threads: int = 0  # image threads per shard writer; 0: chosen by writer_threads()
     processes: int = 1  # shards written at once on a local run (its worker processes)
     max_record_bytes: int = MAX_RECORD_BYTES
-    write_index: bool = False  # a DALI `index/<shard>.idx` for each (uncompressed) shard
+    write_index: bool = False  # a DALI `index/<shard>.idx` for each uncompressed TFRecord shard
     max_file_bytes: int = DEFAULT_MAX_FILE_MB << 20
     # Beam worker processes on each machine, each with writers of its own; 0: one per core
     # (Dataflow's SDK harness). Their cores are shared out: process_cores().
@@ -151,8 +152,7 @@ def ordered_unique(rows: Iterable[ManifestRow]) -> Iterator[ManifestRow | ErrorR
 
 
 def _record_or_error(item: ManifestRow | ErrorRow, labels: LabelMap, config: WriteConfig):
-    """Runs on a pool thread: (row or error, record or None, label ids, row fingerprint,
-    boxes dropped)."""
+    """On a pool thread: (row or error, record or None, label ids, fingerprint, boxes dropped)."""
     if isinstance(item, ErrorRow):
         return item, None, None, None, 0
     try:
@@ -204,11 +204,11 @@ def write_shard(
     hashlib and file reads release the GIL), a few per thread at once; records are still
     written one at a time, in order.
     """
-    name = shard.file_name(config.compress)
+    name = shard.file_name(config.shard_format.suffix)
     # A name of its own: a retried or speculative attempt at this shard writes beside it.
     staged = fileio.staged_name(name)
     temp = fileio.join(config.staging, staged)
-    writer = ShardFileWriter(fileio.create(temp), compress=config.compress)
+    writer = config.shard_format.writer(temp)
     count = progress.shard(f"{name}.{piece.index}")
     label_counts: dict[int, int] = {}
     past: list[PastRecord] = []  # what its rows file lists

@@ -1,0 +1,65 @@
+"""The kinds of shard file a version holds: TFRecord, gzip TFRecord (`--compression gzip`) and
+ArrayRecord (`--file_format array_record`).
+
+One value, from the two flags or a version's metadata, answers everything that differs between
+them, so the writers, the joins, a refresh and the readers ask it rather than the flags: the
+file's suffix, its writer, how its records are read, and whether files of records joined end
+to end are one file of them all.
+"""
+
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from tfrecord_pipeline.transforms.storage import fileio
+from tfrecord_pipeline.transforms.tfrecord.records import (
+    ShardFileWriter,
+    read_records,
+    shard_payload,
+)
+from tfrecord_pipeline.transforms.write import array_records
+
+FILE_FORMATS = ("tfrecord", "array_record")  # TFDS's names for them
+
+
+class ShardFormat(NamedTuple):
+    file_format: str = "tfrecord"  # one of FILE_FORMATS
+    compression: str = "none"  # "gzip": a TFRecord file as one gzip stream
+
+    @property
+    def array_record(self) -> bool:
+        return self.file_format == "array_record"
+
+    @property
+    def suffix(self) -> str:
+        if self.array_record:
+            return array_records.SUFFIX
+        return ".tfrecord.gz" if self.compression == "gzip" else ".tfrecord"
+
+    @property
+    def concatenates(self) -> bool:
+        """Whether shard files joined end to end are one shard file: uncompressed TFRecord
+        only. Not every reader reads on past a gzip member's end, and an ArrayRecord file ends
+        in the index of its own records."""
+        return not self.array_record and self.compression != "gzip"
+
+    def writer(self, path: str):
+        """A writer of records into a new file at `path`: `write(record)`, `close()`, then
+        its `records`, `bytes` and `crc32c` (and, for TFRecord, `index_text()`)."""
+        if self.array_record:
+            return array_records.ArrayRecordShardWriter(path)
+        return ShardFileWriter(fileio.create(path), compress=self.compression == "gzip")
+
+    def records_at(self, path: str) -> Iterator[tuple[int, bytes]]:
+        """`records` of the shard file at `path`: an ArrayRecord file read where it is (from an
+        object store, downloaded into a temporary file), a batch of records in memory at once;
+        a TFRecord file's bytes read whole."""
+        if self.array_record:
+            return array_records.read_array_record_path(path)
+        return self.records(fileio.read_bytes(path))
+
+    def records(self, data: bytes) -> Iterator[tuple[int, bytes]]:
+        """(offset in the TFRecord payload, or index in an ArrayRecord file; record) for every
+        record of a shard file's bytes, checked as the format checks them (RecordError)."""
+        if self.array_record:
+            return array_records.read_array_records(data)
+        return read_records(shard_payload(data, self.compression))
