@@ -306,11 +306,11 @@ def test_one_tiny_gcs_request_cost_sitting_sends_every_kind_of_request_both_ways
 @pytest.mark.slow
 def test_one_tiny_random_access_sitting_reads_every_record_with_every_reader(tmp_path, monkeypatch):
     """Each reader's process reads every record of the split once (its sum of bytes is the
-    same whichever reader and order)."""
+    same whichever reader, format and order), and both formats' conversions are timed."""
     import random_access
 
     monkeypatch.setenv("CORPUS_DIR", str(tmp_path))
-    report = random_access.main(12, 1)
+    report = random_access.main([12], 1)
     readers = (*random_access.READERS, "tf.data")
     rows = report["rows"]
     assert [(row["reader"], row["threads"]) for row in rows] == [
@@ -319,3 +319,6 @@ def test_one_tiny_random_access_sitting_reads_every_record_with_every_reader(tmp
     assert len({(row["records"], row["bytes"]) for row in rows}) == 1 and rows[0]["records"] == 12
     assert all(row["peak_rss_mb"] >= row["rss_before_reads_mb"] > 0 for row in rows)
     assert all(f"| {reader} |" in random_access.markdown(report) for reader in readers)
+    conversion = report["conversion"]
+    assert conversion["images"] == 12 and set(conversion["seconds"]) == set(random_access.FORMATS)
+    assert conversion["array_record_over_tfrecord"] > 0
