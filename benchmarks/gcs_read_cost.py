@@ -1,6 +1,6 @@
 """CPU per gs:// image of the converter, whole conversions and its read alone, against a C++
 floor and the peers' read paths, in one sitting on loopback: `python benchmarks/gcs_read_cost.py
-1000`.
+1000`, or only some of its runs: `... 1000 convert-local,convert-DirectRunner,floor_checked`.
 
 Uploads N JPEGs of the benchmark corpus (~40 KB) and two manifests of their gs:// paths (the
 first N and the first N/4) to the Cloud Storage emulator, and serves the images through
@@ -56,6 +56,7 @@ from writer_cpu import CLI, CONVERT, ENGINES, records_of, tree_cpu
 
 HERE = Path(__file__).resolve().parent
 READERS = ("converter", "floor", "floor_checked", "gcs", "beam")
+FLOORS = ("floor", "floor_checked")
 CONVERSIONS = tuple(f"convert-{engine}" for engine in ENGINES)
 TARGET = 1.5  # a conversion's CPU per gs:// image over the checked floor's, at most
 THREADS = 16
@@ -222,8 +223,9 @@ def summarise(count: int, sizes: dict, repeats: int, kb: float, samples: dict) -
         }
         for name, runs in samples.items()
     }
-    floors = {name: readers[name]["us_per_object"] for name in ("floor", "floor_checked")}
-    for reader in readers.values():  # a tiny run's floor can measure 0: no ratio then
+    # A floor not run, or one a tiny run measures at 0: no ratio to it.
+    floors = {name: readers.get(name, {}).get("us_per_object", 0) for name in FLOORS}
+    for reader in readers.values():
         for name, floor in floors.items():
             ratio = round(reader["us_per_object"] / floor, 2) if floor > 0 else None
             reader[f"over_{name}"] = ratio
@@ -269,10 +271,16 @@ if __name__ == "__main__":
         child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
         sys.exit(0)
     objects = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
-    report = main(objects, int(os.environ.get("BENCH_REPEATS", "3")))
+    every = CONVERSIONS + READERS
+    chosen = tuple(sys.argv[2].split(",")) if len(sys.argv) > 2 else every
+    if not set(chosen) <= set(every):
+        raise SystemExit(f"runs: some of {','.join(every)}")
+    report = main(objects, int(os.environ.get("BENCH_REPEATS", "3")), chosen)
     print(markdown(report))
     print("\n".join(verdicts(report)))
     results = HERE / "results"
     results.mkdir(exist_ok=True)
-    (results / f"gcs-read-cost-{objects}.json").write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {results}/gcs-read-cost-{objects}.json")
+    # Some of the runs never replace the file of a whole sitting.
+    written = results / f"gcs-read-cost-{objects}{'' if chosen == every else '-partial'}.json"
+    written.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {written}")

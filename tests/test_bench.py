@@ -264,6 +264,19 @@ def test_one_tiny_gcs_read_cost_sitting_reads_every_object_with_each_reader(tmp_
     assert all("convert-local" in line for line in gcs_read_cost.verdicts(report))
 
 
+def test_a_gcs_read_cost_sitting_of_some_runs_reports_them_without_the_floors(
+    tmp_path, monkeypatch
+):
+    """Some of the runs (here the converter's read alone): no floor was run, so no ratio."""
+    import gcs_read_cost
+
+    monkeypatch.setenv("CORPUS_DIR", str(tmp_path))
+    report = gcs_read_cost.main(8, 1, ("converter",))
+    (reader,) = report["readers"].values()
+    assert reader["over_floor"] is None and reader["over_floor_checked"] is None
+    assert "| converter |" in gcs_read_cost.markdown(report)
+
+
 @pytest.mark.slow
 def test_one_tiny_reads_in_flight_sitting_reads_every_image_through_the_latency_store(
     tmp_path, monkeypatch
