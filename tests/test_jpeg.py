@@ -32,6 +32,39 @@ def test_the_walk_reads_the_frame_and_where_each_scan_s_data_lies():
     assert parse_jpeg(encode(SMALL.convert("CMYK"))).adobe_transform == 0
 
 
+_RESTARTS = [bytes((0xFF, code)) for code in range(0xD0, 0xD8)]
+
+
+def _ends_at_a_marker_past_its_restarts(data: bytes, scan: tuple[int, int]) -> bool:
+    """Whether a scan's data holds no marker but stuffed zeros and restarts, and ends where
+    another marker begins."""
+    inside, after = data[scan[0] : scan[1]], data[scan[1] : scan[1] + 2]
+    markers = inside.count(b"\xff\x00") + sum(map(inside.count, _RESTARTS))
+    return inside.count(b"\xff") == markers and after[0] == 0xFF and after not in _RESTARTS
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{"restart_marker_blocks": 1}, {"restart_marker_rows": 1, "progressive": True}],
+)
+def test_a_scan_runs_on_past_its_restart_markers_to_the_next_other_marker(params):
+    data = encode(SMALL, **params)
+    info = parse_jpeg(data)
+    assert b"\xff\xd0" in data[info.scans[0][0] : info.scans[0][1]]
+    assert all(_ends_at_a_marker_past_its_restarts(data, scan) for scan in info.scans)
+    assert data[info.scans[-1][1] :] == b"\xff\xd9"
+
+
+def test_a_scan_may_hold_a_restart_marker_a_block_and_no_more():
+    """Restart markers a stray at a time before the EOI: up to one a block (72 of BASELINE's
+    4:2:0 64x48 frame) the scan runs on to the EOI; one more is refused."""
+    sound = BASELINE[:-2] + b"\xff\xd0" * 72 + b"\xff\xd9"
+    assert parse_jpeg(sound).scans[0][1] == len(sound) - 2
+    with pytest.raises(RowError) as raised:
+        parse_jpeg(BASELINE[:-2] + b"\xff\xd0" * 73 + b"\xff\xd9")
+    assert raised.value.reason is Reason.TOO_MANY_MARKERS
+
+
 def test_blocks_count_each_component_by_its_sampling_factors_in_whole_blocks():
     assert blocks(parse_jpeg(BASELINE)) == 48 + 12 + 12  # 4:2:0: chroma at half each way
     assert blocks(parse_jpeg(encode(SMALL, subsampling=0))) == 3 * 48

@@ -126,15 +126,32 @@ def coefficient_bytes(info: JpegInfo) -> int:
     return 128 * blocks(info) if info.sof in _PROGRESSIVE or len(info.scans) > 1 else 0
 
 
+_MARKER = re.compile(rb"\xff[^\x00]")  # any marker but a stuffed zero, restarts included
 _RESTART = re.compile(rb"\xff[\xd0-\xd7]")  # RST0-RST7
+_RESTART_CODES = range(0xD0, 0xD8)
 
 
-def _restarts(data: bytes, start: int, end: int) -> int:
-    """Restart markers between `start` and `end` (a scan holds at most one an MCU, and an MCU
-    one block or more), counted in one pass at C speed: the regular expression finds each 0xFF
-    by a fast search and looks at the byte after it, where eight bytes.count passes took 35
-    times as long (about 10 us per KB of scan)."""
-    return len(_RESTART.findall(data, start, end))
+def _scan_end(data: bytes, start: int, frame: JpegInfo) -> int:
+    """Where the entropy-coded data from `start` ends: at the first marker other than a restart.
+
+    One pass at C speed finds the first marker of any kind, which ends the scans of most
+    files. A scan that meets a restart marker first is searched on for its end, and its
+    restart markers are counted (a scan holds at most one an MCU, and an MCU one block or
+    more; libjpeg skips strays) in one more pass: the regular expression finds each 0xFF by a
+    fast search and looks at the byte after it, where a bytes.count pass for each of the
+    eight restart codes is many times slower."""
+    found = _MARKER.search(data, start)
+    if found is None:
+        raise _truncated()
+    end = found.start()
+    if data[end + 1] not in _RESTART_CODES:
+        return end
+    found = _NEXT_MARKER.search(data, end)
+    if found is None:
+        raise _truncated()
+    if len(_RESTART.findall(data, end, found.start())) > blocks(frame):
+        raise RowError(Reason.TOO_MANY_MARKERS, "more restart markers than blocks")
+    return found.start()
 
 
 def _check_coded(frame: JpegInfo, coded: int) -> None:
@@ -190,14 +207,10 @@ def parse_jpeg(data: bytes) -> JpegInfo:
         if marker == 0xDA:
             if frame is None:
                 raise _corrupt("scan before frame header")
-            found = _NEXT_MARKER.search(data, pos)
-            if found is None:
-                raise _truncated()
-            if _restarts(data, pos, found.start()) > blocks(frame):  # libjpeg skips strays
-                raise RowError(Reason.TOO_MANY_MARKERS, "more restart markers than blocks")
-            scans.append((pos, found.start()))
-            coded += found.start() - pos
-            pos = found.start()
+            end_of_scan = _scan_end(data, pos, frame)
+            scans.append((pos, end_of_scan))
+            coded += end_of_scan - pos
+            pos = end_of_scan
     if frame is None:
         raise _corrupt("no frame header")
     if not scans:
