@@ -7,7 +7,6 @@ import platform
 import signal
 import subprocess
 import sys
-import threading
 
 import pytest
 from conftest import make_images, read_manifest, write_manifest
@@ -25,7 +24,6 @@ from tfrecord_pipeline.transforms.write.shard_processes import (
     ShardPool,
     ShardTask,
     ShardWriter,
-    only_thread,
     shard_task,
     writers_at_once,
 )
@@ -47,27 +45,22 @@ def rows(tmp_path):
     return list(read_manifest(str(manifest), 0, ReadConfig()))
 
 
+def only_thread() -> bool:
+    """Whether this process runs a single thread, native ones included (libvips' pool, once a
+    test has resized here): the one place a fork pool can be made safely."""
+    return len(os.listdir("/proc/self/task")) == 1
+
+
 @pytest.fixture(params=["fork", "forkserver"])
 def pool(request):
-    """A pool of two workers, made as the product makes it: forks in a process running one
-    thread, else forkserver workers (made here beside a thread). Once an earlier test has
+    """A pool of two workers, made either way the product makes them. Once an earlier test has
     resized in this process, libvips' idle pool threads are there, and a fork would wait for
     them for ever; `test_forks_in_a_process_running_one_thread` then runs the fork tests
     again in a fresh process, where they cannot be skipped."""
     if request.param == "fork" and not only_thread():
         pytest.skip("native threads run here: the fork tests run in a fresh process")
-    stop = threading.Event()
-    beside = threading.Thread(target=stop.wait)
-    if request.param == "forkserver":
-        beside.start()
-    try:
-        made = ShardPool(2, RESIZE)
-    finally:
-        stop.set()
-        if beside.is_alive():
-            beside.join()
-    assert made._pool._mp_context.get_start_method() == request.param
-    with made:
+    with ShardPool(2, RESIZE, request.param) as made:
+        assert made.start_method == request.param
         yield made
 
 

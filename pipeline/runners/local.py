@@ -81,8 +81,8 @@ def write_here(
     config = conversion.write_config(target.staging, processes)
     pool = None
     if processes > 1 and not fileio.is_remote(options.output):
-        # First of all, while no other thread runs here (a bar's starts next), so the
-        # workers can be forks: ready at once, with nothing to import.
+        # First of all, before any thread of this run starts (a bar's starts next), so the
+        # command's workers can be forks: ready at once, with nothing to import.
         pool = stack.enter_context(ShardPool(processes, config.image))
     progress = stack.enter_context(watch)
     previous = previous_version(target, options.label_offset)

@@ -4,13 +4,9 @@ pool, so a run uses every core.
 A pass-through shard writer is Python work under the GIL: threads cannot spread it over cores.
 So the local runner hands whole shards to a `concurrent.futures` process pool: a shard's rows
 go in, its ShardResult comes back with its error rows (spilled into staging when they are
-many: transforms/write/error_sink.py); image bytes never cross a process boundary.
-The Beam pipeline writes in its worker's process (`ShardWriter`): its runner spreads the work
-over processes itself (Dataflow's, one per core).
-
-The pool's workers are forks of this process when no other thread runs here, native ones too
-(`only_thread`: the local runner, before its progress bar): they have every module loaded. Else
-a fork could copy a lock another thread holds: they are forks of multiprocessing's forkserver."""
+many: transforms/write/error_sink.py); image bytes never cross a process boundary. The Beam
+pipeline writes in its worker's process (`ShardWriter`): its runner spreads the work over
+processes itself. How the workers start is decided once for the process: `fork_workers`."""
 
 import multiprocessing
 import os
@@ -111,38 +107,42 @@ class ShardWriter:
             pool.shutdown()
 
 
-def only_thread() -> bool:
-    """Whether this process runs a single thread, native ones included: a library's thread
-    pool (libvips', TensorFlow's) is invisible to `threading`, and a fork beside it can copy
-    one of its locks held, leaving the child waiting on it for ever."""
-    try:
-        return len(os.listdir("/proc/self/task")) == 1
-    except OSError:  # no procfs: Python's own threads are all that can be counted
-        return threading.active_count() == 1
+_start_method = "forkserver"  # how a ShardPool's workers start, decided once: fork_workers
+
+
+def fork_workers() -> None:
+    """Make this process's shard writers forks of it, ready at once with every module loaded:
+    for the command's process alone (its entry point calls this), which starts no thread before
+    the local runner's pool. Any other (a notebook, a test beside its fixtures' threads) keeps
+    the forkserver: a fork there could copy a lock another thread (libvips' pool) holds and wait
+    on it for ever; the forkserver is a fresh interpreter that loads this module once."""
+    global _start_method
+    _start_method = "fork"
 
 
 class ShardPool:
     """The local runner's `processes` shard-writer processes; a context manager that, left by
     an exception (Ctrl-C included), kills them: none writes on after this process has cleaned
-    up its staging folder."""
+    up its staging folder. `start_method` ("fork", "forkserver") overrides the process's."""
 
-    def __init__(self, processes: int, image: ImageConfig):
-        fork = only_thread()
+    def __init__(self, processes: int, image: ImageConfig, start_method: str = ""):
+        self.start_method = start_method or _start_method
+        fork = self.start_method == "fork"
         if fork:  # loaded once here and shared, rather than by every fork: libjpeg checks
             fastpath()  # every JPEG's scans; Pillow only where images are decoded
             if decodes_every_image(image):
                 pixels()
         # The pool's worker processes as they start (their exit statuses outlive them), not others.
         self._others, self._workers = set(multiprocessing.active_children()), set()
-        context = multiprocessing.get_context("fork" if fork else "forkserver")
+        context = multiprocessing.get_context(self.start_method)
         if not fork:
             context.set_forkserver_preload([__name__])
         self._started = context.SimpleQueue()  # (worker pid, shard file) as each shard starts
         self._pool = ProcessPoolExecutor(
             processes, context, initializer=_start_worker, initargs=(self._started,)
         )
-        if fork:
-            self._pool.submit(int)  # makes every fork now, while no other thread runs here
+        if fork:  # a fork pool makes every worker at its first task: now, before any thread
+            self._pool.submit(int)
             self._workers.update(set(multiprocessing.active_children()) - self._others)
 
     def write(
