@@ -106,15 +106,26 @@ def test_same_input_gives_identical_bytes_whatever_the_runner_and_parallelism(
             assert _read(first, name) == _read(other, name), name
 
 
-def test_beam_writes_large_shards_in_pieces_with_the_local_runners_bytes(dataset, tmp_path):
-    flags = ("--num_shards", "1", "--target_shard_mb", "0.01", "--no_progress")
-    local = run(["--manifest", str(dataset), "--output", str(tmp_path / "a"), *flags])
-    beam_run = run(["--manifest", str(dataset), "--output", str(tmp_path / "b"), *flags, *BEAM])
-    first, other = Path(local.folder), Path(beam_run.folder)
-    files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
-    assert sorted(p.relative_to(other) for p in other.rglob("*") if p.is_file()) == files
+def test_large_shards_written_in_pieces_on_either_runner_are_the_shards_written_whole(
+    dataset, tmp_path
+):
+    """--num_shards 1 beside a tiny --target_shard_mb: pieces on Beam and on the local runner's
+    processes, joined; the same files as the shard written whole, by one process."""
+    flags = ("--num_shards", "1", "--no_progress")
+    pieces = (*flags, "--target_shard_mb", "0.01")
+    runs = [
+        run(["--manifest", str(dataset), "--output", str(tmp_path / "whole"), *flags]),
+        run(["--manifest", str(dataset), "--output", str(tmp_path / "a"), *pieces]),
+        run(["--manifest", str(dataset), "--output", str(tmp_path / "b"), *pieces, *BEAM]),
+    ]
+    whole, local, beam = [Path(converted.folder) for converted in runs]
+    files = sorted(p.relative_to(whole) for p in whole.rglob("*") if p.is_file())
+    for other in (local, beam):
+        assert sorted(p.relative_to(other) for p in other.rglob("*") if p.is_file()) == files
     for name in files:
-        assert _read(first, name) == _read(other, name), name
+        assert _read(local, name) == _read(beam, name), name
+        if name.name not in (INFO_FILE, MARKER):  # they record --target_shard_mb
+            assert _read(whole, name) == _read(local, name), name
 
 
 def test_the_python_api_takes_the_shard_count_as_a_number(dataset, tmp_path):

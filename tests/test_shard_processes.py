@@ -186,9 +186,9 @@ def test_the_pool_writes_the_same_bytes_and_rows_as_this_process(rows, tmp_path,
 def test_shard_tasks_share_the_cores_and_remote_work_stays_here(rows):
     plan = DatasetPlan(LabelMap(("coffee", "rocket")), (("train", 8),), (("train", 4),))
     local = WriteConfig("out", RESIZE, processes=3)
-    assert writers_at_once(local, rows, plan) == 3
-    assert writers_at_once(local._replace(processes=8), rows, plan) == 4  # never more than shards
-    assert writers_at_once(local._replace(staging="gs://bucket/out"), rows, plan) == 1
+    assert writers_at_once(local, rows, 4) == 3
+    assert writers_at_once(local._replace(processes=8), rows, 4) == 4  # never more than tasks
+    assert writers_at_once(local._replace(staging="gs://bucket/out"), rows, 4) == 1
     cores = available_cores()
     assert shard_task(ShardId("train", 0, 4), rows, plan, local).threads == cores
     assert shard_task(ShardId("train", 0, 4), rows, plan, local, writer_count=cores).threads == 1

@@ -4,8 +4,10 @@ and pieces as ranges of the record order."""
 from collections import Counter
 
 from tfrecord_pipeline.transforms.plan.sharding import (
+    MIN_SHARED_PIECE_ROWS,
     ShardId,
     piece_of,
+    pieces_for_cores,
     record_order,
     shard_for,
 )
@@ -32,3 +34,15 @@ def test_pieces_are_ranges_of_the_record_order():
     pieces = [piece_of(key, 7) for key in in_order]
     assert pieces == sorted(pieces) and set(pieces) == set(range(7))
     assert all(piece_of(key, 1) == 0 for key in keys)
+
+
+def test_a_shard_over_its_share_of_the_cores_is_written_in_pieces():
+    """10^5 tiny images in one shard on 2 cores: 2 pieces; shards near their share stay whole."""
+    assert pieces_for_cores(100_000, 100_000, 2) == 2
+    assert pieces_for_cores(100_000, 100_000, 8) == 8
+    assert pieces_for_cores(100_000, 100_100, 2) == 2  # beside a small validation shard
+    assert pieces_for_cores(51_000, 100_000, 2) == 1  # two shards for two cores
+    assert pieces_for_cores(100_000, 100_000, 1) == 1
+    assert pieces_for_cores(0, 0, 2) == 1
+    small = 2 * MIN_SHARED_PIECE_ROWS - 1  # no piece under the minimum
+    assert pieces_for_cores(small, small, 2) == 1

@@ -39,11 +39,13 @@ from tfrecord_pipeline.transforms.plan.dataset import (
     decide_plan,
 )
 from tfrecord_pipeline.transforms.plan.dedup import content_digest, keep_first
-from tfrecord_pipeline.transforms.plan.grouping import all_shards, group_by_shard
+from tfrecord_pipeline.transforms.plan.grouping import all_shards, group_by_shard, in_pieces
+from tfrecord_pipeline.transforms.plan.sharding import ShardId, pieces_for_cores
 from tfrecord_pipeline.transforms.progress import UNWATCHED, Progress, Watch
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.write import error_files
 from tfrecord_pipeline.transforms.write.error_sink import ErrorSink
+from tfrecord_pipeline.transforms.write.shard_pieces import join_pieces, joinable
 from tfrecord_pipeline.transforms.write.shard_processes import (
     ShardPool,
     ShardTask,
@@ -54,6 +56,7 @@ from tfrecord_pipeline.transforms.write.shard_processes import (
 from tfrecord_pipeline.transforms.write.shard_writer import (
     IN_FLIGHT_PER_THREAD,
     ShardResult,
+    WriteConfig,
     ordered_map,
 )
 from tfrecord_pipeline.transforms.write.threads import REMOTE_THREADS_PER_CORE, available_cores
@@ -99,21 +102,40 @@ def write_here(
         update = refresh.refresh_here(plan, rows, previous, processes)
         plan, rows = update.layout.plan, update.to_convert
     write_plan = update.layout.write_plan if update else plan
-    writer_count = writers_at_once(config, rows, write_plan)
     by_shard = group_by_shard(rows, write_plan, errors.add)
     del rows  # the shards' lists hold them now
-    shards = all_shards(write_plan)
-    tasks = [shard_task(s, by_shard.pop(s, []), write_plan, config, writer_count) for s in shards]
-    if pool and writer_count > 1:
+    tasks, writers = write_tasks(by_shard, write_plan, config, processes if pool else 1)
+    if pool and writers > 1:
         written = pool.write(tasks, progress)
     else:
         written = write_in_process(tasks, progress)
-    results = list(errors.passed(written))
+    results = list(join_pieces(errors.passed(written), config.staging, config.compress))
     if update:
         results = refresh_files.finish_here(update, previous, target.staging, progress, results)
     files, tally = errors.finish(error_files.ROWS_PER_ERRORS_FILE)
     counts = update.layout.counts if update else None
     return CommitInputs(plan, results, files, tally, len(skipped), len(negatives), counts)
+
+
+def write_tasks(
+    by_shard: dict[ShardId, list[ManifestRow]],
+    plan: DatasetPlan,
+    config: WriteConfig,
+    processes: int,
+) -> tuple[list[ShardTask], int]:
+    """Every planned shard's task, or its pieces' when it is over its share of the rows of
+    `processes` (`pieces_for_cores`) or `--num_shards` makes it large (as on Beam), each with
+    the threads of its writer; and how many are written at once."""
+    total = sum(map(len, by_shard.values()))
+    parts = []
+    for shard in all_shards(plan):
+        rows = by_shard.pop(shard, [])
+        pieces = max(plan.pieces_of(shard.split), pieces_for_cores(len(rows), total, processes))
+        parts += [(shard, *part) for part in in_pieces(rows, pieces if joinable(config) else 1)]
+    first = next((rows for _, _, rows in parts if rows), [])
+    writers = writers_at_once(config, first, len(parts))
+    tasks = [shard_task(shard, rows, plan, config, writers, piece) for shard, piece, rows in parts]
+    return tasks, writers
 
 
 def write_in_process(

@@ -68,9 +68,7 @@ def _shard_outputs(written: Iterable[ErrorRow | ShardResult]):
 
 def _join_pieces(keyed_pieces, config: WriteConfig) -> ShardResult:
     _, pieces = keyed_pieces
-    return join_staged(
-        sorted(pieces, key=lambda part: part.piece.index), config.staging, config.compress
-    )
+    return join_staged(list(pieces), config.staging, config.compress)
 
 
 class WriteShards(beam.PTransform):

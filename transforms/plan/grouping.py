@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from tfrecord_pipeline.transforms.errors import ErrorRow, Reason, RowError, shown
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, error_row, row_labels
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
-from tfrecord_pipeline.transforms.plan.sharding import ShardId, shard_for
+from tfrecord_pipeline.transforms.plan.sharding import WHOLE, Piece, ShardId, piece_of, shard_for
 
 
 def group_by_shard(
@@ -53,3 +53,14 @@ def all_shards(plan: DatasetPlan) -> Iterator[ShardId]:
     for split, count in plan.shards:
         for index in range(count):
             yield ShardId(split, index, count)
+
+
+def in_pieces(rows: list[ManifestRow], pieces: int) -> list[tuple[Piece, list[ManifestRow]]]:
+    """A shard's rows as the `pieces` parts it is written in (`piece_of`), in piece order; one
+    piece is the shard whole."""
+    if pieces == 1:
+        return [(WHOLE, rows)]
+    parts: list[list[ManifestRow]] = [[] for _ in range(pieces)]
+    for row in rows:
+        parts[piece_of(row.key, pieces)].append(row)
+    return [(Piece(index, pieces), part) for index, part in enumerate(parts)]

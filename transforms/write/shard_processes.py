@@ -63,13 +63,13 @@ def shard_task(
     return ShardTask(shard, rows, plan.labels, config, threads, piece)
 
 
-def writers_at_once(config: WriteConfig, rows: list[ManifestRow], plan: DatasetPlan) -> int:
-    """Shards the local runner writes at once: one per process (never more than shards) for
-    local paths; 1 for `gs://` work, which waits on the network, where this process's threads
-    serve (a worker would import Beam and authenticate all over again)."""
+def writers_at_once(config: WriteConfig, rows: list[ManifestRow], tasks: int) -> int:
+    """Shards (or pieces) the local runner writes at once: one per process (never more than
+    `tasks`) for local paths; 1 for `gs://` work, which waits on the network, where this
+    process's threads serve (a worker would import Beam and authenticate all over again)."""
     if any(map(fileio.is_remote, [config.staging, *(row.image_uri for row in rows[:1])])):
         return 1
-    return max(1, min(config.processes, sum(count for _, count in plan.shards)))
+    return max(1, min(config.processes, tasks))
 
 
 def run_task(
