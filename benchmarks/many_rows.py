@@ -66,7 +66,8 @@ def convert(manifest: Path, flags: list[str]) -> dict:
     with tempfile.TemporaryDirectory() as out:
         command = [CLI, "convert", "--manifest", str(manifest), "--output", out, "--no_progress"]
         result = run_measured([*command, *flags])
-        records = json.loads((Path(out) / "tfrecord_pipeline.json").read_text())["records"]
+        (info,) = Path(out).rglob("tfrecord_pipeline.json")  # in the published version
+        records = json.loads(info.read_text())["records"]
     if records != _rows(manifest):
         raise SystemExit(f"{records} records of {_rows(manifest)} rows")
     return result
@@ -90,16 +91,17 @@ def main(counts: list[int], repeats: int) -> dict:
             }
             print(json.dumps({name: sizes[f"{name}, {count}"]}), flush=True)
     low, high = min(counts), max(counts)
+
+    def rss(count: int) -> float:
+        return sizes[f"every core, {count}"]["peak_rss_mb"]
+
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     return {
         "machine": machine,
         "image_bytes": len(tiny_jpeg(sorted(PHOTOS.glob("*.*g"))[0])),
         "repeats": repeats,
         "runs": sizes,
-        "rss_ratio": round(
-            sizes[f"every core, {high}"]["peak_rss_mb"] / sizes[f"every core, {low}"]["peak_rss_mb"],
-            2,
-        ),
+        "rss_ratio": round(rss(high) / rss(low), 2),
         "target_rss_ratio": TARGET_RSS_RATIO,
         "speedup": {
             count: round(

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 
 from tfrecord_pipeline.transforms.plan.refresh import shifted_index
-from tfrecord_pipeline.transforms.plan.rows_files import read_staged_rows, write_rows_file
+from tfrecord_pipeline.transforms.plan.rows_files import ROWS_SUFFIX
 from tfrecord_pipeline.transforms.plan.sharding import WHOLE
 from tfrecord_pipeline.transforms.storage import fileio, joins
 from tfrecord_pipeline.transforms.tfrecord.records import (
@@ -68,7 +68,10 @@ def join_staged(parts: list[ShardResult], staging: str, compress: bool) -> Shard
             file_crc32c(joins.join_files(sources, target)),
         )
     fileio.sync_file(target)
-    write_rows_file(target, [record for source in sources for record in read_staged_rows(source)])
+    # A rows file lists its records a line each: the parts' files, one after another, list
+    # the joined shard's.
+    joins.join_files([f"{source}{ROWS_SUFFIX}" for source in sources], f"{target}{ROWS_SUFFIX}")
+    fileio.sync_file(f"{target}{ROWS_SUFFIX}")
     if parts[0].index_file:
         texts = [fileio.read_text(f"{source}{INDEX_SUFFIX}") for source in sources]
         fileio.write_synced(
