@@ -8,12 +8,9 @@ from tfrecord_pipeline.transforms.manifest.labels import LabelMap
 from tfrecord_pipeline.transforms.plan.dataset import (
     DatasetPlan,
 )
-from tfrecord_pipeline.transforms.plan.grouping import all_shards, group_by_shard, in_pieces
+from tfrecord_pipeline.transforms.plan.grouping import all_shards, group_by_shard
 from tfrecord_pipeline.transforms.plan.sharding import (
-    WHOLE,
-    Piece,
     ShardId,
-    piece_of,
     shard_for,
 )
 
@@ -37,12 +34,3 @@ def test_rows_group_by_their_shard_and_unknown_labels_are_errors():
         *(ShardId("train", i, 4) for i in range(4)),
         ShardId("test", 0, 1),
     ]
-
-
-def test_a_shards_rows_in_pieces_are_the_ranges_piece_of_gives():
-    rows = [manifest_row(f"cat/{i}") for i in range(60)]
-    assert in_pieces(rows, 1) == [(WHOLE, rows)]
-    parts = in_pieces(rows, 3)
-    assert [piece for piece, _ in parts] == [Piece(0, 3), Piece(1, 3), Piece(2, 3)]
-    assert sorted(r.key for _, part in parts for r in part) == sorted(r.key for r in rows)
-    assert all(piece_of(r.key, 3) == piece.index for piece, part in parts for r in part)

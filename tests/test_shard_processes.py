@@ -11,6 +11,7 @@ import sys
 import pytest
 from conftest import make_images, read_manifest, write_manifest
 
+from tfrecord_pipeline.runners.local_shards import writers_at_once
 from tfrecord_pipeline.transforms.errors import ErrorRow, FaultError, Reason
 from tfrecord_pipeline.transforms.image.config import ImageConfig
 from tfrecord_pipeline.transforms.manifest.labels import LabelMap
@@ -25,7 +26,6 @@ from tfrecord_pipeline.transforms.write.shard_processes import (
     ShardTask,
     ShardWriter,
     shard_task,
-    writers_at_once,
 )
 from tfrecord_pipeline.transforms.write.shard_writer import ShardResult, WriteConfig
 from tfrecord_pipeline.transforms.write.threads import (

@@ -11,15 +11,24 @@ from collections.abc import Callable, Iterable, Iterator
 from tfrecord_pipeline.transforms.errors import ErrorRow, Reason, RowError, shown
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, error_row, row_labels
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
-from tfrecord_pipeline.transforms.plan.sharding import WHOLE, Piece, ShardId, piece_of, shard_for
+from tfrecord_pipeline.transforms.plan.sharding import ShardId, shard_for
 
 
 def group_by_shard(
     rows: Iterable[ManifestRow], plan: DatasetPlan, reject: Callable[[ErrorRow], object]
 ) -> dict[ShardId, list[ManifestRow]]:
-    """Rows by the shard they go to; the rows whose label has no id, or names a label id
-    otherwise than the first manifest naming it does, go to `reject` as error rows."""
+    """Rows by the shard they go to (`shards_of`)."""
     by_shard: dict[ShardId, list[ManifestRow]] = {}
+    for shard, row in shards_of(rows, plan, reject):
+        by_shard.setdefault(shard, []).append(row)
+    return by_shard
+
+
+def shards_of(
+    rows: Iterable[ManifestRow], plan: DatasetPlan, reject: Callable[[ErrorRow], object]
+) -> Iterator[tuple[ShardId, ManifestRow]]:
+    """Each row with the shard it goes to; the rows whose label has no id, or names a label id
+    otherwise than the first manifest naming it does, go to `reject` as error rows."""
     shard_counts = dict(plan.shards)
     names = dict(plan.label_names)
     for row in rows:
@@ -31,9 +40,7 @@ def group_by_shard(
         except RowError as error:
             reject(error_row(row, error.reason, error.message))
             continue
-        shard = shard_for(row.key, row.split, shard_counts[row.split])
-        by_shard.setdefault(shard, []).append(row)
-    return by_shard
+        yield shard_for(row.key, row.split, shard_counts[row.split]), row
 
 
 def check_names(row: ManifestRow, names: dict[str, tuple[int, str]]) -> None:
@@ -53,14 +60,3 @@ def all_shards(plan: DatasetPlan) -> Iterator[ShardId]:
     for split, count in plan.shards:
         for index in range(count):
             yield ShardId(split, index, count)
-
-
-def in_pieces(rows: list[ManifestRow], pieces: int) -> list[tuple[Piece, list[ManifestRow]]]:
-    """A shard's rows as the `pieces` parts it is written in (`piece_of`), in piece order; one
-    piece is the shard whole."""
-    if pieces == 1:
-        return [(WHOLE, rows)]
-    parts: list[list[ManifestRow]] = [[] for _ in range(pieces)]
-    for row in rows:
-        parts[piece_of(row.key, pieces)].append(row)
-    return [(Piece(index, pieces), part) for index, part in enumerate(parts)]

@@ -17,6 +17,8 @@ MAX_PIECES = COMPOSE_LIMIT  # a shard's pieces are joined by one compose request
 # A piece the local runner cuts only to share a shard over its cores holds at least this many
 # rows: a smaller one is over before its join's cost is repaid.
 MIN_SHARED_PIECE_ROWS = 500
+# And at most this many (~10 MB): its writer holds its rows, sorted into record order.
+MAX_PIECE_ROWS = 25_000
 
 
 class ShardId(NamedTuple):
@@ -64,15 +66,14 @@ def pieces_for(shard_bytes: float, target_shard_mb: float) -> int:
     return max(1, min(MAX_PIECES, math.ceil(shard_bytes / target)))
 
 
-def pieces_for_cores(shard_rows: int, total_rows: int, processes: int) -> int:
-    """How many pieces the local runner writes a shard in so that its `processes` share the
-    work whatever the images' size: about as many as its rows are shares of the run's
-    (`total_rows / processes`), so a shard of tiny images that one core would write alone while
-    the others wait is written by all of them (a shard near its share stays whole)."""
-    if processes <= 1 or not total_rows:
-        return 1
-    shares = round(shard_rows * processes / total_rows)
-    return max(1, min(shares, shard_rows // MIN_SHARED_PIECE_ROWS, MAX_PIECES))
+def local_pieces(shard_rows: int, total_rows: int, processes: int) -> int:
+    """How many pieces the local runner writes a shard in: about as many as its rows are
+    shares of the run's (`total_rows / processes`), so that a shard of tiny images that one
+    core would write alone while the others wait is written by all of them (a shard near its
+    share stays whole); and enough that no writer holds over MAX_PIECE_ROWS rows."""
+    shares = round(shard_rows * processes / total_rows) if processes > 1 and total_rows else 1
+    shared = min(shares, shard_rows // MIN_SHARED_PIECE_ROWS)
+    return max(1, min(max(shared, math.ceil(shard_rows / MAX_PIECE_ROWS)), MAX_PIECES))
 
 
 def piece_of(key: str, pieces: int) -> int:
