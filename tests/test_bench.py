@@ -301,3 +301,15 @@ def test_one_tiny_gcs_request_cost_sitting_sends_every_kind_of_request_both_ways
             assert run["small"]["cpu_s"] > 0 and run["large"]["cpu_s"] > 0
     table = gcs_request_cost.markdown(report)
     assert all(f"| {kind} (per " in table for kind in kinds)
+
+
+def test_one_tiny_many_rows_sitting_measures_every_run(tmp_path, monkeypatch):
+    import many_rows
+
+    monkeypatch.setenv("CORPUS_DIR", str(tmp_path))
+    report = many_rows.main([20, 40], 1)
+    assert set(report["runs"]) == {f"{run}, {n}" for run in many_rows.RUNS for n in (20, 40)}
+    assert all(
+        run["images_per_s"] > 0 and run["peak_rss_mb"] > 0 for run in report["runs"].values()
+    )
+    assert report["rss_ratio"] > 0 and set(report["speedup"]) == {20, 40}
