@@ -16,9 +16,9 @@ from tfrecord_pipeline.transforms.write.shard_writer import WriteConfig
 ROWS = 1200  # tiny images in one shard: one core would write them all
 
 
-def _tasks(plan: DatasetPlan, processes: int, held_rows: int = 100):
+def _tasks(plan: DatasetPlan, processes: int, held_rows: int = 100, compress: bool = False):
     rows = [manifest_row(f"cat/{n}") for n in range(ROWS)] + [manifest_row("dog/0")]
-    config = WriteConfig("staging", processes=processes)
+    config = WriteConfig("staging", compress=compress, processes=processes)
     pieces = split_pieces(plan, dict(plan.rows), processes, config)
     errors = []
     with RowBuckets(held_rows) as buckets:
@@ -46,6 +46,8 @@ def test_a_shard_over_its_share_of_the_cores_is_written_by_each_core_in_pieces()
     assert all(piece_of(row.key, 2) == task.piece.index for task in tasks for row in task.rows)
     assert writers == 2
     (whole,), writers = _tasks(plan, 1)
+    assert (whole.piece, len(whole.rows), writers) == (WHOLE, ROWS, 1)
+    (whole,), writers = _tasks(plan, 2, compress=True)  # a gzip join compresses it all again
     assert (whole.piece, len(whole.rows), writers) == (WHOLE, ROWS, 1)
 
 

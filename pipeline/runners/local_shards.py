@@ -27,9 +27,14 @@ def split_pieces(
     plan: DatasetPlan, split_rows: Mapping[str, int], processes: int, config: WriteConfig
 ) -> dict[str, int]:
     """The pieces each shard of a split is written in, from the rows the split is given
-    (`split_rows`); 1 for a format whose files cannot be joined."""
+    (`split_rows`); 1 for a format whose files cannot be joined. Gzip pieces are joined by
+    compressing their records again (transforms/write/shard_pieces.py), more work than the
+    cores save: compressed shards get only the plan's pieces, and their writers hold a whole
+    piece's rows."""
     if not joinable(config):
         return {split: 1 for split, _ in plan.shards}
+    if config.compress:
+        return {split: plan.pieces_of(split) for split, _ in plan.shards}
     total = sum(split_rows.values())
     return {
         split: max(
