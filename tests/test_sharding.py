@@ -40,11 +40,11 @@ def test_pieces_are_ranges_of_the_record_order():
 def test_a_shard_over_its_share_of_the_cores_or_a_writers_rows_is_written_in_pieces():
     """Tiny images in one shard on 2 cores: 2 pieces; shards near their share stay whole; no
     piece over MAX_PIECE_ROWS, however many processes."""
-    assert local_pieces(40_000, 40_000, 2) == 2
-    assert local_pieces(40_000, 40_000, 8) == 8
-    assert local_pieces(40_000, 40_100, 2) == 2  # beside a small validation shard
-    assert local_pieces(20_400, 40_000, 2) == 1  # two shards for two cores
-    assert local_pieces(20_000, 20_000, 1) == 1
+    assert local_pieces(9_000, 9_000, 2) == 2
+    assert local_pieces(9_000, 9_000, 8) == 8
+    assert local_pieces(9_000, 9_100, 2) == 2  # beside a small validation shard
+    assert local_pieces(4_600, 9_000, 2) == 1  # two shards for two cores
+    assert local_pieces(9_000, 9_000, 1) == 1
     assert local_pieces(0, 0, 2) == 1
     small = 2 * MIN_SHARED_PIECE_ROWS - 1  # no piece under the minimum
     assert local_pieces(small, small, 2) == 1

@@ -17,8 +17,8 @@ MAX_PIECES = COMPOSE_LIMIT  # a shard's pieces are joined by one compose request
 # A piece the local runner cuts only to share a shard over its cores holds at least this many
 # rows: a smaller one is over before its join's cost is repaid.
 MIN_SHARED_PIECE_ROWS = 500
-# And at most this many (~10 MB): its writer holds its rows, sorted into record order.
-MAX_PIECE_ROWS = 25_000
+# And at most this many (~4 MB): its writer holds its rows, sorted into record order.
+MAX_PIECE_ROWS = 10_000
 
 
 class ShardId(NamedTuple):
