@@ -106,6 +106,23 @@ def test_every_shard_is_written_once(rows, tmp_path, pool):
     assert len(_shard_files(tmp_path / "out", written)) == 7
 
 
+def test_tasks_are_taken_one_a_process_and_one_waiting(rows, tmp_path, pool):
+    """The runner makes each task (its rows read back from disk) as the pool takes it: only
+    the tasks written and one waiting are held at once."""
+    taken = []
+
+    def tasks():
+        for task in _tasks(rows, tmp_path / "out", shards=6):
+            taken.append(task)
+            yield task
+
+    written = pool.write(tasks())
+    first = next(written)  # the first output of the first task to end
+    assert len(taken) <= 3
+    assert sum(isinstance(o, ShardResult) for o in [first, *written]) == 6
+    assert len(taken) == 6
+
+
 def test_the_workers_report_every_row_to_the_observer(rows, tmp_path, pool):
     (tmp_path / "progress").mkdir()
     progress = FolderProgress(str(tmp_path / "progress"))
