@@ -14,7 +14,6 @@ __all__ = [
     "__version__",
     "build_pipeline",
     "convert",
-    "grain_source",
     "load",
     "run",
     "tfds_builder",
@@ -23,11 +22,10 @@ __all__ = [
 
 
 # Imported when first asked for: `build_pipeline` imports Beam, `verify` protobuf's classes and
-# Pillow, `grain_source` protobuf's classes, which a conversion (every `tfrecord-pipeline`
-# command imports this package) never needs.
+# Pillow, which a conversion (every `tfrecord-pipeline` command imports this package) never
+# needs.
 _LAZY = {
     "build_pipeline": "tfrecord_pipeline.runners.beam_pipeline",
-    "grain_source": "tfrecord_pipeline.read.grain_source",
     "verify": "tfrecord_pipeline.read.verify",
 }
 

@@ -100,20 +100,6 @@ def read_generation(path: str) -> tuple[bytes, int] | None:
     return None
 
 
-def read_range(path: str, start: int, end: int) -> bytes:
-    """Bytes `start` to `end` (exclusive, within the object) of an object, from one ranged
-    request, retried as any read here. Nothing where the object has bytes is a cut body, not
-    its end, and is retried too; an object shorter than `end` answers the bytes it has."""
-
-    def ranged() -> bytes:
-        data = jsonapi.media_range(path, start, end)
-        if not data:
-            raise CorruptTransferError(f"{path}: no bytes at {start:,}")
-        return data
-
-    return retried(ranged, path)
-
-
 class RangeReader(io.RawIOBase):
     """An object as a seekable stream of ranged reads, each one request retried as any read
     here: a manifest of gigabytes is never downloaded whole, and a piece of it is only the
@@ -143,7 +129,14 @@ class RangeReader(io.RawIOBase):
         if self._position >= self._size:
             return 0
         end = min(self._size, self._position + len(buffer))
-        data = read_range(self._path, self._position, end)
+
+        def ranged() -> bytes:
+            data = jsonapi.media_range(self._path, self._position, end)
+            if not data:  # nothing where the object has bytes: a cut body, not its end
+                raise CorruptTransferError(f"{self._path}: no bytes at {self._position:,}")
+            return data
+
+        data = retried(ranged, self._path)
         buffer[: len(data)] = data
         self._position += len(data)
         return len(data)

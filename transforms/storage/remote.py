@@ -75,16 +75,6 @@ def open_stream(path: str, chunk_bytes: int) -> BinaryIO:
     return filesystems(path).open(path, compression_type=_RAW)
 
 
-def read_range(path: str, start: int, end: int) -> bytes:
-    """Bytes `start` to `end` (exclusive) of an object: on Cloud Storage one ranged request
-    (gcs.read_range), on another store a seek and a read."""
-    if gcs.is_gcs(path):
-        return gcs.read_range(path, start, end)
-    with filesystems(path).open(path, compression_type=_RAW) as handle:
-        handle.seek(start)
-        return handle.read(end - start)
-
-
 def create(path: str):
     """A binary write handle on an object, for one written as it is made (a shard, an errors
     file) under a name of its own: on Cloud Storage pyarrow's streamed upload (arrow.Upload),

@@ -88,39 +88,20 @@ def read_records(data: bytes) -> Iterator[tuple[int, bytes]]:
     """(offset, record) for every record of a shard's (uncompressed) bytes, both CRCs checked."""
     position, index = 0, 0
     while position < len(data):
-        try:
-            record, position_after = _framed_at(data, position)
-        except RecordError as error:
-            raise RecordError(f"record {index} at byte {position}: {error}") from None
+        header = data[position : position + 12]
+        if len(header) < 12:
+            raise RecordError(f"record {index} at byte {position}: truncated header")
+        (length,) = struct.unpack_from("<Q", header)
+        if struct.unpack_from("<I", header, 8)[0] != masked_crc32c(header[:8]):
+            raise RecordError(f"record {index} at byte {position}: length CRC mismatch")
+        end = position + 12 + length
+        if end + 4 > len(data):
+            raise RecordError(f"record {index} at byte {position}: truncated data")
+        record = data[position + 12 : end]
+        if struct.unpack_from("<I", data, end)[0] != masked_crc32c(record):
+            raise RecordError(f"record {index} at byte {position}: data CRC mismatch")
         yield position, record
-        position, index = position_after, index + 1
-
-
-def unframe(framed: bytes) -> bytes:
-    """The record of one TFRecord's bytes, read alone by its offset and size (as an index
-    gives them), both CRCs checked; RecordError when they are not one whole record."""
-    record, end = _framed_at(framed, 0)
-    if end != len(framed):
-        raise RecordError(f"{len(framed):,} bytes, of which its length field frames {end:,}")
-    return record
-
-
-def _framed_at(data: bytes, position: int) -> tuple[bytes, int]:
-    """The record framed at `position` of `data` and where the next one starts; RecordError
-    saying what is wrong."""
-    header = data[position : position + 12]
-    if len(header) < 12:
-        raise RecordError("truncated header")
-    (length,) = struct.unpack_from("<Q", header)
-    if struct.unpack_from("<I", header, 8)[0] != masked_crc32c(header[:8]):
-        raise RecordError("length CRC mismatch")
-    end = position + 12 + length
-    if end + 4 > len(data):
-        raise RecordError("truncated data")
-    record = data[position + 12 : end]
-    if struct.unpack_from("<I", data, end)[0] != masked_crc32c(record):
-        raise RecordError("data CRC mismatch")
-    return record, end + 4
+        position, index = end + 4, index + 1
 
 
 class _ChecksumSink:
