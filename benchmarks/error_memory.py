@@ -57,7 +57,8 @@ def floor(manifest: str) -> None:
     with tempfile.TemporaryDirectory() as staging:
         argv = ["--manifest", manifest, "--output", staging, "--no_progress"]
         conversion = prepare(*parse_args(argv))
-        rows, _, _ = read_rows(*conversion.manifests(), ErrorSink(staging))
+        rows = []  # held, as the local runner once held them
+        read_rows(*conversion.manifests(), ErrorSink(staging), rows.append)
         with open("/proc/self/status") as handle:
             kb = next(int(line.split()[1]) for line in handle if line.startswith("VmHWM:"))
     print(json.dumps({"rows": len(rows), "rows_floor_mb": round(kb / 1024, 1)}))

@@ -335,3 +335,15 @@ def test_one_tiny_random_access_sitting_reads_every_record_with_every_reader(tmp
     conversion = report["conversion"]
     assert conversion["images"] == 12 and set(conversion["seconds"]) == set(random_access.FORMATS)
     assert conversion["array_record_over_tfrecord"] > 0
+
+
+def test_one_tiny_many_rows_sitting_measures_every_run(tmp_path, monkeypatch):
+    import many_rows
+
+    monkeypatch.setenv("CORPUS_DIR", str(tmp_path))
+    report = many_rows.main([20, 40], 1)
+    assert set(report["runs"]) == {f"{run}, {n}" for run in many_rows.RUNS for n in (20, 40)}
+    assert all(
+        run["images_per_s"] > 0 and run["peak_rss_mb"] > 0 for run in report["runs"].values()
+    )
+    assert report["rss_ratio"] > 0 and set(report["speedup"]) == {20, 40}

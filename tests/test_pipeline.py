@@ -2,6 +2,8 @@
 the runner, error rows and the gate, versions. (Each Beam step alone: tests/test_beam_*.py.)"""
 
 import multiprocessing
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -106,20 +108,27 @@ def test_same_input_gives_identical_bytes_whatever_the_runner_and_parallelism(
 
 
 @pytest.mark.parametrize("file_format", ["tfrecord", "array_record"])
-def test_beam_writes_large_shards_in_pieces_with_the_local_runners_bytes(
+def test_large_shards_written_in_pieces_on_either_runner_are_the_shards_written_whole(
     dataset, tmp_path, file_format
 ):
-    """An ArrayRecord shard's pieces are written again, record by record, into one file: the
-    file one writer makes of the whole shard."""
-    flags = ("--num_shards", "1", "--target_shard_mb", "0.01", "--no_progress")
-    flags += ("--file_format", file_format)
-    local = run(["--manifest", str(dataset), "--output", str(tmp_path / "a"), *flags])
-    beam_run = run(["--manifest", str(dataset), "--output", str(tmp_path / "b"), *flags, *BEAM])
-    first, other = Path(local.folder), Path(beam_run.folder)
-    files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
-    assert sorted(p.relative_to(other) for p in other.rglob("*") if p.is_file()) == files
+    """--num_shards 1 beside a tiny --target_shard_mb: pieces on Beam and on the local runner's
+    processes, joined (an ArrayRecord shard's pieces written again, record by record, into one
+    file); the same files as the shard written whole, by one process."""
+    flags = ("--num_shards", "1", "--no_progress", "--file_format", file_format)
+    pieces = (*flags, "--target_shard_mb", "0.01")
+    runs = [
+        run(["--manifest", str(dataset), "--output", str(tmp_path / "whole"), *flags]),
+        run(["--manifest", str(dataset), "--output", str(tmp_path / "a"), *pieces]),
+        run(["--manifest", str(dataset), "--output", str(tmp_path / "b"), *pieces, *BEAM]),
+    ]
+    whole, local, beam = [Path(converted.folder) for converted in runs]
+    files = sorted(p.relative_to(whole) for p in whole.rglob("*") if p.is_file())
+    for other in (local, beam):
+        assert sorted(p.relative_to(other) for p in other.rglob("*") if p.is_file()) == files
     for name in files:
-        assert _read(first, name) == _read(other, name), name
+        assert _read(local, name) == _read(beam, name), name
+        if name.name not in (INFO_FILE, MARKER):  # they record --target_shard_mb
+            assert _read(whole, name) == _read(local, name), name
 
 
 def test_the_python_api_takes_the_shard_count_as_a_number(dataset, tmp_path):
@@ -142,34 +151,44 @@ def test_the_python_api_takes_the_shard_count_as_a_number(dataset, tmp_path):
     assert files(tmp_path / "api") == files(tmp_path / "flag")
 
 
-def test_local_children_are_forks_only_while_no_other_thread_runs(dataset, tmp_path, monkeypatch):
-    """A fork copies whatever lock another thread holds: with a thread running (as in a
-    notebook), the local runner's children are fresh interpreters, and the bytes the same."""
-    from tfrecord_pipeline.transforms.write import shard_processes
-
-    methods = []  # how each run's shard-writer processes start
+def test_the_commands_shard_writers_are_forks_and_a_programs_forkserver_ones(
+    dataset, tmp_path, monkeypatch
+):
+    """A fork copies whatever lock another thread holds: a program importing the pipeline (a
+    notebook, with threads of its own) gets forkserver workers; the command's own process,
+    which starts no thread before its pool, forks them. The bytes are the same."""
+    flags = ["--num_shards", "4", "--processes", "2", "--no_progress"]
+    # The command as its entry point runs it, telling how its pool's workers start.
+    told = (
+        "import multiprocessing, sys\n"
+        "real = multiprocessing.get_context\n"
+        "multiprocessing.get_context = lambda m: print('start', m, file=sys.stderr) or real(m)\n"
+        "from tfrecord_pipeline.cli.main import entry_point\n"
+        "entry_point()\n"
+    )
+    argv = ["convert", "--manifest", dataset, "--output", tmp_path / "command", *flags]
+    ran = subprocess.run(
+        [sys.executable, "-c", told, *map(str, argv)], capture_output=True, text=True
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert "start fork\n" in ran.stderr and "forkserver" not in ran.stderr
+    methods = []  # how this program's pool's workers start
     real = multiprocessing.get_context
     monkeypatch.setattr(multiprocessing, "get_context", lambda m: methods.append(m) or real(m))
-    flags = ("--num_shards", "4", "--processes", "2", "--no_progress")
-
-    def convert(name):
-        run(["--manifest", str(dataset), "--output", str(tmp_path / name), *flags])
-        shards = {p.name: p.read_bytes() for p in published(tmp_path / name).glob("*.tfrecord")}
-        assert len(shards) == 4
-        return shards
-
-    alone = convert("alone") if shard_processes.only_thread() else None
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()
     try:
-        beside_a_thread = convert("beside")
+        run(["--manifest", str(dataset), "--output", str(tmp_path / "program"), *flags])
     finally:
         stop.set()
         other.join()
-    assert methods[-1] == "forkserver"  # no fork with the other thread running
-    if alone is not None:  # no thread ran here, native ones included: the first run forked
-        assert methods == ["fork", "forkserver"] and alone == beside_a_thread
+    assert methods == ["forkserver"]
+
+    def shards(name):
+        return {p.name: p.read_bytes() for p in published(tmp_path / name).glob("*.tfrecord")}
+
+    assert len(shards("command")) == 4 and shards("command") == shards("program")
 
 
 def test_count_law_and_error_rows_with_hostile_rows(tmp_path, convert):

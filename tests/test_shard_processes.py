@@ -7,11 +7,11 @@ import platform
 import signal
 import subprocess
 import sys
-import threading
 
 import pytest
 from conftest import make_images, read_manifest, write_manifest
 
+from tfrecord_pipeline.runners.local_shards import writers_at_once
 from tfrecord_pipeline.transforms.errors import ErrorRow, FaultError, Reason
 from tfrecord_pipeline.transforms.image.config import ImageConfig
 from tfrecord_pipeline.transforms.manifest.labels import LabelMap
@@ -25,9 +25,7 @@ from tfrecord_pipeline.transforms.write.shard_processes import (
     ShardPool,
     ShardTask,
     ShardWriter,
-    only_thread,
     shard_task,
-    writers_at_once,
 )
 from tfrecord_pipeline.transforms.write.shard_writer import ShardResult, WriteConfig
 from tfrecord_pipeline.transforms.write.threads import (
@@ -47,27 +45,22 @@ def rows(tmp_path):
     return list(read_manifest(str(manifest), 0, ReadConfig()))
 
 
+def only_thread() -> bool:
+    """Whether this process runs a single thread, native ones included (libvips' pool, once a
+    test has resized here): the one place a fork pool can be made safely."""
+    return len(os.listdir("/proc/self/task")) == 1
+
+
 @pytest.fixture(params=["fork", "forkserver"])
 def pool(request):
-    """A pool of two workers, made as the product makes it: forks in a process running one
-    thread, else forkserver workers (made here beside a thread). Once an earlier test has
+    """A pool of two workers, made either way the product makes them. Once an earlier test has
     resized in this process, libvips' idle pool threads are there, and a fork would wait for
     them for ever; `test_forks_in_a_process_running_one_thread` then runs the fork tests
     again in a fresh process, where they cannot be skipped."""
     if request.param == "fork" and not only_thread():
         pytest.skip("native threads run here: the fork tests run in a fresh process")
-    stop = threading.Event()
-    beside = threading.Thread(target=stop.wait)
-    if request.param == "forkserver":
-        beside.start()
-    try:
-        made = ShardPool(2, RESIZE)
-    finally:
-        stop.set()
-        if beside.is_alive():
-            beside.join()
-    assert made._pool._mp_context.get_start_method() == request.param
-    with made:
+    with ShardPool(2, RESIZE, request.param) as made:
+        assert made.start_method == request.param
         yield made
 
 
@@ -111,6 +104,23 @@ def test_every_shard_is_written_once(rows, tmp_path, pool):
     assert results == list(range(7))
     assert sum(o.records for o in written if isinstance(o, ShardResult)) == len(rows) - 1
     assert len(_shard_files(tmp_path / "out", written)) == 7
+
+
+def test_tasks_are_taken_one_a_process_and_one_waiting(rows, tmp_path, pool):
+    """The runner makes each task (its rows read back from disk) as the pool takes it: only
+    the tasks written and one waiting are held at once."""
+    taken = []
+
+    def tasks():
+        for task in _tasks(rows, tmp_path / "out", shards=6):
+            taken.append(task)
+            yield task
+
+    written = pool.write(tasks())
+    first = next(written)  # the first output of the first task to end
+    assert len(taken) <= 3
+    assert sum(isinstance(o, ShardResult) for o in [first, *written]) == 6
+    assert len(taken) == 6
 
 
 def test_the_workers_report_every_row_to_the_observer(rows, tmp_path, pool):
@@ -193,9 +203,9 @@ def test_the_pool_writes_the_same_bytes_and_rows_as_this_process(rows, tmp_path,
 def test_shard_tasks_share_the_cores_and_remote_work_stays_here(rows):
     plan = DatasetPlan(LabelMap(("coffee", "rocket")), (("train", 8),), (("train", 4),))
     local = WriteConfig("out", RESIZE, processes=3)
-    assert writers_at_once(local, rows, plan) == 3
-    assert writers_at_once(local._replace(processes=8), rows, plan) == 4  # never more than shards
-    assert writers_at_once(local._replace(staging="gs://bucket/out"), rows, plan) == 1
+    assert writers_at_once(local, rows, 4) == 3
+    assert writers_at_once(local._replace(processes=8), rows, 4) == 4  # never more than tasks
+    assert writers_at_once(local._replace(staging="gs://bucket/out"), rows, 4) == 1
     cores = available_cores()
     assert shard_task(ShardId("train", 0, 4), rows, plan, local).threads == cores
     assert shard_task(ShardId("train", 0, 4), rows, plan, local, writer_count=cores).threads == 1

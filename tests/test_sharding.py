@@ -4,7 +4,10 @@ and pieces as ranges of the record order."""
 from collections import Counter
 
 from tfrecord_pipeline.transforms.plan.sharding import (
+    MAX_PIECE_ROWS,
+    MIN_SHARED_PIECE_ROWS,
     ShardId,
+    local_pieces,
     piece_of,
     record_order,
     shard_for,
@@ -32,3 +35,18 @@ def test_pieces_are_ranges_of_the_record_order():
     pieces = [piece_of(key, 7) for key in in_order]
     assert pieces == sorted(pieces) and set(pieces) == set(range(7))
     assert all(piece_of(key, 1) == 0 for key in keys)
+
+
+def test_a_shard_over_its_share_of_the_cores_or_a_writers_rows_is_written_in_pieces():
+    """Tiny images in one shard on 2 cores: 2 pieces; shards near their share stay whole; no
+    piece over MAX_PIECE_ROWS, however many processes."""
+    assert local_pieces(9_000, 9_000, 2) == 2
+    assert local_pieces(9_000, 9_000, 8) == 8
+    assert local_pieces(9_000, 9_100, 2) == 2  # beside a small validation shard
+    assert local_pieces(4_600, 9_000, 2) == 1  # two shards for two cores
+    assert local_pieces(9_000, 9_000, 1) == 1
+    assert local_pieces(0, 0, 2) == 1
+    small = 2 * MIN_SHARED_PIECE_ROWS - 1  # no piece under the minimum
+    assert local_pieces(small, small, 2) == 1
+    assert local_pieces(10 * MAX_PIECE_ROWS, 40 * MAX_PIECE_ROWS, 2) == 10
+    assert local_pieces(10 * MAX_PIECE_ROWS + 1, 10 * MAX_PIECE_ROWS + 1, 1) == 11

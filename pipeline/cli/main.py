@@ -22,6 +22,7 @@ from tfrecord_pipeline.dataset.commit import read_info
 from tfrecord_pipeline.runners.convert import convert_prepared
 from tfrecord_pipeline.transforms.errors import UserError
 from tfrecord_pipeline.transforms.storage import fileio
+from tfrecord_pipeline.transforms.write.shard_processes import fork_workers
 from tfrecord_pipeline.version import __version__
 
 # The exit statuses, as docs/guarantees.md documents them.
@@ -224,14 +225,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry_point() -> None:
-    """The `tfrecord-pipeline` command: `main`, then, when no Beam or TensorFlow was loaded,
-    an exit without the interpreter's teardown.
+    """The `tfrecord-pipeline` command: `main` in a process whose shard writers are forks of
+    it (transforms/write/shard_processes.py), then, when no Beam or TensorFlow was loaded, an
+    exit without the interpreter's teardown.
 
     Freeing every module and object of a finished local conversion takes as long as
     converting a few hundred images. By then every file is closed, every child process reaped
     and the progress folder removed: the teardown would only free memory. Beam and TensorFlow
     keep exit handlers of their own, so with either loaded the process ends the usual way.
     """
+    fork_workers()
     code = main()
     if any(library in sys.modules for library in ("apache_beam", "tensorflow")):
         sys.exit(code)

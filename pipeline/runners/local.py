@@ -7,14 +7,19 @@ conversion given no Beam flags calls the functions the Beam steps wrap (transfor
 in the same order, and writes the same bytes; any Beam flag (`--runner DirectRunner`,
 `--runner DataflowRunner`, ...) runs the Beam pipeline instead (pipeline/runners/beam_pipeline.py).
 
-Rows are held in memory, as the DirectRunner holds them: a few hundred bytes per image. Error
-rows are not: they stream to the errors files as they arise (transforms/write/error_sink.py).
+No step holds every row: rows are counted for the plan as they are read and put in buckets,
+held up to a budget and spilled to a temporary folder beyond it (transforms/plan/row_buckets.py),
+then in buckets by shard piece, each read back as a writer takes it
+(pipeline/runners/local_shards.py). So memory stays flat however many rows, but for --dedup
+(which compares every row's image digest) and --incremental (which matches every row with the
+published records). Error rows stream to the errors files as they arise
+(transforms/write/error_sink.py).
 """
 
 import contextlib
 import functools
-from collections import defaultdict
-from collections.abc import Iterator
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 from tfrecord_pipeline.config.conversion import Conversion
@@ -24,39 +29,31 @@ from tfrecord_pipeline.dataset.metadata import DatasetInfo
 from tfrecord_pipeline.dataset.previous import previous_version
 from tfrecord_pipeline.dataset.publish import Target
 from tfrecord_pipeline.runners import refresh, refresh_files
+from tfrecord_pipeline.runners.local_shards import bucket_rows, shard_tasks, split_pieces
 from tfrecord_pipeline.transforms.errors import ErrorRow
 from tfrecord_pipeline.transforms.manifest.rows import (
-    DroppedNegative,
     ManifestRow,
     ReadConfig,
     SkippedFile,
 )
 from tfrecord_pipeline.transforms.manifest.sources import ManifestFile, read_all
-from tfrecord_pipeline.transforms.plan.dataset import (
-    DatasetPlan,
-    PlanAccumulator,
-    PlanConfig,
-    decide_plan,
-)
+from tfrecord_pipeline.transforms.plan.dataset import PlanAccumulator, decide_plan
 from tfrecord_pipeline.transforms.plan.dedup import content_digest, keep_first
-from tfrecord_pipeline.transforms.plan.grouping import all_shards, group_by_shard
+from tfrecord_pipeline.transforms.plan.row_buckets import RowBuckets
 from tfrecord_pipeline.transforms.progress import UNWATCHED, Progress, Watch
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.write import error_files
 from tfrecord_pipeline.transforms.write.error_sink import ErrorSink
-from tfrecord_pipeline.transforms.write.shard_processes import (
-    ShardPool,
-    ShardTask,
-    ShardWriter,
-    shard_task,
-    writers_at_once,
-)
+from tfrecord_pipeline.transforms.write.shard_pieces import join_pieces
+from tfrecord_pipeline.transforms.write.shard_processes import ShardPool, ShardTask, ShardWriter
 from tfrecord_pipeline.transforms.write.shard_writer import (
     IN_FLIGHT_PER_THREAD,
     ShardResult,
     ordered_map,
 )
 from tfrecord_pipeline.transforms.write.threads import REMOTE_THREADS_PER_CORE, available_cores
+
+ARRIVED = "arrived"  # the bucket of the rows as read, before the plan gives them shards
 
 
 def convert_here(conversion: Conversion, target: Target, watch: Watch) -> DatasetInfo:
@@ -81,43 +78,52 @@ def write_here(
     config = conversion.write_config(target.staging, processes)
     pool = None
     if processes > 1 and not fileio.is_remote(options.output):
-        # First of all, while no other thread runs here (a bar's starts next), so the
-        # workers can be forks: ready at once, with nothing to import.
+        # First of all, before any thread of this run starts (a bar's starts next), so the
+        # command's workers can be forks: ready at once, with nothing to import.
         pool = stack.enter_context(ShardPool(processes, config.image))
     progress = stack.enter_context(watch)
     previous = previous_version(target, options.label_offset)
     manifests, read_config = conversion.manifests()
     errors = ErrorSink(target.staging)  # every error row, on its way to the errors files
-    rows, skipped, negatives = read_rows(manifests, read_config, errors)
     inherited = previous.labels() if previous else None
-    plan = _plan(rows, conversion.plan_config(inherited, read_config.detection))
+    plan_config = conversion.plan_config(inherited, read_config.detection)
+    counted = PlanAccumulator(plan_config.counts)
+    buckets = stack.enter_context(RowBuckets())  # rows by bucket, spilled beyond a budget
+
+    def keep(row: ManifestRow) -> None:
+        counted.add(row)
+        buckets.add(ARRIVED, row)
+
+    skipped, negatives = read_rows(manifests, read_config, errors, keep)
+    plan = decide_plan(counted.stats(), plan_config)
     progress.planned(plan.row_count)
+    rows = buckets.take(ARRIVED)
     if options.dedup:  # after the plan, which counts every row, so rows = records + errors
-        rows = drop_duplicate_content(rows, options.max_file_bytes, errors)
-    update = None
+        rows = drop_duplicate_content(list(rows), options.max_file_bytes, errors)
+    update, split_rows = None, dict(plan.rows)
     if options.incremental and refresh.refreshable(previous, options.recorded()):
-        update = refresh.refresh_here(plan, rows, previous, processes)
+        update = refresh.refresh_here(plan, list(rows), previous, processes)
         plan, rows = update.layout.plan, update.to_convert
+        split_rows = Counter(row.split for row in rows)
     write_plan = update.layout.write_plan if update else plan
-    writer_count = writers_at_once(config, rows, write_plan)
-    by_shard = group_by_shard(rows, write_plan, errors.add)
-    del rows  # the shards' lists hold them now
-    shards = all_shards(write_plan)
-    tasks = [shard_task(s, by_shard.pop(s, []), write_plan, config, writer_count) for s in shards]
-    if pool and writer_count > 1:
+    pieces = split_pieces(write_plan, split_rows, processes if pool else 1, config)
+    sample = bucket_rows(rows, write_plan, pieces, errors.add, buckets)
+    del rows
+    tasks, writers = shard_tasks(buckets, write_plan, pieces, config, sample)
+    if pool and writers > 1:
         written = pool.write(tasks, progress)
     else:
         written = write_in_process(tasks, progress)
-    results = list(errors.passed(written))
+    results = list(join_pieces(errors.passed(written), config.staging, config.shard_format))
     if update:
         results = refresh_files.finish_here(update, previous, target.staging, progress, results)
     files, tally = errors.finish(error_files.ROWS_PER_ERRORS_FILE)
     counts = update.layout.counts if update else None
-    return CommitInputs(plan, results, files, tally, len(skipped), len(negatives), counts)
+    return CommitInputs(plan, results, files, tally, skipped, negatives, counts)
 
 
 def write_in_process(
-    tasks: list[ShardTask], progress: Progress
+    tasks: Iterable[ShardTask], progress: Progress
 ) -> Iterator[ErrorRow | ShardResult]:
     writer = ShardWriter()
     try:
@@ -128,24 +134,25 @@ def write_in_process(
 
 
 def read_rows(
-    manifests: list[ManifestFile], config: ReadConfig, errors: ErrorSink
-) -> tuple[list[ManifestRow], list[SkippedFile], list[DroppedNegative]]:
-    """Every manifest's rows, the files a folder tree skipped and the negatives
-    --drop_negatives left out; the records that are errors go to `errors`. Each manifest is
-    read whole here, by the rules its pieces are read by on Beam."""
-    kinds = (ManifestRow, SkippedFile, DroppedNegative)
-    found: dict[type, list] = {kind: [] for kind in kinds}
+    manifests: list[ManifestFile],
+    config: ReadConfig,
+    errors: ErrorSink,
+    keep: Callable[[ManifestRow], object],
+) -> tuple[int, int]:
+    """Every manifest's rows, each given to `keep`; the records that are errors go to
+    `errors`. Returns how many files a folder tree skipped and how many negatives
+    --drop_negatives left out. Each manifest is read whole here, by the rules its pieces are
+    read by on Beam."""
+    skipped = negatives = 0
     for manifest in manifests:
         for item in errors.passed(read_all(manifest, config)):
-            found[type(item)].append(item)
-    return tuple(found[kind] for kind in kinds)
-
-
-def _plan(rows: list[ManifestRow], config: PlanConfig) -> DatasetPlan:
-    accumulator = PlanAccumulator(config.counts)
-    for row in rows:
-        accumulator.add(row)
-    return decide_plan(accumulator.stats(), config)
+            if isinstance(item, ManifestRow):
+                keep(item)
+            elif isinstance(item, SkippedFile):
+                skipped += 1
+            else:
+                negatives += 1
+    return skipped, negatives
 
 
 def drop_duplicate_content(

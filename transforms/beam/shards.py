@@ -68,8 +68,7 @@ def _shard_outputs(written: Iterable[ErrorRow | ShardResult]):
 
 def _join_pieces(keyed_pieces, config: WriteConfig) -> ShardResult:
     _, pieces = keyed_pieces
-    ordered = sorted(pieces, key=lambda part: part.piece.index)
-    return join_staged(ordered, config.staging, config.shard_format)
+    return join_staged(list(pieces), config.staging, config.shard_format)
 
 
 class WriteShards(beam.PTransform):

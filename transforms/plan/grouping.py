@@ -17,9 +17,18 @@ from tfrecord_pipeline.transforms.plan.sharding import ShardId, shard_for
 def group_by_shard(
     rows: Iterable[ManifestRow], plan: DatasetPlan, reject: Callable[[ErrorRow], object]
 ) -> dict[ShardId, list[ManifestRow]]:
-    """Rows by the shard they go to; the rows whose label has no id, or names a label id
-    otherwise than the first manifest naming it does, go to `reject` as error rows."""
+    """Rows by the shard they go to (`shards_of`)."""
     by_shard: dict[ShardId, list[ManifestRow]] = {}
+    for shard, row in shards_of(rows, plan, reject):
+        by_shard.setdefault(shard, []).append(row)
+    return by_shard
+
+
+def shards_of(
+    rows: Iterable[ManifestRow], plan: DatasetPlan, reject: Callable[[ErrorRow], object]
+) -> Iterator[tuple[ShardId, ManifestRow]]:
+    """Each row with the shard it goes to; the rows whose label has no id, or names a label id
+    otherwise than the first manifest naming it does, go to `reject` as error rows."""
     shard_counts = dict(plan.shards)
     names = dict(plan.label_names)
     for row in rows:
@@ -31,9 +40,7 @@ def group_by_shard(
         except RowError as error:
             reject(error_row(row, error.reason, error.message))
             continue
-        shard = shard_for(row.key, row.split, shard_counts[row.split])
-        by_shard.setdefault(shard, []).append(row)
-    return by_shard
+        yield shard_for(row.key, row.split, shard_counts[row.split]), row
 
 
 def check_names(row: ManifestRow, names: dict[str, tuple[int, str]]) -> None:

@@ -62,11 +62,6 @@ def write_rows_file(staged_shard: str, records: Iterable[PastRecord]) -> None:
     fileio.write_synced(f"{staged_shard}{ROWS_SUFFIX}", text.encode())
 
 
-def read_staged_rows(staged_shard: str) -> list[PastRecord]:
-    """The records of a staged shard this run wrote (a piece, or a shard to compact)."""
-    return parse_rows(fileio.read_text(f"{staged_shard}{ROWS_SUFFIX}"))
-
-
 def read_rows_file(path: str, records: int) -> list[PastRecord]:
     """The records a published rows file lists; DamagedRowsFileError unless it reads as one that
     lists `records` records (a missing file included)."""

@@ -14,6 +14,11 @@ from tfrecord_pipeline.transforms.storage.joins import COMPOSE_LIMIT
 DEFAULT_TARGET_SHARD_MB = 150
 MAX_SHARDS = 99999  # five digits in the file name
 MAX_PIECES = COMPOSE_LIMIT  # a shard's pieces are joined by one compose request
+# A piece the local runner cuts only to share a shard over its cores holds at least this many
+# rows: a smaller one is over before its join's cost is repaid.
+MIN_SHARED_PIECE_ROWS = 500
+# And at most this many (~4 MB): its writer holds its rows, sorted into record order.
+MAX_PIECE_ROWS = 10_000
 
 
 class ShardId(NamedTuple):
@@ -59,6 +64,16 @@ def pieces_for(shard_bytes: float, target_shard_mb: float) -> int:
     shard that `--num_shards` makes large is then no single all-or-nothing unit of work."""
     target = target_shard_mb * 1024 * 1024
     return max(1, min(MAX_PIECES, math.ceil(shard_bytes / target)))
+
+
+def local_pieces(shard_rows: int, total_rows: int, processes: int) -> int:
+    """How many pieces the local runner writes a shard in: about as many as its rows are
+    shares of the run's (`total_rows / processes`), so that a shard of tiny images that one
+    core would write alone while the others wait is written by all of them (a shard near its
+    share stays whole); and enough that no writer holds over MAX_PIECE_ROWS rows."""
+    shares = round(shard_rows * processes / total_rows) if processes > 1 and total_rows else 1
+    shared = min(shares, shard_rows // MIN_SHARED_PIECE_ROWS)
+    return max(1, min(max(shared, math.ceil(shard_rows / MAX_PIECE_ROWS)), MAX_PIECES))
 
 
 def piece_of(key: str, pieces: int) -> int:

@@ -2,16 +2,19 @@
 
 The Beam pipeline writes a shard larger than the target size (`--num_shards` can ask for one)
 in pieces, each by a worker of its own (transforms/plan/sharding.py `piece_of`), and joins them
-into the one file, with the bytes of the shard written whole; a refresh compacts a new version's
-small shards the same way (pipeline/runners/refresh_files.py). An ArrayRecord shard's pieces are
-ArrayRecord files too, their records written again into the one: on an object store the
-joining worker's disk holds the shard being written and the piece being read.
+into the one file, with the bytes of the shard written whole; the local runner does too, and
+also cuts a shard larger than its share of the run's rows, so every core writes
+(pipeline/runners/local_shards.py). A refresh compacts a new version's small shards the same way
+(pipeline/runners/refresh_files.py). An ArrayRecord shard's pieces are ArrayRecord files too,
+their records written again into the one: on an object store the joining worker's disk holds
+the shard being written and the piece being read.
 """
 
 from collections import Counter
+from collections.abc import Iterable, Iterator
 
 from tfrecord_pipeline.transforms.plan.refresh import shifted_index
-from tfrecord_pipeline.transforms.plan.rows_files import read_staged_rows, write_rows_file
+from tfrecord_pipeline.transforms.plan.rows_files import ROWS_SUFFIX
 from tfrecord_pipeline.transforms.plan.sharding import WHOLE
 from tfrecord_pipeline.transforms.storage import fileio, joins
 from tfrecord_pipeline.transforms.tfrecord.records import file_crc32c
@@ -19,13 +22,31 @@ from tfrecord_pipeline.transforms.write.formats import ShardFormat
 from tfrecord_pipeline.transforms.write.shard_writer import INDEX_SUFFIX, ShardResult
 
 
+def join_pieces(
+    results: Iterable[ShardResult], staging: str, shard_format: ShardFormat
+) -> Iterator[ShardResult]:
+    """`results` with the pieces of each shard written in pieces joined into one, as soon as
+    its last piece comes; whole shards' results as they come."""
+    waiting: dict[tuple[str, int], list[ShardResult]] = {}
+    for result in results:
+        if result.piece.count == 1:
+            yield result
+            continue
+        parts = waiting.setdefault((result.split, result.index), [])
+        parts.append(result)
+        if len(parts) == result.piece.count:
+            yield join_staged(waiting.pop((result.split, result.index)), staging, shard_format)
+
+
 def join_staged(parts: list[ShardResult], staging: str, shard_format: ShardFormat) -> ShardResult:
-    """One staged shard holding `parts`' records in order: their files one after another (on
-    an object store, composed there: no byte passes through this process), with their rows and
-    index files alike. Where files do not join end to end (gzip: not every reader reads on past
-    a gzip member's end; ArrayRecord: a file ends in its own index) the parts' records are
-    written again, in order, into one file: the bytes of the shard written whole. The parts'
-    files are left in staging (which the commit deletes), so a retried join finds them."""
+    """One staged shard holding `parts`' records in piece order (compacted whole shards: in the
+    order given): their files one after another (on an object store, composed there: no byte
+    passes through this process), with their rows and index files alike. Where files do not
+    join end to end (gzip: not every reader reads on past a gzip member's end; ArrayRecord: a
+    file ends in its own index) the parts' records are written again, in order, into one file:
+    the bytes of the shard written whole. The parts' files are left in staging (which the
+    commit deletes), so a retried join finds them."""
+    parts = sorted(parts, key=lambda part: part.piece.index)
     staged = fileio.staged_name(f"{parts[0].file}.joined")
     target = fileio.join(staging, staged)
     sources = [fileio.join(staging, part.staged) for part in parts]
@@ -42,7 +63,10 @@ def join_staged(parts: list[ShardResult], staging: str, shard_format: ShardForma
         writer.close()
         size, crc = writer.bytes, writer.crc32c
     fileio.sync_file(target)
-    write_rows_file(target, [record for source in sources for record in read_staged_rows(source)])
+    # A rows file lists its records a line each: the parts' files, one after another, list
+    # the joined shard's.
+    joins.join_files([f"{source}{ROWS_SUFFIX}" for source in sources], f"{target}{ROWS_SUFFIX}")
+    fileio.sync_file(f"{target}{ROWS_SUFFIX}")
     if parts[0].index_file:
         texts = [fileio.read_text(f"{source}{INDEX_SUFFIX}") for source in sources]
         fileio.write_synced(

@@ -1,16 +1,10 @@
-"""Writing whole shards: in this process with its threads, or on the local runner in a process
-pool, so a run uses every core.
+"""Writing shards: in this process with its threads, or on the local runner in a process pool.
 
 A pass-through shard writer is Python work under the GIL: threads cannot spread it over cores.
-So the local runner hands whole shards to a `concurrent.futures` process pool: a shard's rows
-go in, its ShardResult comes back with its error rows (spilled into staging when they are
-many: transforms/write/error_sink.py); image bytes never cross a process boundary.
-The Beam pipeline writes in its worker's process (`ShardWriter`): its runner spreads the work
-over processes itself (Dataflow's, one per core).
-
-The pool's workers are forks of this process when no other thread runs here, native ones too
-(`only_thread`: the local runner, before its progress bar): they have every module loaded. Else
-a fork could copy a lock another thread holds: they are forks of multiprocessing's forkserver."""
+So the local runner hands shards (or pieces) to a `concurrent.futures` process pool: their rows
+go in, a ShardResult comes back with its error rows (spilled into staging when many:
+transforms/write/error_sink.py); image bytes never cross a process boundary. The Beam pipeline
+writes in its worker's process (`ShardWriter`). How workers start: `fork_workers`."""
 
 import multiprocessing
 import os
@@ -19,7 +13,7 @@ import threading
 import time
 import traceback
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import NamedTuple
 
@@ -67,15 +61,6 @@ def shard_task(
     return ShardTask(shard, rows, plan.labels, config, threads, piece)
 
 
-def writers_at_once(config: WriteConfig, rows: list[ManifestRow], plan: DatasetPlan) -> int:
-    """Shards the local runner writes at once: one per process (never more than shards) for
-    local paths; 1 for `gs://` work, which waits on the network, where this process's threads
-    serve (a worker would import Beam and authenticate all over again)."""
-    if any(map(fileio.is_remote, [config.staging, *(row.image_uri for row in rows[:1])])):
-        return 1
-    return max(1, min(config.processes, sum(count for _, count in plan.shards)))
-
-
 def run_task(
     task: ShardTask, pool: ThreadPoolExecutor | None = None, progress: Progress = SILENT
 ) -> Iterator:
@@ -111,58 +96,72 @@ class ShardWriter:
             pool.shutdown()
 
 
-def only_thread() -> bool:
-    """Whether this process runs a single thread, native ones included: a library's thread
-    pool (libvips', TensorFlow's) is invisible to `threading`, and a fork beside it can copy
-    one of its locks held, leaving the child waiting on it for ever."""
-    try:
-        return len(os.listdir("/proc/self/task")) == 1
-    except OSError:  # no procfs: Python's own threads are all that can be counted
-        return threading.active_count() == 1
+_start_method = "forkserver"  # how a ShardPool's workers start, decided once: fork_workers
+
+
+def fork_workers() -> None:
+    """Make this process's shard writers forks of it, ready at once with every module loaded:
+    for the command's process alone (its entry point calls this), which starts no thread before
+    the local runner's pool. Any other (a notebook, a test beside its fixtures' threads) keeps
+    the forkserver: a fork there could copy a lock another thread (libvips' pool) holds and wait
+    on it for ever; the forkserver is a fresh interpreter that loads this module once."""
+    global _start_method
+    _start_method = "fork"
 
 
 class ShardPool:
     """The local runner's `processes` shard-writer processes; a context manager that, left by
     an exception (Ctrl-C included), kills them: none writes on after this process has cleaned
-    up its staging folder."""
+    up its staging folder. `start_method` ("fork", "forkserver") overrides the process's."""
 
-    def __init__(self, processes: int, image: ImageConfig):
-        fork = only_thread()
+    def __init__(self, processes: int, image: ImageConfig, start_method: str = ""):
+        self.start_method = start_method or _start_method
+        self._processes = processes
+        fork = self.start_method == "fork"
         if fork:  # loaded once here and shared, rather than by every fork: libjpeg checks
             fastpath()  # every JPEG's scans; Pillow only where images are decoded
             if decodes_every_image(image):
                 pixels()
-        # The pool's worker processes as they start (their exit statuses outlive them), not others.
-        self._others, self._workers = set(multiprocessing.active_children()), set()
-        context = multiprocessing.get_context("fork" if fork else "forkserver")
+        self._others, self._workers = set(multiprocessing.active_children()), set()  # its own
+        context = multiprocessing.get_context(self.start_method)
         if not fork:
             context.set_forkserver_preload([__name__])
         self._started = context.SimpleQueue()  # (worker pid, shard file) as each shard starts
         self._pool = ProcessPoolExecutor(
             processes, context, initializer=_start_worker, initargs=(self._started,)
         )
-        if fork:
-            self._pool.submit(int)  # makes every fork now, while no other thread runs here
+        if fork:  # a fork pool makes every worker at its first task: now, before any thread
+            self._pool.submit(int)
             self._workers.update(set(multiprocessing.active_children()) - self._others)
 
     def write(
         self, tasks: Iterable[ShardTask], progress: Progress = SILENT
     ) -> Iterator[SpilledErrors | ShardResult]:
-        """Every task's outputs (its error rows, for an ErrorSink to adopt, then its result),
-        largest first (the last shard to finish is short), rows counted to `progress` (sent
-        with each task); a failure cancels the shards not yet started, and is raised here."""
-        futures = []
+        """Every task's outputs (its error rows, for an ErrorSink to adopt, then its result) as
+        it ends, rows counted to `progress`. Tasks are taken in order, one a process and one
+        waiting (only theirs are held here); a failure, raised here, cancels the others."""
+        running: set = set()
         try:
-            for task in sorted(tasks, key=lambda task: -len(task.rows)):
-                futures.append(self._pool.submit(_write_alone, task, progress))
-            self._workers.update(set(multiprocessing.active_children()) - self._others)
-            for future in futures:
-                yield from future.result()
+            for task in tasks:
+                running.add(self._pool.submit(_write_alone, task, progress))
+                self._workers.update(set(multiprocessing.active_children()) - self._others)
+                if len(running) > self._processes:
+                    yield from self._ended(running)
+            while running:
+                yield from self._ended(running)
         except BrokenProcessPool:
             raise FaultError(self._death()) from None
         finally:
-            for future in futures:
+            for future in running:
                 future.cancel()
+
+    @staticmethod
+    def _ended(running: set) -> Iterator[SpilledErrors | ShardResult]:
+        """The outputs of the tasks of `running` that ended first, taken out of it."""
+        done, _ = wait(running, return_when=FIRST_COMPLETED)
+        running -= done
+        for future in done:
+            yield from future.result()
 
     def _death(self) -> str:
         """The line that reports a worker's death: how it ended, its shard, and what to do."""
@@ -205,8 +204,7 @@ def _how(code: int) -> str:
 
 
 def _write_alone(task: ShardTask, progress: Progress) -> list[SpilledErrors | ShardResult]:
-    """A worker's run of one task; an exception carries the worker's traceback to this process
-    as a note."""
+    """A worker's run of one task; an exception carries the worker's traceback here as a note."""
     _started.put((os.getpid(), task.file_name()))
     errors = ErrorSink(task.config.staging)
     try:
@@ -234,11 +232,10 @@ PARENT_CHECK_S = 0.2
 
 
 def _exit_with_parent() -> None:
-    """End this worker soon after its parent dies (this process, or the forkserver, which ends
-    with it), however the parent died (SIGKILL, the OOM killer): an orphan would go on writing
-    a shard nobody will commit. The kernel's parent-death
-    signal would fire when the parent's forking thread ends, not the parent, so a thread of the
-    worker watches for its adoption instead."""
+    """End this worker soon after its parent (this process, or the forkserver, which ends with
+    it) dies however it died (SIGKILL, the OOM killer): an orphan would go on writing a shard
+    nobody will commit. The kernel's parent-death signal would fire when the parent's forking
+    thread ends, not the parent, so a thread of the worker watches for its adoption instead."""
     parent = os.getppid()
 
     def watch() -> None:

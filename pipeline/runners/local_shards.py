@@ -1,0 +1,93 @@
+"""The local runner's rows on their way to its shard writers, never all held at once: put in
+buckets by shard piece (transforms/plan/row_buckets.py: held up to a budget, spilled to disk
+beyond it), then taken a piece at a time as a writer gets ready for it.
+
+A shard is written in pieces, joined after (transforms/write/shard_pieces.py), when it holds
+more than its share of the rows of the run's processes, or more rows than a writer should
+hold (transforms/plan/sharding.py `local_pieces`), or when --num_shards makes it large (the
+plan's pieces, as on Beam). The pieces of a split's shards are decided from the rows it is
+given, before they are sorted into shards: hash partitioning fills every shard alike.
+"""
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+
+from tfrecord_pipeline.transforms.errors import ErrorRow
+from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
+from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
+from tfrecord_pipeline.transforms.plan.grouping import all_shards, shards_of
+from tfrecord_pipeline.transforms.plan.row_buckets import RowBuckets
+from tfrecord_pipeline.transforms.plan.sharding import Piece, local_pieces, piece_of
+from tfrecord_pipeline.transforms.storage import fileio
+from tfrecord_pipeline.transforms.write.shard_processes import ShardTask, shard_task
+from tfrecord_pipeline.transforms.write.shard_writer import WriteConfig
+
+
+def split_pieces(
+    plan: DatasetPlan, split_rows: Mapping[str, int], processes: int, config: WriteConfig
+) -> dict[str, int]:
+    """The pieces each shard of a split is written in, from the rows the split is given
+    (`split_rows`). Pieces of files that do not join end to end (gzip, ArrayRecord) are joined
+    by writing their records again (transforms/write/shard_pieces.py), more work than the
+    cores save: such shards get only the plan's pieces, and their writers hold a whole
+    piece's rows."""
+    if not config.shard_format.concatenates:
+        return {split: plan.pieces_of(split) for split, _ in plan.shards}
+    total = sum(split_rows.values())
+    return {
+        split: max(
+            plan.pieces_of(split), local_pieces(split_rows.get(split, 0) // count, total, processes)
+        )
+        for split, count in plan.shards
+    }
+
+
+def bucket_rows(
+    rows: Iterable[ManifestRow],
+    plan: DatasetPlan,
+    pieces: Mapping[str, int],
+    reject: Callable[[ErrorRow], object],
+    buckets: RowBuckets,
+) -> list[ManifestRow]:
+    """Puts each row in the bucket of its shard's piece (error rows to `reject`); returns the
+    first row, if any: a sample of where the images are."""
+    first = []
+    for shard, row in shards_of(rows, plan, reject):
+        count = pieces[shard.split]
+        buckets.add((shard, Piece(piece_of(row.key, count) if count > 1 else 0, count)), row)
+        first = first or [row]
+    return first
+
+
+def shard_tasks(
+    buckets: RowBuckets,
+    plan: DatasetPlan,
+    pieces: Mapping[str, int],
+    config: WriteConfig,
+    sample: list[ManifestRow],
+) -> tuple[Iterator[ShardTask], int]:
+    """A task for every planned shard's every piece (one that got no rows is still written),
+    largest first (the last to finish is short), each made with its rows as it is asked for;
+    and how many are written at once."""
+    parts = [
+        (shard, Piece(index, pieces[shard.split]))
+        for shard in all_shards(plan)
+        for index in range(pieces[shard.split])
+    ]
+    parts.sort(key=lambda part: -buckets.count(part))
+    writers = writers_at_once(config, sample, len(parts))
+
+    def tasks() -> Iterator[ShardTask]:
+        for shard, piece in parts:
+            rows = list(buckets.take((shard, piece)))
+            yield shard_task(shard, rows, plan, config, writers, piece)
+
+    return tasks(), writers
+
+
+def writers_at_once(config: WriteConfig, rows: list[ManifestRow], tasks: int) -> int:
+    """Shards (or pieces) the local runner writes at once: one per process (never more than
+    `tasks`) for local paths; 1 for `gs://` work, which waits on the network, where this
+    process's threads serve (a worker would import Beam and authenticate all over again)."""
+    if any(map(fileio.is_remote, [config.staging, *(row.image_uri for row in rows[:1])])):
+        return 1
+    return max(1, min(config.processes, tasks))

@@ -1,0 +1,94 @@
+"""pipeline/runners/local_shards.py: the local runner's rows in buckets by shard piece, and its
+shards' (or pieces') tasks for its writer processes."""
+
+import itertools
+import tempfile
+
+import pytest
+from conftest import manifest_row
+
+from tfrecord_pipeline.runners.local_shards import bucket_rows, shard_tasks, split_pieces
+from tfrecord_pipeline.transforms.manifest.labels import LabelMap
+from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
+from tfrecord_pipeline.transforms.plan.row_buckets import RowBuckets
+from tfrecord_pipeline.transforms.plan.sharding import WHOLE, Piece, ShardId, piece_of
+from tfrecord_pipeline.transforms.write.formats import ShardFormat
+from tfrecord_pipeline.transforms.write.shard_writer import WriteConfig
+
+ROWS = 1200  # tiny images in one shard: one core would write them all
+TFRECORD = ShardFormat()
+
+
+def _tasks(plan: DatasetPlan, processes: int, held_rows: int = 100, shard_format=TFRECORD):
+    rows = [manifest_row(f"cat/{n}") for n in range(ROWS)] + [manifest_row("dog/0")]
+    config = WriteConfig("staging", shard_format=shard_format, processes=processes)
+    pieces = split_pieces(plan, dict(plan.rows), processes, config)
+    errors = []
+    with RowBuckets(held_rows) as buckets:
+        sample = bucket_rows(rows, plan, pieces, errors.append, buckets)
+        tasks, writers = shard_tasks(buckets, plan, pieces, config, sample)
+        tasks = list(tasks)
+    assert [error.key for error in errors] == ["dog/0"]  # no id for its label
+    assert sorted(row.key for task in tasks for row in task.rows) == sorted(
+        row.key for row in rows[:-1]
+    )
+    return tasks, writers
+
+
+@pytest.mark.parametrize(
+    "unjoinable", [ShardFormat("tfrecord", "gzip"), ShardFormat("array_record", "none")]
+)
+def test_a_shard_over_its_share_of_the_cores_is_written_by_each_core_in_pieces(unjoinable):
+    plan = DatasetPlan(LabelMap(("cat",)), (("train", ROWS),), (("train", 1),))
+    tasks, writers = _tasks(plan, 2)
+    assert [(task.shard, task.piece) for task in tasks] == [
+        (ShardId("train", 0, 1), Piece(0, 2)),
+        (ShardId("train", 0, 1), Piece(1, 2)),
+    ] or [(task.shard, task.piece) for task in tasks] == [
+        (ShardId("train", 0, 1), Piece(1, 2)),
+        (ShardId("train", 0, 1), Piece(0, 2)),
+    ]
+    assert len(tasks[0].rows) >= len(tasks[1].rows)  # the largest first
+    assert all(piece_of(row.key, 2) == task.piece.index for task in tasks for row in task.rows)
+    assert writers == 2
+    (whole,), writers = _tasks(plan, 1)
+    assert (whole.piece, len(whole.rows), writers) == (WHOLE, ROWS, 1)
+    # Joining gzip or ArrayRecord pieces writes every record again: shards stay whole.
+    (whole,), writers = _tasks(plan, 2, shard_format=unjoinable)
+    assert (whole.piece, len(whole.rows), writers) == (WHOLE, ROWS, 1)
+
+
+def test_the_plans_pieces_are_written_as_on_beam():
+    """A shard --num_shards makes large is cut in the plan's pieces, whatever the cores."""
+    plan = DatasetPlan(LabelMap(("cat",)), (("train", ROWS),), (("train", 2),), (("train", 3),))
+    tasks, writers = _tasks(plan, 1)
+    assert sorted((task.shard.index, task.piece) for task in tasks) == [
+        (shard, Piece(index, 3)) for shard in range(2) for index in range(3)
+    ]
+    assert writers == 1
+
+
+def test_rows_beyond_the_budget_are_spilled_and_read_back_in_order(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # $TMPDIR, as read once
+    rows = [manifest_row(f"cat/{n}") for n in range(250)]
+    with RowBuckets(held_rows=40) as buckets:
+        for row in rows:
+            buckets.add(row.key[-1], row)
+        spilled = list(tmp_path.glob("tfrecord-pipeline-rows-*/*"))
+        assert spilled and buckets.count("7") == 25
+        assert list(buckets.take("7")) == [row for row in rows if row.key.endswith("7")]
+        assert buckets.count("7") == 0 and list(buckets.take("7")) == []
+    assert not list(tmp_path.iterdir())  # nothing left behind
+
+
+def test_rows_taken_from_one_bucket_can_be_spilled_into_others():
+    """As the runner sorts the rows it read into shard pieces: the new buckets' spills never
+    write into the file being read."""
+    rows = [manifest_row(f"cat/{n}") for n in range(50)]
+    with RowBuckets(held_rows=10) as buckets:
+        for row in rows:
+            buckets.add("read", row)
+        for row in itertools.islice(buckets.take("read"), len(rows) + 1):
+            buckets.add(row.key[-1], row)
+        again = [row for digit in "0123456789" for row in buckets.take(digit)]
+    assert sorted(again) == sorted(rows)
