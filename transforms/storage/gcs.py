@@ -14,6 +14,7 @@ import io
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from tfrecord_pipeline.transforms.storage import connection as connections
 from tfrecord_pipeline.transforms.storage import jsonapi
 from tfrecord_pipeline.transforms.storage.retry import (
     TIMEOUT_S,
@@ -101,15 +102,22 @@ def read_generation(path: str) -> tuple[bytes, int] | None:
 
 
 class RangeReader(io.RawIOBase):
-    """An object as a seekable stream of ranged reads, each one request retried as any read
-    here: a manifest of gigabytes is never downloaded whole, and a piece of it is only the
-    bytes asked for (wrap it in io.BufferedReader to ask in chunks)."""
+    """An object as a seekable stream, a manifest of gigabytes never downloaded whole: a read
+    at a new position is one ranged GET of the bytes asked (the start of a file, a footer); a
+    read going on where a range ended asks the rest of the object in one more, read from the
+    answer as asked. The answers come on a connection of the reader's own, closed with it or
+    when it leaves an answer unread (a seek elsewhere): the store then sends no more than the
+    connection's buffers hold. A transient failure (retried as any read here) asks again from
+    where the read stopped."""
 
     def __init__(self, path: str):
         super().__init__()
         self._path = path
         self._size = stat(path).size
         self._position = 0
+        self._end = -1  # where the range last asked ends (-1: none, or left by a seek)
+        self._connection = None
+        self._answer = None  # the answer being read, its body not yet read to its end
 
     def readable(self) -> bool:
         return True
@@ -122,24 +130,56 @@ class RangeReader(io.RawIOBase):
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self._size}[whence]
-        self._position = max(0, base + offset)
-        return self._position
+        position = max(0, base + offset)
+        if position != self._position:
+            self._drop()
+            self._end = -1
+        self._position = position
+        return position
 
     def readinto(self, buffer) -> int:
         if self._position >= self._size:
             return 0
-        end = min(self._size, self._position + len(buffer))
+        count = retried(lambda: self._read_into(memoryview(buffer)), self._path)
+        self._position += count
+        return count
 
-        def ranged() -> bytes:
-            data = jsonapi.media_range(self._path, self._position, end)
-            if not data:  # nothing where the object has bytes: a cut body, not its end
-                raise CorruptTransferError(f"{self._path}: no bytes at {self._position:,}")
-            return data
+    def _read_into(self, buffer: memoryview) -> int:
+        if self._answer is None:
+            self._ask(len(buffer))
+        try:
+            count = self._answer.readinto(buffer[: self._end - self._position])
+        except BaseException:
+            self._drop()
+            raise
+        if not count:  # nothing where the object has bytes: a cut body, not its end
+            self._drop()
+            raise CorruptTransferError(f"{self._path}: no bytes at {self._position:,}")
+        if self._position + count == self._end:  # read whole: the connection carries the next
+            self._answer = None
+        return count
 
-        data = retried(ranged, self._path)
-        buffer[: len(data)] = data
-        self._position += len(data)
-        return len(data)
+    def _ask(self, asked: int) -> None:
+        """A ranged GET from the position: the rest of a range cut short, the rest of the
+        object where the last range ended, else the bytes asked."""
+        if self._position == self._end:
+            self._end = self._size
+        elif self._position > self._end:
+            self._end = min(self._size, self._position + asked)
+        self._connection = connections.own_connection(self._connection)
+        self._answer = jsonapi.media_from(self._connection, self._path, self._position, self._end)
+
+    def _drop(self) -> None:
+        """The answer being read left unread: its connection closed, never reused."""
+        if self._answer is not None:
+            self._connection.close()
+            self._answer = None
+
+    def close(self) -> None:
+        self._drop()
+        if self._connection is not None:
+            self._connection.close()
+        super().close()
 
 
 def folder_prefix(folder: str) -> tuple[str, str]:
