@@ -220,6 +220,7 @@ def test_a_seek_elsewhere_leaves_the_answer_unread_and_asks_the_bytes_there(scri
         assert reader.read(7000) == DATA[:7000] and reader.read(10) == DATA[7000:7010]
         assert reader.seek(30000) == 30000 and reader.read(5) == DATA[30000:30005]
         assert reader.seek(0) == 0 and reader.read(7000) == DATA[:7000]
+        assert reader.raw.read(0) == b""
     end = len(DATA) - 1
     assert asked == ["bytes=0-6999", f"bytes=7000-{end}", "bytes=30000-36999", "bytes=0-6999"]
 

@@ -6,7 +6,7 @@ CRC-32C in X-Goog-Hash). So an image is read here with one GET of its media, not
 sent on a connection of its own (transforms/storage/jsonapi.py: a fifth of the Python client's CPU).
 Metadata, ranged reads of manifests and listing pages are GETs there too; the Python client is
 left the generation-pinned read of a small object (`read_generation`). A `gs://` folder is listed
-a page at a time."""
+a page at a time; a manifest is read as one stream where it is read on (`RangeReader`)."""
 
 import contextlib
 import functools
@@ -138,7 +138,7 @@ class RangeReader(io.RawIOBase):
         return position
 
     def readinto(self, buffer) -> int:
-        if self._position >= self._size:
+        if self._position >= self._size or not len(buffer):
             return 0
         count = retried(lambda: self._read_into(memoryview(buffer)), self._path)
         self._position += count
