@@ -103,9 +103,9 @@ def read_generation(path: str) -> tuple[bytes, int] | None:
 
 class RangeReader(io.RawIOBase):
     """An object as a seekable stream, a manifest of gigabytes never downloaded whole: a read
-    at a new position is one ranged GET of the bytes asked (the start of a file, a footer); a
-    read going on where a range ended asks the rest of the object in one more, read from the
-    answer as asked. The answers come on a connection of the reader's own, closed with it or
+    from its start, or going on where a range ended, asks the rest of the object in one ranged
+    GET, read from the answer as asked; a read elsewhere (a piece of a manifest, a footer)
+    asks the bytes asked. The answers come on a connection of the reader's own, closed with it or
     when it leaves an answer unread (a seek elsewhere): the store then sends no more than the
     connection's buffers hold. A transient failure (retried as any read here) asks again from
     where the read stopped."""
@@ -161,9 +161,9 @@ class RangeReader(io.RawIOBase):
 
     def _ask(self, asked: int) -> None:
         """A ranged GET from the position: the rest of a range cut short, the rest of the
-        object where the last range ended, else the bytes asked."""
-        if self._position == self._end:
-            self._end = self._size
+        object from its start or where the last range ended, else the bytes asked."""
+        if self._position == self._end or (self._position == 0 and self._end < 0):
+            self._end = self._size  # reading on, or from the start: a whole file, mostly
         elif self._position > self._end:
             self._end = min(self._size, self._position + asked)
         self._connection = connections.own_connection(self._connection)

@@ -68,8 +68,8 @@ def _read_filesystem(path: str, max_bytes: int | None) -> bytes:
 
 
 def open_stream(path: str, chunk_bytes: int) -> BinaryIO:
-    """A seekable stream of an object: on Cloud Storage by ranged requests of `chunk_bytes`,
-    never downloaded whole."""
+    """A seekable stream of an object: on Cloud Storage read `chunk_bytes` at a time from
+    ranged requests (gcs.RangeReader), never downloaded whole."""
     if gcs.is_gcs(path):
         return io.BufferedReader(gcs.RangeReader(path), buffer_size=chunk_bytes)
     return filesystems(path).open(path, compression_type=_RAW)
