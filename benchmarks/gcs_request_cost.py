@@ -9,8 +9,13 @@ for the kinds counted per MB: N/MB_SHARE of them, and a quarter of that), THREAD
   floor    `pyarrow.fs.GcsFileSystem` doing the same: open_output_stream for an upload,
            open_input_stream for a download (the emulator answers no ranged read of
            pyarrow's: it hangs), copy_file, move, delete_file, get_file_info for
-           stats, existence checks, listings and matches. It has no compose: its copy_file,
-           one server-side request answered with the new object's metadata, stands for it.
+           stats, existence checks, listings and matches. It has no compose: its copy_file
+           stands for it.
+The requests are not one for one everywhere (counted in the emulator's log): the floor's
+copy_file (a copy's, a compose's) sends three (the destination folder's metadata, a page of
+its listing, a rewrite) where the project sends one; a download is the floor's one GET against
+the project's stat and one range (the object from its start); a stat and a listing are one
+each way.
 As in gcs_read_cost.py, a run's CPU is its whole process tree's, the emulator (a child waited
 for only at the end) not counted, and the difference between the two runs cancels start-up.
 The objects a run needs (read, copied, moved, deleted) are made by this process beforehand.

@@ -27,6 +27,7 @@ from loopback import LoopbackServer
 FAULTS = ("503", "drop", "truncate")
 DAMAGE = "damage"  # for `always` only: a media body with one byte changed, its length kept
 _UPLOADED_NAME = re.compile(rb'"name": ?"([^"]+)"')  # in an upload's metadata part
+_SERVER_SIDE = re.compile(r"/o/[^?]+/(compose|copyTo/)")  # POSTs the store makes an object by
 MAX_IN_A_ROW = 2
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "host"}
 
@@ -125,7 +126,9 @@ class FaultProxy(LoopbackServer):
     FAULTS, or DAMAGE) every time. With `listings_too`, listings of prefixes under `prefix`
     meet the same faults (their own prefix in `always`, else at `rate`). The first upload of
     an object named in `first_upload` meets its fault: "truncate" lets the upload take effect
-    and cuts its answer, the lost acknowledgement a client can only send again. `.requests`
+    and cuts its answer, the lost acknowledgement a client can only send again. With
+    `copies_too`, composes and copies of objects under `prefix` meet faults at `rate` too (one
+    cut lets it take effect: made, its answer lost). `.requests`
     counts the (method, object name) of every request, `.listings` the listing requests by
     prefix, `.faults` the faults met by kind, `.failed` by object."""
 
@@ -138,11 +141,13 @@ class FaultProxy(LoopbackServer):
         always: dict[str, str] | None = None,
         listings_too: bool = False,
         first_upload: dict[str, str] | None = None,
+        copies_too: bool = False,
     ):
         super().__init__(_Handler)
         self.emulator_port = emulator_port
         self.prefix, self.rate, self.seed = prefix, rate, seed
         self.always, self.listings_too = always or {}, listings_too
+        self.copies_too = copies_too
         self.first_upload = dict(first_upload or {})  # consumed as the uploads come
         self.requests: Counter = Counter()
         self.listings: Counter = Counter()  # listing requests, by the prefix they list
@@ -160,7 +165,8 @@ class FaultProxy(LoopbackServer):
             self._sent[method, target] += 1
         if method == "POST" and "/upload/" in target:
             return self._upload_fault(body or b"")
-        if method != "GET":
+        copying = method == "POST" and self.copies_too and _SERVER_SIDE.search(target)
+        if method != "GET" and not copying:
             return None
         if name is None:  # a listing, or a bucket's metadata
             listed = listed_prefix(target)

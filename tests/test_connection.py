@@ -180,6 +180,54 @@ def test_a_server_ignoring_the_range_never_gives_other_bytes_than_those_asked(
         reader.read(10)
 
 
+def _ranges_cut_once(cut_at: int, asked: list):
+    """Answers ranges of DATA (recording each Range asked), cutting the body of the first that
+    covers byte `cut_at` there, its connection closed."""
+    cut = []
+
+    def answer(target, headers, out) -> bool:
+        if "alt=media" not in target:
+            return _range_answer(honour=True)(target, headers, out)
+        asked.append(headers["range"])
+        start, end = map(int, headers["range"].removeprefix("bytes=").split("-"))
+        span = f"bytes {start}-{end}/{len(DATA)}"
+        whole = response(DATA[start : end + 1], "206 Partial Content", Content_Range=span)
+        if start <= cut_at <= end and not cut:
+            cut.append(cut_at)
+            out.write(whole[: len(whole) - (end + 1 - cut_at)])
+            return False
+        out.write(whole)
+        return True
+
+    return answer
+
+
+def test_a_read_from_the_start_is_one_request_asked_again_from_where_a_cut_stopped_it(
+    scripted_store, monkeypatch
+):
+    monkeypatch.setattr(retry, "FIRST_DELAY_S", 0)
+    asked = []
+    server = scripted_store(_ranges_cut_once(17000, asked))
+    with io.BufferedReader(gcs.RangeReader("gs://b/m.csv"), 7000) as reader:
+        assert b"".join(iter(lambda: reader.read(7000), b"")) == DATA
+    end = len(DATA) - 1
+    assert asked == [f"bytes=0-{end}", f"bytes=17000-{end}"]
+    assert len(server.requests) == 3  # the stat's; the reader's own, made again once cut
+
+
+def test_a_seek_elsewhere_leaves_the_answer_unread_and_asks_the_bytes_there(scripted_store):
+    asked = []
+    scripted_store(_ranges_cut_once(-1, asked))
+    with io.BufferedReader(gcs.RangeReader("gs://b/m.csv"), 7000) as reader:
+        assert reader.seek(30000) == 30000 and reader.read(5) == DATA[30000:30005]
+        assert reader.read(7000) == DATA[30005:37005]  # where that range ended: the rest
+        assert reader.seek(100) == 100 and reader.read(5) == DATA[100:105]
+        assert reader.seek(0) == 0 and reader.read(7000) == DATA[:7000]
+        assert reader.raw.read(0) == b""
+    end = len(DATA) - 1
+    assert asked == ["bytes=30000-36999", f"bytes=37000-{end}", "bytes=100-7099", f"bytes=0-{end}"]
+
+
 @pytest.fixture
 def busy_fds():
     """A process holding more than 1,024 open files, as a worker with many threads, shards and

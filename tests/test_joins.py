@@ -2,57 +2,57 @@
 checks that path) or composed by Cloud Storage in one request, sent again by the one retry
 layer."""
 
-import base64
-
 import google_crc32c
 import pytest
-from google.api_core import exceptions as api
 
-from tfrecord_pipeline.transforms.storage import gcs, joins, retry
-
-
-class _Blob:
-    """The parts of a storage Blob that compose touches."""
-
-    def __init__(self, name: str, requests: list, failures: list):
-        self.name, self.crc32c = name, None
-        self._requests, self._failures = requests, failures
-
-    def compose(self, parts, retry="the client's", timeout=None):
-        self._requests.append(([part.name for part in parts], retry))
-        if self._failures:
-            raise self._failures.pop(0)
-        self.crc32c = base64.b64encode((1234).to_bytes(4, "big")).decode()
+from tfrecord_pipeline.transforms.storage import joins, retry
 
 
-class _Client:
-    def __init__(self, failures: list):
-        self.requests, self._failures = [], failures
-
-    def bucket(self, name: str):
-        return self
-
-    def blob(self, name: str) -> _Blob:
-        return _Blob(name, self.requests, self._failures)
-
-
-def test_a_compose_is_one_request_sent_again_by_the_one_retry_layer(monkeypatch):
-    monkeypatch.setattr(retry, "FIRST_DELAY_S", 0)
-    client = _Client([api.ServiceUnavailable("backend")])
-    monkeypatch.setattr(gcs, "client", lambda: client)
-    sources = [f"gs://b/part-{index:02d}" for index in range(joins.COMPOSE_LIMIT)]
-    assert joins.compose(sources, "gs://b/shard") == 1234
-    names = [f"part-{index:02d}" for index in range(joins.COMPOSE_LIMIT)]
-    assert client.requests == [(names, None), (names, None)]  # the client's own retries off
-    with pytest.raises(ValueError, match="33 objects, over the 32 a compose joins"):
-        joins.compose([*sources, "gs://b/one-more"], "gs://b/shard")
-
-
-def test_compose_on_the_store_gives_the_parts_bytes_in_order_and_their_crc32c(tmp_path, gcs):
+def _parts(tmp_path, gcs) -> tuple[str, list[bytes]]:
+    """COMPOSE_LIMIT small objects `part-NN` in a folder of the bucket: (its gs:// path, their
+    bytes)."""
     parts = [bytes([index]) * (index + 1) for index in range(joins.COMPOSE_LIMIT)]
     for index, data in enumerate(parts):
         (tmp_path / f"part-{index:02d}").write_bytes(data)
-    folder = gcs(tmp_path, f"{tmp_path.name}-joins")
+    return gcs(tmp_path, f"{tmp_path.name}-joins"), parts
+
+
+def test_a_compose_failing_on_the_way_is_sent_again_by_the_one_retry_layer(
+    tmp_path, gcs, faulty_gcs
+):
+    """Each attempt one request: a 503, a dropped connection or a lost answer (the object made
+    all the same) fail the first two, the third makes the same object."""
+    folder, parts = _parts(tmp_path, gcs)
+    prefix = folder.removeprefix("gs://tfrp-test/")
+    proxy = faulty_gcs(prefix, rate=1.0, copies_too=True)
+    sources = [f"{folder}/part-{index:02d}" for index in range(len(parts))]
+    crc = joins.compose(sources, f"{folder}/joined")
+    joined = gcs.bucket.blob(f"{prefix}/joined").download_as_bytes()
+    assert joined == b"".join(parts) and crc == google_crc32c.value(joined)
+    assert proxy.requests["POST", f"{prefix}/joined/compose"] == 3
+    assert sum(proxy.faults.values()) == 2
+    with pytest.raises(ValueError, match="33 objects, over the 32 a compose joins"):
+        joins.compose([*sources, "gs://tfrp-test/one-more"], f"{folder}/joined")
+
+
+def test_a_compose_that_keeps_failing_is_attempted_as_the_budget_allows(tmp_path, gcs, faulty_gcs):
+    folder, parts = _parts(tmp_path, gcs)
+    prefix = folder.removeprefix("gs://tfrp-test/")
+    always = {f"{prefix}/joined/compose": "503"}
+    proxy = faulty_gcs(prefix, always=always, copies_too=True)
+    with pytest.raises(retry.StoreUnavailableError):
+        joins.compose([f"{folder}/part-00"], f"{folder}/joined")
+    assert proxy.requests["POST", f"{prefix}/joined/compose"] == retry.ATTEMPTS
+
+
+def test_a_compose_of_a_missing_object_is_file_not_found(tmp_path, gcs):
+    folder, _ = _parts(tmp_path, gcs)
+    with pytest.raises(FileNotFoundError):
+        joins.compose([f"{folder}/part-00", f"{folder}/no-such-part"], f"{folder}/joined")
+
+
+def test_compose_on_the_store_gives_the_parts_bytes_in_order_and_their_crc32c(tmp_path, gcs):
+    folder, parts = _parts(tmp_path, gcs)
     sources = [f"{folder}/part-{index:02d}" for index in range(len(parts))]
     crc = joins.join_files(sources, f"{folder}/joined")
     joined = gcs.bucket.blob(f"{tmp_path.name}-joins/joined").download_as_bytes()

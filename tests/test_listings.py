@@ -5,16 +5,17 @@ that keep failing or are refused, left to stats; a refresh in a bucket on both r
 a listing pages is tested with a client that pages as Cloud Storage does: the emulator ignores
 page sizes and start offsets."""
 
+import json
+import urllib.parse
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from conftest import arguments, make_images, manifest_row, write_manifest
-from google.api_core import exceptions as api
+from scripted_server import response
 
 from tfrecord_pipeline.runners.convert import run
 from tfrecord_pipeline.transforms.plan.fingerprints import row_fingerprint, row_fingerprints
-from tfrecord_pipeline.transforms.storage import fileio, gcs, listings
+from tfrecord_pipeline.transforms.storage import fileio, listings
 
 
 def _folders(tmp_path: Path, gcs, sizes: dict[str, int]) -> str:
@@ -48,21 +49,25 @@ def test_a_folder_holding_enough_wanted_objects_is_listed_once_not_statted_objec
     assert found == {uri: fileio.identity(uri) for uri in many}  # what a stat of each gives
 
 
-class _PagedClient:
-    """list_blobs over a folder of `count` objects `f/000.jpg`..., 5 a page, from
-    `start_offset` on, as Cloud Storage pages a listing (the emulator ignores both)."""
+def _paged_store(scripted_store, count: int) -> list:
+    """A store listing a folder of `count` objects `f/000.jpg`..., 5 a page, from `startOffset`
+    on, as Cloud Storage pages a listing (the emulator ignores both); returns the list of the
+    (startOffset, pageToken) each listing request asked."""
+    names = [f"f/{index:03d}.jpg" for index in range(count)]
+    asked = []
 
-    def __init__(self, count: int):
-        self.names = [f"f/{index:03d}.jpg" for index in range(count)]
-        self.requests = []
+    def answer(target: str, headers: dict, out) -> bool:
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(target).query)
+        first, token = query["startOffset"][0], query.get("pageToken", [None])[0]
+        asked.append((first, token))
+        listed, at = [name for name in names if name >= first], int(token or 0)
+        page = {"items": [{"name": name, "size": "1", "crc32c": "c"} for name in listed[at:][:5]]}
+        page.update({"nextPageToken": str(at + 5)} if at + 5 < len(listed) else {})
+        out.write(response(json.dumps(page).encode(), Content_Type="application/json"))
+        return True
 
-    def list_blobs(self, bucket, prefix, start_offset, page_token, page_size, **options):
-        self.requests.append((start_offset, page_token))
-        names = [name for name in self.names if name >= start_offset]
-        at = int(page_token or 0)
-        page = [SimpleNamespace(name=name, size=1, crc32c="c") for name in names[at : at + 5]]
-        token = str(at + 5) if at + 5 < len(names) else None
-        return SimpleNamespace(pages=iter([page]), next_page_token=token)
+    scripted_store(answer)
+    return asked
 
 
 def test_rows_fingerprinted_from_listings_and_from_stats_keep_their_order(tmp_path, gcs):
@@ -73,30 +78,34 @@ def test_rows_fingerprinted_from_listings_and_from_stats_keep_their_order(tmp_pa
     assert len(set(row_fingerprints(rows))) == len(rows)
 
 
-def test_a_listing_reads_a_page_for_every_few_wanted_objects_from_the_first(monkeypatch):
+def test_a_listing_reads_a_page_for_every_few_wanted_objects_from_the_first(scripted_store):
     """A folder holding many more objects than are wanted is not listed whole: from the first
     name wanted, until the last, a page for every LIST_PAGE_ROWS of them at most; what those
     pages did not reach is left to stats."""
-    client = _PagedClient(100)
-    monkeypatch.setattr(gcs, "client", lambda: client)
+    asked = _paged_store(scripted_store, 100)
     wanted = [f"gs://b/f/{index:03d}.jpg" for index in range(40, 40 + listings.LIST_PAGE_ROWS)]
     found = listings.listed_identities(wanted)
-    assert client.requests == [("f/040.jpg", None)]  # one page allowed: 040-044
+    assert asked == [("f/040.jpg", None)]  # one page allowed: 040-044
     assert set(found) == set(wanted[:5]) and set(found.values()) == {"1:c"}
-    client.requests.clear()
+    asked.clear()
     near = ["gs://b/f/040.jpg", "gs://b/f/042.jpg"] * listings.LIST_PAGE_ROWS  # 2 pages allowed
     assert set(listings.listed_identities(near)) == set(near)
-    assert client.requests == [("f/040.jpg", None)]  # its first page reached the last wanted
+    assert asked == [("f/040.jpg", None)]  # its first page reached the last wanted
+    asked.clear()
+    spread = [f"gs://b/f/{index:03d}.jpg" for index in range(0, 130, 5)]  # 26: 2 pages
+    assert len(listings.listed_identities(spread)) == 2
+    assert asked == [("f/000.jpg", None), ("f/000.jpg", "5")]
 
 
-def test_a_refused_listing_leaves_its_folder_to_stats(monkeypatch):
+def test_a_refused_listing_leaves_its_folder_to_stats(scripted_store):
     """An account may read objects without the right to list them."""
+    refusal = json.dumps({"error": {"code": 403, "message": "storage.objects.list denied"}})
 
-    class Refusing:
-        def list_blobs(self, bucket, **options):
-            raise api.Forbidden("storage.objects.list denied")
+    def refuse(target: str, headers: dict, out) -> bool:
+        out.write(response(refusal.encode(), "403 Forbidden", Content_Type="application/json"))
+        return True
 
-    monkeypatch.setattr(gcs, "client", Refusing)
+    scripted_store(refuse)
     wanted = [f"gs://b/f/{index:03d}.jpg" for index in range(listings.LIST_PAGE_ROWS)]
     assert listings.listed_identities(wanted) == {}
 

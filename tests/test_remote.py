@@ -85,6 +85,19 @@ def test_objects_are_written_whole_copied_moved_and_deleted_on_the_store(objects
     assert remote.glob(f"{objects}/written/**") == []
 
 
+def test_a_copy_failing_on_the_way_is_sent_again_by_the_one_retry_layer(objects, faulty_gcs):
+    """A 503, a dropped connection or a lost answer (the copy made all the same) fail the
+    first two attempts, each one request; the third makes the same object."""
+    source, copied = f"{objects}/a.jpg", f"{objects}/copied/a.jpg"
+    proxy = faulty_gcs("remote/a.jpg", rate=1.0, copies_too=True)  # a copy names its source
+    remote.copy(source, copied)
+    target = "remote/a.jpg/copyTo/b/tfrp-test/o/remote/copied/a.jpg"
+    assert proxy.requests["POST", target] == 3 and sum(proxy.faults.values()) == 2
+    assert remote.read(copied, None)[0] == remote.read(source, None)[0]
+    with pytest.raises(FileNotFoundError):
+        remote.copy(f"{objects}/no-such.jpg", copied)
+
+
 def test_a_streamed_upload_makes_its_object_only_when_closed(objects):
     path = f"{objects}/streamed/shard"
     with remote.create(path) as handle:

@@ -1,5 +1,5 @@
 """A keep-alive connection a thread to Cloud Storage's JSON API (or the emulator
-STORAGE_EMULATOR_HOST names), and the GET that authorises itself on it; the requests are
+STORAGE_EMULATOR_HOST names), and the request that authorises itself on it; the requests are
 transforms/storage/jsonapi.py's.
 
 A thread keeps its own connection (it only ever waits on its own request), re-made after a fork
@@ -34,15 +34,19 @@ class _Store(NamedTuple):
     credentials: object | None
 
 
-def get(
-    connection: http.client.HTTPConnection, target: str, headers: dict, method: str = "GET"
+def send(
+    connection: http.client.HTTPConnection,
+    method: str,
+    target: str,
+    headers: dict,
+    body: bytes | None = None,
 ) -> http.client.HTTPResponse:
-    """The answer to one GET (or bodiless `method`) of `target` on `connection`, its body
-    unread. A 401 (a token that expired on the way) is asked once more with a refreshed token,
-    as Google's authorised sessions do: not a retry of a failure."""
+    """The answer to one request (`method` of `target`, with `body` if any) on `connection`,
+    its body unread. A 401 (a token that expired on the way) is asked once more with a
+    refreshed token, as Google's authorised sessions do: not a retry of a failure."""
     for refresh in (False, True):
         sent = {"Accept-Encoding": "gzip", **headers, **_authorization(refresh)}  # gzip: as stored
-        connection.request(method, target, headers=sent)
+        connection.request(method, target, body, headers=sent)
         response = connection.getresponse()
         if response.status != 401 or refresh or _store().credentials is None:
             return response
@@ -77,6 +81,17 @@ def _dropped(connection: http.client.HTTPConnection) -> bool:
     idle = select.poll()
     idle.register(connection.sock, select.POLLIN)
     return bool(idle.poll(0))
+
+
+def own_connection(kept: http.client.HTTPConnection | None) -> http.client.HTTPConnection:
+    """A connection to the store for the caller alone, for a response held open across calls
+    (a streamed read), which this thread's connection must never be left holding: `kept`, the
+    caller's last one, while it can carry another request, else a new one."""
+    if kept is not None and not _dropped(kept):
+        return kept
+    if kept is not None:
+        kept.close()
+    return _new_connection(_store())
 
 
 def _new_connection(store: _Store) -> http.client.HTTPConnection:

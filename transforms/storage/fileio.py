@@ -91,8 +91,9 @@ def read_text(path: str) -> str:
 
 def open_bytes(path: str, chunk_bytes: int) -> BinaryIO:
     """A seekable binary stream that reads what it is asked and no more: a local regular file
-    unbuffered; a `gs://` object by ranged requests of `chunk_bytes` (retried as every read of
-    an object), never downloaded whole. For manifests, which can be many gigabytes."""
+    unbuffered; a `gs://` object `chunk_bytes` at a time from ranged requests (gcs.RangeReader,
+    retried as every read of an object), never downloaded whole. For manifests, which can be
+    many gigabytes."""
     if is_remote(path):
         return remote.open_stream(path, chunk_bytes)
     descriptor, _ = disk.open_regular(path)

@@ -6,12 +6,11 @@ the whole comes back, so the caller never reads the result again to checksum it.
 """
 
 import base64
-import functools
 
 import google_crc32c
 
-from tfrecord_pipeline.transforms.storage import disk, fileio, gcs
-from tfrecord_pipeline.transforms.storage.retry import TIMEOUT_S, retried
+from tfrecord_pipeline.transforms.storage import disk, fileio, jsonapi
+from tfrecord_pipeline.transforms.storage.retry import retried
 
 JOIN_CHUNK_BYTES = 8 << 20
 COMPOSE_LIMIT = 32  # source objects in one compose request
@@ -32,15 +31,11 @@ def join_files(sources: list[str], destination: str) -> int:
 
 
 def compose(sources: list[str], destination: str) -> int:
-    """`destination` made of objects `sources` (in its bucket) by one compose request, sent again
-    after a transient failure: it makes a new name, so sending it twice makes the same object.
-    A shard is written in at most as many pieces (transforms/plan/sharding.py MAX_PIECES)."""
+    """`destination` made of objects `sources` (in its bucket) by one compose request
+    (jsonapi.compose), sent again after a transient failure: it makes a new name, so sending it
+    twice makes the same object. A shard is written in at most as many pieces
+    (transforms/plan/sharding.py MAX_PIECES)."""
     if len(sources) > COMPOSE_LIMIT:
         raise ValueError(f"{len(sources)} objects, over the {COMPOSE_LIMIT} a compose joins")
-    bucket_name, name = gcs.split(destination)
-    bucket = gcs.client().bucket(bucket_name)
-    target = bucket.blob(name)
-    parts = [bucket.blob(gcs.split(source)[1]) for source in sources]
-    send = functools.partial(target.compose, parts, retry=None, timeout=TIMEOUT_S)
-    retried(send, destination)
-    return int.from_bytes(base64.b64decode(target.crc32c), "big")
+    crc32c = retried(lambda: jsonapi.compose(sources, destination), destination)
+    return int.from_bytes(base64.b64decode(crc32c), "big")

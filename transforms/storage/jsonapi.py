@@ -1,7 +1,8 @@
-"""The GETs a run sends Cloud Storage's JSON API itself, each one request on this thread's
+"""The requests a run sends Cloud Storage's JSON API itself, each one request on this thread's
 keep-alive connection (transforms/storage/connection.py): an image's media (once an image),
-an object's metadata (a refresh's and a plan's stat of an image), a range of a manifest, a page
-of a listing; and its deletions.
+an object's metadata (a refresh's and a plan's stat of an image), a page of a listing (with
+each object's size and CRC-32C for a refresh's identities), a shard's compose, a server-side
+copy, a deletion; and ranges of a manifest, streamed on a connection of their reader's own.
 
 Google's Python client spends four to five times the CPU of the work itself on a request
 (benchmarks/gcs_read_cost.py, benchmarks/gcs_request_cost.py): requests' session,
@@ -14,6 +15,7 @@ announces.
 """
 
 import contextlib
+import http.client
 import json
 import urllib.parse
 from typing import NamedTuple
@@ -58,15 +60,30 @@ def media(path: str, max_bytes: int | None) -> Media | None:
     return Media(data, crc32c)
 
 
-def media_range(path: str, start: int, end: int) -> bytes:
-    """Bytes `start` to `end` (exclusive) of an object's media, from one ranged GET. A server
-    that ignores the Range (a proxy in the way) and answers the whole object raises OSError,
-    its body unread: those are not the bytes asked for."""
+def media_from(
+    connection: http.client.HTTPConnection, path: str, start: int, end: int
+) -> http.client.HTTPResponse:
+    """The answer to one ranged GET of an object's bytes `start` to `end` (exclusive) on
+    `connection`, its body left for the caller to read as it needs (a range may be large).
+    A server that ignores the Range (a proxy in the way) and answers the whole object raises
+    OSError, its body unread: those are not the bytes asked for."""
     headers = {"Range": f"bytes={start}-{end - 1}"}
-    with _answer(_object(path, "/download") + "?alt=media", path, headers) as (_, response):
-        if response.status != 206 and (start, response.length) != (0, end - start):
-            raise OSError(f"{path}: the whole object answered a Range of bytes {start:,}-{end:,}")
-        return response.read()
+    response = _sent(connection, "GET", _object(path, "/download") + "?alt=media", path, headers)
+    if response.status != 206 and (start, response.length) != (0, end - start):
+        connection.close()
+        raise OSError(f"{path}: the whole object answered a Range of bytes {start:,}-{end:,}")
+    return response
+
+
+def media_range(path: str, start: int, end: int) -> bytes:
+    """Bytes `start` to `end` (exclusive) of an object, from one ranged GET on this thread's
+    connection (a record, a footer: small enough to read at once)."""
+    connection = connections.connection()
+    try:
+        return media_from(connection, path, start, end).read()
+    except BaseException:
+        connection.close()
+        raise
 
 
 def metadata(path: str) -> dict:
@@ -89,13 +106,53 @@ def list_page(
     prefixes ending at it), and the token of the next page (None after the last)."""
     query = {"prefix": prefix, "fields": "items(name),prefixes,nextPageToken"}
     query.update({"delimiter": delimiter} if delimiter else {})
-    query.update({"pageToken": token} if token else {})
     query.update({"maxResults": str(max_results)} if max_results else {})
-    target = f"/storage/v1/b/{_quoted(bucket)}/o?{urllib.parse.urlencode(query)}"
-    with _answer(target, f"gs://{bucket}/{prefix}") as (_, response):
-        page = json.loads(response.read())
+    page = _listing(bucket, query, token)
     names = [item["name"] for item in page.get("items", ())]
     return Page(names, page.get("prefixes", []), page.get("nextPageToken"))
+
+
+class Listed(NamedTuple):
+    name: str
+    size: int
+    crc32c: str  # base64, as Cloud Storage gives it
+
+
+def listed_objects(
+    bucket: str, prefix: str, first: str, token: str | None
+) -> tuple[list[Listed], str | None]:
+    """One page (of up to a thousand) of the objects directly under `prefix` (not in its
+    subfolders), from the name `first` on, with their sizes and CRC-32Cs; the next page's
+    token (None after the last)."""
+    fields = "items(name,size,crc32c),nextPageToken"
+    query = {"prefix": prefix, "delimiter": "/", "startOffset": first, "fields": fields}
+    page = _listing(bucket, {**query, "maxResults": "1000"}, token)
+    objects = [Listed(o["name"], int(o["size"]), o["crc32c"]) for o in page.get("items", ())]
+    return objects, page.get("nextPageToken")
+
+
+def _listing(bucket: str, query: dict[str, str], token: str | None) -> dict:
+    query = {**query, "pageToken": token} if token else query
+    target = f"/storage/v1/b/{_quoted(bucket)}/o?{urllib.parse.urlencode(query)}"
+    with _answer(target, f"gs://{bucket}/{query['prefix']}") as (_, response):
+        return json.loads(response.read())
+
+
+def compose(sources: list[str], destination: str) -> str:
+    """Makes `destination` of objects `sources` (in its bucket), one after another, with one
+    compose request; the CRC-32C of the whole, as the answer gives it."""
+    parts = [{"name": _split(source)[1]} for source in sources]
+    body = {"sourceObjects": parts, "destination": {"name": _split(destination)[1]}}
+    target = _object(destination) + "/compose?fields=crc32c"
+    with _answer(target, destination, method="POST", body=body) as (_, response):
+        return json.loads(response.read())["crc32c"]
+
+
+def copy(source: str, destination: str) -> None:
+    """Copies an object within the store (which checks its CRC-32C) with one copy request."""
+    target = f"{_object(source)}/copyTo{_object(destination).removeprefix('/storage/v1')}"
+    with _answer(target + "?fields=name", source, method="POST") as (_, response):
+        response.read()
 
 
 def delete(path: str) -> None:
@@ -105,8 +162,13 @@ def delete(path: str) -> None:
 
 
 def _object(path: str, root: str = "") -> str:
-    bucket, _, name = path.removeprefix("gs://").partition("/")
+    bucket, name = _split(path)
     return f"{root}/storage/v1/b/{_quoted(bucket)}/o/{_quoted(name)}"
+
+
+def _split(path: str) -> tuple[str, str]:
+    bucket, _, name = path.removeprefix("gs://").partition("/")
+    return bucket, name
 
 
 def _quoted(name: str) -> str:
@@ -114,19 +176,45 @@ def _quoted(name: str) -> str:
 
 
 @contextlib.contextmanager
-def _answer(target: str, path: str, headers: dict | None = None, method: str = "GET"):
-    """(this thread's connection, the answer to a GET of `target`) once it is a success, its
-    body left to read; the connection closed if anything fails meanwhile, so it is never
-    reused in an unknown state. An answer that is not a success raises as `_raise_for_status`
-    tells."""
+def _answer(
+    target: str,
+    path: str,
+    headers: dict | None = None,
+    method: str = "GET",
+    body: dict | None = None,
+):
+    """(this thread's connection, the answer to a request of `target`, with `body` as JSON if
+    any) once it is a success, its body left to read; the connection closed if anything fails
+    meanwhile, so it is never reused in an unknown state. An answer that is not a success
+    raises as `_raise_for_status` tells."""
     connection = connections.connection()
+    response = _sent(connection, method, target, path, headers or {}, body)
     try:
-        response = connections.get(connection, target, headers or {}, method)
-        _raise_for_status(response, path)
         yield connection, response
     except BaseException:
         connection.close()
         raise
+
+
+def _sent(
+    connection: http.client.HTTPConnection,
+    method: str,
+    target: str,
+    path: str,
+    headers: dict,
+    body: dict | None = None,
+) -> http.client.HTTPResponse:
+    """The answer to a request on `connection` once it is a success (else the error it stands
+    for); the connection closed on any failure."""
+    sent = None if body is None else json.dumps(body).encode()
+    headers = headers if body is None else {**headers, "Content-Type": "application/json"}
+    try:
+        response = connections.send(connection, method, target, headers, sent)
+        _raise_for_status(response, path)
+    except BaseException:
+        connection.close()
+        raise
+    return response
 
 
 def _raise_for_status(response, path: str) -> None:

@@ -17,11 +17,10 @@ import math
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from tfrecord_pipeline.transforms.storage import gcs
-from tfrecord_pipeline.transforms.storage.retry import TIMEOUT_S, StoreUnavailableError, retried
+from tfrecord_pipeline.transforms.storage import gcs, jsonapi
+from tfrecord_pipeline.transforms.storage.retry import StoreUnavailableError, retried
 
 LIST_PAGE_ROWS = 13  # wanted objects a listing page must be worth: it costs 12.5 stats
-PAGE_OBJECTS = 1000  # objects a listing page holds (the JSON API's most)
 
 
 def listed_identities(uris: Iterable[str], map_=map) -> dict[str, str]:
@@ -54,11 +53,9 @@ class _Span(NamedTuple):
 def _listed_or_none(span: _Span) -> dict[str, str] | None:
     """None when the listing cannot be had: it keeps failing, or it is refused (an account may
     read objects without the right to list them)."""
-    from google.api_core.exceptions import GoogleAPICallError
-
     try:
         return span_identities(span)
-    except (StoreUnavailableError, GoogleAPICallError):
+    except (StoreUnavailableError, OSError):  # OSError: refused (jsonapi._raise_for_status)
         return None
 
 
@@ -85,17 +82,5 @@ def _page(
 ) -> tuple[list[tuple[str, str]], str | None]:
     """One page of a folder's listing from the name `first` on: (name, identity) of its objects,
     the next page's token."""
-    listing = gcs.client().list_blobs(
-        bucket,
-        prefix=prefix,
-        delimiter="/",
-        start_offset=first,
-        page_token=token,
-        page_size=PAGE_OBJECTS,
-        fields="items(name,size,crc32c),nextPageToken",
-        retry=None,
-        timeout=TIMEOUT_S,
-    )
-    page = next(listing.pages)
-    objects = [(blob.name, gcs.identity(blob.size, blob.crc32c)) for blob in page]
-    return objects, listing.next_page_token
+    listed, token = jsonapi.listed_objects(bucket, prefix, first, token)
+    return [(found.name, gcs.identity(found.size, found.crc32c)) for found in listed], token

@@ -1,8 +1,8 @@
-"""Objects. On Cloud Storage: reads, stats, existence checks, matches and deletions as single
-requests of transforms/storage/jsonapi.py (through gcs.py), server-side copies (a move's too)
-through Google's Python client, uploads through pyarrow's C++ client (transforms/storage/
-arrow.py): each a fraction of the CPU of Beam's gcsio (benchmarks/gcs_request_cost.py). On any
-other store, everything through Beam's FileSystems.
+"""Objects. On Cloud Storage: reads, stats, existence checks, matches, server-side copies (a
+move's too) and deletions as single requests of transforms/storage/jsonapi.py (through gcs.py),
+uploads through pyarrow's C++ client (transforms/storage/arrow.py): each a fraction of the CPU
+of Beam's gcsio (benchmarks/gcs_request_cost.py). On any other store, everything through
+Beam's FileSystems.
 
 Beam is imported on first use: only remote paths need it, and it takes seconds to import.
 Compression detection is off, so an image whose name ends in `.gz` is never silently
@@ -21,7 +21,7 @@ from typing import BinaryIO
 
 from tfrecord_pipeline.transforms.storage import arrow, gcs, jsonapi
 from tfrecord_pipeline.transforms.storage.disk import check_size
-from tfrecord_pipeline.transforms.storage.retry import TIMEOUT_S, retried
+from tfrecord_pipeline.transforms.storage.retry import retried
 
 _WILDCARD = re.compile(r"[*?\[]")
 DELETES_AT_ONCE = 32  # deletions of objects in flight: a folder may hold 10^5 of them
@@ -68,8 +68,8 @@ def _read_filesystem(path: str, max_bytes: int | None) -> bytes:
 
 
 def open_stream(path: str, chunk_bytes: int) -> BinaryIO:
-    """A seekable stream of an object: on Cloud Storage by ranged requests of `chunk_bytes`,
-    never downloaded whole."""
+    """A seekable stream of an object: on Cloud Storage read `chunk_bytes` at a time from
+    ranged requests (gcs.RangeReader), never downloaded whole."""
     if gcs.is_gcs(path):
         return io.BufferedReader(gcs.RangeReader(path), buffer_size=chunk_bytes)
     return filesystems(path).open(path, compression_type=_RAW)
@@ -109,23 +109,13 @@ def write(path: str, data: bytes) -> None:
 
 def copy(source: str, destination: str) -> None:
     """A server-side copy (Cloud Storage checks its CRC-32C) in one request, sent again after a
-    transient failure: it makes the same object. Google's Python client sends it: pyarrow's
-    copy_file first checks that the destination's folder exists, by its metadata and a page of
+    transient failure: it makes the same object (jsonapi.copy). Not pyarrow's copy_file, which
+    first checks that the destination's folder exists, by its metadata and a page of
     its listing (up to a thousand objects, in a version's folder as it fills)."""
     if not gcs.is_gcs(source):
         filesystems(source).copy([source], [destination])
         return
-    (source_bucket, source_name), (bucket, name) = gcs.split(source), gcs.split(destination)
-    origin = gcs.client().bucket(source_bucket)
-    send = functools.partial(
-        origin.copy_blob,
-        origin.blob(source_name),
-        gcs.client().bucket(bucket),
-        name,
-        retry=None,
-        timeout=TIMEOUT_S,
-    )
-    retried(send, source)
+    retried(lambda: jsonapi.copy(source, destination), source)
 
 
 def rename(source: str, destination: str) -> None:

@@ -1,9 +1,9 @@
 """The one retry layer for Cloud Storage, and its budget.
 
-Every request this project sends to Cloud Storage itself goes through `retried`: the GETs of
+Every request this project sends to Cloud Storage itself goes through `retried`: those of
 jsonapi.py (an image's media, an object's metadata, a range of a manifest, a page of a
-listing: what an existence check and a match ask too) and its deletions, which never retry on
-their own; the composes of joins.py, the copies of remote.py and the dataset's pointer of
+listing: what an existence check and a match ask too; the composes of joins.py, the copies of
+remote.py, deletions), which never retry on their own; the dataset's pointer of
 pipeline/dataset/publish.py, sent by Google's client with its retries off (`retry=None`); the
 whole uploads of remote.py through pyarrow's C++ client, one request an attempt (arrow.py). A
 streamed upload (a shard, an errors file), which cannot be sent again whole by a loop around
