@@ -61,6 +61,11 @@ def bucket_rows(
     return first
 
 
+# Most shard pieces the rows are sorted into on the pool: each process's batch makes a file a
+# piece, and more would hold few rows each.
+SPREAD_BUCKETS = 256
+
+
 def sort_rows(
     rows: TakenRows | list[ManifestRow],
     plan: DatasetPlan,
@@ -72,7 +77,9 @@ def sort_rows(
     """`bucket_rows`, the rows' spilled batches (those of `TakenRows`) sorted on the `pool`'s
     processes, a batch each, into batches of `buckets`' folder that it adopts, while this
     process sorts the rows held: the cores share what would keep them waiting for it."""
-    spilled = rows.spilled() if pool and isinstance(rows, TakenRows) else []
+    buckets_made = sum(count * pieces[split] for split, count in plan.shards)
+    spread = pool and isinstance(rows, TakenRows) and buckets_made <= SPREAD_BUCKETS
+    spilled = rows.spilled() if spread else []
     calls = [(batch, plan, pieces, buckets.folder()) for batch in spilled]
     results = pool.spread(sort_batch, calls) if calls else ()
     held = rows.held() if calls else rows

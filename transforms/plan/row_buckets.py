@@ -3,13 +3,14 @@ back a bucket at a time: how the local runner keeps its memory flat in the numbe
 TFDS's writer spills its examples to buckets. A run of fewer rows than the budget never
 touches the disk.
 
-Each spill of a bucket's rows is a pickled batch, a file of its own in a temporary folder
-(`$TMPDIR`); pickling gives the rows back as they were, so the records are the same. A bucket
-taken is read where it is iterated: handed to another process (a shard writer), it carries its
-files' names and the rows it still held, so its spilled rows are read there, never unpickled
-and pickled again on their way through this process. Other processes may spill into the folder
-too, each batch then adopted into a bucket here: how the local runner's processes sort the rows
-it spilled into shard pieces, a batch each, while it sorts those it held.
+Each spill of a bucket's rows is a pickled batch, appended to a file of the bucket's in a
+temporary folder (`$TMPDIR`), a new file every FILE_ROWS rows; pickling gives the rows back as
+they were, so the records are the same. A bucket taken is read where it is iterated: handed to
+another process (a shard writer), it carries its files' names and the rows it still held, so
+its spilled rows are read there, never unpickled and pickled again on their way through this
+process. Other processes may spill into the folder too, each batch then adopted into a bucket
+here: how the local runner's processes sort the rows it spilled into shard pieces, a file
+each, while it sorts those it held.
 """
 
 import os
@@ -19,6 +20,9 @@ import tempfile
 from collections.abc import Hashable, Iterator
 
 HELD_ROWS = 25_000  # rows held in memory across buckets (~10 MB), beyond which the largest spills
+# A bucket's spills go on in one file up to this many rows, then a new one: few files however
+# small the spills (many buckets), and the batches large enough to share out between processes.
+FILE_ROWS = 10_000
 
 Spilled = tuple[str, int]  # a spilled batch: its file, its rows
 
@@ -35,6 +39,7 @@ class RowBuckets:
         self._files: dict[Hashable, list[Spilled]] = {}  # bucket → its spilled batches
         self._counts: dict[Hashable, int] = {}
         self._folder, self._owned = folder, not folder
+        self._made: set[str] = set()  # the files this object spilled into, which it may append to
 
     def add(self, bucket: Hashable, row) -> None:
         self._held.setdefault(bucket, []).append(row)
@@ -75,10 +80,17 @@ class RowBuckets:
     def _spill(self, bucket: Hashable) -> None:
         rows = self._held.pop(bucket)
         self._holding -= len(rows)
-        descriptor, path = tempfile.mkstemp(dir=self.folder())  # unique across processes
-        with open(descriptor, "wb") as handle:
+        batches = self._files.setdefault(bucket, [])
+        if batches and batches[-1][0] in self._made and batches[-1][1] < FILE_ROWS:
+            path, count = batches.pop()
+        else:
+            descriptor, path = tempfile.mkstemp(dir=self.folder())  # unique across processes
+            os.close(descriptor)
+            count = 0
+            self._made.add(path)
+        with open(path, "ab") as handle:
             pickle.dump(rows, handle, pickle.HIGHEST_PROTOCOL)
-        self._files.setdefault(bucket, []).append((path, len(rows)))
+        batches.append((path, count + len(rows)))
 
     def close(self) -> None:
         """Deletes what was spilled into a folder of its own, taken or not."""
@@ -107,9 +119,13 @@ class TakenRows:
         for path, _ in self._batches:
             if path:
                 with open(path, "rb") as handle:
-                    batch = pickle.load(handle)
+                    while True:
+                        try:
+                            batch = pickle.load(handle)
+                        except EOFError:
+                            break
+                        yield from batch
                 os.remove(path)
-                yield from batch
             else:
                 yield from self._held
 
