@@ -2,17 +2,25 @@
 shards' (or pieces') tasks for its writer processes."""
 
 import itertools
+import pickle
 import tempfile
 
 import pytest
 from conftest import manifest_row
 
-from tfrecord_pipeline.runners.local_shards import bucket_rows, shard_tasks, split_pieces
+from tfrecord_pipeline.runners.local_shards import (
+    bucket_rows,
+    shard_tasks,
+    sort_rows,
+    split_pieces,
+)
+from tfrecord_pipeline.transforms.image.config import ImageConfig
 from tfrecord_pipeline.transforms.manifest.labels import LabelMap
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
 from tfrecord_pipeline.transforms.plan.row_buckets import RowBuckets
 from tfrecord_pipeline.transforms.plan.sharding import WHOLE, Piece, ShardId, piece_of
 from tfrecord_pipeline.transforms.write.formats import ShardFormat
+from tfrecord_pipeline.transforms.write.shard_processes import ShardPool
 from tfrecord_pipeline.transforms.write.shard_writer import WriteConfig
 
 ROWS = 1200  # tiny images in one shard: one core would write them all
@@ -27,7 +35,8 @@ def _tasks(plan: DatasetPlan, processes: int, held_rows: int = 100, shard_format
     with RowBuckets(held_rows) as buckets:
         sample = bucket_rows(rows, plan, pieces, errors.append, buckets)
         tasks, writers = shard_tasks(buckets, plan, pieces, config, sample)
-        tasks = list(tasks)
+        # Read while the buckets' spilled files are there, as a writer does.
+        tasks = [task._replace(rows=list(task.rows)) for task in tasks]
     assert [error.key for error in errors] == ["dog/0"]  # no id for its label
     assert sorted(row.key for task in tasks for row in task.rows) == sorted(
         row.key for row in rows[:-1]
@@ -48,7 +57,7 @@ def test_a_shard_over_its_share_of_the_cores_is_written_by_each_core_in_pieces(u
         (ShardId("train", 0, 1), Piece(1, 2)),
         (ShardId("train", 0, 1), Piece(0, 2)),
     ]
-    assert len(tasks[0].rows) >= len(tasks[1].rows)  # the largest first
+    assert [task.piece.index for task in tasks] == [0, 1]  # in order: each joins as it ends
     assert all(piece_of(row.key, 2) == task.piece.index for task in tasks for row in task.rows)
     assert writers == 2
     (whole,), writers = _tasks(plan, 1)
@@ -81,6 +90,17 @@ def test_rows_beyond_the_budget_are_spilled_and_read_back_in_order(tmp_path, mon
     assert not list(tmp_path.iterdir())  # nothing left behind
 
 
+def test_a_taken_bucket_carries_its_spilled_rows_file_to_a_writer_process_not_its_rows():
+    rows = [manifest_row(f"cat/{n}") for n in range(2000)]
+    with RowBuckets(held_rows=100) as buckets:
+        for row in rows:
+            buckets.add("piece", row)
+        taken = buckets.take("piece")
+        sent = pickle.dumps(taken, pickle.HIGHEST_PROTOCOL)
+        assert len(taken) == len(rows) and len(sent) < len(pickle.dumps(rows[:200]))
+        assert list(pickle.loads(sent)) == rows
+
+
 def test_rows_taken_from_one_bucket_can_be_spilled_into_others():
     """As the runner sorts the rows it read into shard pieces: the new buckets' spills never
     write into the file being read."""
@@ -92,3 +112,24 @@ def test_rows_taken_from_one_bucket_can_be_spilled_into_others():
             buckets.add(row.key[-1], row)
         again = [row for digit in "0123456789" for row in buckets.take(digit)]
     assert sorted(again) == sorted(rows)
+
+
+def test_the_pools_processes_sort_the_spilled_rows_into_the_pieces_this_process_would():
+    plan = DatasetPlan(LabelMap(("cat",)), (("train", ROWS),), (("train", 2),))
+    rows = [manifest_row(f"cat/{n}") for n in range(ROWS)] + [manifest_row("dog/0")]
+    pieces = {"train": 3}
+    parts = [(ShardId("train", i, 2), Piece(j, 3)) for i in (0, 1) for j in (0, 1, 2)]
+
+    def sorted_on(pool):
+        errors = []
+        with RowBuckets(held_rows=100) as buckets:
+            for row in rows:
+                buckets.add("read", row)
+            sample = sort_rows(buckets.take("read"), plan, pieces, errors.append, buckets, pool)
+            by_part = [sorted(row.key for row in buckets.take(part)) for part in parts]
+        return [error.key for error in errors], by_part, len(sample)
+
+    with ShardPool(2, ImageConfig()) as pool:
+        on_the_pool = sorted_on(pool)
+    assert on_the_pool == sorted_on(None)
+    assert on_the_pool[0] == ["dog/0"] and sum(map(len, on_the_pool[1])) == ROWS

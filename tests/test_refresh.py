@@ -39,22 +39,21 @@ def _row(key: str, image: str = "", label: str = "cat", split: str = "train") ->
 
 def test_a_past_record_stays_only_when_one_row_has_its_key_and_fingerprint():
     past = [
-        ("s0", [PastRecord("a", "fa", (0,)), PastRecord("b", "fb", (0,))]),
-        ("s1", [PastRecord("c", "fc", (1,)), PastRecord("d", "fd", (1,))]),
-        ("s2", [PastRecord("e", "fe", (1,))]),
+        ("s0", [PastRecord("a", "fa", (0,)), PastRecord("b", "fb", (0,))], True),
+        ("s1", [PastRecord("c", "fc", (1,)), PastRecord("d", "fd", (1,))], True),
+        ("s2", [PastRecord("e", "fe", (1,))], True),
     ]
-    sound = {"s0": True, "s1": True, "s2": True}
     rows = [_row("a"), _row("b"), _row("c"), _row("d"), _row("d"), _row("n")]
-    matched = match(rows, ["fa", "fb", "CHANGED", "fd", "fd", "fn"], past, sound)
+    matched = match(rows, ["fa", "fb", "CHANGED", "fd", "fd", "fn"], iter(past))
     assert matched.kept == {"s0": (0, 1)}
     assert [row.key for row in matched.to_convert] == ["c", "d", "d", "n"]  # e is gone
-    unreadable = match([_row("a")], [""], past, sound)
+    unreadable = match([_row("a")], [""], past)
     assert not unreadable.kept and [row.key for row in unreadable.to_convert] == ["a"]
 
 
 def test_the_unchanged_rows_of_a_damaged_shard_are_counted_and_converted_again():
-    past = [("s0", [PastRecord("a", "fa", (0,)), PastRecord("b", "fb", (0,))])]
-    matched = match([_row("a"), _row("b")], ["fa", "fb"], past, {"s0": False})
+    past = [("s0", [PastRecord("a", "fa", (0,)), PastRecord("b", "fb", (0,))], False)]
+    matched = match([_row("a"), _row("b")], ["fa", "fb"], past)
     assert matched.kept == {"s0": (0, 1)}
     assert [row.key for row in matched.to_convert] == ["a", "b"]
 

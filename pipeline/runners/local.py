@@ -7,13 +7,14 @@ conversion given no Beam flags calls the functions the Beam steps wrap (transfor
 in the same order, and writes the same bytes; any Beam flag (`--runner DirectRunner`,
 `--runner DataflowRunner`, ...) runs the Beam pipeline instead (pipeline/runners/beam_pipeline.py).
 
-No step holds every row: rows are counted for the plan as they are read and put in buckets,
-held up to a budget and spilled to a temporary folder beyond it (transforms/plan/row_buckets.py),
-then in buckets by shard piece, each read back as a writer takes it
+No step holds every row: rows are counted for the plan as they are read (large manifests in
+byte ranges on every core: pipeline/runners/local_reads.py) and put in buckets, held up to a
+budget and spilled to a temporary folder beyond it (transforms/plan/row_buckets.py), then in
+buckets by shard piece (on every core), each read back as a writer takes it
 (pipeline/runners/local_shards.py). So memory stays flat however many rows, but for --dedup
 (which compares every row's image digest) and --incremental (which matches every row with the
-published records). Error rows stream to the errors files as they arise
-(transforms/write/error_sink.py).
+published records, those read a shard at a time). Error rows stream to the errors files as
+they arise (transforms/write/error_sink.py).
 """
 
 import contextlib
@@ -29,7 +30,8 @@ from tfrecord_pipeline.dataset.metadata import DatasetInfo
 from tfrecord_pipeline.dataset.previous import previous_version
 from tfrecord_pipeline.dataset.publish import Target
 from tfrecord_pipeline.runners import refresh, refresh_files
-from tfrecord_pipeline.runners.local_shards import bucket_rows, shard_tasks, split_pieces
+from tfrecord_pipeline.runners.local_reads import gather, read_on, split_reads
+from tfrecord_pipeline.runners.local_shards import shard_tasks, sort_rows, split_pieces
 from tfrecord_pipeline.transforms.errors import ErrorRow
 from tfrecord_pipeline.transforms.manifest.rows import (
     ManifestRow,
@@ -94,7 +96,10 @@ def write_here(
         counted.add(row)
         buckets.add(ARRIVED, row)
 
-    skipped, negatives = read_rows(manifests, read_config, errors, keep)
+    here, there = split_reads(manifests, processes) if pool else (manifests, [])
+    reads = read_on(pool, there, read_config, plan_config.counts, buckets, ARRIVED, target.staging)
+    skipped, negatives = read_rows(here, read_config, errors, keep)
+    negatives += gather(reads, counted, buckets, errors)
     plan = decide_plan(counted.stats(), plan_config)
     progress.planned(plan.row_count)
     rows = buckets.take(ARRIVED)
@@ -107,7 +112,7 @@ def write_here(
         split_rows = Counter(row.split for row in rows)
     write_plan = update.layout.write_plan if update else plan
     pieces = split_pieces(write_plan, split_rows, processes if pool else 1, config)
-    sample = bucket_rows(rows, write_plan, pieces, errors.add, buckets)
+    sample = sort_rows(rows, write_plan, pieces, errors.add, buckets, pool)
     del rows
     tasks, writers = shard_tasks(buckets, write_plan, pieces, config, sample)
     if pool and writers > 1:

@@ -1,6 +1,7 @@
 """The local runner's rows on their way to its shard writers, never all held at once: put in
 buckets by shard piece (transforms/plan/row_buckets.py: held up to a budget, spilled to disk
-beyond it), then taken a piece at a time as a writer gets ready for it.
+beyond it; the batches it spilled as it read sorted on its writer processes), then taken a
+piece at a time as a writer gets ready for it, which reads the piece's spilled rows itself.
 
 A shard is written in pieces, joined after (transforms/write/shard_pieces.py), when it holds
 more than its share of the rows of the run's processes, or more rows than a writer should
@@ -9,16 +10,18 @@ plan's pieces, as on Beam). The pieces of a split's shards are decided from the 
 given, before they are sorted into shards: hash partitioning fills every shard alike.
 """
 
+import sys
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from tfrecord_pipeline.transforms.errors import ErrorRow
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
 from tfrecord_pipeline.transforms.plan.grouping import all_shards, shards_of
-from tfrecord_pipeline.transforms.plan.row_buckets import RowBuckets
+from tfrecord_pipeline.transforms.plan.row_buckets import RowBuckets, TakenRows
 from tfrecord_pipeline.transforms.plan.sharding import Piece, local_pieces, piece_of
 from tfrecord_pipeline.transforms.storage import fileio
-from tfrecord_pipeline.transforms.write.shard_processes import ShardTask, shard_task
+from tfrecord_pipeline.transforms.write.shard_processes import ShardPool, ShardTask, shard_task
 from tfrecord_pipeline.transforms.write.shard_writer import WriteConfig
 
 
@@ -58,6 +61,49 @@ def bucket_rows(
     return first
 
 
+# Most shard pieces the rows are sorted into on the pool: each process's batch makes a file a
+# piece, and more would hold few rows each.
+SPREAD_BUCKETS = 256
+
+
+def sort_rows(
+    rows: TakenRows | list[ManifestRow],
+    plan: DatasetPlan,
+    pieces: Mapping[str, int],
+    reject: Callable[[ErrorRow], object],
+    buckets: RowBuckets,
+    pool: ShardPool | None,
+) -> list[ManifestRow]:
+    """`bucket_rows`, the rows' spilled batches (those of `TakenRows`) sorted on the `pool`'s
+    processes, a batch each, into batches of `buckets`' folder that it adopts, while this
+    process sorts the rows held: the cores share what would keep them waiting for it."""
+    buckets_made = sum(count * pieces[split] for split, count in plan.shards)
+    spread = pool and isinstance(rows, TakenRows) and buckets_made <= SPREAD_BUCKETS
+    spilled = rows.spilled() if spread else []
+    calls = [(batch, plan, pieces, buckets.folder()) for batch in spilled]
+    results = pool.spread(sort_batch, calls) if calls else ()
+    held = rows.held() if calls else rows
+    first = bucket_rows(held, plan, pieces, reject, buckets)
+    for batches, errors, sample in results:
+        for bucket, batch in batches:
+            buckets.adopt(bucket, batch)
+        for error in errors:
+            reject(error)
+        first = first or sample
+    return first
+
+
+def sort_batch(
+    rows: TakenRows, plan: DatasetPlan, pieces: Mapping[str, int], folder: str
+) -> tuple[list, list[ErrorRow], list[ManifestRow]]:
+    """On a pool process: `bucket_rows` of `rows`, every bucket spilled into `folder`, for its
+    owner to adopt; with the error rows and the first row."""
+    errors: list[ErrorRow] = []
+    sorted_rows = RowBuckets(sys.maxsize, folder)
+    first = bucket_rows(rows, plan, pieces, errors.append, sorted_rows)
+    return sorted_rows.spill_all(), errors, first
+
+
 def shard_tasks(
     buckets: RowBuckets,
     plan: DatasetPlan,
@@ -66,20 +112,24 @@ def shard_tasks(
     sample: list[ManifestRow],
 ) -> tuple[Iterator[ShardTask], int]:
     """A task for every planned shard's every piece (one that got no rows is still written),
-    largest first (the last to finish is short), each made with its rows as it is asked for;
-    and how many are written at once."""
+    the largest shard first (the last to finish is short), its pieces in order (each is joined
+    to those before it as it ends: transforms/write/shard_pieces.py), each made with its rows
+    as it is asked for; and how many are written at once."""
     parts = [
         (shard, Piece(index, pieces[shard.split]))
         for shard in all_shards(plan)
         for index in range(pieces[shard.split])
     ]
-    parts.sort(key=lambda part: -buckets.count(part))
+    shard_rows = Counter()
+    for shard, piece in parts:
+        shard_rows[shard] += buckets.count((shard, piece))
+    parts.sort(key=lambda part: (-shard_rows[part[0]], part[0], part[1].index))
     writers = writers_at_once(config, sample, len(parts))
 
     def tasks() -> Iterator[ShardTask]:
-        for shard, piece in parts:
-            rows = list(buckets.take((shard, piece)))
-            yield shard_task(shard, rows, plan, config, writers, piece)
+        for shard, piece in parts:  # a writer process reads the rows its piece spilled itself
+            rows = buckets.take((shard, piece))
+            yield shard_task(shard, rows, plan, config, writers, piece, sample)
 
     return tasks(), writers
 

@@ -14,6 +14,7 @@ decision; on Beam, pipeline/runners/beam_refresh.py runs its parts as steps.
 import functools
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
@@ -36,6 +37,7 @@ from tfrecord_pipeline.transforms.plan.rows_files import (
     read_rows_file,
 )
 from tfrecord_pipeline.transforms.storage import fileio
+from tfrecord_pipeline.transforms.write.shard_writer import ordered_map
 from tfrecord_pipeline.transforms.write.threads import REMOTE_THREADS_PER_CORE
 
 # Recorded options a refresh may differ in: they change no record's bytes.
@@ -105,30 +107,34 @@ class Refresh(NamedTuple):
 
     layout: RefreshLayout
     kept: dict[str, tuple[int, ...]]
-    records: dict[str, list[PastRecord]]
     to_convert: list[ManifestRow]
 
 
 def refresh_here(
     plan: DatasetPlan, rows: list[ManifestRow], previous: Previous, cores: int
 ) -> Refresh:
-    """The refresh of `previous` by `rows`, decided: rows files read and shards checked (many
-    at once on an object store, where each is a request), rows fingerprinted and matched,
-    then `refresh_layout`."""
+    """The refresh of `previous` by `rows`, decided: rows fingerprinted, then each published
+    shard checked and its rows file read and matched, a shard at a time (a few at once on an
+    object store, where each is a request: never every shard's records held), then
+    `refresh_layout`."""
     shards = published_shards(previous)
     infos = [shard for _, shard in shards]
-    with ThreadPoolExecutor(cores * REMOTE_THREADS_PER_CORE, "stat") as pool:
-        requests = pool.map if fileio.is_remote(previous.folder) else map
-        read = requests(functools.partial(past_records, previous), infos)
-        records = {shard.file: found for shard, found in zip(infos, read, strict=True)}
-        checked = check_shards(previous.folder, infos, requests)
-        sound = {
-            shard.file: ok and records[shard.file] is not None
-            for (_, shard), ok in zip(shards, checked, strict=True)
-        }
+    remote = fileio.is_remote(previous.folder)
+    threads = cores * REMOTE_THREADS_PER_CORE
+    sound: dict[str, bool] = {}
+    with ThreadPoolExecutor(threads, "stat") as pool:
+        checked = check_shards(previous.folder, infos, pool.map if remote else map)
         prints = row_fingerprints(rows, pool.map)
-    readable = ((file, listed) for file, listed in records.items() if listed is not None)
-    matched = match(rows, prints, readable, sound)
+        read = functools.partial(past_records, previous)
+        listed = ordered_map(pool if remote else None, read, infos, threads)
+
+        def verdicts() -> Iterator[tuple[str, list[PastRecord], bool]]:
+            for shard, records, ok in zip(infos, listed, checked, strict=True):
+                sound[shard.file] = ok and records is not None
+                if records is not None:
+                    yield shard.file, records, sound[shard.file]
+
+        matched = match(rows, prints, verdicts())
     past = [
         PastShard(
             split,
@@ -141,4 +147,4 @@ def refresh_here(
     ]
     converted = Counter(row.split for row in matched.to_convert)
     layout = refresh_layout(plan, past, converted)
-    return Refresh(layout, matched.kept, records, matched.to_convert)
+    return Refresh(layout, matched.kept, matched.to_convert)

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 from tfrecord_pipeline.dataset.metadata import ShardInfo
 from tfrecord_pipeline.dataset.previous import Previous
-from tfrecord_pipeline.runners.refresh import Refresh, published_shards
+from tfrecord_pipeline.runners.refresh import Refresh, past_records, published_shards
 from tfrecord_pipeline.transforms.plan.refresh import FinalShard, PastShard, RefreshLayout
 from tfrecord_pipeline.transforms.plan.rows_files import PastRecord, rows_file_name, write_rows_file
 from tfrecord_pipeline.transforms.plan.sharding import ShardId
@@ -115,8 +115,9 @@ def finish_here(
     shards = {shard.file: shard for _, shard in published_shards(previous)}
     carried = {}
     for source, final in update.layout.past_sources():
-        records, positions = update.records[source.file], update.kept[source.file]
         shard = shards[source.file]
+        records = past_records(previous, shard)  # read again, a shard at a time, as on Beam
+        positions = update.kept[source.file]
         result = stage_past(previous, source, shard, records, positions, final, staging)
         progress.carried(result.staged, result.records)
         carried[source.file] = result

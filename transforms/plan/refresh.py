@@ -39,17 +39,17 @@ class Matched(NamedTuple):
 def match(
     rows: list[ManifestRow],
     fingerprints: list[str],
-    past: Iterable[tuple[str, list[PastRecord]]],
-    sound: Mapping[str, bool],
+    past: Iterable[tuple[str, list[PastRecord], bool]],
 ) -> Matched:
-    """`stays` for every record of `past` ((shard file, its records)), the rows as one
-    CoGroupByKey by key meets them on Beam; `sound`: each shard's check. A record of a shard
-    that failed its check is counted as kept (its row is unchanged) and its row converted."""
+    """`stays` for every record of `past` (shard file, its records, whether the shard passed its
+    check), a shard at a time, the rows as one CoGroupByKey by key meets them on Beam: no
+    shard's records need be held once matched. A record of a shard that failed its check is
+    counted as kept (its row is unchanged) and its row converted."""
     by_key: dict[str, list[str]] = {}
     for row, fingerprint in zip(rows, fingerprints, strict=True):
         by_key.setdefault(row.key, []).append(fingerprint)
     kept, carried_keys = {}, set()
-    for file, records in past:
+    for file, records, sound in past:
         positions = tuple(
             position
             for position, record in enumerate(records)
@@ -57,7 +57,7 @@ def match(
         )
         if positions:
             kept[file] = positions
-            if sound[file]:
+            if sound:
                 carried_keys.update(records[position].key for position in positions)
     return Matched(kept, [row for row in rows if row.key not in carried_keys])
 

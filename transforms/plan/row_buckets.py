@@ -3,11 +3,16 @@ back a bucket at a time: how the local runner keeps its memory flat in the numbe
 TFDS's writer spills its examples to buckets. A run of fewer rows than the budget never
 touches the disk.
 
-A bucket's spilled rows are pickled batches appended to a file of its own in a temporary
-folder (`$TMPDIR`); pickling gives the rows back as they were, so the records are the same.
+Each spill of a bucket's rows is a pickled batch, appended to a file of the bucket's in a
+temporary folder (`$TMPDIR`), a new file every FILE_ROWS rows; pickling gives the rows back as
+they were, so the records are the same. A bucket taken is read where it is iterated: handed to
+another process (a shard writer), it carries its files' names and the rows it still held, so
+its spilled rows are read there, never unpickled and pickled again on their way through this
+process. Other processes may spill into the folder too, each batch then adopted into a bucket
+here: how the local runner's processes sort the rows it spilled into shard pieces, a file
+each, while it sorts those it held.
 """
 
-import itertools
 import os
 import pickle
 import shutil
@@ -15,19 +20,26 @@ import tempfile
 from collections.abc import Hashable, Iterator
 
 HELD_ROWS = 25_000  # rows held in memory across buckets (~10 MB), beyond which the largest spills
+# A bucket's spills go on in one file up to this many rows, then a new one: few files however
+# small the spills (many buckets), and the batches large enough to share out between processes.
+FILE_ROWS = 10_000
+
+Spilled = tuple[str, int]  # a spilled batch: its file, its rows
 
 
 class RowBuckets:
-    """Rows added to buckets, each taken back once, in the order it was given them."""
+    """Rows added to buckets, each taken back once, in the order it was given them. `folder`:
+    another process's buckets' folder, to spill into (and never delete); by default one made at
+    the first spill and deleted on `close`."""
 
-    def __init__(self, held_rows: int = HELD_ROWS):
+    def __init__(self, held_rows: int = HELD_ROWS, folder: str = ""):
         self._limit = held_rows
         self._held: dict[Hashable, list] = {}
         self._holding = 0  # rows in self._held
-        self._files: dict[Hashable, str] = {}  # bucket → its spilled batches
+        self._files: dict[Hashable, list[Spilled]] = {}  # bucket → its spilled batches
         self._counts: dict[Hashable, int] = {}
-        self._folder = ""  # made at the first spill
-        self._names = itertools.count()
+        self._folder, self._owned = folder, not folder
+        self._made: set[str] = set()  # the files this object spilled into, which it may append to
 
     def add(self, bucket: Hashable, row) -> None:
         self._held.setdefault(bucket, []).append(row)
@@ -36,31 +48,53 @@ class RowBuckets:
         if self._holding > self._limit:
             self._spill(max(self._held, key=lambda held: len(self._held[held])))
 
+    def adopt(self, bucket: Hashable, batch: Spilled) -> None:
+        """Adds to `bucket` a batch another process spilled into `folder()` (`spill_all`)."""
+        self._files.setdefault(bucket, []).append(batch)
+        self._counts[bucket] = self._counts.get(bucket, 0) + batch[1]
+
     def count(self, bucket: Hashable) -> int:
         """The rows added to `bucket` and not yet taken."""
         return self._counts.get(bucket, 0)
 
-    def take(self, bucket: Hashable) -> Iterator:
-        """The rows of `bucket`, read back a spilled batch at a time; the bucket is then empty."""
+    def folder(self) -> str:
+        """The folder the spilled batches are in, made if need be."""
+        if not self._folder:
+            self._folder = tempfile.mkdtemp(prefix="tfrecord-pipeline-rows-")
+        return self._folder
+
+    def take(self, bucket: Hashable) -> "TakenRows":
+        """The rows of `bucket`, to be read back a spilled batch at a time; the bucket is then
+        empty."""
         held = self._held.pop(bucket, [])
         self._holding -= len(held)
         self._counts.pop(bucket, None)
-        return _read(self._files.pop(bucket, ""), held)
+        return TakenRows((*self._files.pop(bucket, ()), ("", len(held))), held)
+
+    def spill_all(self) -> list[tuple[Hashable, Spilled]]:
+        """Every bucket's held rows spilled, each as a batch for the folder's owner to adopt."""
+        for bucket in list(self._held):
+            self._spill(bucket)
+        return [(bucket, batch) for bucket, batches in self._files.items() for batch in batches]
 
     def _spill(self, bucket: Hashable) -> None:
         rows = self._held.pop(bucket)
         self._holding -= len(rows)
-        if not self._folder:
-            self._folder = tempfile.mkdtemp(prefix="tfrecord-pipeline-rows-")
-        if bucket not in self._files:  # a name never given before: a taken file may be open
-            self._files[bucket] = os.path.join(self._folder, str(next(self._names)))
-        path = self._files[bucket]
+        batches = self._files.setdefault(bucket, [])
+        if batches and batches[-1][0] in self._made and batches[-1][1] < FILE_ROWS:
+            path, count = batches.pop()
+        else:
+            descriptor, path = tempfile.mkstemp(dir=self.folder())  # unique across processes
+            os.close(descriptor)
+            count = 0
+            self._made.add(path)
         with open(path, "ab") as handle:
             pickle.dump(rows, handle, pickle.HIGHEST_PROTOCOL)
+        batches.append((path, count + len(rows)))
 
     def close(self) -> None:
-        """Deletes what was spilled, taken or not."""
-        if self._folder:
+        """Deletes what was spilled into a folder of its own, taken or not."""
+        if self._folder and self._owned:
             shutil.rmtree(self._folder, ignore_errors=True)
 
     def __enter__(self):
@@ -70,15 +104,35 @@ class RowBuckets:
         self.close()
 
 
-def _read(path: str, held: list) -> Iterator:
-    """A bucket's spilled batches (deleted once read), then the rows it still held."""
-    if path:
-        with open(path, "rb") as handle:
-            while True:
-                try:
-                    batch = pickle.load(handle)
-                except EOFError:
-                    break
-                yield from batch
-        os.remove(path)
-    yield from held
+class TakenRows:
+    """A taken bucket's rows, iterated once: its spilled batches, each file deleted once read,
+    then the rows it still held (`batches`: the file "", last). Pickled, it holds the files'
+    names and the held rows alone."""
+
+    def __init__(self, batches: tuple[Spilled, ...], held: list):
+        self._batches, self._held = batches, held
+
+    def __len__(self) -> int:
+        return sum(rows for _, rows in self._batches)
+
+    def __iter__(self) -> Iterator:
+        for path, _ in self._batches:
+            if path:
+                with open(path, "rb") as handle:
+                    while True:
+                        try:
+                            batch = pickle.load(handle)
+                        except EOFError:
+                            break
+                        yield from batch
+                os.remove(path)
+            else:
+                yield from self._held
+
+    def spilled(self) -> list["TakenRows"]:
+        """Its spilled batches, each as rows of their own, to be read in other processes."""
+        return [TakenRows((batch,), []) for batch in self._batches if batch[0]]
+
+    def held(self) -> list:
+        """The rows it held in memory."""
+        return self._held

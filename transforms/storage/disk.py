@@ -152,24 +152,41 @@ def check_writable_folder(path: str) -> None:
 
 def copy(source: str, destination: str) -> None:
     """A copy of a file's bytes of its own, never a second name for the same ones (a write into
-    one would change the other), flushed to the disk like every file a version is made of. The
-    kernel copies (`copy_file_range`): a reflink, instant and sharing blocks until one is
-    written, where the file system has them (Btrfs, XFS); else no byte passes through this
-    process. Where the kernel cannot (another file system, an old kernel), a plain copy."""
-    os.makedirs(os.path.dirname(os.path.abspath(destination)), exist_ok=True)
-    with open(source, "rb") as reader, open(destination, "wb") as writer:
-        try:
-            while os.copy_file_range(reader.fileno(), writer.fileno(), 1 << 30):
-                pass
-        except OSError as error:
-            if error.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
-                raise
-            reader.seek(0)
-            writer.seek(0)
-            writer.truncate()
-            shutil.copyfileobj(reader, writer, _CHUNK)
-        writer.flush()
-        os.fsync(writer.fileno())
+    one would change the other), flushed to the disk like every file a version is made of."""
+    concatenate([source], destination)
+    sync_file(destination)
+
+
+def concatenate(sources: list[str], destination: str, append: bool = False) -> None:
+    """`destination` made of `sources`' bytes one after another (`append`: after its own), its
+    folders created. The kernel copies (`copy_file_range`): a reflink, instant and sharing
+    blocks until one is written, where the file system has them (Btrfs, XFS); else no byte
+    passes through this process. Where the kernel cannot (another file system, an old
+    kernel), a plain copy."""
+    with contextlib.ExitStack() as stack:  # every source opened first: a missing one makes none
+        readers = [stack.enter_context(open(source, "rb", buffering=0)) for source in sources]
+        os.makedirs(os.path.dirname(os.path.abspath(destination)), exist_ok=True)
+        # Not O_APPEND, which copy_file_range refuses: the end sought.
+        writer = stack.enter_context(open(destination, "r+b" if append else "wb", buffering=0))
+        writer.seek(0, os.SEEK_END)
+        for reader in readers:
+            _append(reader, writer)
+
+
+def _append(reader, writer) -> None:
+    """`reader`'s bytes written on at `writer`'s position (both unbuffered: the kernel moves
+    their offsets)."""
+    start = writer.tell()
+    try:
+        while os.copy_file_range(reader.fileno(), writer.fileno(), 1 << 30):
+            pass
+    except OSError as error:
+        if error.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+            raise
+        reader.seek(0)
+        writer.seek(start)
+        writer.truncate()
+        shutil.copyfileobj(reader, writer, _CHUNK)
 
 
 class Unlisted(NamedTuple):

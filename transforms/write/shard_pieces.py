@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from tfrecord_pipeline.transforms.plan.refresh import shifted_index
 from tfrecord_pipeline.transforms.plan.rows_files import ROWS_SUFFIX
 from tfrecord_pipeline.transforms.plan.sharding import WHOLE
-from tfrecord_pipeline.transforms.storage import fileio, joins
+from tfrecord_pipeline.transforms.storage import disk, fileio, joins
 from tfrecord_pipeline.transforms.tfrecord.records import file_crc32c
 from tfrecord_pipeline.transforms.write.formats import ShardFormat
 from tfrecord_pipeline.transforms.write.shard_writer import INDEX_SUFFIX, ShardResult
@@ -26,35 +26,72 @@ def join_pieces(
     results: Iterable[ShardResult], staging: str, shard_format: ShardFormat
 ) -> Iterator[ShardResult]:
     """`results` with the pieces of each shard written in pieces joined into one, as soon as
-    its last piece comes; whole shards' results as they come."""
+    its last piece comes; whole shards' results as they come. Pieces that join end to end in a
+    folder on this machine are appended to their shard's file as they come in order, each
+    flushed to the disk (`Appended`): the join's copying and flushing is done while the other
+    pieces are written, not all after the last."""
     waiting: dict[tuple[str, int], list[ShardResult]] = {}
+    appended: dict[tuple[str, int], Appended] = {}
+    early = shard_format.concatenates and not fileio.is_remote(staging)
     for result in results:
         if result.piece.count == 1:
             yield result
             continue
-        parts = waiting.setdefault((result.split, result.index), [])
+        key = (result.split, result.index)
+        parts = waiting.setdefault(key, [])
         parts.append(result)
+        if early:
+            appended.setdefault(key, Appended(staging, result.file)).take(parts)
         if len(parts) == result.piece.count:
-            yield join_staged(waiting.pop((result.split, result.index)), staging, shard_format)
+            done = appended.pop(key, None)
+            yield join_staged(waiting.pop(key), staging, shard_format, done.staged if done else "")
 
 
-def join_staged(parts: list[ShardResult], staging: str, shard_format: ShardFormat) -> ShardResult:
+class Appended:
+    """A shard's staged file, its pieces appended in piece order as they come."""
+
+    def __init__(self, staging: str, file: str):
+        self.staged = fileio.staged_name(f"{file}.joined")
+        self._staging = staging
+        self._next = 0  # the piece to append next
+
+    def take(self, parts: list[ShardResult]) -> None:
+        """Appends those of `parts` that come next, if any, and flushes the file to the disk."""
+        by_index = {part.piece.index: part for part in parts}
+        sources, first = [], self._next
+        while self._next in by_index:
+            sources.append(fileio.join(self._staging, by_index[self._next].staged))
+            self._next += 1
+        if sources:
+            target = fileio.join(self._staging, self.staged)
+            disk.concatenate(sources, target, append=first > 0)
+            fileio.sync_file(target)
+
+
+def join_staged(
+    parts: list[ShardResult], staging: str, shard_format: ShardFormat, joined: str = ""
+) -> ShardResult:
     """One staged shard holding `parts`' records in piece order (compacted whole shards: in the
-    order given): their files one after another (on an object store, composed there: no byte
-    passes through this process), with their rows and index files alike. Where files do not
-    join end to end (gzip: not every reader reads on past a gzip member's end; ArrayRecord: a
-    file ends in its own index) the parts' records are written again, in order, into one file:
-    the bytes of the shard written whole. The parts' files are left in staging (which the
-    commit deletes), so a retried join finds them."""
+    order given): their files one after another (composed on an object store, copied by the
+    kernel on a disk: no byte passes through this process; the CRC-32C combined from the
+    parts'), with their rows and index files alike; `joined`: the staged file they were
+    already appended to (`Appended`). Where files do not join end to end (gzip: not every
+    reader reads on past a gzip member's end; ArrayRecord: a file ends in its own index) the
+    parts' records are written again, in order, into one file: the bytes of the shard written
+    whole. The parts' files are left in staging (which the commit deletes), so a retried join
+    finds them."""
     parts = sorted(parts, key=lambda part: part.piece.index)
-    staged = fileio.staged_name(f"{parts[0].file}.joined")
+    staged = joined or fileio.staged_name(f"{parts[0].file}.joined")
     target = fileio.join(staging, staged)
     sources = [fileio.join(staging, part.staged) for part in parts]
     if shard_format.concatenates:
-        size, crc = (
-            sum(part.bytes for part in parts),
-            file_crc32c(joins.join_files(sources, target)),
-        )
+        crcs = [joins.stored_crc32c(part.crc32c) for part in parts]  # no byte read again
+        sizes = [part.bytes for part in parts]
+        if joined:
+            crc = file_crc32c(joins.combined_crc32c(crcs, sizes))
+        else:
+            crc = file_crc32c(joins.join_files(sources, target, crcs))
+        size = sum(sizes)
     else:
         writer = shard_format.writer(target)
         for source in sources:

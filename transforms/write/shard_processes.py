@@ -9,11 +9,15 @@ writes in its worker's process (`ShardWriter`). How workers start: `fork_workers
 import multiprocessing
 import os
 import signal
-import threading
-import time
 import traceback
-from collections.abc import Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import (
+    FIRST_COMPLETED,
+    Future,
+    ProcessPoolExecutor,
+    ThreadPoolExecutor,
+    wait,
+)
 from concurrent.futures.process import BrokenProcessPool
 from typing import NamedTuple
 
@@ -30,11 +34,12 @@ from tfrecord_pipeline.transforms.write import threads as thread_counts
 from tfrecord_pipeline.transforms.write.error_sink import ErrorSink, SpilledErrors
 from tfrecord_pipeline.transforms.write.heap import keep_freed_memory
 from tfrecord_pipeline.transforms.write.shard_writer import ShardResult, WriteConfig, write_shard
+from tfrecord_pipeline.transforms.write.worker_life import exit_with_parent, how_it_ended
 
 
 class ShardTask(NamedTuple):
     shard: ShardId
-    rows: list[ManifestRow]
+    rows: Iterable[ManifestRow]  # a list, or the local runner's bucket, read where it is written
     labels: LabelMap
     config: WriteConfig
     threads: int  # image threads of this shard's writer
@@ -46,16 +51,18 @@ class ShardTask(NamedTuple):
 
 def shard_task(
     shard: ShardId,
-    rows: list[ManifestRow],
+    rows: Iterable[ManifestRow],
     plan: DatasetPlan,
     config: WriteConfig,
     writer_count: int = 1,
     piece: Piece = WHOLE,
+    sample: list[ManifestRow] | None = None,
 ) -> ShardTask:
     """The shard's (or its piece's) work, with the threads its writer gets: its share of this
     process's cores among the `writer_count` writers writing at once, or threads to wait on the
-    network when its images are remote."""
-    remote = bool(rows) and fileio.is_remote(rows[0].image_uri)
+    network when its images are remote, as those of `sample` (default: `rows`, a list) are."""
+    first = (rows if sample is None else sample)[:1]
+    remote = any(fileio.is_remote(row.image_uri) for row in first)
     cores = thread_counts.process_cores(config.sdk_processes, thread_counts.available_cores())
     threads = thread_counts.writer_threads(config, remote, max(1, cores // writer_count))
     return ShardTask(shard, rows, plan.labels, config, threads, piece)
@@ -155,6 +162,20 @@ class ShardPool:
             for future in running:
                 future.cancel()
 
+    def spread(self, function: Callable, calls: list[tuple]) -> Iterator:
+        """`function` called with each of `calls`' arguments on the processes, all submitted
+        now; their results, in order, as what this returns is read: work of the run other than
+        its shards' (reading a manifest's byte ranges, sorting rows into pieces)."""
+        futures = [self._pool.submit(function, *arguments) for arguments in calls]
+        self._workers.update(set(multiprocessing.active_children()) - self._others)
+        return map(self._result, futures)
+
+    def _result(self, future: Future):
+        try:
+            return future.result()
+        except BrokenProcessPool:
+            raise FaultError(self._death()) from None
+
     @staticmethod
     def _ended(running: set) -> Iterator[SpilledErrors | ShardResult]:
         """The outputs of the tasks of `running` that ended first, taken out of it."""
@@ -173,7 +194,7 @@ class ShardPool:
         while not self._started.empty():
             pid, name = self._started.get()
             writing[pid] = name
-        how = _how(ended[dead[0]]) if dead else "ended"
+        how = how_it_ended(ended[dead[0]]) if dead else "ended"
         shard = writing.get(dead[0]) if dead else None  # none: it died before taking one
         during = f" while writing {shard}" if shard else ""
         return (
@@ -191,16 +212,6 @@ class ShardPool:
         for process in self._workers:  # Python 3.14's ProcessPoolExecutor.kill_workers()
             process.kill()
         self._pool.shutdown(cancel_futures=True)
-
-
-def _how(code: int) -> str:
-    """How a process with exit status `code` ended."""
-    if code >= 0:
-        return f"exited with code {code}"
-    try:
-        return f"killed by {signal.Signals(-code).name}"
-    except ValueError:  # a real-time signal has no name of its own
-        return f"killed by signal {-code}"
 
 
 def _write_alone(task: ShardTask, progress: Progress) -> list[SpilledErrors | ShardResult]:
@@ -225,22 +236,4 @@ def _start_worker(started) -> None:
     global _started, _writer
     _started, _writer = started, ShardWriter()
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    _exit_with_parent()
-
-
-PARENT_CHECK_S = 0.2
-
-
-def _exit_with_parent() -> None:
-    """End this worker soon after its parent (this process, or the forkserver, which ends with
-    it) dies however it died (SIGKILL, the OOM killer): an orphan would go on writing a shard
-    nobody will commit. The kernel's parent-death signal would fire when the parent's forking
-    thread ends, not the parent, so a thread of the worker watches for its adoption instead."""
-    parent = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(PARENT_CHECK_S)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+    exit_with_parent()

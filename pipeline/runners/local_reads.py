@@ -1,0 +1,120 @@
+"""The local runner's manifests read on every core: a CSV, JSONL or Parquet manifest on this
+machine's disk of more than READ_RANGE_BYTES is read in byte ranges (`read_piece`: the records a
+range owns, as Beam's workers read theirs), the first here and one on each writer process, so
+the cores are not kept waiting for this process's reading before the first shard. A process
+counts its range's rows for the plan (a PlanAccumulator, merged here: the plan is a function of
+the rows, not of who counted them), spills them into the run's row buckets' folder for this
+process to adopt (transforms/plan/row_buckets.py), and its error rows into staging.
+
+Folder trees, COCO files (one JSON document), small manifests and those on an object store (a
+worker would authenticate all over again) are read here, while the processes read theirs.
+"""
+
+import itertools
+from collections.abc import Hashable, Iterator
+from typing import NamedTuple
+
+from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, ReadConfig
+from tfrecord_pipeline.transforms.manifest.sources import ManifestFile, read_piece
+from tfrecord_pipeline.transforms.plan.dataset import PlanAccumulator, ShardCounts
+from tfrecord_pipeline.transforms.plan.row_buckets import RowBuckets, Spilled
+from tfrecord_pipeline.transforms.storage import fileio
+from tfrecord_pipeline.transforms.write.error_sink import ErrorSink, SpilledErrors
+from tfrecord_pipeline.transforms.write.shard_processes import ShardPool
+
+# A range of a manifest read on another process holds at least this much (~25,000 rows of
+# short lines): a smaller one is over before a process would take it.
+READ_RANGE_BYTES = 1 << 20
+# Rows a process spills at once: batches small enough to be shared out evenly when they are
+# sorted into shard pieces (pipeline/runners/local_shards.py `sort_rows`).
+BATCH_ROWS = 10_000
+
+
+class RangeRead(NamedTuple):
+    """What a process read in a range: its rows counted, their spilled batches in their
+    bucket, its error rows, and how many negatives --drop_negatives left out."""
+
+    counted: PlanAccumulator
+    rows: list[tuple[Hashable, Spilled]]
+    errors: SpilledErrors
+    negatives: int
+
+
+def split_reads(
+    manifests: list[ManifestFile], processes: int
+) -> tuple[list[ManifestFile], list[tuple[ManifestFile, int, int]]]:
+    """The manifests read here (of one read in ranges, its first range: the manifest as if it
+    ended there), and the byte ranges of those read in ranges, for the processes."""
+    here, there = [], []
+    for manifest in manifests:
+        bounds = range_bounds(manifest, processes)
+        here.append(manifest._replace(size=bounds[1]) if len(bounds) > 2 else manifest)
+        there += [(manifest, start, end) for start, end in itertools.pairwise(bounds[1:])]
+    return here, there
+
+
+def range_bounds(manifest: ManifestFile, processes: int) -> list[int]:
+    """Where the byte ranges a manifest is read in begin and end: one for this process and one
+    for each of `processes`, none of under READ_RANGE_BYTES; two (it is read whole) for a
+    folder tree, a COCO file, or a file on an object store."""
+    body = manifest.size - manifest.body
+    if manifest.kind in ("tree", "coco") or fileio.is_remote(manifest.path):
+        return [manifest.body, manifest.size]
+    count = max(1, min(processes + 1, body // READ_RANGE_BYTES))
+    return [manifest.body + body * index // count for index in range(count + 1)]
+
+
+def read_on(
+    pool: ShardPool | None,
+    ranges: list[tuple[ManifestFile, int, int]],
+    config: ReadConfig,
+    counts: ShardCounts,
+    buckets: RowBuckets,
+    bucket: Hashable,
+    staging: str,
+) -> Iterator[RangeRead]:
+    """Starts the `pool`'s processes reading `ranges`, each spilling its rows into `bucket` of
+    `buckets`' folder; their results, as what this returns is read."""
+    if not ranges:
+        return iter(())
+    folder = buckets.folder()
+    calls = [(*part, config, counts, folder, bucket, staging) for part in ranges]
+    return pool.spread(read_range, calls)
+
+
+def read_range(
+    manifest: ManifestFile,
+    start: int,
+    end: int,
+    config: ReadConfig,
+    counts: ShardCounts,
+    folder: str,
+    bucket: Hashable,
+    staging: str,
+) -> RangeRead:
+    """On a pool process: the rows of the byte range [start, end) of `manifest`, counted and
+    spilled into `bucket` in `folder`; its error rows spilled into `staging` when many."""
+    counted, errors, negatives = PlanAccumulator(counts), ErrorSink(staging), 0
+    rows = RowBuckets(BATCH_ROWS, folder)
+    for item in errors.passed(read_piece(manifest, start, end, config)):
+        if isinstance(item, ManifestRow):
+            counted.add(item)
+            rows.add(bucket, item)
+        else:  # a negative --drop_negatives left out (a range holds no folder tree's files)
+            negatives += 1
+    return RangeRead(counted, rows.spill_all(), errors.spilled(), negatives)
+
+
+def gather(
+    reads: Iterator[RangeRead], counted: PlanAccumulator, buckets: RowBuckets, errors: ErrorSink
+) -> int:
+    """The processes' reads merged into this process's `counted`, `buckets` and `errors`;
+    returns their negatives."""
+    negatives = 0
+    for read in reads:
+        counted.merge(read.counted)
+        for bucket, batch in read.rows:
+            buckets.adopt(bucket, batch)
+        errors.adopt(read.errors)
+        negatives += read.negatives
+    return negatives
