@@ -91,8 +91,12 @@ class Descendants:
     def _watch(self):
         while not self._stop.wait(0.02):
             for pid, parent in self._descendants().items():
-                if pid not in self.seen and pid not in self._earlier:
-                    self.seen[pid] = (parent, _argv(pid))
+                if pid not in self._earlier:
+                    # Read again each time: a process caught between its fork and its exec
+                    # still shows its parent's command line (a zombie shows none).
+                    argv = _argv(pid)
+                    if any(argv) or pid not in self.seen:
+                        self.seen[pid] = (parent, argv)
 
     @staticmethod
     def _descendants() -> dict[int, int]:
