@@ -1,9 +1,10 @@
-"""The nightly refresh as Airflow runs it: deploy/airflow_dag.py's worker route, night after
-night, under a real Airflow (its own environment, `make test` builds it: TFRP_AIRFLOW) with a
-SQLite metadata database in a temporary folder, each night an `airflow dags test` process. What
-is checked is what the nights published: the versions, their records, LATEST."""
+"""The nightly refresh as Airflow runs it: deploy/airflow_dag.py under a real Airflow (its own
+environment, which `make test` builds and names in TFRP_AIRFLOW), a SQLite metadata database in a
+temporary folder, each night an `airflow dags test` process on the worker route. What is checked
+is what the nights published: the versions, their records, LATEST."""
 
 import hashlib
+import importlib.util
 import json
 import os
 import shlex
@@ -24,23 +25,33 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 AIRFLOW = Path(os.environ.get("TFRP_AIRFLOW", ROOT / ".venv-airflow" / "bin" / "airflow"))
 DAG_ID = "tfrecord_nightly"
-FLAGS = ("--num_shards", "2")  # the nightly's own flags are the DAG's (deploy/airflow_dag.py)
+# Added to the nightly's flags: two shards, and a split that leaves no split empty on 24 images
+# (the nightly's 5% validation split of so few could be, and the version not published).
+FLAGS = shlex.join(["--num_shards", "2", "--split", "train=0.5,validation=0.5"])
 RETRIED = "Marking task as UP_FOR_RETRY"
 CLI = [sys.executable, "-m", "tfrecord_pipeline.cli.main"]
 # The first attempt of a night run through this loses a race for real: once the run has read
-# the published version it starts from, another conversion (argv[2]'s manifest) publishes.
-RACER = """import os, subprocess, sys
+# the version it starts from, another conversion (of argv[2], a manifest) publishes.
+RACER = """import os, re, subprocess, sys
 from tfrecord_pipeline.cli.main import main
 flag, other, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
 def publish_first(event, args):
     if event == "open" and str(args[0]).endswith("/_COMMITTED") and not os.path.exists(flag):
         open(flag, "x").close()
-        root = argv[argv.index("--output") + 1]
-        subprocess.run([sys.executable, "-m", "tfrecord_pipeline.cli.main", "convert",
-                        "--manifest", other, "--output", root, "--no_progress", *%r], check=True)
+        argv_other = [re.sub("^--manifest=.*", "--manifest=" + other, a) for a in argv]
+        command = [sys.executable, "-m", "tfrecord_pipeline.cli.main", *argv_other]
+        subprocess.run(command, check=True)
 sys.addaudithook(publish_first)
 sys.exit(main(argv))
 """
+
+
+def _dag_module():
+    """deploy/airflow_dag.py, imported here without Airflow: its worker command line."""
+    spec = importlib.util.spec_from_file_location("airflow_dag", ROOT / "deploy" / "airflow_dag.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="module")
@@ -68,22 +79,25 @@ def _env(home: Path, **variables: str) -> dict[str, str]:
 class Nights:
     """One dataset's nights: manifests named by logical date, Airflow's home, its output root."""
 
-    def __init__(self, tmp_path: Path, database: Path):
+    def __init__(self, tmp_path: Path, database: Path, labels: list[str]):
         self.folder, self.root = tmp_path / "manifests", tmp_path / "nightly"
         self.home = tmp_path / "airflow"
         self.folder.mkdir()
         self.home.mkdir()
+        (self.folder / "labels.txt").write_text("".join(f"{name}\n" for name in labels))
         shutil.copy(database, self.home / database.name)
         self.command = shlex.join(["env", f"PYTHONPATH={python_path()}", *CLI])
 
     def manifest(self, night: str, rows: list[dict]) -> Path:
         return write_manifest(self.folder / f"{night}.csv", rows)
 
-    def start(self, night: str, command: str = "") -> subprocess.Popen:
-        variables = {"manifests": str(self.folder), "output": str(self.root)}
-        variables |= {"command": command or self.command, "flags": shlex.join(FLAGS)}
+    def start(self, night: str, command: str = "", conf: dict | None = None) -> subprocess.Popen:
+        """`airflow dags test` of `night` started, on the route the Variable tfrp_route names
+        (worker) unless `conf` (the run's params) says another."""
+        variables = {"manifests": str(self.folder), "output": str(self.root), "flags": FLAGS}
+        variables |= {"command": command or self.command, "route": "worker"}
         return subprocess.Popen(
-            [AIRFLOW, "dags", "test", DAG_ID, night, "--conf", json.dumps({"route": "worker"})],
+            [AIRFLOW, "dags", "test", DAG_ID, night, "--conf", json.dumps(conf or {})],
             env=_env(self.home, **variables),
             cwd=self.home,
             stdout=subprocess.PIPE,
@@ -91,9 +105,9 @@ class Nights:
             text=True,
         )
 
-    def run(self, night: str, command: str = "") -> tuple[int, str]:
+    def run(self, night: str, command: str = "", conf: dict | None = None) -> tuple[int, str]:
         """`airflow dags test` of `night`: its exit status and its log."""
-        process = self.start(night, command)
+        process = self.start(night, command, conf)
         log = process.communicate(timeout=300)[0]
         return process.returncode, log
 
@@ -107,26 +121,28 @@ class Nights:
     def latest(self) -> bytes:
         return (self.root / "LATEST").read_bytes()
 
+    def full_conversion(self, night: str, output: Path) -> list[tuple]:
+        """The records of the night's manifest converted whole, as the nightly converts it."""
+        argv = _dag_module().worker_argv("", str(self.folder), night, str(output), FLAGS)
+        assert main(argv) == 0
+        return records(next((output / VERSIONS).glob("*")))
+
 
 def records(folder: Path) -> list[tuple]:
-    """Every record of a version, read back with the project's reader: (key, label id, the
-    stored image's digest, every other feature), sorted by key."""
-    found = []
-    for example in examples(str(folder), read_info(str(folder)), "train"):
-        image = hashlib.sha256(example.pop("image/encoded")).hexdigest()
-        key, label = example["image/source_id"], example["image/class/label"]
-        found.append((key, label, image, sorted(map(repr, example.items()))))
+    """Every record of a version, read back with the project's reader: (split, key, label id,
+    the stored image's digest, every other feature), sorted."""
+    found, info = [], read_info(str(folder))
+    for split in info.splits:
+        for example in examples(str(folder), info, split):
+            image = hashlib.sha256(example.pop("image/encoded")).hexdigest()
+            key, label = example["image/source_id"], example["image/class/label"]
+            found.append((split, key, label, image, sorted(map(repr, example.items()))))
     return sorted(found)
 
 
-def full_conversion(manifest: Path, output: Path) -> list[tuple]:
-    assert main(["convert", "--manifest", str(manifest), "--output", str(output), *FLAGS]) == 0
-    return records(next((output / VERSIONS).glob("*")))
-
-
 @pytest.fixture
-def nights(tmp_path, database) -> Nights:
-    return Nights(tmp_path, database)
+def nights(tmp_path, database, rows) -> Nights:
+    return Nights(tmp_path, database, sorted({row["label"] for row in rows}))
 
 
 @pytest.fixture
@@ -136,26 +152,22 @@ def rows(tmp_path) -> list[dict]:
     return [{**row, "image_uri": str(tmp_path / row["image_uri"])} for row in made]
 
 
-def _changed(rows: list[dict], night: int) -> list[dict]:
-    """Night `night`'s manifest: a row more and a row fewer each night (every label stays)."""
-    return rows[night : len(rows) - 3 + night]
-
-
 def test_three_nights_publish_three_refreshes_equal_to_full_conversions(nights, rows, tmp_path):
     ids = {}
-    for night in range(3):
-        manifest = nights.manifest(f"2026-11-0{night + 2}", _changed(rows, night))
-        if night == 2:  # and an image changed since: other bytes, a later time
+    for shift, night in enumerate(("2026-11-02", "2026-11-03", "2026-11-04")):
+        nights.manifest(night, rows[shift : shift + 21])  # a row fewer, a row more each night
+        if night == "2026-11-04":  # an image changed since: other bytes, a later time
             shutil.copy(rows[9]["image_uri"], rows[8]["image_uri"])
-        status, log = nights.run(f"2026-11-0{night + 2}")
+        status, log = nights.run(night)
         assert status == 0, log[-3000:]
-        assert len(nights.versions()) == night + 1 and nights.attempts(log) == 1
+        assert nights.attempts(log) == 1
         published = records(nights.versions()[-1])
-        assert published == full_conversion(manifest, tmp_path / f"full{night}")
-        for key, label, *_ in published:  # a label (its images' folder) keeps its id
+        assert published == nights.full_conversion(night, tmp_path / night)
+        for _, key, label, *_ in published:  # a label (its images' folder) keeps its id
             assert ids.setdefault(Path(key.decode()).parent.name, label) == label
         refresh = read_info(str(nights.versions()[-1])).refresh
-        assert (refresh is None) == (night == 0) and (night == 0 or refresh["carried"] > 0)
+        assert refresh is None if night == "2026-11-02" else refresh["carried"] > 0
+    assert len(nights.versions()) == 3
 
 
 @pytest.mark.parametrize("cause", ["missing manifest", "over --max_error_rate"])
@@ -173,32 +185,43 @@ def test_a_failed_night_fails_the_task_unretried_and_publishes_nothing(nights, r
     assert (nights.latest(), nights.versions()) == before
 
 
+def test_the_run_s_param_chooses_the_route_over_the_variable(nights, rows):
+    """`--conf '{"route": "dataflow"}'` launches on Dataflow although the Variable says worker:
+    here, without the Google provider, the launch fails saying what it needs."""
+    nights.manifest("2026-11-02", rows)
+    status, log = nights.run("2026-11-02", conf={"route": "dataflow"})
+    assert status != 0 and "needs apache-airflow-providers-google" in log
+    assert nights.attempts(log) == 0 and not nights.root.exists()
+
+
 def test_a_night_that_loses_a_race_is_retried_and_publishes_once(nights, rows, tmp_path):
     nights.manifest("2026-11-02", rows[:20])
     assert nights.run("2026-11-02")[0] == 0
-    hotfix = write_manifest(tmp_path / "hotfix.csv", rows[:21])  # published during the night
-    manifest = nights.manifest("2026-11-03", rows[:22])
-    (tmp_path / "racer.py").write_text(RACER % (FLAGS,))
-    racer = [*CLI[:1], str(tmp_path / "racer.py"), str(tmp_path / "raced"), str(hotfix)]
-    command = shlex.join(["env", f"PYTHONPATH={python_path()}", *racer])
+    nights.manifest("hotfix", rows[:21])  # published by hand while the night runs
+    nights.manifest("2026-11-03", rows[:22])
+    (tmp_path / "racer.py").write_text(RACER)
+    racer = [str(tmp_path / "racer.py"), str(tmp_path / "raced"), str(nights.folder / "hotfix.csv")]
+    command = shlex.join(["env", f"PYTHONPATH={python_path()}", sys.executable, *racer])
     status, log = nights.run("2026-11-03", command)
     assert status == 0, log[-3000:]
     assert "exit status 4: tfrecord-pipeline: failed: another run published" in log
     assert nights.attempts(log) == 2 and log.count(RETRIED) == 1
     first, hotfixed, night = nights.versions()  # the lost attempt published nothing
-    assert records(hotfixed) == full_conversion(hotfix, tmp_path / "full-hotfix")
-    assert records(night) == full_conversion(manifest, tmp_path / "full-night")
+    assert records(hotfixed) == nights.full_conversion("hotfix", tmp_path / "full-hotfix")
+    assert records(night) == nights.full_conversion("2026-11-03", tmp_path / "full-night")
     assert json.loads(nights.latest())["version"] == night.name
 
 
 def test_two_nights_started_together_publish_one_version_each(nights, rows, tmp_path):
     nights.manifest("2026-11-02", rows[:20])
     assert nights.run("2026-11-02")[0] == 0
-    manifests = [nights.manifest(f"2026-11-0{n}", rows[n : 20 + n]) for n in (3, 4)]
-    runs = [nights.start(night) for night in ("2026-11-03", "2026-11-04")]
+    together = ("2026-11-03", "2026-11-04")
+    for shift, night in enumerate(together, 1):
+        nights.manifest(night, rows[shift : 20 + shift])
+    runs = [nights.start(night) for night in together]
     logs = [run.communicate(timeout=300)[0] for run in runs]
     assert [run.returncode for run in runs] == [0, 0], logs
-    fulls = [full_conversion(m, tmp_path / m.stem) for m in manifests]
+    fulls = [nights.full_conversion(night, nights.folder.parent / night) for night in together]
     first, *published = nights.versions()
     assert sorted(map(records, published)) == sorted(fulls)  # one each, never a mix
     losses = sum(log.count(RETRIED) for log in logs)
