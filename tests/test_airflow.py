@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import make_images, python_path, write_manifest
+import test_readme
+from conftest import make_images, published, python_path, write_manifest
 
 from tfrecord_pipeline.cli.main import main
 from tfrecord_pipeline.dataset.commit import read_info
@@ -55,9 +56,15 @@ def _dag_module():
 
 
 @pytest.fixture(scope="module")
-def database(tmp_path_factory) -> Path:
-    """A migrated metadata database, copied by each test (`airflow db migrate` once)."""
+def airflow() -> Path:
+    """The Airflow to run: missing, the tests fail (a skip would pass a suite that ran none)."""
     assert AIRFLOW.is_file(), f"no Airflow at {AIRFLOW}: run `make .venv-airflow/.installed`"
+    return AIRFLOW
+
+
+@pytest.fixture(scope="module")
+def database(tmp_path_factory, airflow) -> Path:
+    """A migrated metadata database, copied by each test (`airflow db migrate` once)."""
     home = tmp_path_factory.mktemp("airflow")
     done = subprocess.run([AIRFLOW, "db", "migrate"], env=_env(home), capture_output=True)
     assert done.returncode == 0, done.stderr.decode()[-3000:]
@@ -226,3 +233,18 @@ def test_two_nights_started_together_publish_one_version_each(nights, rows, tmp_
     assert sorted(map(records, published)) == sorted(fulls)  # one each, never a mix
     losses = sum(log.count(RETRIED) for log in logs)
     assert sum(map(nights.attempts, logs)) == 2 + losses
+
+
+def test_the_docs_night_runs_as_written(airflow, tmp_path):
+    """docs/runners.md's Airflow example, in a folder holding the sample and deploy/ as the
+    repository does, with Airflow's and the project's commands on the PATH."""
+    (example,) = [e for e in test_readme.examples(ROOT / "docs" / "runners.md") if e.needs_airflow]
+    for folder in ("sample", "deploy"):
+        shutil.copytree(ROOT / folder, tmp_path / folder)
+    commands = [str(Path(sys.executable).parent), str(airflow.parent), os.environ["PATH"]]
+    env = {**os.environ, "PATH": os.pathsep.join(commands), "PYTHONPATH": python_path()}
+    bash = ["bash", "-e", "-c", example.code]
+    done = subprocess.run(bash, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, f"{example.where}:\n{done.stderr[-3000:]}"
+    said = json.loads(done.stdout.splitlines()[-1])["version"]
+    assert said == published(tmp_path / "out" / "nightly").name
