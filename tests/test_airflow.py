@@ -160,25 +160,33 @@ def rows(tmp_path) -> list[dict]:
 
 
 def test_three_nights_publish_three_refreshes_equal_to_full_conversions(nights, rows, tmp_path):
-    ids = {}
-    for shift, night in enumerate(("2026-11-02", "2026-11-03", "2026-11-04")):
-        nights.manifest(night, rows[shift : shift + 21])  # a row fewer, a row more each night
-        if night == "2026-11-04":  # an image changed since: other bytes, a later time
+    """Each night a row goes and a row comes; before the third an image changes. Each night's
+    version holds what its manifest converted whole holds, made by converting only what
+    changed (rows converted, records dropped), and every label keeps its id."""
+    ids, changes = {}, {"2026-11-02": None, "2026-11-03": (1, 1), "2026-11-04": (2, 2)}
+    for shift, night in enumerate(changes):
+        nights.manifest(night, rows[shift : shift + 21])
+        if night == "2026-11-04":  # other bytes, a later time
             shutil.copy(rows[9]["image_uri"], rows[8]["image_uri"])
         status, log = nights.run(night)
-        assert status == 0, log[-3000:]
-        assert nights.attempts(log) == 1
+        assert status == 0 and nights.attempts(log) == 1, log[-3000:]
         published = records(nights.versions()[-1])
         assert published == nights.full_conversion(night, tmp_path / night)
         for _, key, label, *_ in published:  # a label (its images' folder) keeps its id
             assert ids.setdefault(Path(key.decode()).parent.name, label) == label
         refresh = read_info(str(nights.versions()[-1])).refresh
-        assert refresh is None if night == "2026-11-02" else refresh["carried"] > 0
+        assert (refresh and (refresh["converted"], refresh["dropped"])) == changes[night]
     assert len(nights.versions()) == 3
 
 
-@pytest.mark.parametrize("cause", ["missing manifest", "over --max_error_rate"])
-def test_a_failed_night_fails_the_task_unretried_and_publishes_nothing(nights, rows, cause):
+@pytest.mark.parametrize(
+    ("cause", "said"),
+    [
+        ("missing manifest", "exit status 2: tfrecord-pipeline: error: --manifest: no such file"),
+        ("over --max_error_rate", "exit status 1: tfrecord-pipeline: version not published"),
+    ],
+)
+def test_a_failed_night_fails_the_task_unretried_and_publishes_nothing(nights, rows, cause, said):
     nights.manifest("2026-11-02", rows)
     assert nights.run("2026-11-02")[0] == 0
     before = nights.latest(), nights.versions()
@@ -186,8 +194,7 @@ def test_a_failed_night_fails_the_task_unretried_and_publishes_nothing(nights, r
         gone = [{**row, "image_uri": row["image_uri"] + ".gone"} for row in rows[::3]]
         nights.manifest("2026-11-03", [*rows[1::3], *gone])
     status, log = nights.run("2026-11-03")
-    said = "no such file" if cause == "missing manifest" else "version not published"
-    assert status != 0 and nights.attempts(log) == 1 and said in log
+    assert status == 1 and nights.attempts(log) == 1 and f"AirflowFailException: {said}" in log
     assert "Marking task as FAILED" in log and RETRIED not in log
     assert (nights.latest(), nights.versions()) == before
 
@@ -220,6 +227,10 @@ def test_a_night_that_loses_a_race_is_retried_and_publishes_once(nights, rows, t
 
 
 def test_two_nights_started_together_publish_one_version_each(nights, rows, tmp_path):
+    """Two `airflow dags test` processes at once, each a night from the same version: both
+    publish, one after the other or the second superseded (4) and retried, and each version
+    holds one night's manifest whole. (Two processes, because with SQLite Airflow's scheduler
+    runs only the SequentialExecutor, one task at a time; max_active_runs is its limit.)"""
     nights.manifest("2026-11-02", rows[:20])
     assert nights.run("2026-11-02")[0] == 0
     together = ("2026-11-03", "2026-11-04")
