@@ -17,7 +17,7 @@ whichever route ran it:
   gates kept from publishing, fails the task without a retry, which would meet the same input.
 
 Where the Google provider is not installed, the DAG still parses and its Dataflow task fails
-saying so: the provider is some 2 GB of Google client libraries that the worker route never
+saying so: the provider adds some 1.7 GB of Google client libraries that the worker route never
 uses. The module imports without Airflow, so the tests check the launch body and the
 exit-status table without it.
 """

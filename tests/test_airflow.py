@@ -75,8 +75,7 @@ def _env(home: Path, **variables: str) -> dict[str, str]:
     """Airflow's environment: its home, this repository's deploy/ as its DAG folder, a retry a
     second after a failure, Variables as AIRFLOW_VAR_*; not this process's PYTHONPATH."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    config = {"HOME": home, "DAGS_FOLDER": ROOT / "deploy", "LOAD_EXAMPLES": "False"}
-    config["DEFAULT_TASK_RETRY_DELAY"] = "1"
+    config = {"DAGS_FOLDER": ROOT / "deploy", "LOAD_EXAMPLES": False, "DEFAULT_TASK_RETRY_DELAY": 1}
     env.update({f"AIRFLOW__CORE__{k}": str(v) for k, v in config.items()})
     env["AIRFLOW_HOME"] = str(home)
     env.update({f"AIRFLOW_VAR_TFRP_{k.upper()}": v for k, v in variables.items()})
