@@ -97,10 +97,14 @@ if DAG is not None:
         DataflowStartFlexTemplateOperator = None
         unavailable = f"the dataflow route needs apache-airflow-providers-google ({missing})"
 
+    ROUTES = {"dataflow": "launch_on_dataflow", "worker": "convert_on_worker"}
+
     @task.branch
     def choose_route() -> str:
         route = get_current_context()["params"]["route"] or Variable.get("tfrp_route", "dataflow")
-        return {"dataflow": "launch_on_dataflow", "worker": "convert_on_worker"}[route]
+        if route not in ROUTES:
+            raise AirflowFailException(f"tfrp_route is {route!r}; it names one of {list(ROUTES)}")
+        return ROUTES[route]
 
     @task(task_id="launch_on_dataflow")
     def no_provider() -> None:
@@ -117,7 +121,7 @@ if DAG is not None:
         catchup=False,
         max_active_runs=2,  # two nights may overlap: one publishes, the other loses and retries
         default_args={"retries": 3},  # the delay: [core] default_task_retry_delay (300 s)
-        params={"route": Param(None, type=["null", "string"], enum=[None, "dataflow", "worker"])},
+        params={"route": Param(None, type=["null", "string"], enum=[None, *ROUTES])},
         tags=["tfrecord-pipeline"],
     ) as dag:
         names = ("TEMPLATE_PATH", "DATA_BUCKET", "WORKER_SA", "IMAGE")
@@ -130,6 +134,7 @@ if DAG is not None:
                 location="{{ var.value.tfrp_region }}",
                 body=launch_body({n: f"{{{{ var.value.tfrp_{n.lower()} }}}}" for n in names}),
                 wait_until_finished=True,
+                retries=1,  # a failed job reports no exit status: one more launch, not three
             )
         )
         worker = convert_on_worker(
