@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint format lock bench browser docs
+.PHONY: demo test lint format lock bench browser docs lock-airflow
 
 $(STAMP): requirements.lock requirements-readers.txt setup.py
 	rm -rf $(VENV)
@@ -39,12 +39,36 @@ browser:
 			>/dev/null; } || echo "make test: chromium could not be installed" >&2; \
 	fi
 
+# Airflow runs the nightly DAG (deploy/airflow_dag.py) in tests/test_airflow.py from an environment
+# of its own: Airflow and Beam pin conflicting versions, and the DAG runs the converter from the
+# project's environment as a subprocess, as a worker does. Rebuilt only when its lock changes.
+AIRFLOW_VENV := .venv-airflow
+AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
+AIRFLOW_LOCK := deploy/airflow/requirements.lock
+$(AIRFLOW_STAMP): $(AIRFLOW_LOCK)
+	rm -rf $(AIRFLOW_VENV)
+	$(PYTHON) -m venv $(AIRFLOW_VENV)
+	$(AIRFLOW_VENV)/bin/pip install --quiet --upgrade pip
+	$(AIRFLOW_VENV)/bin/pip install --quiet -r $(AIRFLOW_LOCK)
+	touch $@
+
+# Re-pin Airflow (after changing the version here): its official constraint files are on GitHub;
+# this resolves the release from PyPI alone and freezes what it got.
+AIRFLOW_VERSION := 2.10.5
+lock-airflow:
+	rm -rf /tmp/tfrp-lock-airflow && $(PYTHON) -m venv /tmp/tfrp-lock-airflow
+	/tmp/tfrp-lock-airflow/bin/pip install --quiet --upgrade pip
+	/tmp/tfrp-lock-airflow/bin/pip install --quiet apache-airflow==$(AIRFLOW_VERSION)
+	{ sed -n '/^#/p' $(AIRFLOW_LOCK); /tmp/tfrp-lock-airflow/bin/pip freeze; } > $(AIRFLOW_LOCK).new
+	mv $(AIRFLOW_LOCK).new $(AIRFLOW_LOCK)
+
 # The suite runs from a copy of the checkout (tracked and untracked files, not ignored ones) in
 # an empty temporary folder, so a test or fixture that reaches outside the repository fails here
 # as it would on a user's clone. The copy is installed (into a folder of its own, first on the
 # path) so the tests import `tfrecord_pipeline` as users get it, not the editable install of
-# this checkout. pytest exits 5 when it collected no tests: a failure, not a pass.
-test: lint browser
+# this checkout. pytest exits 5 when it collected no tests: a failure, not a pass. TFRP_AIRFLOW
+# names the Airflow the tests run (tests/test_airflow.py fails without one).
+test: lint browser $(AIRFLOW_STAMP)
 	@tmp=$$(mktemp -d); copy=$$tmp/tfrecord-pipeline; site=$$tmp/site; trap 'rm -rf "$$tmp"' EXIT; \
 	mkdir "$$copy"; \
 	git ls-files -z --cached --others --exclude-standard \
@@ -52,7 +76,8 @@ test: lint browser
 	echo "make test: installing a copy of the checkout from $$copy and running the suite there"; \
 	$(abspath $(BIN))/pip install --quiet --no-deps --no-build-isolation --target "$$site" "$$copy" \
 		|| exit 1; \
-	cd "$$copy" && PYTHONPATH="$$site" $(abspath $(BIN))/pytest -q -p no:cacheprovider; status=$$?; \
+	cd "$$copy" && PYTHONPATH="$$site" TFRP_AIRFLOW=$(abspath $(AIRFLOW_VENV))/bin/airflow \
+		$(abspath $(BIN))/pytest -q -p no:cacheprovider; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: no tests were collected" >&2; exit 1; fi; \
 	exit $$status
 

@@ -8,10 +8,19 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from conftest import make_images, pip_install, write_manifest
 
+from tfrecord_pipeline.cli.main import (
+    EXIT_FAILED_GATES,
+    EXIT_FAULT,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_SUPERSEDED,
+    EXIT_USER_ERROR,
+)
 from tfrecord_pipeline.config.arguments import _parser, parse_args
 from tfrecord_pipeline.version import __version__
 
@@ -83,6 +92,30 @@ def test_nightly_launch_body_is_valid_for_the_cli_and_the_dag(tmp_path):
     parameters = {**body["parameters"], "label_map": str(tmp_path / "labels.txt")}
     options, _ = parse_args([f"--{name}={value}" for name, value in parameters.items()])
     assert options.incremental and options.keep_versions == 7 and options.validate == "full"
+
+
+def test_the_dags_worker_route_converts_with_the_launch_s_options(tmp_path):
+    dag = _load("airflow_dag")
+    (tmp_path / "labels.txt").write_text("cat\n")
+    argv = dag.worker_argv("tfrecord-pipeline --debug", str(tmp_path), "2026-11-02", "out", "")
+    assert argv[:3] == ["tfrecord-pipeline", "--debug", "convert"]
+    worker, _ = parse_args(argv[3:])
+    names = ("TEMPLATE_PATH", "DATA_BUCKET", "WORKER_SA", "IMAGE")
+    body = dag.launch_body(dict.fromkeys(names, "b"))["launchParameter"]
+    parameters = {**body["parameters"], "label_map": worker.label_map}
+    launched, _ = parse_args([f"--{name}={value}" for name, value in parameters.items()])
+    assert worker.manifest == [f"{tmp_path}/2026-11-02.csv"] and worker.output == "out"
+    places = {"manifest": [], "output": "", "progress": False}  # a terminal's bar, not the job's
+    assert replace(worker, **places) == replace(launched, **places)
+    later = dag.worker_argv("x", str(tmp_path), "d", "out", "--keep_versions 2")
+    assert parse_args(later[2:])[0].keep_versions == 2  # the Variable's flags win
+
+
+def test_the_dag_retries_faults_and_lost_races_only():
+    dag = _load("airflow_dag")
+    retried = {status for status in range(-15, 256) if dag.is_retried(status)}
+    assert retried == {*range(-15, 0), EXIT_FAULT, EXIT_SUPERSEDED, EXIT_INTERRUPTED}
+    assert not {EXIT_OK, EXIT_FAILED_GATES, EXIT_USER_ERROR} & retried
 
 
 def test_scripts_parse_and_the_entry_point_speaks_one_line():

@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 README_LINES = 250  # a front page, read top to bottom once; the rest is in docs/
 CLOUD = "# needs a Google Cloud project"  # an example's first line, where it cannot run here
+AIRFLOW = "# in Airflow's environment"  # run with Airflow on the PATH by tests/test_airflow.py
 # The options page's table, between these two lines, is generated: the test prints it.
 TABLE = re.compile(r"^<!-- flags: generated .*? -->\n(.*?)\n<!-- flags: end -->$", re.M | re.S)
 INSTALL = re.compile(r'^pip install "?\./tfrecord-pipeline(\[(tf|tfds)\])?"?(  +#.*)?$')
@@ -45,6 +46,10 @@ class Example(NamedTuple):
     @property
     def needs_cloud(self) -> bool:
         return self.code.startswith(CLOUD)
+
+    @property
+    def needs_airflow(self) -> bool:
+        return self.code.startswith(AIRFLOW)
 
     @property
     def is_make(self) -> bool:
@@ -108,6 +113,8 @@ def test_only_cloud_examples_are_left_unrun():
     for example in found:
         if example.needs_cloud:
             assert "gs://" in example.code or "gcloud" in example.code, example.where
+        elif example.needs_airflow:
+            assert "airflow dags test" in example.code, example.where
         elif example.is_make:
             targets = re.findall(r"^make (\w+)", example.code, re.MULTILINE)
             assert example.page == "README.md" and set(targets) <= {"demo", "test"}, example.where
@@ -130,7 +137,7 @@ def test_every_example_runs_as_written_on_the_sample(page, tmp_path):
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
     env = {**os.environ, "PATH": path, "PYTHONPATH": python_path()}
     for example in examples(page):
-        if example.needs_cloud or example.is_make or example.is_install:
+        if example.needs_cloud or example.needs_airflow or example.is_make or example.is_install:
             continue
         if example.language == "sh":
             command = ["bash", "-e", "-c", example.code]
