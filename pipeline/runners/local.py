@@ -169,8 +169,9 @@ def drop_duplicate_content(
 ) -> Iterator[ManifestRow]:
     """The rows left once those whose image bytes repeat an earlier row's went to `errors` as
     error rows: each of the `count` rows with its file's digest into `buckets` by a hash of the
-    digest, then each bucket grouped alone as it is read. The files are read and hashed on
-    threads (file reads and SHA-256 release the GIL): many per core for `gs://`."""
+    digest, then each bucket grouped alone as it is read (the rows of one digest are held
+    together, as Beam's GroupByKey gives them). The files are read and hashed on threads (file
+    reads and SHA-256 release the GIL): many per core for `gs://`."""
     rows = iter(rows)
     first = next(rows, None)
     if first is None:

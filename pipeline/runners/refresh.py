@@ -145,7 +145,7 @@ def refresh_here(
         listed = ordered_map(pool if remote else None, read, infos, threads)
         for shard, records, ok in zip(infos, listed, checked, strict=True):
             sound[shard.file] = ok and records is not None
-            for position, record in enumerate(records or ()):  # none if its rows file is not
+            for position, record in enumerate(records or ()):  # None: its rows file is damaged
                 past = PastKey(record.key, record.fingerprint, shard.file, position, ok)
                 buckets.add((RECORDS, hash_bucket(record.key, count)), past)
     converted = Counter()
