@@ -342,8 +342,11 @@ def test_one_tiny_many_rows_sitting_measures_every_run(tmp_path, monkeypatch):
 
     monkeypatch.setenv("CORPUS_DIR", str(tmp_path))
     report = many_rows.main([20, 40], 1)
-    assert set(report["runs"]) == {f"{run}, {n}" for run in many_rows.RUNS for n in (20, 40)}
+    runs = [*many_rows.RUNS, *many_rows.MEETING]
+    assert set(report["runs"]) == {f"{run}, {n}" for run in runs for n in (20, 40)}
     assert all(
         run["images_per_s"] > 0 and run["peak_rss_mb"] > 0 for run in report["runs"].values()
     )
-    assert report["rss_ratio"] > 0 and set(report["speedup"]) == {20, 40}
+    assert set(report["rss_ratio"]) == {"every core", *many_rows.MEETING}
+    assert all(ratio > 0 for ratio in report["rss_ratio"].values())
+    assert set(report["speedup"]) == {20, 40}

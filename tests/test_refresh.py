@@ -7,15 +7,24 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import RUNNERS, arguments, command, dataset_info, make_images, write_manifest
+from conftest import (
+    RUNNERS,
+    arguments,
+    command,
+    dataset_info,
+    make_images,
+    read_manifest,
+    write_manifest,
+)
 
 from tfrecord_pipeline.config.options import ConvertOptions
 from tfrecord_pipeline.dataset.previous import Previous
 from tfrecord_pipeline.dataset.versions import resolve
 from tfrecord_pipeline.read.verify import verify
 from tfrecord_pipeline.runners.convert import run
-from tfrecord_pipeline.runners.refresh import why_not_refreshable
+from tfrecord_pipeline.runners.refresh import refresh_here, why_not_refreshable
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
+from tfrecord_pipeline.transforms.plan import row_buckets
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
 from tfrecord_pipeline.transforms.plan.fingerprints import row_fingerprint
 from tfrecord_pipeline.transforms.plan.refresh import (
@@ -24,38 +33,17 @@ from tfrecord_pipeline.transforms.plan.refresh import (
     RefreshCounts,
     compaction_groups,
     delta_shards,
-    match,
     refresh_layout,
     shifted_index,
     spread,
 )
+from tfrecord_pipeline.transforms.plan.row_buckets import RowBuckets
 from tfrecord_pipeline.transforms.plan.rows_files import PastRecord, parse_rows, rows_line
 from tfrecord_pipeline.transforms.plan.sharding import ShardId
 
 
 def _row(key: str, image: str = "", label: str = "cat", split: str = "train") -> ManifestRow:
     return ManifestRow(key, image or key, label, split, (), "m.csv", 0)
-
-
-def test_a_past_record_stays_only_when_one_row_has_its_key_and_fingerprint():
-    past = [
-        ("s0", [PastRecord("a", "fa", (0,)), PastRecord("b", "fb", (0,))], True),
-        ("s1", [PastRecord("c", "fc", (1,)), PastRecord("d", "fd", (1,))], True),
-        ("s2", [PastRecord("e", "fe", (1,))], True),
-    ]
-    rows = [_row("a"), _row("b"), _row("c"), _row("d"), _row("d"), _row("n")]
-    matched = match(rows, ["fa", "fb", "CHANGED", "fd", "fd", "fn"], iter(past))
-    assert matched.kept == {"s0": (0, 1)}
-    assert [row.key for row in matched.to_convert] == ["c", "d", "d", "n"]  # e is gone
-    unreadable = match([_row("a")], [""], past)
-    assert not unreadable.kept and [row.key for row in unreadable.to_convert] == ["a"]
-
-
-def test_the_unchanged_rows_of_a_damaged_shard_are_counted_and_converted_again():
-    past = [("s0", [PastRecord("a", "fa", (0,)), PastRecord("b", "fb", (0,))], False)]
-    matched = match([_row("a"), _row("b")], ["fa", "fb"], past)
-    assert matched.kept == {"s0": (0, 1)}
-    assert [row.key for row in matched.to_convert] == ["a", "b"]
 
 
 def test_rows_files_hold_any_key_on_one_line():
@@ -416,6 +404,70 @@ def test_both_runners_refresh_a_version_into_the_same_files(tmp_path, rows):
             if path.is_file() and path.name != "_COMMITTED"
         }
     assert files["local"] == files["beam"]
+
+
+def test_a_local_refresh_matches_rows_and_records_in_buckets_spilled_to_disk(
+    tmp_path, rows, monkeypatch
+):
+    """Rows (fingerprinted) and published records put in buckets by their key's hash, a few
+    held: spilled, each bucket matched alone, the same decision as with every row held."""
+    first = _convert(write_manifest(tmp_path / "a.csv", rows[:30]), tmp_path / "root")
+    previous = Previous(first.folder, first.info)
+    current = [{**row, "label": "coffee"} if index == 9 else row for index, row in enumerate(rows)]
+    read = read_manifest(write_manifest(tmp_path / "b.csv", current[2:]))
+    manifest_rows = [row for row in read if isinstance(row, ManifestRow)]
+    plan = _plan(("train", len(manifest_rows), 4))
+
+    def decided(held_rows: int):
+        with RowBuckets(held_rows) as buckets:
+            update = refresh_here(plan, iter(manifest_rows), previous, 1, buckets)
+            spilled = bool(os.listdir(buckets.folder()))
+            keys = sorted(row.key for row in update.to_convert)
+        kept = {file: list(positions) for file, positions in update.kept.items()}
+        return (update.layout, kept, keys, update.converted), spilled
+
+    held, held_spilled = decided(10_000)
+    monkeypatch.setattr(row_buckets, "GROUPED_ROWS", 3)
+    spilled, spilled_spilled = decided(4)
+    assert held == spilled and (held_spilled, spilled_spilled) == (False, True)
+    assert held[3] == {"train": len(rows) - 30 + 1}  # the new rows and the changed one
+    assert sum(map(len, held[1].values())) == 30 - 2 - 1  # two rows gone, one changed
+
+
+def _version_files(folder: str) -> dict[str, bytes]:
+    return {
+        str(path.relative_to(folder)): path.read_bytes()
+        for path in Path(folder).rglob("*")
+        if path.is_file() and path.name != "_COMMITTED"
+    }
+
+
+def test_a_local_refresh_and_dedup_in_small_spilled_buckets_write_beams_files(
+    tmp_path, rows, monkeypatch
+):
+    """--incremental --dedup on the local runner with a few rows held and a few to a bucket
+    (rows, records and digests spilled to disk, matched and grouped a bucket at a time, in
+    another order than they came): the same files as with every row held, and as on Beam."""
+    copies = [{**row, "key": f"copy-{index}"} for index, row in enumerate(rows[:6])]
+    flags = ("--dedup", "--max_error_rate", "1")
+    local = ("--processes", "2")
+    older = write_manifest(tmp_path / "a.csv", rows[:30] + copies[:3])
+    first = _convert(older, tmp_path / "held", *flags)
+    _flip(Path(first.folder) / first.info.splits["train"].shards[1].file)  # damaged
+    for runner in ("spilled", "beam"):
+        shutil.copytree(tmp_path / "held", tmp_path / runner, symlinks=True)
+    current = [{**row, "label": "coffee"} if index == 9 else row for index, row in enumerate(rows)]
+    manifest = write_manifest(tmp_path / "b.csv", current[2:] + copies)
+    files = {}
+    for runner, runner_flags in (("held", local), ("spilled", local), ("beam", RUNNERS["beam"])):
+        if runner == "spilled":
+            monkeypatch.setattr(row_buckets, "HELD_ROWS", 4)
+            monkeypatch.setattr(row_buckets, "GROUPED_ROWS", 3)
+        refreshed = _convert(manifest, tmp_path / runner, "--incremental", *flags, *runner_flags)
+        # copy-0 and copy-1 stand for rows 0 and 1, now gone
+        assert refreshed.info.errors_by_reason == {"duplicate_content": 4}
+        files[runner] = _version_files(refreshed.folder)
+    assert files["held"] == files["spilled"] == files["beam"]
 
 
 def test_on_beam_an_unchanged_record_of_a_damaged_shard_is_counted_and_its_row_converted():

@@ -10,6 +10,7 @@ import hashlib
 SPLIT_SALT = "split"
 SHARD_SALT = "shard"
 ORDER_SALT = "order"
+BUCKET_SALT = "bucket"  # the local runner's buckets of rows to group (and of digests)
 
 
 def key_hash(key: str, salt: str) -> int:

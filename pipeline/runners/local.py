@@ -11,15 +11,15 @@ No step holds every row: rows are counted for the plan as they are read (large m
 byte ranges on every core: pipeline/runners/local_reads.py) and put in buckets, held up to a
 budget and spilled to a temporary folder beyond it (transforms/plan/row_buckets.py), then in
 buckets by shard piece (on every core), each read back as a writer takes it
-(pipeline/runners/local_shards.py). So memory stays flat however many rows, but for --dedup
-(which compares every row's image digest) and --incremental (which matches every row with the
-published records, those read a shard at a time). Error rows stream to the errors files as
-they arise (transforms/write/error_sink.py).
+(pipeline/runners/local_shards.py). Where rows must meet, they meet in buckets by hash, each
+grouped alone: --dedup's by a hash of the image digest (`drop_duplicate_content`),
+--incremental's rows and published records by a hash of the key (pipeline/runners/refresh.py,
+which holds only the kept records' positions, 4 bytes each). So memory stays flat however many
+rows. Error rows stream to the errors files as they arise (transforms/write/error_sink.py).
 """
 
 import contextlib
-import functools
-from collections import Counter, defaultdict
+import itertools
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -40,8 +40,8 @@ from tfrecord_pipeline.transforms.manifest.rows import (
 )
 from tfrecord_pipeline.transforms.manifest.sources import ManifestFile, read_all
 from tfrecord_pipeline.transforms.plan.dataset import PlanAccumulator, decide_plan
-from tfrecord_pipeline.transforms.plan.dedup import content_digest, keep_first
-from tfrecord_pipeline.transforms.plan.row_buckets import RowBuckets
+from tfrecord_pipeline.transforms.plan.dedup import content_digest, first_of_each
+from tfrecord_pipeline.transforms.plan.row_buckets import RowBuckets, bucket_count, hash_bucket
 from tfrecord_pipeline.transforms.progress import UNWATCHED, Progress, Watch
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.write import error_files
@@ -56,6 +56,7 @@ from tfrecord_pipeline.transforms.write.shard_writer import (
 from tfrecord_pipeline.transforms.write.threads import REMOTE_THREADS_PER_CORE, available_cores
 
 ARRIVED = "arrived"  # the bucket of the rows as read, before the plan gives them shards
+DIGESTS = "digests"  # --dedup's buckets (with a number each): rows with their image's digest
 
 
 def convert_here(conversion: Conversion, target: Target, watch: Watch) -> DatasetInfo:
@@ -102,14 +103,13 @@ def write_here(
     negatives += gather(reads, counted, buckets, errors)
     plan = decide_plan(counted.stats(), plan_config)
     progress.planned(plan.row_count)
-    rows = buckets.take(ARRIVED)
+    rows: Iterable[ManifestRow] = buckets.take(ARRIVED)
     if options.dedup:  # after the plan, which counts every row, so rows = records + errors
-        rows = drop_duplicate_content(list(rows), options.max_file_bytes, errors)
+        rows = drop_duplicate_content(rows, plan.row_count, options.max_file_bytes, errors, buckets)
     update, split_rows = None, dict(plan.rows)
     if options.incremental and refresh.refreshable(previous, options.recorded()):
-        update = refresh.refresh_here(plan, list(rows), previous, processes)
-        plan, rows = update.layout.plan, update.to_convert
-        split_rows = Counter(row.split for row in rows)
+        update = refresh.refresh_here(plan, rows, previous, processes, buckets)
+        plan, rows, split_rows = update.layout.plan, update.to_convert, update.converted
     write_plan = update.layout.write_plan if update else plan
     pieces = split_pieces(write_plan, split_rows, processes if pool else 1, config)
     sample = sort_rows(rows, write_plan, pieces, errors.add, buckets, pool)
@@ -161,18 +161,32 @@ def read_rows(
 
 
 def drop_duplicate_content(
-    rows: list[ManifestRow], max_file_bytes: int, errors: ErrorSink
-) -> list[ManifestRow]:
+    rows: Iterable[ManifestRow],
+    count: int,
+    max_file_bytes: int,
+    errors: ErrorSink,
+    buckets: RowBuckets,
+) -> Iterator[ManifestRow]:
     """The rows left once those whose image bytes repeat an earlier row's went to `errors` as
-    error rows. The files are read and
-    hashed on threads (file reads and SHA-256 release the GIL): many per core for `gs://`."""
-    remote = any(fileio.is_remote(row.image_uri) for row in rows[:1])
+    error rows: each of the `count` rows with its file's digest into `buckets` by a hash of the
+    digest, then each bucket grouped alone as it is read (the rows of one digest are held
+    together, as Beam's GroupByKey gives them). The files are read and hashed on threads (file
+    reads and SHA-256 release the GIL): many per core for `gs://`."""
+    rows = iter(rows)
+    first = next(rows, None)
+    if first is None:
+        return iter(())
+    remote = fileio.is_remote(first.image_uri)
     threads = available_cores() * (REMOTE_THREADS_PER_CORE if remote else 1)
-    by_digest: dict[str, list[ManifestRow]] = defaultdict(list)
-    digest_of = functools.partial(content_digest, max_file_bytes=max_file_bytes)
+    shares = bucket_count(count)
+
+    def digested(row: ManifestRow) -> tuple[str, ManifestRow]:
+        return content_digest(row, max_file_bytes), row
+
     with ThreadPoolExecutor(threads, "digest") as pool:
         # A window of futures, not Executor.map's one a row submitted at once (~1 KB each).
-        digests = ordered_map(pool, digest_of, rows, threads * IN_FLIGHT_PER_THREAD)
-        for digest, row in zip(digests, rows, strict=True):
-            by_digest[digest].append(row)
-    return [row for group in by_digest.values() for row in errors.passed(keep_first(group))]
+        window = threads * IN_FLIGHT_PER_THREAD
+        for digest, row in ordered_map(pool, digested, itertools.chain([first], rows), window):
+            buckets.add((DIGESTS, hash_bucket(digest, shares)), (digest, row))
+    groups = (first_of_each(buckets.take((DIGESTS, share))) for share in range(shares))
+    return errors.passed(itertools.chain.from_iterable(groups))

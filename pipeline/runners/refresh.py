@@ -12,9 +12,10 @@ decision; on Beam, pipeline/runners/beam_refresh.py runs its parts as steps.
 """
 
 import functools
+import itertools
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
@@ -25,12 +26,9 @@ from tfrecord_pipeline.dataset.shard_check import check_shards
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
 from tfrecord_pipeline.transforms.plan.fingerprints import row_fingerprints
-from tfrecord_pipeline.transforms.plan.refresh import (
-    PastShard,
-    RefreshLayout,
-    match,
-    refresh_layout,
-)
+from tfrecord_pipeline.transforms.plan.refresh import PastShard, RefreshLayout, refresh_layout
+from tfrecord_pipeline.transforms.plan.refresh_match import PastKey, match_buckets
+from tfrecord_pipeline.transforms.plan.row_buckets import RowBuckets, bucket_count, hash_bucket
 from tfrecord_pipeline.transforms.plan.rows_files import (
     DamagedRowsFileError,
     PastRecord,
@@ -103,48 +101,66 @@ def past_records(previous: Previous, shard: ShardInfo) -> list[PastRecord] | Non
 
 class Refresh(NamedTuple):
     """A local refresh, decided: the new version's shards, the positions of each published
-    shard's unchanged records, and the rows to convert."""
+    shard's unchanged records (ascending, 4 bytes each), the rows to convert (read back from
+    their bucket as they are iterated, once) and how many of them each split has."""
 
     layout: RefreshLayout
-    kept: dict[str, tuple[int, ...]]
-    to_convert: list[ManifestRow]
+    kept: dict[str, Sequence[int]]
+    to_convert: Iterable[ManifestRow]
+    converted: Counter
+
+
+# Buckets of the local runner's RowBuckets (others are its shard pieces'): rows with their
+# fingerprints and published records, by a hash of the key; the rows to convert.
+ROWS, RECORDS, TO_CONVERT = "refresh: rows", "refresh: records", "refresh: to convert"
+# Rows fingerprinted together: a `gs://` folder's listing serves those of a batch.
+FINGERPRINT_ROWS = 10_000
 
 
 def refresh_here(
-    plan: DatasetPlan, rows: list[ManifestRow], previous: Previous, cores: int
+    plan: DatasetPlan,
+    rows: Iterable[ManifestRow],
+    previous: Previous,
+    cores: int,
+    buckets: RowBuckets,
 ) -> Refresh:
-    """The refresh of `previous` by `rows`, decided: rows fingerprinted, then each published
-    shard checked and its rows file read and matched, a shard at a time (a few at once on an
-    object store, where each is a request: never every shard's records held), then
-    `refresh_layout`."""
+    """The refresh of `previous` by `rows`, decided: rows fingerprinted a batch at a time, and
+    each published shard checked and its rows file read a shard at a time (a few at once on an
+    object store, where each is a request), all into `buckets` by a hash of the key; then
+    each bucket matched alone (transforms/plan/refresh_match.py), its rows to convert into a
+    bucket of their own; then `refresh_layout`. No step holds every row, record or key."""
     shards = published_shards(previous)
     infos = [shard for _, shard in shards]
+    count = bucket_count(plan.row_count + sum(shard.records for shard in infos))
     remote = fileio.is_remote(previous.folder)
     threads = cores * REMOTE_THREADS_PER_CORE
     sound: dict[str, bool] = {}
     with ThreadPoolExecutor(threads, "stat") as pool:
         checked = check_shards(previous.folder, infos, pool.map if remote else map)
-        prints = row_fingerprints(rows, pool.map)
+        rows = iter(rows)
+        while batch := list(itertools.islice(rows, FINGERPRINT_ROWS)):
+            for row, fingerprint in zip(batch, row_fingerprints(batch, pool.map), strict=True):
+                buckets.add((ROWS, hash_bucket(row.key, count)), (row, fingerprint))
         read = functools.partial(past_records, previous)
         listed = ordered_map(pool if remote else None, read, infos, threads)
+        for shard, records, ok in zip(infos, listed, checked, strict=True):
+            sound[shard.file] = ok and records is not None
+            for position, record in enumerate(records or ()):  # None: its rows file is damaged
+                past = PastKey(record.key, record.fingerprint, shard.file, position, ok)
+                buckets.add((RECORDS, hash_bucket(record.key, count)), past)
+    converted = Counter()
 
-        def verdicts() -> Iterator[tuple[str, list[PastRecord], bool]]:
-            for shard, records, ok in zip(infos, listed, checked, strict=True):
-                sound[shard.file] = ok and records is not None
-                if records is not None:
-                    yield shard.file, records, sound[shard.file]
+    def convert(row: ManifestRow) -> None:
+        converted[row.split] += 1
+        buckets.add(TO_CONVERT, row)
 
-        matched = match(rows, prints, verdicts())
+    matched = ((buckets.take((ROWS, at)), buckets.take((RECORDS, at))) for at in range(count))
+    kept = match_buckets(matched, convert)
     past = [
         PastShard(
-            split,
-            shard.file,
-            shard.records,
-            len(matched.kept.get(shard.file, ())),
-            sound[shard.file],
+            split, shard.file, shard.records, len(kept.get(shard.file, ())), sound[shard.file]
         )
         for split, shard in shards
     ]
-    converted = Counter(row.split for row in matched.to_convert)
     layout = refresh_layout(plan, past, converted)
-    return Refresh(layout, matched.kept, matched.to_convert)
+    return Refresh(layout, kept, buckets.take(TO_CONVERT), converted)

@@ -17,7 +17,7 @@ unread.
 """
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from tfrecord_pipeline.dataset.metadata import ShardInfo
 from tfrecord_pipeline.dataset.previous import Previous
@@ -41,7 +41,7 @@ def stage_past(
     source: PastShard,
     shard: ShardInfo,
     records: list[PastRecord],
-    positions: tuple[int, ...],
+    positions: Sequence[int],
     final: ShardId,
     staging: str,
 ) -> ShardResult:
@@ -87,7 +87,7 @@ def _copied(folder: str, shard: ShardInfo, target: str) -> tuple[int, str]:
 def _rewritten(
     folder: str,
     shard: ShardInfo,
-    positions: tuple[int, ...],
+    positions: Sequence[int],
     target: str,
     shard_format: ShardFormat,
 ) -> tuple[int, str]:

@@ -1,12 +1,13 @@
 """`--dedup`: rows whose image bytes repeat an earlier row's become `duplicate_content` errors.
 
 Rows are grouped by a digest of their file; in each group the first row (manifest order) stays.
-Only digests and rows are grouped, never image bytes.
+Only digests and rows are grouped, never image bytes: on Beam by a shuffle, on the local runner
+in buckets by a hash of the digest, each grouped alone (`first_of_each`).
 """
 
 import hashlib
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from tfrecord_pipeline.transforms.errors import ErrorRow, Reason, RowError
 from tfrecord_pipeline.transforms.image.files import read_image
@@ -34,3 +35,13 @@ def keep_first(rows: list[ManifestRow]) -> Iterator[ManifestRow | ErrorRow]:
     message = f"same bytes as {first.source}"
     for row in itertools.islice(ordered, 1, None):
         yield row if row.key == first.key else error_row(row, Reason.DUPLICATE_CONTENT, message)
+
+
+def first_of_each(digested: Iterable[tuple[str, ManifestRow]]) -> Iterator[ManifestRow | ErrorRow]:
+    """`keep_first` of every group of (digest, row) pairs with one digest: those of a bucket
+    that holds every row of its digests, so that no bucket needs another's rows."""
+    groups: dict[str, list[ManifestRow]] = {}
+    for digest, row in digested:
+        groups.setdefault(digest, []).append(row)
+    for group in groups.values():
+        yield from keep_first(group)

@@ -11,16 +11,15 @@ CRC-32C its metadata gives); every other row is converted: new keys, changed row
 a repeated key, and the rows of a damaged shard. The new version's shards per split: the kept
 past shards in their old order, then the converted rows' shards, about as full as the split's
 past ones; once small shards pile up (`compaction_groups`) they are concatenated; all are
-numbered `<split>-NNNNN-of-NNNNN` (what TFDS and the shard glob expect).
+numbered `<split>-NNNNN-of-NNNNN` (what TFDS and the shard glob expect). Rows meet records by
+key in transforms/plan/refresh_match.py.
 """
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import NamedTuple
 
-from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
-from tfrecord_pipeline.transforms.plan.rows_files import PastRecord
 from tfrecord_pipeline.transforms.plan.sharding import ShardId
 
 
@@ -29,37 +28,6 @@ def stays(row_fingerprints: list[str], past: str) -> bool:
     fingerprint (a repeated key converts every row of it again, as a full conversion would
     judge them)."""
     return len(row_fingerprints) == 1 and bool(past) and row_fingerprints[0] == past
-
-
-class Matched(NamedTuple):
-    kept: dict[str, tuple[int, ...]]  # published shard → positions of its unchanged records
-    to_convert: list[ManifestRow]  # new keys, changed rows, rows of damaged shards
-
-
-def match(
-    rows: list[ManifestRow],
-    fingerprints: list[str],
-    past: Iterable[tuple[str, list[PastRecord], bool]],
-) -> Matched:
-    """`stays` for every record of `past` (shard file, its records, whether the shard passed its
-    check), a shard at a time, the rows as one CoGroupByKey by key meets them on Beam: no
-    shard's records need be held once matched. A record of a shard that failed its check is
-    counted as kept (its row is unchanged) and its row converted."""
-    by_key: dict[str, list[str]] = {}
-    for row, fingerprint in zip(rows, fingerprints, strict=True):
-        by_key.setdefault(row.key, []).append(fingerprint)
-    kept, carried_keys = {}, set()
-    for file, records, sound in past:
-        positions = tuple(
-            position
-            for position, record in enumerate(records)
-            if stays(by_key.get(record.key, []), record.fingerprint)
-        )
-        if positions:
-            kept[file] = positions
-            if sound:
-                carried_keys.update(records[position].key for position in positions)
-    return Matched(kept, [row for row in rows if row.key not in carried_keys])
 
 
 class PastShard(NamedTuple):

@@ -13,16 +13,22 @@ here: how the local runner's processes sort the rows it spilled into shard piece
 each, while it sorts those it held.
 """
 
+import math
 import os
 import pickle
 import shutil
 import tempfile
 from collections.abc import Hashable, Iterator
 
+from tfrecord_pipeline.transforms.keys import BUCKET_SALT, key_hash
+
 HELD_ROWS = 25_000  # rows held in memory across buckets (~10 MB), beyond which the largest spills
 # A bucket's spills go on in one file up to this many rows, then a new one: few files however
 # small the spills (many buckets), and the batches large enough to share out between processes.
 FILE_ROWS = 10_000
+# Rows (or records) a bucket holds, about, where every row of a digest or a key must meet in
+# one place (--dedup, --incremental): such a bucket is read back whole and grouped in memory.
+GROUPED_ROWS = 10_000
 
 Spilled = tuple[str, int]  # a spilled batch: its file, its rows
 
@@ -32,8 +38,8 @@ class RowBuckets:
     another process's buckets' folder, to spill into (and never delete); by default one made at
     the first spill and deleted on `close`."""
 
-    def __init__(self, held_rows: int = HELD_ROWS, folder: str = ""):
-        self._limit = held_rows
+    def __init__(self, held_rows: int | None = None, folder: str = ""):
+        self._limit = HELD_ROWS if held_rows is None else held_rows  # read when made: tests set it
         self._held: dict[Hashable, list] = {}
         self._holding = 0  # rows in self._held
         self._files: dict[Hashable, list[Spilled]] = {}  # bucket → its spilled batches
@@ -102,6 +108,16 @@ class RowBuckets:
 
     def __exit__(self, *exception) -> None:
         self.close()
+
+
+def bucket_count(items: int) -> int:
+    """Buckets by hash for `items` rows (or records) to be grouped: GROUPED_ROWS each, about."""
+    return max(1, math.ceil(items / GROUPED_ROWS))
+
+
+def hash_bucket(name: str, buckets: int) -> int:
+    """The bucket of a row's key or digest `name`: the same on every run and process."""
+    return key_hash(name, BUCKET_SALT) % buckets
 
 
 class TakenRows:

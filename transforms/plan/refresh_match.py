@@ -1,0 +1,65 @@
+"""A refresh's match of the rows with the published version's records by key, a bucket at a
+time: every row and record of a key in one bucket (the local runner buckets them by a hash of
+the key: transforms/plan/row_buckets.py), so a bucket is matched alone and no step holds the
+rows or keys of the whole dataset, as one CoGroupByKey by key matches them on Beam
+(pipeline/runners/beam_refresh.py). What stays is decided by `stays` (transforms/plan/refresh.py).
+"""
+
+from array import array
+from collections.abc import Callable, Iterable, Iterator
+from typing import NamedTuple
+
+from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
+from tfrecord_pipeline.transforms.plan.refresh import stays
+
+Printed = tuple[ManifestRow, str]  # a row and its fingerprint (transforms/plan/fingerprints.py)
+
+
+class PastKey(NamedTuple):
+    """A published record as a refresh matches it: its key and its row's fingerprint, where it
+    is, and whether its shard passed its check."""
+
+    key: str
+    fingerprint: str
+    file: str  # its published shard
+    position: int  # in that shard's records
+    sound: bool
+
+
+def match_bucket(
+    rows: Iterable[Printed], past: Iterable[PastKey]
+) -> Iterator[PastKey | ManifestRow]:
+    """The records of `past` that stay, then the rows to convert: new keys, changed rows,
+    every row of a repeated key, and the rows of records that stay only in a damaged shard (such
+    a record is still given: its shard counts it as kept). Every row and record of a key must
+    be in these."""
+    by_key: dict[str, list[Printed]] = {}
+    for row, fingerprint in rows:
+        by_key.setdefault(row.key, []).append((row, fingerprint))
+    carried = set()
+    for record in past:
+        fingerprints = [fingerprint for _, fingerprint in by_key.get(record.key, ())]
+        if stays(fingerprints, record.fingerprint):
+            yield record
+            if record.sound:
+                carried.add(record.key)
+    for key, printed in by_key.items():
+        if key not in carried:
+            yield from (row for row, _ in printed)
+
+
+def match_buckets(
+    buckets: Iterable[tuple[Iterable[Printed], Iterable[PastKey]]],
+    convert: Callable[[ManifestRow], object],
+) -> dict[str, array]:
+    """`match_bucket` of each bucket (its rows, its records), the rows to convert given to
+    `convert`; returns the positions of the records that stay by published shard, ascending:
+    an array of 4-byte positions a shard, all a refresh holds for every record it keeps."""
+    kept: dict[str, array] = {}
+    for rows, past in buckets:
+        for item in match_bucket(rows, past):
+            if isinstance(item, PastKey):
+                kept.setdefault(item.file, array("I")).append(item.position)
+            else:
+                convert(item)
+    return {file: array("I", sorted(positions)) for file, positions in kept.items()}
