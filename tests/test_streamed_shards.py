@@ -12,9 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import encode, photo, write_manifest
+from conftest import encode, make_images, photo, write_manifest
 
 from tfrecord_pipeline.dataset.versions import resolve
+from tfrecord_pipeline.runners.convert import run
+from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.storage import gcs as store
 from tfrecord_pipeline.transforms.tfrecord.records import RecordError, frame, records_in
 from tfrecord_pipeline.transforms.write.formats import ShardFormat
@@ -115,7 +117,6 @@ def test_a_local_shard_is_read_in_memory_of_its_buffers_never_the_file(tmp_path,
     assert peak < 8 << 20 < len(records) * RECORD_BYTES // 3  # buffers of 1 MB, and a record
 
 
-@pytest.mark.slow
 def test_an_object_cut_mid_shard_is_read_on_from_the_cut_in_memory_of_its_buffers(
     tmp_path, gcs, faulty_gcs
 ):
@@ -132,6 +133,37 @@ def test_an_object_cut_mid_shard_is_read_on_from_the_cut_in_memory_of_its_buffer
     assert digest == _digest(records)
     assert proxy.faults["truncate"] and proxy.failed[f"{prefix}/train.tfrecord"]
     assert peak < 6 << 20 < store.stat(path).size // 2
+
+
+def _version_objects(root: str) -> dict[str, bytes]:
+    """Every object of the version published at `root`, by its name inside it."""
+    folder = resolve(root).folder
+    return {name[len(folder) :]: fileio.read_bytes(name) for name in fileio.glob(f"{folder}/**")}
+
+
+@pytest.mark.slow
+def test_a_refresh_on_cloud_storage_rewrites_shards_through_faults_into_a_clean_runs_bytes(
+    tmp_path, gcs, faulty_gcs
+):
+    """Two versions alike in the bucket, each refreshed by a manifest that lost a row of
+    each shard: the one whose reads meet 503s, drops and cut bodies (its shards streamed
+    through them as they are rewritten) publishes the bytes the other does."""
+    rows = make_images(tmp_path, per_class=5)
+    every = write_manifest(tmp_path / "every.csv", rows)
+    kept = [row for index, row in enumerate(rows) if index % 7]
+    fewer = write_manifest(tmp_path / "fewer.csv", kept)
+    prefix = f"rewrite-{tmp_path.name}"
+    roots = [f"gs://tfrp-test/{prefix}/{name}" for name in ("clean", "faulty")]
+    flags = ["--no_progress", "--num_shards", "2", "--processes", "1"]
+    for root in roots:
+        run(["--manifest", str(every), "--output", root, *flags])
+    clean = run(["--manifest", str(fewer), "--output", roots[0], *flags, "--incremental"])
+    proxy = faulty_gcs(f"{prefix}/faulty/", rate=0.5, seed=3)
+    faulty = run(["--manifest", str(fewer), "--output", roots[1], *flags, "--incremental"])
+    assert faulty.info.refresh == clean.info.refresh
+    assert clean.info.refresh["rewritten"] == len(kept)  # no shard copied whole
+    assert _version_objects(roots[1]) == _version_objects(roots[0])
+    assert proxy.faults["truncate"]
 
 
 def _big_images(root: Path, count: int) -> list[dict]:
@@ -161,6 +193,7 @@ def _refresh_peak_rss_mb(manifest: Path, root: Path) -> float:
     return int(done.stdout.split()[-1]) / 1024
 
 
+@pytest.mark.slow
 def test_a_refresh_rewrites_a_published_shard_in_memory_far_below_its_size(tmp_path):
     """A published shard of ~60 MB that lost a record is rewritten from the old file: the
     refresh's peak RSS is within a fraction of the shard's size of a refresh that copies it
