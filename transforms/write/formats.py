@@ -47,13 +47,15 @@ class ShardFormat(NamedTuple):
         return ShardFileWriter(fileio.create(path), compress=self.compression == "gzip")
 
     def records_at(self, path: str) -> Iterator[tuple[int, bytes]]:
-        """`records` of the shard file at `path`, streamed: a TFRecord file a record at a time
-        (a local file read READ_BYTES at a time; an object from ranged requests, resumed where
-        a transient failure cut them: fileio.open_bytes), gunzipped as it streams; an
-        ArrayRecord file read where it is (from an object store, downloaded into a temporary
-        file), a batch of records at a time. Memory holds buffers and a record or a batch,
-        never the file: a refresh rewrites shards of --target_shard_mb so. The file is opened
-        here, so a missing one raises before the first record is asked for."""
+        """`records` of the shard file at `path`, streamed: memory holds buffers and a record
+        or a batch, never the file (a refresh rewrites shards of --target_shard_mb so). A
+        TFRecord file a record at a time, gunzipped as it streams, from fileio.open_bytes (a
+        local file READ_BYTES at a time; an object by ranged requests, resumed where a
+        transient failure cut them), opened here: a missing one raises before a record is
+        asked for. An ArrayRecord file by index, array_records.READ_BATCH records at a time
+        (its reader's readahead is bounded too); its reader takes local paths only, so an
+        object is downloaded into a temporary file first, in chunks: disk holds it, not
+        memory."""
         if self.array_record:
             return array_records.read_array_record_path(path)
         return _closed_after(fileio.open_bytes(path, READ_BYTES), self.compression)
