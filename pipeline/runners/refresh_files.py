@@ -6,7 +6,8 @@ never changes another's.
 - a published shard whose records all stay is copied whole (on a local disk by the kernel,
   `copy_file_range`: a reflink where the file system has them; on Cloud Storage a server-side
   copy, which checks the object's CRC-32C itself): no byte passes through this process;
-- one that lost records is rewritten record by record from the old file, without decoding;
+- one that lost records is rewritten record by record from the old file, streamed (never
+  held whole), without decoding;
 - a final shard of several sources (small shards compacted) is their files concatenated: a
   TFRecord file is a concatenation of records (gzip ones are written again as one stream, and
   ArrayRecord ones, whose files each end in their own index, record by record into one file).
@@ -93,14 +94,18 @@ def _rewritten(
 ) -> tuple[int, str]:
     """The records at `positions` of the published `shard` written again to `target`, framed
     anew but never decoded, with an index when the shard had one; returns its size and
-    CRC-32C."""
+    CRC-32C. The shard is read as it is written, a record at a time (ShardFormat.records_at):
+    a read that fails (damage: RecordError; the store: its error, after its retries) fails the
+    refresh, and the staged file it leaves is named by no result."""
     records = shard_format.records_at(fileio.join(folder, shard.file))
     writer = shard_format.writer(target)
     chosen = set(positions)
-    for position, (_, record) in enumerate(records):
-        if position in chosen:
-            writer.write(record)
-    writer.close()
+    try:
+        for position, (_, record) in enumerate(records):
+            if position in chosen:
+                writer.write(record)
+    finally:
+        writer.close()
     fileio.sync_file(target)
     if shard.index:
         fileio.write_synced(f"{target}{INDEX_SUFFIX}", writer.index_text().encode())

@@ -7,16 +7,19 @@ all little-endian. The CRC is CRC-32C (Castagnoli) from the C implementation in 
 import array
 import base64
 import gzip
+import io
 import itertools
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import BinaryIO
 
 import google_crc32c
 
 # TensorFlow refuses records whose serialized proto exceeds 2 GiB and the TPU readers
 # cannot hold records near that; we cap a record at 1 GiB.
 MAX_RECORD_BYTES = 1 << 30
+READ_BYTES = 1 << 20  # a streamed shard's read buffer, and the most one inflation gives at once
 
 _MASK_DELTA = 0xA282EAD8
 
@@ -53,74 +56,111 @@ class RecordError(Exception):
     """A shard's bytes are not valid TFRecord framing; says which record and where."""
 
 
-def shard_payload(data: bytes, compression: str) -> bytes:
-    """A shard file's bytes as records are framed in them: gunzipped when compressed."""
-    if compression != "gzip":
-        return data
+class _GzipError(RecordError):
+    """A gzip shard's bytes are not valid gzip; says where."""
+
+
+def records_in(stream: BinaryIO, compression: str = "none") -> Iterator[tuple[int, bytes]]:
+    """(offset in the payload, record) for every record of a shard file read from `stream`, a
+    record at a time, gunzipped as it streams when compressed, both CRCs checked: memory holds
+    the read buffers (READ_BYTES each) and one record, never the file, however large."""
+    if compression == "gzip":
+        stream = io.BufferedReader(_Pieces(_gunzipped(stream.read)), READ_BYTES)
+    position, index = 0, 0
     try:
-        return _gunzipped(data)
-    except zlib.error as error:
-        raise RecordError(f"not valid gzip ({error})") from None
-
-
-def _gunzipped(data: bytes) -> bytes:
-    """Every gzip member's bytes, joined. TensorFlow's reader may stop at a member that holds
-    nothing (where the member falls in its buffers decides), so such a member before more data
-    is an error here, rather than records read past it that training may never see."""
-    members, position, view = [], 0, memoryview(data)
-    while position < len(data):
-        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)  # a gzip wrapper, checked
-        member = inflater.decompress(view[position:])
-        if not inflater.eof:
-            raise RecordError(f"not valid gzip (the member at byte {position:,} is cut short)")
-        after = len(inflater.unused_data)
-        if not member and after:
-            raise RecordError(
-                f"an empty gzip member at byte {position:,}: TensorFlow's reader may stop "
-                f"there, before the {after:,} bytes after it"
-            )
-        members.append(member)
-        position = len(data) - after
-    return b"".join(members)
+        while (record := _next_record(stream.read)) is not None:
+            yield position, record
+            position, index = position + len(record) + 16, index + 1
+    except _GzipError:
+        raise  # the file's damage, at a byte of the file: not a record's
+    except RecordError as error:
+        raise RecordError(f"record {index} at byte {position}: {error}") from None
 
 
 def read_records(data: bytes) -> Iterator[tuple[int, bytes]]:
-    """(offset, record) for every record of a shard's (uncompressed) bytes, both CRCs checked."""
-    position, index = 0, 0
-    while position < len(data):
-        try:
-            record, position_after = _framed_at(data, position)
-        except RecordError as error:
-            raise RecordError(f"record {index} at byte {position}: {error}") from None
-        yield position, record
-        position, index = position_after, index + 1
+    """`records_in` of a shard's (uncompressed) bytes."""
+    return records_in(io.BytesIO(data))
 
 
 def unframe(framed: bytes) -> bytes:
     """The record of one TFRecord's bytes, read alone by its offset and size (as an index
     gives them), both CRCs checked; RecordError when they are not one whole record."""
-    record, end = _framed_at(framed, 0)
-    if end != len(framed):
-        raise RecordError(f"{len(framed):,} bytes, of which its length field frames {end:,}")
+    stream = io.BytesIO(framed)
+    record = _next_record(stream.read)
+    if record is None:
+        raise RecordError("truncated header")
+    if stream.tell() != len(framed):
+        raise RecordError(
+            f"{len(framed):,} bytes, of which its length field frames {stream.tell():,}"
+        )
     return record
 
 
-def _framed_at(data: bytes, position: int) -> tuple[bytes, int]:
-    """The record framed at `position` of `data` and where the next one starts; RecordError
-    saying what is wrong."""
-    header = data[position : position + 12]
+def _next_record(read: Callable[[int], bytes]) -> bytes | None:
+    """The record framed next in what `read` gives (None at its end); RecordError saying what
+    is wrong. A length over MAX_RECORD_BYTES is damage (no writer here makes one), never a
+    buffer of that size asked for."""
+    header = read(12)
+    if not header:
+        return None
     if len(header) < 12:
         raise RecordError("truncated header")
     (length,) = struct.unpack_from("<Q", header)
     if struct.unpack_from("<I", header, 8)[0] != masked_crc32c(header[:8]):
         raise RecordError("length CRC mismatch")
-    end = position + 12 + length
-    if end + 4 > len(data):
+    if length > MAX_RECORD_BYTES:
+        raise RecordError(f"a length of {length:,} bytes, over the {MAX_RECORD_BYTES:,} cap")
+    record, footer = read(length), read(4)
+    if len(record) < length or len(footer) < 4:
         raise RecordError("truncated data")
-    record = data[position + 12 : end]
-    if struct.unpack_from("<I", data, end)[0] != masked_crc32c(record):
+    if struct.unpack("<I", footer)[0] != masked_crc32c(record):
         raise RecordError("data CRC mismatch")
-    return record, end + 4
+    return record
+
+
+def _gunzipped(read: Callable[[int], bytes]) -> Iterator[bytes]:
+    """Every gzip member's bytes, in pieces of at most READ_BYTES, from compressed bytes `read`
+    READ_BYTES at a time. TensorFlow's reader may stop at a member that holds nothing (where
+    the member falls in its buffers decides), so such a member before more data is an error
+    here, rather than records read past it that training may never see."""
+    position, data = 0, read(READ_BYTES)  # position: where `data` starts in the file
+    while data:
+        member, inflater, held = position, zlib.decompressobj(wbits=16 + zlib.MAX_WBITS), 0
+        while not inflater.eof:  # a gzip wrapper, its CRC and length checked at its end
+            try:
+                piece = inflater.decompress(data, READ_BYTES)
+            except zlib.error as error:
+                raise _GzipError(f"not valid gzip ({error})") from None
+            rest = inflater.unconsumed_tail or inflater.unused_data
+            position, data, held = position + len(data) - len(rest), rest, held + len(piece)
+            if piece:
+                yield piece
+            elif not data and not inflater.eof and not (data := read(READ_BYTES)):
+                raise _GzipError(f"not valid gzip (the member at byte {member:,} is cut short)")
+        data = data or read(READ_BYTES)
+        if not held and data:
+            raise _GzipError(
+                f"an empty gzip member at byte {member:,}: TensorFlow's reader may stop "
+                "there, before the bytes after it"
+            )
+
+
+class _Pieces(io.RawIOBase):
+    """Pieces of bytes, as a stream a BufferedReader reads from."""
+
+    def __init__(self, pieces: Iterator[bytes]):
+        super().__init__()
+        self._pieces, self._left = pieces, memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if not self._left:
+            self._left = memoryview(next(self._pieces, b""))
+        count = min(len(buffer), len(self._left))
+        buffer[:count], self._left = self._left[:count], self._left[count:]
+        return count
 
 
 class _ChecksumSink:

@@ -7,15 +7,12 @@ file's suffix, its writer, how its records are read, and whether files of record
 to end are one file of them all.
 """
 
+import io
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import BinaryIO, NamedTuple
 
 from tfrecord_pipeline.transforms.storage import fileio
-from tfrecord_pipeline.transforms.tfrecord.records import (
-    ShardFileWriter,
-    read_records,
-    shard_payload,
-)
+from tfrecord_pipeline.transforms.tfrecord.records import READ_BYTES, ShardFileWriter, records_in
 from tfrecord_pipeline.transforms.write import array_records
 
 FILE_FORMATS = ("tfrecord", "array_record")  # TFDS's names for them
@@ -50,16 +47,29 @@ class ShardFormat(NamedTuple):
         return ShardFileWriter(fileio.create(path), compress=self.compression == "gzip")
 
     def records_at(self, path: str) -> Iterator[tuple[int, bytes]]:
-        """`records` of the shard file at `path`: an ArrayRecord file read where it is (from an
-        object store, downloaded into a temporary file), a batch of records in memory at once;
-        a TFRecord file's bytes read whole."""
+        """`records` of the shard file at `path`, streamed: memory holds buffers and a record
+        or a batch, never the file (a refresh rewrites shards of --target_shard_mb so). A
+        TFRecord file a record at a time, gunzipped as it streams, from fileio.open_bytes (a
+        local file READ_BYTES at a time; an object by ranged requests, resumed where a
+        transient failure cut them), opened here: a missing one raises before a record is
+        asked for. An ArrayRecord file by index, array_records.READ_BATCH records at a time
+        (its reader's readahead is bounded too); its reader takes local paths only, so an
+        object is downloaded into a temporary file first, in chunks: disk holds it, not
+        memory."""
         if self.array_record:
             return array_records.read_array_record_path(path)
-        return self.records(fileio.read_bytes(path))
+        return _closed_after(fileio.open_bytes(path, READ_BYTES), self.compression)
 
     def records(self, data: bytes) -> Iterator[tuple[int, bytes]]:
         """(offset in the TFRecord payload, or index in an ArrayRecord file; record) for every
         record of a shard file's bytes, checked as the format checks them (RecordError)."""
         if self.array_record:
             return array_records.read_array_records(data)
-        return read_records(shard_payload(data, self.compression))
+        return records_in(io.BytesIO(data), self.compression)
+
+
+def _closed_after(stream: BinaryIO, compression: str) -> Iterator[tuple[int, bytes]]:
+    """`records_in` a stream read through READ_BYTES of buffer, closed when its records are
+    read (or the reading stops)."""
+    with io.BufferedReader(stream, READ_BYTES) as buffered:
+        yield from records_in(buffered, compression)
