@@ -4,7 +4,8 @@ A scheduler retries an attempt that it saw fail, and an attempt can publish and 
 fail: killed after its pointer's write and before it exits (a task's SIGKILL, a worker lost), or
 a Dataflow launch whose job published although the launch was reported failed. The key, the
 same across a run's attempts (Airflow's `run_id`) and recorded in the version's metadata
-(`options.run_key`), lets the next attempt find that version and stop, before anything is read.
+(`options.run_key`), lets the next attempt find that version and stop before it reads a manifest.
+The key names the run: its other flags are not compared.
 
 Where it looks: the versions the publication records list (pipeline/dataset/history.py), the
 most recently published first, each one's metadata read until one carries the key. A retry's
@@ -22,9 +23,10 @@ which this run's own publication refuses (SupersededError, exit 4), and the retr
 finds it. No second check is needed at publish time: the pointer's lock (or generation
 precondition) already decides.
 
-A version recorded whose pointer was never written (its run killed between the two writes, a
-moment) counts as published here, as the records count it (the safe side for a key: never
-twice).
+A version recorded whose pointer was never written counts as published here, as the records
+count it (the safe side for a key: never twice): its run killed between the two writes, or on
+gs:// refused the pointer by a third run's publication, before it erases its record (a moment
+each).
 """
 
 import sys

@@ -46,7 +46,7 @@ def convert(options: ConvertOptions, beam_args=(), test_pipeline=None) -> Conver
 def convert_prepared(conversion: Conversion, test_pipeline=None) -> Converted:
     """`convert`, its options checked and its runner decided (pipeline/config/conversion.py
     `prepare`, given the same `test_pipeline`). A run whose `run_key` a kept version was
-    published with returns that version, having read and written nothing
+    published with returns that version, having read no manifest or image and written nothing
     (pipeline/dataset/run_keys.py)."""
     target = publish.start(conversion.options.output)
     if repeated := published_before(target, conversion.options.run_key):
