@@ -16,6 +16,12 @@ whichever route ran it:
   an ordinary failure, which Airflow retries; a mistake in the input, or a version the quality
   gates kept from publishing, fails the task without a retry, which would meet the same input.
 
+Both routes pass the DAG run's `run_id` as `--run_key`: the same for every attempt of a night's
+task, so an attempt that published and was then seen to fail (killed before it exited, a launch
+reported failed after its job published) is retried into a run that publishes nothing and
+exits 0 (pipeline/dataset/run_keys.py). Cloud Scheduler's launch of the same body carries no
+key: its request body is fixed, with nothing in it that differs from one night to the next.
+
 Where the Google provider is not installed, the DAG still parses and its Dataflow task fails
 saying so: the provider adds some 1.7 GB of Google client libraries that the worker route never
 uses. The module imports without Airflow, so the tests check the launch body and the
@@ -36,17 +42,25 @@ LAUNCH_BODY = Path(__file__).with_name("nightly_launch.json")
 RETRIED = frozenset({3, 4, 130})
 
 
-def launch_body(values: dict[str, str]) -> dict:
-    """The flexTemplates:launch request body with ${NAME} placeholders filled from `values`."""
-    return json.loads(string.Template(LAUNCH_BODY.read_text()).substitute(values))
+def launch_body(values: dict[str, str], run_key: str = "") -> dict:
+    """The flexTemplates:launch request body with ${NAME} placeholders filled from `values`,
+    and the run's key (`--run_key`) added to its parameters when one is given."""
+    body = json.loads(string.Template(LAUNCH_BODY.read_text()).substitute(values))
+    if run_key:
+        body["launchParameter"]["parameters"]["run_key"] = run_key
+    return body
 
 
-def worker_argv(command: str, manifests: str, night: str, output: str, flags: str) -> list[str]:
+def worker_argv(
+    command: str, manifests: str, night: str, output: str, flags: str, run_key: str = ""
+) -> list[str]:
     """The nightly conversion on a worker: `command` (the project's `tfrecord-pipeline`, split
     as a shell splits it) converts the night's manifest in the folder `manifests` into `output`
-    with the launch's flags but its places on the bucket, then `flags` (a later flag wins)."""
+    with the launch's flags but its places on the bucket, and `run_key` if given, then `flags`
+    (a later flag wins)."""
     parameters = json.loads(LAUNCH_BODY.read_text())["launchParameter"]["parameters"]
     nightly = [f"--{name}={value}" for name, value in parameters.items() if "${" not in value]
+    nightly += [f"--run_key={run_key}"] if run_key else []
     paths = [f"--manifest={manifests}/{night}.csv", f"--label_map={manifests}/labels.txt"]
     conversion = [*paths, f"--output={output}", *nightly, "--no_progress", *shlex.split(flags)]
     return [*shlex.split(command), "convert", *conversion]
@@ -111,8 +125,10 @@ if DAG is not None:
         raise AirflowFailException(unavailable)
 
     @task
-    def convert_on_worker(command: str, manifests: str, night: str, output: str, flags: str):
-        return run_conversion(worker_argv(command, manifests, night, output, flags))
+    def convert_on_worker(
+        command: str, manifests: str, night: str, output: str, flags: str, run_key: str
+    ):
+        return run_conversion(worker_argv(command, manifests, night, output, flags, run_key))
 
     with DAG(
         dag_id="tfrecord_nightly",
@@ -132,7 +148,9 @@ if DAG is not None:
                 task_id="launch_on_dataflow",
                 project_id="{{ var.value.tfrp_project }}",
                 location="{{ var.value.tfrp_region }}",
-                body=launch_body({n: f"{{{{ var.value.tfrp_{n.lower()} }}}}" for n in names}),
+                body=launch_body(
+                    {n: f"{{{{ var.value.tfrp_{n.lower()} }}}}" for n in names}, "{{ run_id }}"
+                ),
                 wait_until_finished=True,
                 retries=1,  # a failed job reports no exit status: one more launch, not three
             )
@@ -143,5 +161,6 @@ if DAG is not None:
             night="{{ ds }}",
             output="{{ var.value.tfrp_output }}",
             flags="{{ var.value.get('tfrp_flags', '') }}",
+            run_key="{{ run_id }}",
         )
         choose_route() >> [dataflow, worker]

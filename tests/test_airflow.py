@@ -32,17 +32,36 @@ FLAGS = shlex.join(["--num_shards", "2", "--split", "train=0.5,validation=0.5"])
 RETRIED = "Marking task as UP_FOR_RETRY"
 CLI = [sys.executable, "-m", "tfrecord_pipeline.cli.main"]
 # The first attempt of a night run through this loses a race for real: once the run has read
-# the version it starts from, another conversion (of argv[2], a manifest) publishes.
+# the version it starts from, another conversion (of argv[2], a manifest; a run by hand, without
+# the night's --run_key) publishes.
 RACER = """import os, re, subprocess, sys
 from tfrecord_pipeline.cli.main import main
 flag, other, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
 def publish_first(event, args):
     if event == "open" and str(args[0]).endswith("/_COMMITTED") and not os.path.exists(flag):
         open(flag, "x").close()
-        argv_other = [re.sub("^--manifest=.*", "--manifest=" + other, a) for a in argv]
+        by_hand = [a for a in argv if not a.startswith("--run_key=")]
+        argv_other = [re.sub("^--manifest=.*", "--manifest=" + other, a) for a in by_hand]
         command = [sys.executable, "-m", "tfrecord_pipeline.cli.main", *argv_other]
         subprocess.run(command, check=True)
 sys.addaudithook(publish_first)
+sys.exit(main(argv))
+"""
+
+# The first attempt of a night run through this publishes and is then killed (SIGKILL) before
+# it exits: at the first thing it does once the rename of its LATEST took effect.
+KILLED = """import os, signal, sys
+from tfrecord_pipeline.cli.main import main
+flag, argv = sys.argv[1], sys.argv[2:]
+renamed = []
+def killed_once_published(event, args):
+    if event == "os.rename" and str(args[1]).endswith("/LATEST") and not os.path.exists(flag):
+        renamed.append(str(args[0]))
+    elif renamed and not os.path.lexists(renamed[0]):
+        renamed.clear()
+        open(flag, "x").close()
+        os.kill(os.getpid(), signal.SIGKILL)
+sys.addaudithook(killed_once_published)
 sys.exit(main(argv))
 """
 
@@ -223,6 +242,28 @@ def test_a_night_that_loses_a_race_is_retried_and_publishes_once(nights, rows, t
     assert records(hotfixed) == nights.full_conversion("hotfix", tmp_path / "full-hotfix")
     assert records(night) == nights.full_conversion("2026-11-03", tmp_path / "full-night")
     assert json.loads(nights.latest())["version"] == night.name
+
+
+def test_a_night_killed_after_publishing_is_retried_and_publishes_nothing_more(nights, rows):
+    """The DAG passes the run's id as --run_key: the retry finds the version the killed attempt
+    published and publishes no second version of the night."""
+    nights.manifest("2026-11-02", rows[:20])
+    assert nights.run("2026-11-02")[0] == 0
+    nights.manifest("2026-11-03", rows[:22])
+    (nights.folder.parent / "killed.py").write_text(KILLED)
+    killed = [str(nights.folder.parent / name) for name in ("killed.py", "killed")]
+    command = shlex.join(["env", f"PYTHONPATH={python_path()}", sys.executable, *killed])
+    status, log = nights.run("2026-11-03", command)
+    assert status == 0, log[-3000:]
+    assert "AirflowException: exit status -9" in log and (nights.folder.parent / "killed").exists()
+    assert nights.attempts(log) == 2 and log.count(RETRIED) == 1
+    assert len(nights.versions()) == 2  # the first night's, and one of this night's, not two
+    first, night = nights.versions()
+    assert f"was published already, as {night.name}" in log
+    assert json.loads(nights.latest())["version"] == night.name
+    full = nights.full_conversion("2026-11-03", nights.folder.parent / "full")
+    assert records(night) == full
+    assert read_info(str(night)).options["run_key"] == "manual__2026-11-03T00:00:00+00:00"
 
 
 def test_two_nights_started_together_publish_one_version_each(nights, rows, tmp_path):

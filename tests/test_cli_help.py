@@ -9,8 +9,9 @@ import re
 import pytest
 from conftest import BEAM, arguments, command, make_images, write_manifest
 
+from tfrecord_pipeline.cli.help import markdown_table
 from tfrecord_pipeline.config.arguments import closest, parse_args
-from tfrecord_pipeline.config.flags import FLAGS, GROUPS, help_text, in_group, markdown_table
+from tfrecord_pipeline.config.flags import FLAGS, GROUPS, help_text, in_group
 from tfrecord_pipeline.config.options import option_defaults
 from tfrecord_pipeline.version import __version__
 

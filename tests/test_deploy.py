@@ -92,16 +92,20 @@ def test_nightly_launch_body_is_valid_for_the_cli_and_the_dag(tmp_path):
     parameters = {**body["parameters"], "label_map": str(tmp_path / "labels.txt")}
     options, _ = parse_args([f"--{name}={value}" for name, value in parameters.items()])
     assert options.incremental and options.keep_versions == 7 and options.validate == "full"
+    assert options.run_key is None  # Cloud Scheduler posts one body every night: no run's key
 
 
 def test_the_dags_worker_route_converts_with_the_launch_s_options(tmp_path):
+    """Its options, the run's key among them, are the Dataflow route's."""
     dag = _load("airflow_dag")
     (tmp_path / "labels.txt").write_text("cat\n")
-    argv = dag.worker_argv("tfrecord-pipeline --debug", str(tmp_path), "2026-11-02", "out", "")
+    key = "scheduled__2026-11-02T03:00:00+00:00"  # Airflow's run_id
+    argv = dag.worker_argv("tfrecord-pipeline --debug", str(tmp_path), "2026-11-02", "out", "", key)
     assert argv[:3] == ["tfrecord-pipeline", "--debug", "convert"]
     worker, _ = parse_args(argv[3:])
+    assert worker.run_key == key
     names = ("TEMPLATE_PATH", "DATA_BUCKET", "WORKER_SA", "IMAGE")
-    body = dag.launch_body(dict.fromkeys(names, "b"))["launchParameter"]
+    body = dag.launch_body(dict.fromkeys(names, "b"), key)["launchParameter"]
     parameters = {**body["parameters"], "label_map": worker.label_map}
     launched, _ = parse_args([f"--{name}={value}" for name, value in parameters.items()])
     assert worker.manifest == [f"{tmp_path}/2026-11-02.csv"] and worker.output == "out"

@@ -14,7 +14,8 @@ from typing import NamedTuple
 import pytest
 from conftest import python_path
 
-from tfrecord_pipeline.config.flags import FLAGS, markdown_table
+from tfrecord_pipeline.cli.help import markdown_table
+from tfrecord_pipeline.config.flags import FLAGS
 from tfrecord_pipeline.config.options import ConvertOptions, option_defaults
 
 pytestmark = pytest.mark.slow

@@ -1,9 +1,10 @@
 """What the command says about itself: the commands, and `convert --help`, one screen for a
 newcomer (what it does, what a manifest holds, three examples, the flags of the groups a first
-run needs); every flag is in `convert --help-all` (pipeline/config/arguments.py)."""
+run needs); every flag is in `convert --help-all` (pipeline/config/arguments.py) and, by the
+same groups, in the docs' options page."""
 
 from tfrecord_pipeline.config.arguments import ALL_FLAGS, USAGE, full_help
-from tfrecord_pipeline.config.flags import default_text, in_group, synopsis
+from tfrecord_pipeline.config.flags import GROUPS, default_text, in_group, synopsis
 from tfrecord_pipeline.config.options import option_defaults
 
 OVERVIEW = f"""\
@@ -68,3 +69,18 @@ def first_screen(defaults: dict) -> str:
             said = "" if default in ("none", "off", "required") else f" (default: {default})"
             lines.append(f"  {synopsis(flag):<34}{flag.brief}{said}")
     return "\n".join([*lines, "", f"every flag, by group: {ALL_FLAGS}"])
+
+
+def markdown_table(defaults: dict) -> str:
+    """The options page: a heading per group, what its flags are about, and their table."""
+    sections = []
+    for group, about in GROUPS.items():
+        lines = [f"### {group.capitalize()}", "", f"{about[0].upper()}{about[1:]}.", ""]
+        lines += ["| flag | default | meaning |", "|---|---|---|"]
+        for flag in in_group(group):
+            # In a code span `\\|` shows its backslash on the site; HTML's entity shows a bar.
+            name = "<code>" + synopsis(flag).replace("|", "&#124;") + "</code>"
+            cells = (default_text(flag, defaults), flag.meaning)
+            lines.append("| " + " | ".join([name, *(c.replace("|", "\\|") for c in cells)]) + " |")
+        sections.append("\n".join(lines))
+    return "\n\n".join(sections)

@@ -17,7 +17,7 @@ from tfrecord_pipeline.cli.job import counters, job_line
 from tfrecord_pipeline.cli.summary import format_counters, format_summary
 from tfrecord_pipeline.config.arguments import UserErrorParser, parse_args
 from tfrecord_pipeline.config.conversion import Conversion, prepare
-from tfrecord_pipeline.dataset import publish
+from tfrecord_pipeline.dataset import publish, run_keys
 from tfrecord_pipeline.dataset.commit import read_info
 from tfrecord_pipeline.runners.convert import convert_prepared
 from tfrecord_pipeline.transforms.errors import UserError
@@ -76,6 +76,8 @@ def _on_dataflow(conversion: Conversion) -> int:
     from tfrecord_pipeline.runners.beam_pipeline import launch
 
     target = publish.start(conversion.options.output)
+    if repeated := run_keys.published_before(target, conversion.options.run_key):  # retried
+        return _finish(*repeated, conversion.options.image_root)
     result = launch(conversion, target)
     print(job_line(result, conversion.beam_args))
     if not conversion.options.wait or not hasattr(result, "job_id"):

@@ -1,6 +1,6 @@
 """The `convert` command's flags as one table, by group: argparse, `--help`, `--help-all` and the
-docs' options page (checked against `markdown_table`) are all made from it. Adding a flag is one
-entry in FLAGS, in its group, plus its field, with the default, in `ConvertOptions`."""
+docs' options page (pipeline/cli/help.py `markdown_table`) are all made from it. Adding a flag is
+one entry in FLAGS, in its group, plus its field, with the default, in `ConvertOptions`."""
 
 import argparse
 from collections.abc import Mapping
@@ -132,6 +132,10 @@ FLAGS = _grouped(
     Flag("--max_error_rate", "R", FLOAT,
          "above this share of rejected rows the version is not published and the exit status "
          "is 1", brief="publish only up to this share of rejected rows"),
+    Flag("--run_key", "KEY", {},
+         "an id its retries repeat (Airflow's `run_id`): if a version a run with this key "
+         "published is still kept, nothing is converted or published, exit status 0 "
+         "(docs/runners.md#run-keys)", brief="a retry of a run that published publishes nothing"),
     "images",
     Flag("--validate", "|".join(VALIDATE_MODES), _choices(VALIDATE_MODES),
          "both walk every JPEG marker up to EOI (truncation, a frame its scan data cannot fill, "
@@ -233,18 +237,3 @@ def help_text(flag: Flag, defaults: Mapping[str, Any]) -> str:
 
 def in_group(group: str) -> tuple[Flag, ...]:
     return tuple(flag for flag in FLAGS if flag.group == group)
-
-
-def markdown_table(defaults: Mapping[str, Any]) -> str:
-    """The options page: a heading per group, what its flags are about, and their table."""
-    sections = []
-    for group, about in GROUPS.items():
-        lines = [f"### {group.capitalize()}", "", f"{about[0].upper()}{about[1:]}.", ""]
-        lines += ["| flag | default | meaning |", "|---|---|---|"]
-        for flag in in_group(group):
-            # In a code span `\\|` shows its backslash on the site; HTML's entity shows a bar.
-            name = "<code>" + synopsis(flag).replace("|", "&#124;") + "</code>"
-            cells = (default_text(flag, defaults), flag.meaning)
-            lines.append("| " + " | ".join([name, *(c.replace("|", "\\|") for c in cells)]) + " |")
-        sections.append("\n".join(lines))
-    return "\n\n".join(sections)

@@ -81,6 +81,7 @@ class ConvertOptions:
     compression: str = "none"
     file_format: str = "tfrecord"
     max_error_rate: float = 0.01
+    run_key: str | None = None  # recorded: a retry that finds it published publishes nothing
     threads: int = 0
     read_latency_ms: float = DEFAULT_READ_LATENCY_MS
     processes: int = 0

@@ -14,6 +14,7 @@ from tfrecord_pipeline.config.runner_choice import LOCAL
 from tfrecord_pipeline.dataset import publish
 from tfrecord_pipeline.dataset.commit import cleaned_up_on_failure, read_info
 from tfrecord_pipeline.dataset.metadata import DatasetInfo
+from tfrecord_pipeline.dataset.run_keys import published_before
 from tfrecord_pipeline.runners.local import convert_here
 from tfrecord_pipeline.transforms.errors import UserError, beams_original
 from tfrecord_pipeline.transforms.progress import UNWATCHED
@@ -44,8 +45,12 @@ def convert(options: ConvertOptions, beam_args=(), test_pipeline=None) -> Conver
 
 def convert_prepared(conversion: Conversion, test_pipeline=None) -> Converted:
     """`convert`, its options checked and its runner decided (pipeline/config/conversion.py
-    `prepare`, given the same `test_pipeline`)."""
+    `prepare`, given the same `test_pipeline`). A run whose `run_key` a kept version was
+    published with returns that version, having read no manifest or image and written nothing
+    (pipeline/dataset/run_keys.py)."""
     target = publish.start(conversion.options.output)
+    if repeated := published_before(target, conversion.options.run_key):
+        return Converted(*repeated)
     # The one place a run gets a bar: on this machine, for a person (not a test pipeline).
     shown = conversion.options.progress and conversion.runner.here and test_pipeline is None
     watch = ProgressBar() if shown else UNWATCHED

@@ -38,7 +38,8 @@ from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.write.shard_writer import ordered_map
 from tfrecord_pipeline.transforms.write.threads import REMOTE_THREADS_PER_CORE
 
-# Recorded options a refresh may differ in: they change no record's bytes.
+# Recorded options a refresh may differ in: they change no record's bytes (run_key: each night's
+# run has its own).
 # (label_offset: ids are inherited, and another offset is refused before any work; preset:
 # it changes records only through the options it sets, which are compared themselves.)
 FREE_OPTIONS = frozenset(
@@ -50,6 +51,7 @@ FREE_OPTIONS = frozenset(
         "label_map",
         "label_offset",
         "preset",
+        "run_key",
     )
 )
 
