@@ -55,9 +55,11 @@ def test_every_flipped_byte_is_caught_even_by_the_crcs_alone(converted):
         damaged[position] ^= 0x01
         (converted / shard.file).write_bytes(bytes(damaged))
         assert verify_shard(str(converted), info, shard, "none"), position
-        # Same damage, with metadata claiming the damaged bytes: framing and CRCs still catch it.
+        # Same damage, with metadata claiming the damaged bytes: framing and CRCs still catch it,
+        # and the bytes after the damage are read too, so the file's own CRC-32C is no problem.
         claimed = dataclasses.replace(shard, crc32c=crc32c_of(bytes(damaged)))
-        assert verify_shard(str(converted), info, claimed, "none"), position
+        problems = verify_shard(str(converted), info, claimed, "none")
+        assert problems and not any("CRC-32C differs" in p for p in problems), position
     (converted / shard.file).write_bytes(original)
 
 
