@@ -221,6 +221,23 @@ def published(root) -> Path:
     return Path(resolve(str(root)).folder)
 
 
+def traced_peak(setup: str, work: str, *args: str) -> tuple[list[str], int]:
+    """The words the code `work` prints, and the most memory Python held while it ran,
+    counted by tracemalloc (not sampled: the same every run), in a process of its own
+    (`args` its sys.argv[1:]), where no store or proxy of the test's holds bytes too. The code
+    `setup` runs before the count starts: its imports and warm-up are memory of code, not of
+    the bytes `work` reads."""
+    script = "\n".join(
+        ("import sys, tracemalloc", setup, "tracemalloc.start()", work)
+        + ("print(tracemalloc.get_traced_memory()[1])",)
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, check=True
+    )
+    *printed, peak = done.stdout.split()
+    return printed, int(peak)
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -6,6 +6,7 @@ test_shard_pieces.py, test_beam_shards.py.)"""
 
 import csv
 import errno
+import io
 import json
 import os
 import subprocess
@@ -32,8 +33,8 @@ from tfrecord_pipeline.transforms.tfrecord.proto.example_pb2 import Example
 from tfrecord_pipeline.transforms.tfrecord.records import RecordError, file_crc32c
 from tfrecord_pipeline.transforms.write.array_records import (
     ArrayRecordShardWriter,
+    array_records_in,
     read_array_record_path,
-    read_array_records,
 )
 
 SAMPLE = REPOSITORY / "sample" / "manifest.csv"
@@ -58,7 +59,7 @@ def test_a_shard_file_is_its_records_in_order_and_the_same_bytes_each_time(tmp_p
     assert data == (tmp_path / "b.array_record").read_bytes()  # no timestamp, no host
     assert (first.records, first.bytes, first.crc32c) == (300, len(data), again.crc32c)
     assert first.crc32c == file_crc32c(google_crc32c.value(data))
-    assert [record for _, record in read_array_records(data)] == records
+    assert [record for _, record in array_records_in(io.BytesIO(data))] == records
     reader = array_record_module.ArrayRecordReader(str(tmp_path / "a.array_record"))
     assert "group_size:1" in reader.writer_options_string()  # one record a chunk
     assert reader.read([299, 7]) == [records[299], records[7]]  # any record read alone
@@ -71,7 +72,7 @@ def test_a_damaged_or_cut_file_is_a_record_error(tmp_path):
     flipped[1000] ^= 1
     for broken in (bytes(flipped), data[: len(data) // 2], b"not an array record"):
         with pytest.raises(RecordError):
-            list(read_array_records(broken))
+            list(array_records_in(io.BytesIO(broken)))
 
 
 def test_a_full_disk_is_the_fault_the_command_line_tells(tmp_path, capsys):
@@ -260,7 +261,7 @@ def test_bucket_to_bucket_through_the_workers_disk(tmp_path, gcs, convert, monke
             stored = fileio.read_bytes(f"{remote_version}/{shard.file}")
             assert stored == (local / shard.file).read_bytes(), shard.file
             streamed = read_array_record_path(f"{remote_version}/{shard.file}")  # as load()
-            assert list(streamed) == list(read_array_records(stored))
+            assert list(streamed) == list(array_records_in(io.BytesIO(stored)))
     assert verify(remote, "all") == (12, [])
     tfds_info = json.loads(fileio.read_text(f"{remote_version}/dataset_info.json"))
     assert tfds_info["fileFormat"] == "array_record"

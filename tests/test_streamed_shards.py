@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import encode, make_images, photo, write_manifest
+from conftest import encode, make_images, photo, traced_peak, write_manifest
 
 from tfrecord_pipeline.dataset.versions import resolve
 from tfrecord_pipeline.runners.convert import run
@@ -75,32 +75,26 @@ def test_a_damaged_record_in_the_middle_of_a_shard_file_is_a_record_error(tmp_pa
     assert read == records[:damaged]
 
 
-_READ_IN_A_PROCESS = """
-import hashlib, sys, tracemalloc
+_READ_SETUP = """
+import hashlib
 from tfrecord_pipeline.transforms.storage import retry
 from tfrecord_pipeline.transforms.write.formats import ShardFormat
 retry.FIRST_DELAY_S = 0.001
 retry.is_transient(OSError())  # a fault's modules imported first: memory of code, not of bytes
 digest = hashlib.sha256()
-tracemalloc.start()
+"""
+_READ = """
 for _, record in ShardFormat(compression=sys.argv[2]).records_at(sys.argv[1]):
     digest.update(record)
-print(digest.hexdigest(), tracemalloc.get_traced_memory()[1])
+print(digest.hexdigest())
 """
 
 
 def _peak_of_reading(path: str, compression: str) -> tuple[str, int]:
     """The SHA-256 of every record of the shard at `path`, one after another, and the most
-    memory Python held meanwhile, counted by tracemalloc (not sampled: the same every run) in
-    a process of its own, where no store or proxy of the test's holds bytes too."""
-    done = subprocess.run(
-        [sys.executable, "-c", _READ_IN_A_PROCESS, path, compression],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    digest, peak = done.stdout.split()
-    return digest, int(peak)
+    memory Python held meanwhile (conftest.traced_peak)."""
+    (digest,), peak = traced_peak(_READ_SETUP, _READ, path, compression)
+    return digest, peak
 
 
 def _digest(records: list[bytes]) -> str:

@@ -14,7 +14,9 @@ project's own proto classes, Pillow and libjpeg-turbo: no TensorFlow.
 """
 
 import io
+from typing import BinaryIO
 
+import google_crc32c
 from google.protobuf.message import DecodeError
 from PIL import Image
 
@@ -27,7 +29,7 @@ from tfrecord_pipeline.transforms.image.images import check_jpeg, check_scans, s
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.tfrecord.examples import RAW_KEY
 from tfrecord_pipeline.transforms.tfrecord.proto.example_pb2 import Example
-from tfrecord_pipeline.transforms.tfrecord.records import RecordError, crc32c_of
+from tfrecord_pipeline.transforms.tfrecord.records import READ_BYTES, RecordError, file_crc32c
 
 DECODE_MODES = ("sample", "all", "none")
 SAMPLE_PER_SHARD = 8
@@ -94,18 +96,55 @@ def _check_pixels(values: dict, limits: ImageConfig) -> str | None:
     return None
 
 
+class _Checksummed:
+    """A binary stream whose reads are counted and run through CRC-32C as they pass: a
+    shard's size and CRC-32C are known once its records are read, with no second read of it
+    and never the file in memory."""
+
+    def __init__(self, stream: BinaryIO):
+        self._stream, self.bytes, self._crc = stream, 0, 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._stream.read(size)
+        self._crc = google_crc32c.extend(self._crc, data)
+        self.bytes += len(data)
+        return data
+
+    def drain(self) -> None:
+        """The rest of the stream read (and counted): after a record that stops the reading."""
+        while self.read(READ_BYTES):
+            pass
+
+    @property
+    def crc32c(self) -> str:
+        return file_crc32c(self._crc)
+
+
 def verify_shard(output: str, info: DatasetInfo, shard: ShardInfo, decode: str) -> list[str]:
-    """Problems with one shard file, each prefixed with its name."""
+    """Problems with one shard file, each prefixed with its name. The file is read once, as a
+    stream: memory holds read buffers and a record (a batch of an ArrayRecord file), never the
+    shard, whose size and CRC-32C are counted as its records pass."""
     try:
-        data = fileio.read_bytes(fileio.join(output, shard.file))
+        with fileio.open_bytes(fileio.join(output, shard.file), READ_BYTES) as raw:
+            stream = _Checksummed(io.BufferedReader(raw, READ_BYTES))
+            problems = _check_records(output, stream, info, shard, decode)
+            stream.drain()  # what follows damage that stops the records: the size still counts
     except fileio.READ_ERRORS as error:
         return [f"{shard.file}: cannot be read ({error})"]
+    if (stream.bytes, stream.crc32c) != (shard.bytes, shard.crc32c):
+        problems.insert(0, f"{shard.file}: size or CRC-32C differs from {INFO_FILE}")
+    return problems
+
+
+def _check_records(
+    output: str, stream: _Checksummed, info: DatasetInfo, shard: ShardInfo, decode: str
+) -> list[str]:
+    """Problems with the records of a shard file read from `stream` (the first RecordError
+    ends them), and with its index file."""
     problems, limits = [], _limits(info.options)
-    if len(data) != shard.bytes or crc32c_of(data) != shard.crc32c:
-        problems.append(f"{shard.file}: size or CRC-32C differs from {INFO_FILE}")
     count, spans, lists = 0, [], frozenset(info.list_features)
     try:
-        records = info.shard_format().records(data)
+        records = info.shard_format().records_in(stream)
         for count, (offset, record) in enumerate(records, start=1):
             spans.append(f"{offset} {len(record) + 16}\n")
             problem, values = _check_example(record, info.features, lists)

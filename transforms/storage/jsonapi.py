@@ -79,11 +79,8 @@ def media_range(path: str, start: int, end: int) -> bytes:
     """Bytes `start` to `end` (exclusive) of an object, from one ranged GET on this thread's
     connection (a record, a footer: small enough to read at once)."""
     connection = connections.connection()
-    try:
+    with _closed_on_failure(connection):
         return media_from(connection, path, start, end).read()
-    except BaseException:
-        connection.close()
-        raise
 
 
 def metadata(path: str) -> dict:
@@ -184,13 +181,21 @@ def _answer(
     body: dict | None = None,
 ):
     """(this thread's connection, the answer to a request of `target`, with `body` as JSON if
-    any) once it is a success, its body left to read; the connection closed if anything fails
-    meanwhile, so it is never reused in an unknown state. An answer that is not a success
-    raises as `_raise_for_status` tells."""
+    any) once it is a success, its body left to read, the connection closed if anything fails
+    meanwhile (`_closed_on_failure`). An answer that is not a success raises as
+    `_raise_for_status` tells."""
     connection = connections.connection()
     response = _sent(connection, method, target, path, headers or {}, body)
-    try:
+    with _closed_on_failure(connection):
         yield connection, response
+
+
+@contextlib.contextmanager
+def _closed_on_failure(connection: http.client.HTTPConnection):
+    """`connection` closed if anything fails meanwhile (an answer's body half read, a request
+    half sent), so it is never reused in an unknown state."""
+    try:
+        yield
     except BaseException:
         connection.close()
         raise
@@ -208,12 +213,9 @@ def _sent(
     for); the connection closed on any failure."""
     sent = None if body is None else json.dumps(body).encode()
     headers = headers if body is None else {**headers, "Content-Type": "application/json"}
-    try:
+    with _closed_on_failure(connection):
         response = connections.send(connection, method, target, headers, sent)
         _raise_for_status(response, path)
-    except BaseException:
-        connection.close()
-        raise
     return response
 
 

@@ -20,6 +20,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from typing import BinaryIO
 
 import google_crc32c
 
@@ -107,28 +108,27 @@ _ERRNO_TEXTS = tuple(
 )
 
 
-def read_array_records(data: bytes) -> Iterator[tuple[int, bytes]]:
-    """(index, record) for every record of an ArrayRecord file's bytes, read from a temporary
-    file (the reader takes paths only); RecordError when they are not a whole ArrayRecord
-    file."""
+def array_records_in(source: BinaryIO) -> Iterator[tuple[int, bytes]]:
+    """(index, record) for every record of an ArrayRecord file read from the binary stream
+    `source`: copied into a temporary file first (the reader takes local paths only), in
+    chunks, so disk holds the file and memory a batch of records, never the file. `source` is
+    read to its end and left open (the caller's to close); RecordError when it does not hold a
+    whole ArrayRecord file."""
     with tempfile.NamedTemporaryFile(prefix="array-record-") as copy:
-        copy.write(data)
+        shutil.copyfileobj(source, copy, COPY_CHUNK_BYTES)
         copy.flush()
         yield from read_array_record_file(copy.name)
 
 
 def read_array_record_path(path: str) -> Iterator[tuple[int, bytes]]:
     """(index, record) for every record of the ArrayRecord file `path`, local or on an object
-    store (downloaded first, in chunks, into a temporary file): memory holds a batch of
-    records, never the file (`load()` reads shards so)."""
+    store (`array_records_in` its stream): memory holds a batch of records, never the file
+    (`load()` reads shards so)."""
     if not fileio.is_remote(path):
         yield from read_array_record_file(path)
         return
-    with tempfile.NamedTemporaryFile(prefix="array-record-") as copy:
-        with fileio.open_bytes(path, COPY_CHUNK_BYTES) as source:
-            shutil.copyfileobj(source, copy, COPY_CHUNK_BYTES)
-        copy.flush()
-        yield from read_array_record_file(copy.name)
+    with fileio.open_bytes(path, COPY_CHUNK_BYTES) as source:
+        yield from array_records_in(source)
 
 
 def read_array_record_file(path: str) -> Iterator[tuple[int, bytes]]:

@@ -47,7 +47,7 @@ class ShardFormat(NamedTuple):
         return ShardFileWriter(fileio.create(path), compress=self.compression == "gzip")
 
     def records_at(self, path: str) -> Iterator[tuple[int, bytes]]:
-        """`records` of the shard file at `path`, streamed: memory holds buffers and a record
+        """`records_in` the shard file at `path`, streamed: memory holds buffers and a record
         or a batch, never the file (a refresh rewrites shards of --target_shard_mb so). A
         TFRecord file a record at a time, gunzipped as it streams, from fileio.open_bytes (a
         local file READ_BYTES at a time; an object by ranged requests, resumed where a
@@ -60,12 +60,15 @@ class ShardFormat(NamedTuple):
             return array_records.read_array_record_path(path)
         return _closed_after(fileio.open_bytes(path, READ_BYTES), self.compression)
 
-    def records(self, data: bytes) -> Iterator[tuple[int, bytes]]:
+    def records_in(self, stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
         """(offset in the TFRecord payload, or index in an ArrayRecord file; record) for every
-        record of a shard file's bytes, checked as the format checks them (RecordError)."""
+        record of a shard file read from `stream` (a buffered one: TFRecord framing reads a
+        header's bytes at a time), checked as the format checks them (RecordError), the
+        stream the caller's to close. Streamed as `records_at` streams, an ArrayRecord file
+        through a temporary file: verify reads a shard so, counting its bytes as they pass."""
         if self.array_record:
-            return array_records.read_array_records(data)
-        return records_in(io.BytesIO(data), self.compression)
+            return array_records.array_records_in(stream)
+        return records_in(stream, self.compression)
 
 
 def _closed_after(stream: BinaryIO, compression: str) -> Iterator[tuple[int, bytes]]:
