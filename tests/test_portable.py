@@ -138,15 +138,34 @@ def _argv(pid: int) -> list[str]:
         return []
 
 
-@pytest.mark.parametrize("file_format", ["tfrecord", "array_record"])
+FORMATS = ("tfrecord", "array_record")
+
+
+@pytest.fixture(scope="module")
+def nights(tmp_path_factory):
+    """The two nights' manifests, and what the local runner publishes from each in each format,
+    a conversion then a refresh: the files every engine must write alike (converted once)."""
+    root = tmp_path_factory.mktemp("nights")
+    manifests = _manifests(root)
+    local = {}
+    for file_format in FORMATS:
+        for night, manifest in enumerate(manifests):
+            more = ["--file_format", file_format, *(["--incremental"] if night else [])]
+            local[file_format, night] = _files(_convert(manifest, root / file_format, *more))
+    return manifests, local
+
+
+@pytest.mark.parametrize("file_format", FORMATS)
 @pytest.mark.parametrize("engine", sorted(ENGINES))
-def test_a_conversion_and_its_refresh_write_the_local_runners_bytes(tmp_path, engine, file_format):
+def test_a_conversion_and_its_refresh_write_the_local_runners_bytes(
+    tmp_path, nights, engine, file_format
+):
     """Each from the command line, published; the Beam runs on their SDK harness processes."""
-    first, second = _manifests(tmp_path)
+    manifests, published_locally = nights
     flags, harnesses = ENGINES[engine]
-    for night, manifest in enumerate([first, second]):
+    for night, manifest in enumerate(manifests):
         more = ["--file_format", file_format, *(["--incremental"] if night else [])]
-        local = _files(_convert(manifest, tmp_path / "local", *more))
+        local = published_locally[file_format, night]
         with Descendants() as processes:
             beam = _files(_convert(manifest, tmp_path / engine, *more, *flags))
         assert len(processes.harnesses()) == harnesses
