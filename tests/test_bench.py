@@ -89,26 +89,16 @@ def test_a_run_whose_interpreter_is_missing_is_reported_as_skipped_with_the_reas
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["9 TFDS builder", "9 Ray Data"])
-def test_a_tiny_sitting_of_a_peer_users_pick_writes_one_record_an_image(name, tmp_path):
-    """Ray runs only where `make bench-peers` made its environment: the suite never installs it."""
-    from corpus import make_corpus
-
-    run = bench.RUNS[name]
-    if reason := bench.skip_reason(run):
-        pytest.skip(reason)
-    measured = bench.measure(run, str(make_corpus(tmp_path, 12)), 12)  # records read back
-    assert measured["seconds"] > 0 and measured["peak_rss_tree_mb"] > 0
-
-
-@pytest.mark.slow
 def test_one_tiny_sitting_runs_every_peer_and_converter(tmp_path, monkeypatch):
+    """Every run, the peers users pick (a TFDS builder, Ray Data) among them, writes one record
+    an image (bench.measure reads them back). Ray runs only where `make bench-peers` made its
+    environment: the suite never installs it."""
     monkeypatch.setenv("CORPUS_DIR", str(tmp_path))
     report = bench.run_all(12, repeats=1)
     assert set(report["runs"]) == set(bench.RUNS)
     ran = {name: run for name, run in report["runs"].items() if "skipped" not in run}
     assert set(bench.RUNS) - set(ran) <= {"9 Ray Data"}  # only where .venv-peers is missing
-    assert all(run["images_per_s"] > 0 for run in ran.values())
+    assert all(run["images_per_s"] > 0 and run["peak_rss_tree_mb"] > 0 for run in ran.values())
     assert [ratio["ratio"] for ratio in report["ratios"]] == [label for label, *_ in bench.TARGETS]
 
 

@@ -45,46 +45,53 @@ def _files(root: str) -> dict[str, bytes]:
     return {p[len(prefix) :]: fileio.read_bytes(p) for p in fileio.glob(prefix + "**")}
 
 
-# Reads a dataset root's published version with tf.data (LATEST names it, and the hash of its
-# tfrecord_pipeline.json) and prints, per record, what a training input pipeline would see. Run in a
-# subprocess: TensorFlow's GCS client reads its proxy and CA settings from the environment.
+# Reads each dataset root's published version with tf.data (LATEST names it, and the hash of
+# its tfrecord_pipeline.json) and prints, per record, what a training input pipeline would see,
+# after the root. Run in a subprocess: TensorFlow's GCS client reads its proxy and CA settings
+# from the environment. Every root in one process: TensorFlow is imported once.
 READ_WITH_TF = """
 import hashlib, json, sys
 import tensorflow as tf
-root = sys.argv[1]
-pointer = json.loads(tf.io.gfile.GFile(root + "/LATEST").read())
-version = root + "/versions/" + pointer["version"]
-info_bytes = tf.io.gfile.GFile(version + "/tfrecord_pipeline.json", "rb").read()
-assert hashlib.sha256(info_bytes).hexdigest() == pointer["sha256"]
-assert tf.io.gfile.exists(version + "/_COMMITTED")
-info = json.loads(info_bytes)
+from tfrecord_pipeline import load
 dtypes = {"int64": tf.int64, "string": tf.string, "float32": tf.float32}
-spec = {k: tf.io.FixedLenFeature([], dtypes[t]) for k, t in info["features"].items()}
-for name, split in sorted(info["splits"].items()):
-    files = [version + "/" + shard["file"] for shard in split["shards"]]
-    for record in tf.data.TFRecordDataset(files):
-        example = tf.io.parse_single_example(record, spec)
-        pixels = tf.io.decode_jpeg(example["image/encoded"]).numpy()
-        print(json.dumps([name, example["image/source_id"].numpy().decode(),
-                          int(example["image/class/label"]), list(pixels.shape),
-                          hashlib.sha256(pixels.tobytes()).hexdigest()]))
-from tfrecord_pipeline import load  # the loader, driven by the same metadata, finds them all
-for name, split in sorted(info["splits"].items()):
-    loaded = load(root, name, batch_size=None, image_size=None, shuffle_buffer=0)
-    assert sum(1 for _ in loaded) == split["examples"], name
+for root in sys.argv[1:]:
+    pointer = json.loads(tf.io.gfile.GFile(root + "/LATEST").read())
+    version = root + "/versions/" + pointer["version"]
+    info_bytes = tf.io.gfile.GFile(version + "/tfrecord_pipeline.json", "rb").read()
+    assert hashlib.sha256(info_bytes).hexdigest() == pointer["sha256"]
+    assert tf.io.gfile.exists(version + "/_COMMITTED")
+    info = json.loads(info_bytes)
+    spec = {k: tf.io.FixedLenFeature([], dtypes[t]) for k, t in info["features"].items()}
+    for name, split in sorted(info["splits"].items()):
+        files = [version + "/" + shard["file"] for shard in split["shards"]]
+        for record in tf.data.TFRecordDataset(files):
+            example = tf.io.parse_single_example(record, spec)
+            pixels = tf.io.decode_jpeg(example["image/encoded"]).numpy()
+            print(json.dumps([root, name, example["image/source_id"].numpy().decode(),
+                              int(example["image/class/label"]), list(pixels.shape),
+                              hashlib.sha256(pixels.tobytes()).hexdigest()]))
+    # The loader, driven by the same metadata, finds them all.
+    for name, split in sorted(info["splits"].items()):
+        loaded = load(root, name, batch_size=None, image_size=None, shuffle_buffer=0)
+        assert sum(1 for _ in loaded) == split["examples"], name
 """
 
 
-def _read_with_tensorflow(root: str, env: dict | None = None) -> list:
+def _read_with_tensorflow(roots: list[str], env: dict) -> dict[str, list]:
+    """What READ_WITH_TF printed for each root."""
     done = subprocess.run(
-        [sys.executable, "-c", READ_WITH_TF, root],
-        env={**os.environ, **(env or {})},
+        [sys.executable, "-c", READ_WITH_TF, *roots],
+        env={**os.environ, **env},
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    return [json.loads(line) for line in done.stdout.splitlines()]
+    read = {root: [] for root in roots}
+    for line in done.stdout.splitlines():
+        root, *record = json.loads(line)
+        read[root].append(record)
+    return read
 
 
 def test_bucket_to_bucket_gives_the_bytes_of_a_local_run(tmp_path, gcs, convert):
@@ -134,9 +141,9 @@ def test_bucket_to_bucket_gives_the_bytes_of_a_local_run(tmp_path, gcs, convert)
             "CURL_CA_BUNDLE": str(proxy.ca_bundle),
             "GOOGLE_AUTH_TOKEN_FOR_TESTING": "emulator",
         }
-        from_bucket = _read_with_tensorflow(remote, via_proxy)
-    assert len(from_bucket) == 12
-    assert from_bucket == _read_with_tensorflow(str(tmp_path / "local"))
+        read = _read_with_tensorflow([remote, str(tmp_path / "local")], via_proxy)
+    from_bucket, from_folder = read.values()
+    assert len(from_bucket) == 12 and from_bucket == from_folder
 
 
 def test_local_manifest_with_gs_images_and_a_gs_class_tree(tmp_path, gcs, convert):

@@ -138,15 +138,34 @@ def _argv(pid: int) -> list[str]:
         return []
 
 
-@pytest.mark.parametrize("file_format", ["tfrecord", "array_record"])
+FORMATS = ("tfrecord", "array_record")
+
+
+@pytest.fixture(scope="module")
+def nights(tmp_path_factory):
+    """The two nights' manifests, and what the local runner publishes from each in each format,
+    a conversion then a refresh: the files every engine must write alike (converted once)."""
+    root = tmp_path_factory.mktemp("nights")
+    manifests = _manifests(root)
+    local = {}
+    for file_format in FORMATS:
+        for night, manifest in enumerate(manifests):
+            more = ["--file_format", file_format, *(["--incremental"] if night else [])]
+            local[file_format, night] = _files(_convert(manifest, root / file_format, *more))
+    return manifests, local
+
+
+@pytest.mark.parametrize("file_format", FORMATS)
 @pytest.mark.parametrize("engine", sorted(ENGINES))
-def test_a_conversion_and_its_refresh_write_the_local_runners_bytes(tmp_path, engine, file_format):
+def test_a_conversion_and_its_refresh_write_the_local_runners_bytes(
+    tmp_path, nights, engine, file_format
+):
     """Each from the command line, published; the Beam runs on their SDK harness processes."""
-    first, second = _manifests(tmp_path)
+    manifests, published_locally = nights
     flags, harnesses = ENGINES[engine]
-    for night, manifest in enumerate([first, second]):
+    for night, manifest in enumerate(manifests):
         more = ["--file_format", file_format, *(["--incremental"] if night else [])]
-        local = _files(_convert(manifest, tmp_path / "local", *more))
+        local = published_locally[file_format, night]
         with Descendants() as processes:
             beam = _files(_convert(manifest, tmp_path / engine, *more, *flags))
         assert len(processes.harnesses()) == harnesses
@@ -160,16 +179,16 @@ def test_gs_images_read_through_faults_in_sdk_harnesses_give_the_bytes_of_a_clea
     tmp_path, gcs, faulty_gcs, engine
 ):
     """The harness processes read each image on connections of their own (their retries wait
-    as long as they do in production: the harness is not this process)."""
+    as long as they do in production: the harness is not this process). The clean run is the
+    local runner's: the same bytes as the engine's, as the test above checks of both."""
     write_manifest(tmp_path / "src" / "manifest.csv", make_images(tmp_path / "src", per_class=4))
     prefix = f"harness-{engine}-{tmp_path.name}"
     source = gcs(tmp_path / "src", prefix)
-    flags, _ = ENGINES[engine]
-    flags = [*flags, "--max_error_rate", "0", "--num_shards", "2", "--no_progress"]
+    flags = ["--max_error_rate", "0", "--num_shards", "2", "--no_progress"]
     convert = ["convert", "--manifest", f"{source}/manifest.csv", *flags, "--output"]
     assert main([*convert, str(tmp_path / "clean")]) == 0
     proxy = faulty_gcs(f"{prefix}/images/", rate=0.3, seed=5)
-    assert main([*convert, str(tmp_path / "faulty")]) == 0
+    assert main([*convert, str(tmp_path / "faulty"), *ENGINES[engine][0]]) == 0
     assert proxy.faults and _files(published(tmp_path / "faulty")) == _files(
         published(tmp_path / "clean")
     )

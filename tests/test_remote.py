@@ -124,8 +124,10 @@ class _Failing(socketserver.StreamRequestHandler):
 
 @pytest.mark.parametrize("fault", ["503", "drop"])
 def test_a_write_the_store_keeps_failing_is_sent_once_an_attempt_then_a_fault(monkeypatch, fault):
-    """pyarrow's own retries are off: `retried` is the one layer, each attempt one request."""
+    """pyarrow's own retries are off: `retried` is the one layer, each attempt one request.
+    Two attempts show it (pyarrow's least retry limit makes each last a second or more)."""
     monkeypatch.setattr(retry, "FIRST_DELAY_S", 0.001)
+    monkeypatch.setattr(retry, "ATTEMPTS", 2)
     with LoopbackServer(_Failing) as server:
         server.fault, server.requests = fault, []
         monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{server.port}")

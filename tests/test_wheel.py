@@ -57,7 +57,11 @@ def installed(tmp_path_factory):
 
     if why := _unreachable(run):
         pytest.skip(f"the package registry cannot be reached to install dependencies: {why}")
-    done = run("python", "-m", "pip", "install", "--quiet", wheel)
+    # --no-compile: pip's byte-compiling of every module it installed (Beam's and Google's
+    # clients' thousands) is most of the install's time; Python compiles what a command
+    # imports as it imports it, and pip never fails an install over a module it could not
+    # compile, so nothing checked here depends on it.
+    done = run("python", "-m", "pip", "install", "--quiet", "--no-compile", wheel)
     assert done.returncode == 0, done.stderr
     return wheel, run
 
