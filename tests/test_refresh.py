@@ -38,7 +38,13 @@ from tfrecord_pipeline.transforms.plan.refresh import (
     spread,
 )
 from tfrecord_pipeline.transforms.plan.row_buckets import RowBuckets
-from tfrecord_pipeline.transforms.plan.rows_files import PastRecord, parse_rows, rows_line
+from tfrecord_pipeline.transforms.plan.rows_files import (
+    DamagedRowsFileError,
+    PastRecord,
+    parse_rows,
+    read_rows_file,
+    rows_line,
+)
 from tfrecord_pipeline.transforms.plan.sharding import ShardId
 
 
@@ -504,3 +510,45 @@ def test_a_shard_is_sound_only_with_its_metadata_s_size_and_crc_and_an_index_tha
         ShardInfo("missing.tfrecord", 2, writer.bytes, writer.crc32c),
     ]
     assert list(check_shards(str(tmp_path), shards)) == [True, False, False, False, False, False]
+
+
+def test_a_rows_file_is_read_as_it_is_asked_for_and_damage_is_raised_where_it_is(tmp_path):
+    """Records come before the whole file is read: those before a bad line, then the error; a
+    last line cut short and a count other than the shard's are damage too."""
+    records = [PastRecord(f"k{i}", f"{i:064x}", (i % 3,)) for i in range(5)]
+    path = tmp_path / "s.rows"
+    lines = [rows_line(record) for record in records]
+    path.write_text("".join([*lines[:2], "not a rows line\n", *lines[2:]]))
+    listed = read_rows_file(str(path), 5)
+    assert [next(listed), next(listed)] == records[:2]
+    with pytest.raises(DamagedRowsFileError):
+        next(listed)
+    path.write_text("".join(lines)[:-1])
+    with pytest.raises(DamagedRowsFileError, match="cut short"):
+        list(read_rows_file(str(path), 5))
+    path.write_text("".join(lines))
+    assert list(read_rows_file(str(path), 5)) == records
+    with pytest.raises(DamagedRowsFileError, match="lists 5 records, its shard 6"):
+        list(read_rows_file(str(path), 6))
+    with pytest.raises(DamagedRowsFileError):
+        read_rows_file(str(tmp_path / "missing.rows"), 5)  # raised on opening
+
+
+@pytest.mark.parametrize("runner", sorted(RUNNERS))
+def test_a_rows_file_damaged_midway_keeps_its_shard_from_being_carried(tmp_path, rows, runner):
+    """A bad line in the middle of one shard's rows file, another's last line cut short: read
+    a record at a time, their records given before the damage are left out of the match, the
+    shards are not carried and their rows are converted again, as a full conversion does."""
+    root = tmp_path / "nightly"
+    first = _convert(write_manifest(tmp_path / "a.csv", rows), root)
+    folder = Path(first.folder)
+    files = [folder / shard.rows for shard in first.info.splits["train"].shards[:2]]
+    lines = files[0].read_text().splitlines(keepends=True)
+    middle = len(lines) // 2
+    files[0].write_text("".join([*lines[:middle], "damaged\n", *lines[middle + 1 :]]))
+    files[1].write_text(files[1].read_text()[:-1])
+    manifest = write_manifest(tmp_path / "b.csv", rows[1:])
+    refreshed = _convert(manifest, root, "--incremental", *RUNNERS[runner])
+    damaged = [Path(shard.file).name for shard in first.info.splits["train"].shards[:2]]
+    assert list(refreshed.info.refresh["damaged"]) == damaged
+    assert _records(refreshed.folder) == _records(_convert(manifest, tmp_path / "full").folder)

@@ -135,9 +135,8 @@ class _CarryFn(beam.DoFn):
         if file not in sources:
             return
         (source, final), shard = sources[file], self._shards[file]
-        records = past_records(self._previous, shard)
         kept = tuple(sorted(positions))
-        result = stage_past(self._previous, source, shard, records, kept, final, self._staging)
+        result = stage_past(self._previous, source, shard, kept, final, self._staging)
         self._progress.carried(result.staged, result.records)
         yield file, result
 

@@ -15,7 +15,7 @@ import functools
 import itertools
 import sys
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
@@ -94,7 +94,19 @@ def published_shards(previous: Previous) -> list[tuple[str, ShardInfo]]:
 
 
 def past_records(previous: Previous, shard: ShardInfo) -> list[PastRecord] | None:
-    """The records a published shard's rows file lists; None when it is damaged."""
+    """The records a published shard's rows file lists, all read before any is given (Beam's
+    check step gives them on, and cannot take back those of a file found damaged midway);
+    None when it is damaged."""
+    records = opened_records(previous, shard)
+    try:
+        return None if records is None else list(records)
+    except DamagedRowsFileError:
+        return None
+
+
+def opened_records(previous: Previous, shard: ShardInfo) -> Iterator[PastRecord] | None:
+    """The records a published shard's rows file lists, read as they are asked for: None when
+    it cannot be opened; a damage found further on is raised there (DamagedRowsFileError)."""
     try:
         return read_rows_file(fileio.join(previous.folder, shard.rows), shard.records)
     except DamagedRowsFileError:
@@ -127,8 +139,9 @@ def refresh_here(
     buckets: RowBuckets,
 ) -> Refresh:
     """The refresh of `previous` by `rows`, decided: rows fingerprinted a batch at a time, and
-    each published shard checked and its rows file read a shard at a time (a few at once on an
-    object store, where each is a request), all into `buckets` by a hash of the key; then
+    each published shard checked and its rows file read a record at a time, a shard after
+    another (on an object store a few opened ahead: each is a request), all into `buckets` by a
+    hash of the key (a rows file found damaged midway has its records left out); then
     each bucket matched alone (transforms/plan/refresh_match.py), its rows to convert into a
     bucket of their own; then `refresh_layout`. No step holds every row, record or key."""
     shards = published_shards(previous)
@@ -137,26 +150,35 @@ def refresh_here(
     remote = fileio.is_remote(previous.folder)
     threads = cores * REMOTE_THREADS_PER_CORE
     sound: dict[str, bool] = {}
+    unlisted: set[str] = set()  # shards whose rows file is damaged
     with ThreadPoolExecutor(threads, "stat") as pool:
         checked = check_shards(previous.folder, infos, pool.map if remote else map)
         rows = iter(rows)
         while batch := list(itertools.islice(rows, FINGERPRINT_ROWS)):
             for row, fingerprint in zip(batch, row_fingerprints(batch, pool.map), strict=True):
                 buckets.add((ROWS, hash_bucket(row.key, count)), (row, fingerprint))
-        read = functools.partial(past_records, previous)
-        listed = ordered_map(pool if remote else None, read, infos, threads)
-        for shard, records, ok in zip(infos, listed, checked, strict=True):
+        read = functools.partial(opened_records, previous)
+        opened = ordered_map(pool if remote else None, read, infos, threads)  # opened ahead
+        for shard, records, ok in zip(infos, opened, checked, strict=True):
+            try:
+                for position, record in enumerate(records or ()):  # None: it did not open
+                    past = PastKey(record.key, record.fingerprint, shard.file, position, ok)
+                    buckets.add((RECORDS, hash_bucket(record.key, count)), past)
+            except DamagedRowsFileError:
+                records = None  # its records given so far are left out of the match
             sound[shard.file] = ok and records is not None
-            for position, record in enumerate(records or ()):  # None: its rows file is damaged
-                past = PastKey(record.key, record.fingerprint, shard.file, position, ok)
-                buckets.add((RECORDS, hash_bucket(record.key, count)), past)
+            if records is None:
+                unlisted.add(shard.file)
     converted = Counter()
 
     def convert(row: ManifestRow) -> None:
         converted[row.split] += 1
         buckets.add(TO_CONVERT, row)
 
-    matched = ((buckets.take((ROWS, at)), buckets.take((RECORDS, at))) for at in range(count))
+    def listed(at: int) -> Iterator[PastKey]:
+        return (past for past in buckets.take((RECORDS, at)) if past.file not in unlisted)
+
+    matched = ((buckets.take((ROWS, at)), listed(at)) for at in range(count))
     kept = match_buckets(matched, convert)
     past = [
         PastShard(

@@ -18,13 +18,18 @@ unread.
 """
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from tfrecord_pipeline.dataset.metadata import ShardInfo
 from tfrecord_pipeline.dataset.previous import Previous
-from tfrecord_pipeline.runners.refresh import Refresh, past_records, published_shards
+from tfrecord_pipeline.runners.refresh import Refresh, published_shards
 from tfrecord_pipeline.transforms.plan.refresh import FinalShard, PastShard, RefreshLayout
-from tfrecord_pipeline.transforms.plan.rows_files import PastRecord, rows_file_name, write_rows_file
+from tfrecord_pipeline.transforms.plan.rows_files import (
+    PastRecord,
+    read_rows_file,
+    rows_file_name,
+    write_rows_file,
+)
 from tfrecord_pipeline.transforms.plan.sharding import ShardId
 from tfrecord_pipeline.transforms.progress import Progress
 from tfrecord_pipeline.transforms.storage import fileio
@@ -41,14 +46,14 @@ def stage_past(
     previous: Previous,
     source: PastShard,
     shard: ShardInfo,
-    records: list[PastRecord],
     positions: Sequence[int],
     final: ShardId,
     staging: str,
 ) -> ShardResult:
-    """The records at `positions` of `previous`'s `shard` (the layout's `source`, checked:
-    pipeline/dataset/shard_check.py; `records`: its rows file's) as a staged file of the final shard
-    `final`: the file copied when every record stays, else its kept records written again."""
+    """The records at `positions` (ascending) of `previous`'s `shard` (the layout's `source`,
+    checked: pipeline/dataset/shard_check.py) as a staged file of the final shard `final`: the
+    file copied when every record stays, else its kept records written again; its rows file
+    written from the published one's as both are streamed, a record at a time."""
     folder, shard_format = previous.folder, previous.info.shard_format()
     name = final.file_name(shard_format.suffix)
     staged = fileio.staged_name(name)
@@ -57,23 +62,49 @@ def stage_past(
         size, crc = _copied(folder, shard, target)
     else:
         size, crc = _rewritten(folder, shard, positions, target, shard_format)
-    kept = [records[position] for position in positions]
-    write_rows_file(target, kept)
-    labels = tuple(sorted(Counter(i for record in kept for i in record.label_ids).items()))
+    labels = Counter()
+
+    def counted(kept: Iterable[PastRecord]) -> Iterator[PastRecord]:
+        for record in kept:
+            labels.update(record.label_ids)
+            yield record
+
+    records = write_rows_file(target, counted(kept_records(previous, shard, positions)))
     index = index_file_name(name) if shard.index else ""
     return ShardResult(
         final.split,
         final.index,
         final.count,
         name,
-        len(kept),
+        records,
         size,
         crc,
-        labels,
+        tuple(sorted(labels.items())),
         index,
         staged,
         rows_file_name(name),
     )
+
+
+def kept_records(
+    previous: Previous, shard: ShardInfo, positions: Sequence[int]
+) -> Iterator[PastRecord]:
+    """The records at `positions` (ascending) of those `shard`'s rows file lists, read again
+    as they are asked for (as on Beam, where another worker read them first), every one read
+    through: a damage found now, after the shard was judged sound, fails the run."""
+    listed = read_rows_file(fileio.join(previous.folder, shard.rows), shard.records)
+    return at_positions(listed, positions)
+
+
+def at_positions(items: Iterable, positions: Sequence[int]) -> Iterator:
+    """Those of `items` at `positions` (ascending), every item read through; nothing held
+    (not even a set of the positions: a shard of tiny images keeps hundreds of thousands)."""
+    wanted = iter(positions)
+    position_wanted = next(wanted, None)
+    for position, item in enumerate(items):
+        if position == position_wanted:
+            yield item
+            position_wanted = next(wanted, None)
 
 
 def _copied(folder: str, shard: ShardInfo, target: str) -> tuple[int, str]:
@@ -92,18 +123,17 @@ def _rewritten(
     target: str,
     shard_format: ShardFormat,
 ) -> tuple[int, str]:
-    """The records at `positions` of the published `shard` written again to `target`, framed
-    anew but never decoded, with an index when the shard had one; returns its size and
-    CRC-32C. The shard is read as it is written, a record at a time (ShardFormat.records_at):
-    a read that fails (damage: RecordError; the store: its error, after its retries) fails the
-    refresh, and the staged file it leaves is named by no result."""
+    """The records at `positions` (ascending) of the published `shard` written again to
+    `target`, framed anew but never decoded, with an index when the shard had one; returns its
+    size and CRC-32C. The shard is read as it is written, a record at a time
+    (ShardFormat.records_at): a read that fails (damage: RecordError; the store: its error,
+    after its retries) fails the refresh, and the staged file it leaves is named by no
+    result."""
     records = shard_format.records_at(fileio.join(folder, shard.file))
     writer = shard_format.writer(target)
-    chosen = set(positions)
     try:
-        for position, (_, record) in enumerate(records):
-            if position in chosen:
-                writer.write(record)
+        for _, record in at_positions(records, positions):
+            writer.write(record)
     finally:
         writer.close()
     fileio.sync_file(target)
@@ -121,9 +151,8 @@ def finish_here(
     carried = {}
     for source, final in update.layout.past_sources():
         shard = shards[source.file]
-        records = past_records(previous, shard)  # read again, a shard at a time, as on Beam
         positions = update.kept[source.file]
-        result = stage_past(previous, source, shard, records, positions, final, staging)
+        result = stage_past(previous, source, shard, positions, final, staging)
         progress.carried(result.staged, result.records)
         carried[source.file] = result
     return assemble(update.layout, written, carried, staging, previous.info.shard_format())
