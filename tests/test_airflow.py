@@ -31,11 +31,14 @@ DAG_ID = "tfrecord_nightly"
 FLAGS = shlex.join(["--num_shards", "2", "--split", "train=0.5,validation=0.5"])
 RETRIED = "Marking task as UP_FOR_RETRY"
 CLI = [sys.executable, "-m", "tfrecord_pipeline.cli.main"]
+# Wrappers of the command run it as its entry point does (its shard writers forks, as the
+# installed command's are: a script calling `main` would start them from a forkserver,
+# which imports the script again).
 # The first attempt of a night run through this loses a race for real: once the run has read
 # the version it starts from, another conversion (of argv[2], a manifest; a run by hand, without
 # the night's --run_key) publishes.
 RACER = """import os, re, subprocess, sys
-from tfrecord_pipeline.cli.main import main
+from tfrecord_pipeline.cli.main import entry_point
 flag, other, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
 def publish_first(event, args):
     if event == "open" and str(args[0]).endswith("/_COMMITTED") and not os.path.exists(flag):
@@ -45,13 +48,14 @@ def publish_first(event, args):
         command = [sys.executable, "-m", "tfrecord_pipeline.cli.main", *argv_other]
         subprocess.run(command, check=True)
 sys.addaudithook(publish_first)
-sys.exit(main(argv))
+sys.argv = ["tfrecord-pipeline", *argv]
+entry_point()
 """
 
 # The first attempt of a night run through this publishes and is then killed (SIGKILL) before
 # it exits: at the first thing it does once the rename of its LATEST took effect.
 KILLED = """import os, signal, sys
-from tfrecord_pipeline.cli.main import main
+from tfrecord_pipeline.cli.main import entry_point
 flag, argv = sys.argv[1], sys.argv[2:]
 renamed = []
 def killed_once_published(event, args):
@@ -62,7 +66,8 @@ def killed_once_published(event, args):
         open(flag, "x").close()
         os.kill(os.getpid(), signal.SIGKILL)
 sys.addaudithook(killed_once_published)
-sys.exit(main(argv))
+sys.argv = ["tfrecord-pipeline", *argv]
+entry_point()
 """
 
 
