@@ -7,6 +7,7 @@ byte is read.
 """
 
 from collections.abc import Iterator
+from typing import BinaryIO
 
 import google_crc32c
 
@@ -44,12 +45,34 @@ def check_shards(folder: str, shards: list[ShardInfo], map_=map) -> Iterator[boo
 
 def stored_checksum(path: str) -> tuple[int, str]:
     """A file's size and CRC-32C as stored, read a chunk at a time."""
-    crc, size = 0, 0
     with fileio.open_bytes(path, CHECK_CHUNK) as handle:
-        while chunk := handle.read(CHECK_CHUNK):
-            crc = google_crc32c.extend(crc, chunk)
-            size += len(chunk)
-    return size, file_crc32c(crc)
+        counted = Checksummed(handle)
+        counted.drain(CHECK_CHUNK)
+    return counted.bytes, counted.crc32c
+
+
+class Checksummed:
+    """A binary stream whose reads are counted and run through CRC-32C as they pass: a file's
+    size and CRC-32C known once it is read (verify reads a shard's records through one, with
+    no second read of it and never the file in memory)."""
+
+    def __init__(self, stream: BinaryIO):
+        self._stream, self.bytes, self._crc = stream, 0, 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._stream.read(size)
+        self._crc = google_crc32c.extend(self._crc, data)
+        self.bytes += len(data)
+        return data
+
+    def drain(self, chunk: int) -> None:
+        """The rest of the stream read (and counted), `chunk` bytes at a time."""
+        while self.read(chunk):
+            pass
+
+    @property
+    def crc32c(self) -> str:
+        return file_crc32c(self._crc)
 
 
 def index_fits(folder: str, shard: ShardInfo) -> bool:

@@ -14,13 +14,12 @@ project's own proto classes, Pillow and libjpeg-turbo: no TensorFlow.
 """
 
 import io
-from typing import BinaryIO
 
-import google_crc32c
 from google.protobuf.message import DecodeError
 from PIL import Image
 
 from tfrecord_pipeline.dataset.metadata import INFO_FILE, DatasetInfo, ErrorFileInfo, ShardInfo
+from tfrecord_pipeline.dataset.shard_check import Checksummed
 from tfrecord_pipeline.dataset.tfds_metadata import tfds_files
 from tfrecord_pipeline.dataset.versions import DatasetError, resolve
 from tfrecord_pipeline.transforms.errors import RowError
@@ -29,7 +28,7 @@ from tfrecord_pipeline.transforms.image.images import check_jpeg, check_scans, s
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.tfrecord.examples import RAW_KEY
 from tfrecord_pipeline.transforms.tfrecord.proto.example_pb2 import Example
-from tfrecord_pipeline.transforms.tfrecord.records import READ_BYTES, RecordError, file_crc32c
+from tfrecord_pipeline.transforms.tfrecord.records import READ_BYTES, RecordError
 
 DECODE_MODES = ("sample", "all", "none")
 SAMPLE_PER_SHARD = 8
@@ -96,39 +95,17 @@ def _check_pixels(values: dict, limits: ImageConfig) -> str | None:
     return None
 
 
-class _Checksummed:
-    """A binary stream whose reads are counted and run through CRC-32C as they pass: a
-    shard's size and CRC-32C are known once its records are read, with no second read of it
-    and never the file in memory."""
-
-    def __init__(self, stream: BinaryIO):
-        self._stream, self.bytes, self._crc = stream, 0, 0
-
-    def read(self, size: int = -1) -> bytes:
-        data = self._stream.read(size)
-        self._crc = google_crc32c.extend(self._crc, data)
-        self.bytes += len(data)
-        return data
-
-    def drain(self) -> None:
-        """The rest of the stream read (and counted): after a record that stops the reading."""
-        while self.read(READ_BYTES):
-            pass
-
-    @property
-    def crc32c(self) -> str:
-        return file_crc32c(self._crc)
-
-
 def verify_shard(output: str, info: DatasetInfo, shard: ShardInfo, decode: str) -> list[str]:
     """Problems with one shard file, each prefixed with its name. The file is read once, as a
     stream: memory holds read buffers and a record (a batch of an ArrayRecord file), never the
     shard, whose size and CRC-32C are counted as its records pass."""
     try:
         with fileio.open_bytes(fileio.join(output, shard.file), READ_BYTES) as raw:
-            stream = _Checksummed(io.BufferedReader(raw, READ_BYTES))
+            stream = Checksummed(io.BufferedReader(raw, READ_BYTES))
             problems = _check_records(output, stream, info, shard, decode)
-            stream.drain()  # what follows damage that stops the records: the size still counts
+            stream.drain(
+                READ_BYTES
+            )  # what follows damage that stops the records: the size still counts
     except fileio.READ_ERRORS as error:
         return [f"{shard.file}: cannot be read ({error})"]
     if (stream.bytes, stream.crc32c) != (shard.bytes, shard.crc32c):
@@ -137,7 +114,7 @@ def verify_shard(output: str, info: DatasetInfo, shard: ShardInfo, decode: str) 
 
 
 def _check_records(
-    output: str, stream: _Checksummed, info: DatasetInfo, shard: ShardInfo, decode: str
+    output: str, stream: Checksummed, info: DatasetInfo, shard: ShardInfo, decode: str
 ) -> list[str]:
     """Problems with the records of a shard file read from `stream` (the first RecordError
     ends them), and with its index file."""
