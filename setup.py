@@ -58,6 +58,7 @@ setup(
             "grain>=0.2.18",
             "jax>=0.10",  # the JAX/Grain page's training example
             "pytest",
+            "pytest-timeout",  # a hung run fails the suite (pyproject.toml)
             "ruff",
             "hypothesis",
             "grpcio-tools",

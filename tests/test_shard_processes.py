@@ -106,6 +106,21 @@ def test_every_shard_is_written_once(rows, tmp_path, pool):
     assert len(_shard_files(tmp_path / "out", written)) == 7
 
 
+@pytest.mark.timeout(120)
+def test_a_pool_writes_thousands_of_shards_and_still_names_a_dead_workers(rows, tmp_path, pool):
+    """Nothing a worker sends its parent piles up unread: 3,000 shards (empty ones, so that
+    only the pool's own traffic counts) end, and a worker killed after them is still named
+    with its shard. A queue of the shards started, read only after a death, filled its pipe
+    at ~1,150 shards and blocked every worker for ever."""
+    (task,) = _tasks(rows[:0], tmp_path / "out", shards=1)
+    many = [task._replace(shard=ShardId("train", i, 3001)) for i in range(3000)]
+    written = [o for o in pool.write(many) if isinstance(o, ShardResult)]
+    assert sorted(result.index for result in written) == list(range(3000))
+    fatal = task._replace(shard=ShardId("train", 3000, 3001), rows=[_Killed()])
+    with pytest.raises(FaultError, match="while writing train-03000-of-03001.tfrecord; rerun"):
+        list(pool.write([fatal]))
+
+
 def test_tasks_are_taken_one_a_process_and_one_waiting(rows, tmp_path, pool):
     """The runner makes each task (its rows read back from disk) as the pool takes it: only
     the tasks written and one waiting are held at once."""
@@ -222,7 +237,16 @@ def test_shard_writer_processes_keep_freed_memory():
 def test_forks_in_a_process_running_one_thread():
     if only_thread():
         pytest.skip("this process runs one thread: the fork tests ran here")
-    selected = ["-k", "fork and not running_one_thread", "-p", "no:cacheprovider"]
+    # Without pytest-timeout's timer thread, which would make every fork test skip; this test
+    # runs under the timeout of its own run.
+    selected = [
+        "-k",
+        "fork and not running_one_thread",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:timeout",
+    ]
     ran = subprocess.run(
         [sys.executable, "-m", "pytest", __file__, *selected], capture_output=True, text=True
     )

@@ -31,3 +31,16 @@ def test_own_split_wins_and_default_is_train():
 def test_bad_split_specs_are_user_errors(text):
     with pytest.raises(UserError):
         parse_split_spec(text)
+
+
+def test_a_split_name_is_at_most_64_characters_in_a_row_and_in_the_spec():
+    """A split names files: 194 characters made a staged file's name too long for the file
+    system, and the whole run failed with a traceback."""
+    assert assign_split("k", "s" * 64, None) == "s" * 64
+    with pytest.raises(RowError) as error:
+        assign_split("k", "s" * 65, None)
+    assert error.value.reason is Reason.BAD_SPLIT
+    assert "at most 64 characters" in str(error.value) and len(str(error.value)) < 160
+    assert parse_split_spec(f"{'v' * 64}=1").names == ("v" * 64,)
+    with pytest.raises(UserError, match="at most 64 characters"):
+        parse_split_spec(f"train=0.5,{'v' * 65}=0.5")

@@ -7,7 +7,12 @@ from tfrecord_pipeline.transforms.errors import Reason, RowError, UserError
 from tfrecord_pipeline.transforms.keys import SPLIT_SALT, unit_interval
 
 DEFAULT_SPLIT = "train"
-_SPLIT_NAME = re.compile(r"^[a-z0-9_]+$")
+# A split names its shards' files, and a staged file adds ~75 characters to it (shard numbers,
+# format suffix, a random suffix, `.rows`): 64 keeps every name far below the 255 bytes a file
+# name may have, and is longer than any split name a dataset uses.
+MAX_SPLIT_NAME = 64
+_SPLIT_NAME = re.compile(rf"^[a-z0-9_]{{1,{MAX_SPLIT_NAME}}}$")
+SPLIT_RULE = f"[a-z0-9_], at most {MAX_SPLIT_NAME} characters"
 
 
 class SplitSpec(NamedTuple):
@@ -23,7 +28,10 @@ def parse_split_spec(text: str) -> SplitSpec:
     for part in text.split(","):
         name, sep, fraction = part.strip().partition("=")
         if not sep or not _SPLIT_NAME.match(name):
-            raise UserError(f"--split: expected name=fraction pairs like train=0.9, got {part!r}")
+            raise UserError(
+                f"--split: expected name=fraction pairs like train=0.9, names {SPLIT_RULE};"
+                f" got {_shown(part)}"
+            )
         try:
             value = float(fraction)
         except ValueError:
@@ -42,8 +50,13 @@ def parse_split_spec(text: str) -> SplitSpec:
 def check_split_name(name: str) -> str:
     """A split from a manifest must be usable in a file name."""
     if not _SPLIT_NAME.match(name):
-        raise RowError(Reason.BAD_SPLIT, f"split {name!r} must match [a-z0-9_]+")
+        raise RowError(Reason.BAD_SPLIT, f"split {_shown(name)} must be {SPLIT_RULE}")
     return name
+
+
+def _shown(text: str) -> str:
+    """`text` quoted for a message, cut short when long (a split name can be any cell)."""
+    return repr(text) if len(text) <= MAX_SPLIT_NAME + 16 else f"{text[:MAX_SPLIT_NAME]!r}..."
 
 
 def assign_split(key: str, given: str, spec: SplitSpec | None) -> str:

@@ -7,7 +7,6 @@ transforms/write/error_sink.py); image bytes never cross a process boundary. The
 writes in its worker's process (`ShardWriter`). How workers start: `fork_workers`."""
 
 import multiprocessing
-import os
 import signal
 import traceback
 from collections.abc import Callable, Iterable, Iterator
@@ -34,7 +33,11 @@ from tfrecord_pipeline.transforms.write import threads as thread_counts
 from tfrecord_pipeline.transforms.write.error_sink import ErrorSink, SpilledErrors
 from tfrecord_pipeline.transforms.write.heap import keep_freed_memory
 from tfrecord_pipeline.transforms.write.shard_writer import ShardResult, WriteConfig, write_shard
-from tfrecord_pipeline.transforms.write.worker_life import exit_with_parent, how_it_ended
+from tfrecord_pipeline.transforms.write.worker_life import (
+    WorkersShards,
+    exit_with_parent,
+    how_it_ended,
+)
 
 
 class ShardTask(NamedTuple):
@@ -133,9 +136,9 @@ class ShardPool:
         context = multiprocessing.get_context(self.start_method)
         if not fork:
             context.set_forkserver_preload([__name__])
-        self._started = context.SimpleQueue()  # (worker pid, shard file) as each shard starts
+        self._shards = WorkersShards(context, processes)
         self._pool = ProcessPoolExecutor(
-            processes, context, initializer=_start_worker, initargs=(self._started,)
+            processes, context, initializer=_start_worker, initargs=(self._shards,)
         )
         if fork:  # a fork pool makes every worker at its first task: now, before any thread
             self._pool.submit(int)
@@ -190,12 +193,8 @@ class ShardPool:
         self._pool.shutdown()
         ended = {process.pid: process.exitcode for process in self._workers if process.exitcode}
         dead = [pid for pid, code in ended.items() if code != -signal.SIGTERM] or list(ended)
-        writing = {}
-        while not self._started.empty():
-            pid, name = self._started.get()
-            writing[pid] = name
         how = how_it_ended(ended[dead[0]]) if dead else "ended"
-        shard = writing.get(dead[0]) if dead else None  # none: it died before taking one
+        shard = self._shards.shard_of(dead[0]) if dead else None  # none: it died before taking one
         during = f" while writing {shard}" if shard else ""
         return (
             f"a shard writer process {how}{during}; rerun the same command (if the system"
@@ -216,7 +215,7 @@ class ShardPool:
 
 def _write_alone(task: ShardTask, progress: Progress) -> list[SpilledErrors | ShardResult]:
     """A worker's run of one task; an exception carries the worker's traceback here as a note."""
-    _started.put((os.getpid(), task.file_name()))
+    _shards.writing(task.file_name())
     errors = ErrorSink(task.config.staging)
     try:
         results = list(errors.passed(_writer.write(task, progress)))
@@ -226,14 +225,15 @@ def _write_alone(task: ShardTask, progress: Progress) -> list[SpilledErrors | Sh
         raise
 
 
-_started = None  # a worker's end of ShardPool._started
+_shards = None  # a worker's slot of ShardPool._shards
 _writer = None  # a worker's ShardWriter, for every shard it writes
 
 
-def _start_worker(started) -> None:
+def _start_worker(shards: WorkersShards) -> None:
     """A worker dies of Ctrl-C, as this process's other children do (concurrent.futures would
     catch the KeyboardInterrupt and go on to the next shard), and with its parent."""
-    global _started, _writer
-    _started, _writer = started, ShardWriter()
+    global _shards, _writer
+    _shards, _writer = shards, ShardWriter()
+    _shards.take_slot()
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     exit_with_parent()
