@@ -129,6 +129,24 @@ def coefficient_bytes(info: JpegInfo) -> int:
 _MARKER = re.compile(rb"\xff[^\x00]")  # any marker but a stuffed zero, restarts included
 _RESTART = re.compile(rb"\xff[\xd0-\xd7]")  # RST0-RST7
 _RESTART_CODES = range(0xD0, 0xD8)
+_WINDOW = 1 << 16  # bytes of scan data whose restart markers are listed at once: 1.3 MB at most
+
+
+def _restarts(data: bytes, start: int, stop: int, most: int) -> int:
+    """The restart markers from `start` to `stop`, counted until there are more than `most`.
+
+    The regular expression finds each 0xFF by a fast search and looks at the byte after it
+    (a bytes.count pass for each of the eight restart codes is many times slower); it lists
+    the markers of `_WINDOW` bytes at a time, so a flood of them holds a few MB, not a list
+    of the whole flood (7 GB for 250 MB of them), and stops once the count is over. A window
+    ends after a whole marker: its second byte is never 0xFF, so none spans two windows."""
+    count = 0
+    while start < stop and count <= most:
+        cut = min(start + _WINDOW, stop)
+        cut += cut < stop and data[cut - 1] == 0xFF
+        count += len(_RESTART.findall(data, start, cut))
+        start = cut
+    return count
 
 
 def _scan_end(data: bytes, start: int, frame: JpegInfo) -> int:
@@ -137,9 +155,7 @@ def _scan_end(data: bytes, start: int, frame: JpegInfo) -> int:
     One pass at C speed finds the first marker of any kind, which ends the scans of most
     files. A scan that meets a restart marker first is searched on for its end, and its
     restart markers are counted (a scan holds at most one an MCU, and an MCU one block or
-    more; libjpeg skips strays) in one more pass: the regular expression finds each 0xFF by a
-    fast search and looks at the byte after it, where a bytes.count pass for each of the
-    eight restart codes is many times slower."""
+    more; libjpeg skips strays) by `_restarts`."""
     found = _MARKER.search(data, start)
     if found is None:
         raise _truncated()
@@ -149,9 +165,10 @@ def _scan_end(data: bytes, start: int, frame: JpegInfo) -> int:
     found = _NEXT_MARKER.search(data, end)
     if found is None:
         raise _truncated()
-    if len(_RESTART.findall(data, end, found.start())) > blocks(frame):
+    stop, most = found.start(), blocks(frame)
+    if _restarts(data, end, stop, most) > most:
         raise RowError(Reason.TOO_MANY_MARKERS, "more restart markers than blocks")
-    return found.start()
+    return stop
 
 
 def _check_coded(frame: JpegInfo, coded: int) -> None:
