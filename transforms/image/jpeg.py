@@ -31,6 +31,7 @@ MAX_MARKER_BYTES = 65_536
 _NEXT_MARKER = re.compile(rb"\xff[^\x00\xd0-\xd7]")
 _SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # minus DHT, JPG, DAC
 _STANDALONE = frozenset(range(0xD0, 0xD8)) | {0x01}
+_METADATA = frozenset(range(0xE0, 0xF0)) | {0xFE}  # APP0-APP15, COM
 HUFFMAN_8BIT = frozenset({0xC0, 0xC1, 0xC2})  # baseline, extended, progressive
 DECODABLE = HUFFMAN_8BIT | {0xC9, 0xCA}  # plus arithmetic coding (libjpeg-turbo reads it)
 _PROGRESSIVE = frozenset({0xC2, 0xC6, 0xCA, 0xCE})
@@ -50,6 +51,7 @@ class JpegInfo(NamedTuple):
     scans: tuple[tuple[int, int], ...] = ()  # each scan's entropy-coded data: (start, end)
     adobe_transform: int | None = None  # APP14 colour transform: 0 RGB/CMYK, 1 YCbCr, 2 YCCK
     orientation: int | None = None  # EXIF orientation 1-8, when present; 0: only Pillow reads it
+    metadata: int = 0  # bytes no decoder reads for the pixels: APPn and COM segments, after EOI
 
 
 def _truncated() -> RowError:
@@ -187,6 +189,7 @@ def _check_coded(frame: JpegInfo, coded: int) -> None:
 def parse_jpeg(data: bytes) -> JpegInfo:
     """Walk every marker segment up to EOI; raises RowError if the structure is broken."""
     pos, end, frame, extras, scans, coded, marker_bytes = 2, len(data), None, {}, [], 0, 2
+    metadata = 0
     while True:
         if pos >= end:
             raise _truncated()
@@ -214,6 +217,7 @@ def parse_jpeg(data: bytes) -> JpegInfo:
         if pos + length > end:
             raise _truncated()
         segment = data[pos + 2 : pos + length]
+        metadata += length if marker in _METADATA else 0
         if marker in _SOF_MARKERS and frame is None:
             frame = _frame(marker, segment)
         elif marker == 0xEE and segment.startswith(b"Adobe") and len(segment) >= 12:
@@ -233,4 +237,4 @@ def parse_jpeg(data: bytes) -> JpegInfo:
     if not scans:
         raise _corrupt("no scan")
     _check_coded(frame, coded)
-    return frame._replace(scans=tuple(scans), **extras)
+    return frame._replace(scans=tuple(scans), metadata=metadata + end - pos, **extras)
