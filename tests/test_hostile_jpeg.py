@@ -1,9 +1,11 @@
 """JPEGs that break the image check's promises unless it decodes and bounds its walk: a file cut
 short whose scan data then ends however it ends (an EOI appended, zeros, garbage), which
-`tf.io.decode_jpeg` decodes with a warning into rows of flat grey, and a photo behind millions of
-empty marker segments. Each is built here from the committed photos and must become its error
+`tf.io.decode_jpeg` decodes with a warning into rows of flat grey, a photo behind millions of
+empty marker segments or megabytes of metadata, and a few bytes of arithmetic coding claiming a
+large frame. Each is built here from the committed photos and must become its error
 row through a real conversion; `verify` must find the short one stored by an older converter."""
 
+import struct
 import subprocess
 from pathlib import Path
 
@@ -83,6 +85,44 @@ def test_a_photo_behind_millions_of_empty_segments_is_refused_by_its_marker_coun
     (version,) = (root / "versions").iterdir()
     (row,) = error_rows(version)
     assert (Path(row["row"]["image_uri"]).name, row["reason"]) == ("bomb.jpg", "too_many_markers")
+
+
+def _arithmetic(width: int, height: int, coded: bytes) -> bytes:
+    """A grayscale arithmetic-coded JPEG (SOF9) of `width` x `height` whose scan data is
+    `coded`: libjpeg decodes ten zero bytes into a flat grey frame of any size, no warning."""
+    table = b"\xff\xdb" + struct.pack(">HB", 67, 0) + bytes([1] * 64)
+    frame = b"\xff\xc9" + struct.pack(">HBHHB", 11, 8, height, width, 1) + b"\x01\x11\x00"
+    scan = b"\xff\xda" + struct.pack(">HB", 8, 1) + b"\x01\x00\x00\x3f\x00"
+    return b"\xff\xd8" + table + frame + scan + coded + b"\xff\xd9"
+
+
+APP2 = b"\xff\xe2\xff\xff" + bytes(65533)  # a 64 KB APP2 segment, as ICC profiles are chunked
+BOMBS = {
+    "arithmetic.jpg": (_arithmetic(4000, 3000, bytes(10)), "too_compressed"),
+    "app_segments.jpg": (ROCKET[:2] + APP2 * 32 + ROCKET[2:], "too_much_metadata"),
+    "after_eoi.jpg": (ROCKET + bytes(2 * 2**20), "too_much_metadata"),
+}
+
+
+def test_few_bytes_claiming_a_large_frame_and_a_photo_padded_with_metadata_are_refused(tmp_path):
+    """Issue 41, small: 106 bytes of arithmetic coding claiming 13000x13000 became a record of
+    several MB at 850 MB RSS; a photo behind 250 MB of 64 KB APP segments, or followed by as
+    much after its EOI, a record of that size. 2 MB of them over a 1 MB limit show the rule;
+    1 MB of APP segments passes."""
+    rows = [{"image_uri": "sound.jpg", "label": "a"}, {"image_uri": "under.jpg", "label": "a"}]
+    (tmp_path / "sound.jpg").write_bytes(ROCKET)
+    (tmp_path / "under.jpg").write_bytes(ROCKET[:2] + APP2 * 15 + ROCKET[2:])
+    for name, (data, _) in BOMBS.items():
+        (tmp_path / name).write_bytes(data)
+        rows.append({"image_uri": name, "label": "a"})
+    manifest = write_manifest(tmp_path / "m.csv", rows)
+    root = tmp_path / "out"
+    argv = ("convert", "--manifest", manifest, "--output", root, "--max_metadata_mb", "1")
+    done = _run(*argv)
+    assert done.returncode == 0, done.stderr
+    (version,) = (root / "versions").iterdir()
+    errors = {Path(row["row"]["image_uri"]).name: row["reason"] for row in error_rows(version)}
+    assert errors == {name: reason for name, (_, reason) in BOMBS.items()}
 
 
 @pytest.fixture

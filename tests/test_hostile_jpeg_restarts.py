@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import PHOTOS, REPOSITORY, error_rows, write_manifest
+from conftest import PHOTOS, REPOSITORY, error_rows, traced_peak, write_manifest
 
 ROCKET = (PHOTOS / "rocket.jpg").read_bytes()  # a camera's baseline JPEG without restarts
 RESTARTS = bytes(byte for code in range(0xD0, 0xD8) for byte in (0xFF, code))
@@ -35,3 +35,37 @@ def test_a_photo_followed_by_millions_of_restart_markers_is_refused(tmp_path):
     (version,) = (root / "versions").iterdir()
     (row,) = error_rows(version)
     assert (Path(row["row"]["image_uri"]).name, row["reason"]) == ("bomb.jpg", "too_many_markers")
+
+
+def _flooded(data: bytes, size: int) -> bytes:
+    """`data` with `size` bytes of restart markers inside its first scan's data, 64 bytes
+    after the scan header (a cut after a 0xFF would split a stuffed zero from it)."""
+    header = data.index(b"\xff\xda")
+    cut = header + 2 + int.from_bytes(data[header + 2 : header + 4]) + 64
+    while data[cut - 1] == 0xFF:
+        cut += 1
+    return data[:cut] + RESTARTS * (size // len(RESTARTS)) + data[cut:]
+
+
+_PARSE_SETUP = """
+from tfrecord_pipeline.transforms.errors import RowError
+from tfrecord_pipeline.transforms.image.jpeg import parse_jpeg
+data = open(sys.argv[1], "rb").read()
+"""
+_PARSE = """
+try:
+    parse_jpeg(data)
+except RowError as error:
+    print(error.reason)
+"""
+
+
+def test_a_scan_flooded_with_restart_markers_is_refused_in_bounded_memory(tmp_path):
+    """Issue 41: 250 MB of restart markers inside a scan peaked at 7.4 GB: the walk listed
+    every one of them to count them (about 40 bytes a marker). Listed a window at a time and
+    counted no further than the limit, 8 MB of them (4 million markers) hold a few MB."""
+    path = tmp_path / "flood.jpg"
+    path.write_bytes(_flooded(ROCKET, 8 * 2**20))
+    printed, peak = traced_peak(_PARSE_SETUP, _PARSE, str(path))
+    assert printed == ["too_many_markers"]
+    assert peak < 4 * 2**20

@@ -140,3 +140,22 @@ def test_data_no_decoder_accepts_is_described_the_same_every_time(data):
         assert raised.value.reason == Reason.CORRUPT_IMAGE
         messages.add(raised.value.message)
     assert messages == {"no image decoder accepts the data"}
+
+
+def test_a_jpeg_claiming_more_pixels_a_byte_of_scan_data_than_the_limit_is_too_compressed():
+    data = encode(SMALL, quality=80)
+    ((start, end),) = parse_jpeg(data).scans
+    at_the_limit = -(-64 * 48 // (end - start))  # pixels a byte, rounded up
+    normalise(data, ImageConfig(max_pixels_per_byte=at_the_limit))
+    with pytest.raises(RowError) as error:
+        normalise(data, ImageConfig(max_pixels_per_byte=at_the_limit - 1))
+    assert error.value.reason is Reason.TOO_COMPRESSED
+
+
+def test_a_jpeg_holding_more_metadata_than_the_limit_is_refused():
+    data = encode(SMALL, quality=80)
+    metadata = parse_jpeg(data).metadata
+    normalise(data, ImageConfig(max_metadata_bytes=metadata))
+    with pytest.raises(RowError) as error:
+        normalise(data, ImageConfig(max_metadata_bytes=metadata - 1))
+    assert error.value.reason is Reason.TOO_MUCH_METADATA

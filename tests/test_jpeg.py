@@ -149,3 +149,12 @@ def test_markers_and_fill_bytes_outside_the_scans_are_limited(inserted):
 def test_markers_under_the_limit_pass():
     comments = b"\xff\xfe\x00\x03!" * 2000 + b"\xff" * 1000
     assert parse_jpeg(_after_soi(BASELINE, comments))[:5] == parse_jpeg(BASELINE)[:5]
+
+
+def test_the_walk_counts_the_bytes_that_are_not_the_image():
+    """APPn and COM segments (their length fields' counts) and whatever follows the EOI: what a
+    JPEG passed through carries into its record besides its image."""
+    plain = parse_jpeg(BASELINE).metadata
+    assert plain == 16  # the JFIF APP0 segment Pillow writes: its length field says 16
+    padded = _after_soi(BASELINE, b"\xff\xe2\x01\x02" + bytes(256) + b"\xff\xfe\x00\x03!")
+    assert parse_jpeg(padded + bytes(1000)).metadata == plain + 258 + 3 + 1000

@@ -48,6 +48,10 @@ class Reason(enum.StrEnum):
     TOO_MANY_SCANS = "too_many_scans"  # a JPEG of more scans than --max_scans (slow to decode)
     TOO_MANY_MARKERS = "too_many_markers"  # a JPEG of over 65,536 marker and fill bytes outside
     # its scans (millions of empty segments: slow to walk, a huge record)
+    TOO_COMPRESSED = "too_compressed"  # a JPEG frame of more pixels for its scan data than
+    # --max_pixels_per_byte (a few bytes that decode into hundreds of MB)
+    TOO_MUCH_METADATA = "too_much_metadata"  # a JPEG of more APPn, COM and after-EOI bytes than
+    # --max_metadata_mb (a small photo stored as a huge record)
     RECORD_TOO_LARGE = "record_too_large"  # over TensorFlow's record size limit
 
 

@@ -137,6 +137,8 @@ def _check_values(options: ConvertOptions) -> None:
         (options.max_pixels > 0, "--max_pixels must be positive"),
         (options.max_decode_mb > 0, "--max_decode_mb must be positive"),
         (options.max_scans > 0, "--max_scans must be positive"),
+        (options.max_pixels_per_byte > 0, "--max_pixels_per_byte must be positive"),
+        (options.max_metadata_mb > 0, "--max_metadata_mb must be positive"),
         (options.threads >= 0, "--threads must be 0 (automatic) or more"),
         (0 <= options.read_latency_ms <= 1000, "--read_latency_ms must be in [0, 1000]"),
         (options.processes >= 0, "--processes must be 0 (automatic) or more"),

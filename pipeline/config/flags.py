@@ -151,6 +151,13 @@ FLAGS = _grouped(
          "an image whose decoding and conversion would hold more memory is an `image_too_large` "
          "row, estimated from its header before decoding (docs/images.md#limits)"),
     Flag("--max_scans", "N", INT, "a JPEG with more is a `too_many_scans` row (docs/images.md)"),
+    Flag("--max_pixels_per_byte", "N", INT,
+         "a JPEG whose frame claims more pixels for each byte of its scan data is a "
+         "`too_compressed` row: a few bytes of arithmetic-coded data can claim a frame of "
+         "hundreds of MB (docs/images.md#limits)"),
+    Flag("--max_metadata_mb", "M", FLOAT,
+         "a JPEG holding more bytes of APPn and COM segments and after its EOI, which pass "
+         "through into its record, is a `too_much_metadata` row (docs/images.md#limits)"),
     Flag("--max_side", "N", INT, "downscale so the long side is at most N; never upscales"),
     Flag("--resize_short_side", "N", INT,
          "downscale so the short side is N (the ImageNet recipe); never upscales"),

@@ -66,6 +66,8 @@ class ConvertOptions:
     max_pixels: int = _IMAGE.max_pixels
     max_decode_mb: float = _IMAGE.max_decode_bytes / 2**20
     max_scans: int = _IMAGE.max_scans
+    max_pixels_per_byte: int = _IMAGE.max_pixels_per_byte
+    max_metadata_mb: float = _IMAGE.max_metadata_bytes / 2**20
     max_side: int | None = _IMAGE.max_side
     resize_short_side: int | None = _IMAGE.resize_short_side
     resample: str = _IMAGE.resample
@@ -129,6 +131,8 @@ class ConvertOptions:
             max_pixels=self.max_pixels,
             max_scans=self.max_scans,
             max_decode_bytes=int(self.max_decode_mb * 2**20),
+            max_pixels_per_byte=self.max_pixels_per_byte,
+            max_metadata_bytes=int(self.max_metadata_mb * 2**20),
             max_side=self.max_side,
             resize_short_side=self.resize_short_side,
             resample=self.resample,

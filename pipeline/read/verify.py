@@ -71,6 +71,10 @@ def _limits(options: dict) -> ImageConfig:
         max_decode_bytes=int(
             options.get("max_decode_mb", default.max_decode_bytes / 2**20) * 2**20
         ),
+        max_pixels_per_byte=options.get("max_pixels_per_byte", default.max_pixels_per_byte),
+        max_metadata_bytes=int(
+            options.get("max_metadata_mb", default.max_metadata_bytes / 2**20) * 2**20
+        ),
     )
 
 

@@ -19,6 +19,15 @@ DEFAULT_MAX_SCANS = 100
 # Memory one image may hold while it is decoded and converted (see pixels.peak_bytes): a
 # 50-megapixel RGB photo needs a quarter of it, a 13000x13000 RGBA PNG nearly twice as much.
 DEFAULT_MAX_DECODE_BYTES = 1 << 30
+# Pixels a JPEG's frame claims for each byte of its scans' data. Huffman coding spends at least a
+# bit a block (parse_jpeg: 512 pixels a byte at most), arithmetic coding can spend almost none:
+# 106 bytes claiming 13000x13000 decoded into 850 MB. Arithmetic-coded photos reach 10-20 at
+# usual qualities, 30-170 at quality 10, 95-590 at quality 1; only a flat frame goes beyond.
+DEFAULT_MAX_PIXELS_PER_BYTE = 1024
+# Bytes of a JPEG that are not its image (APPn and COM segments, bytes after EOI), stored with it
+# when it passes through: EXIF is 64 KB at most, an ICC profile a few KB (a print profile 1-3
+# MB), a phone's depth map, motion photo video or original image a few MB.
+DEFAULT_MAX_METADATA_BYTES = 16 << 20
 DEFAULT_JPEG_QUALITY = 95
 VALIDATE_MODES = ("structural", "full")
 ENCODINGS = ("jpeg", "raw")
@@ -44,6 +53,8 @@ class ImageConfig(NamedTuple):
     max_pixels: int = DEFAULT_MAX_PIXELS
     max_scans: int = DEFAULT_MAX_SCANS
     max_decode_bytes: int = DEFAULT_MAX_DECODE_BYTES
+    max_pixels_per_byte: int = DEFAULT_MAX_PIXELS_PER_BYTE
+    max_metadata_bytes: int = DEFAULT_MAX_METADATA_BYTES
     max_side: int | None = None
     resize_short_side: int | None = None
     resample: str = "bicubic"

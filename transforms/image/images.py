@@ -58,13 +58,27 @@ def sniff(data: bytes) -> str | None:
 
 
 def check_jpeg(data: bytes, config: ImageConfig) -> JpegInfo:
-    """The checks every JPEG gets, stored as it is or not: its structure, pixels and scans."""
+    """The checks every JPEG gets, stored as it is or not: its structure, pixels, scans and
+    metadata, all from the marker walk, before anything is decoded."""
     info = parse_jpeg(data)
     check_pixels(info.width, info.height, config)
     if len(info.scans) > config.max_scans:
         raise RowError(
             Reason.TOO_MANY_SCANS,
             f"{len(info.scans):,} scans, over the limit of {config.max_scans:,}",
+        )
+    coded = sum(end - start for start, end in info.scans)
+    if info.width * info.height > config.max_pixels_per_byte * coded:
+        raise RowError(
+            Reason.TOO_COMPRESSED,
+            f"{info.width}x{info.height} from {coded:,} bytes of scan data, over the limit of "
+            f"{config.max_pixels_per_byte:,} pixels a byte",
+        )
+    if info.metadata > config.max_metadata_bytes:
+        raise RowError(
+            Reason.TOO_MUCH_METADATA,
+            f"{info.metadata / 2**20:,.1f} MB of APPn and COM segments and bytes after EOI, "
+            f"over the limit of {config.max_metadata_bytes / 2**20:,.1f} MB",
         )
     return info
 

@@ -31,6 +31,7 @@ MAX_MARKER_BYTES = 65_536
 _NEXT_MARKER = re.compile(rb"\xff[^\x00\xd0-\xd7]")
 _SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # minus DHT, JPG, DAC
 _STANDALONE = frozenset(range(0xD0, 0xD8)) | {0x01}
+_METADATA = frozenset(range(0xE0, 0xF0)) | {0xFE}  # APP0-APP15, COM
 HUFFMAN_8BIT = frozenset({0xC0, 0xC1, 0xC2})  # baseline, extended, progressive
 DECODABLE = HUFFMAN_8BIT | {0xC9, 0xCA}  # plus arithmetic coding (libjpeg-turbo reads it)
 _PROGRESSIVE = frozenset({0xC2, 0xC6, 0xCA, 0xCE})
@@ -50,6 +51,7 @@ class JpegInfo(NamedTuple):
     scans: tuple[tuple[int, int], ...] = ()  # each scan's entropy-coded data: (start, end)
     adobe_transform: int | None = None  # APP14 colour transform: 0 RGB/CMYK, 1 YCbCr, 2 YCCK
     orientation: int | None = None  # EXIF orientation 1-8, when present; 0: only Pillow reads it
+    metadata: int = 0  # bytes no decoder reads for the pixels: APPn and COM segments, after EOI
 
 
 def _truncated() -> RowError:
@@ -129,6 +131,24 @@ def coefficient_bytes(info: JpegInfo) -> int:
 _MARKER = re.compile(rb"\xff[^\x00]")  # any marker but a stuffed zero, restarts included
 _RESTART = re.compile(rb"\xff[\xd0-\xd7]")  # RST0-RST7
 _RESTART_CODES = range(0xD0, 0xD8)
+_WINDOW = 1 << 16  # bytes of scan data whose restart markers are listed at once: 1.3 MB at most
+
+
+def _restarts(data: bytes, start: int, stop: int, most: int) -> int:
+    """The restart markers from `start` to `stop`, counted until there are more than `most`.
+
+    The regular expression finds each 0xFF by a fast search and looks at the byte after it
+    (a bytes.count pass for each of the eight restart codes is many times slower); it lists
+    the markers of `_WINDOW` bytes at a time, so a flood of them holds a few MB, not a list
+    of the whole flood (7 GB for 250 MB of them), and stops once the count is over. A window
+    ends after a whole marker: its second byte is never 0xFF, so none spans two windows."""
+    count = 0
+    while start < stop and count <= most:
+        cut = min(start + _WINDOW, stop)
+        cut += cut < stop and data[cut - 1] == 0xFF
+        count += len(_RESTART.findall(data, start, cut))
+        start = cut
+    return count
 
 
 def _scan_end(data: bytes, start: int, frame: JpegInfo) -> int:
@@ -137,9 +157,7 @@ def _scan_end(data: bytes, start: int, frame: JpegInfo) -> int:
     One pass at C speed finds the first marker of any kind, which ends the scans of most
     files. A scan that meets a restart marker first is searched on for its end, and its
     restart markers are counted (a scan holds at most one an MCU, and an MCU one block or
-    more; libjpeg skips strays) in one more pass: the regular expression finds each 0xFF by a
-    fast search and looks at the byte after it, where a bytes.count pass for each of the
-    eight restart codes is many times slower."""
+    more; libjpeg skips strays) by `_restarts`."""
     found = _MARKER.search(data, start)
     if found is None:
         raise _truncated()
@@ -149,9 +167,10 @@ def _scan_end(data: bytes, start: int, frame: JpegInfo) -> int:
     found = _NEXT_MARKER.search(data, end)
     if found is None:
         raise _truncated()
-    if len(_RESTART.findall(data, end, found.start())) > blocks(frame):
+    stop, most = found.start(), blocks(frame)
+    if _restarts(data, end, stop, most) > most:
         raise RowError(Reason.TOO_MANY_MARKERS, "more restart markers than blocks")
-    return found.start()
+    return stop
 
 
 def _check_coded(frame: JpegInfo, coded: int) -> None:
@@ -170,6 +189,7 @@ def _check_coded(frame: JpegInfo, coded: int) -> None:
 def parse_jpeg(data: bytes) -> JpegInfo:
     """Walk every marker segment up to EOI; raises RowError if the structure is broken."""
     pos, end, frame, extras, scans, coded, marker_bytes = 2, len(data), None, {}, [], 0, 2
+    metadata = 0
     while True:
         if pos >= end:
             raise _truncated()
@@ -197,6 +217,7 @@ def parse_jpeg(data: bytes) -> JpegInfo:
         if pos + length > end:
             raise _truncated()
         segment = data[pos + 2 : pos + length]
+        metadata += length if marker in _METADATA else 0
         if marker in _SOF_MARKERS and frame is None:
             frame = _frame(marker, segment)
         elif marker == 0xEE and segment.startswith(b"Adobe") and len(segment) >= 12:
@@ -216,4 +237,4 @@ def parse_jpeg(data: bytes) -> JpegInfo:
     if not scans:
         raise _corrupt("no scan")
     _check_coded(frame, coded)
-    return frame._replace(scans=tuple(scans), **extras)
+    return frame._replace(scans=tuple(scans), metadata=metadata + end - pos, **extras)
