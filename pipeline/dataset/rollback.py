@@ -58,22 +58,13 @@ def rollback(root: str, version: str) -> RolledBack:
     current, generation, records = _published(root)
     try:
         name, pointer = _publishable(root, version, current, records)
-    except DatasetError as error:
-        raise _changed_meanwhile(root, version, current, records) or error from None
-    if pointer == current:
-        return RolledBack(pointer, current)
-    highest = history.highest_number(root, records, current)
-    target = Target(root, name, current, generation, history.last_serial(records), highest)
-    try:
+        if pointer == current:
+            return RolledBack(pointer, current)
+        highest = history.highest_number(root, records, current)
+        target = Target(root, name, current, generation, history.last_serial(records), highest)
         publish(target, pointer)
-    except SupersededError:
-        if not is_complete(root, name):
-            raise  # deleted meanwhile: the error says so
-        now = read_pointer(root)[0]
-        raise SupersededError(
-            f"another run published {now.version if now else 'nothing'} in {root} while this "
-            f"rollback to {name} ran, so it changed nothing; check what is published, then rerun"
-        ) from None
+    except (DatasetError, SupersededError) as error:
+        raise _changed_meanwhile(root, version, current, records) or error from None
     return RolledBack(pointer, current)
 
 
