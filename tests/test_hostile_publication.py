@@ -112,7 +112,7 @@ def test_a_rollback_never_publishes_a_version_retention_deleted_after_it_was_che
     writer = os.open(tmp_path / "fifo", os.O_WRONLY)  # R goes on
     out, err = rollback.communicate(timeout=600)
     os.close(writer)
-    assert rollback.returncode in (2, 4), out
+    assert rollback.returncode == 4, out  # v1 deleted meanwhile: a loss, not a mistake
     assert "Traceback" not in err and len(err.splitlines()) == 1
     assert Pointer.parse((root / "LATEST").read_bytes(), "LATEST") == published
     assert _cli("verify", str(root)).returncode == 0

@@ -4,18 +4,24 @@ replaced; version numbers are never reused; retention counts versions in publica
 clean-up never deletes a once-published version; a run started before a rollback (or before
 LATEST was written by hand) loses with exit 4. Real runs into real folders, and a bucket."""
 
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
-from conftest import make_images, published, write_manifest
+from conftest import REPOSITORY, make_images, published, write_manifest
 
-from tfrecord_pipeline.cli.main import EXIT_OK, EXIT_USER_ERROR, main
+from tfrecord_pipeline.cli.main import EXIT_OK, EXIT_SUPERSEDED, EXIT_USER_ERROR, main
 from tfrecord_pipeline.config.arguments import parse_args
 from tfrecord_pipeline.config.conversion import prepare
 from tfrecord_pipeline.dataset import publish
 from tfrecord_pipeline.dataset.commit import cleaned_up_on_failure
 from tfrecord_pipeline.dataset.metadata import INFO_FILE
+from tfrecord_pipeline.dataset.retention import clean_up
 from tfrecord_pipeline.dataset.versions import (
     MARKER,
     POINTER,
@@ -168,11 +174,116 @@ def test_a_version_whose_shards_changed_since_it_was_published_is_never_publishe
     for version, shard in ((made[0], flipped.name), (made[1], deleted.name)):
         status, said = _rollback(root, version, capsys)
         assert status == EXIT_USER_ERROR and len(said.splitlines()) == 1, said
-        assert f"{version} is damaged: 1 of its 2 shards ({shard})" in said, said
+        assert f"{version} is damaged ({shard}: size, CRC-32C or index differs" in said, said
         assert said.endswith("it cannot be published (see verify)"), said
     assert published(root).name == made[2] and verify(str(root)) == (8, [])
     (new,) = _runs(small, root, 1, "--write_index")  # nothing was recorded: numbering goes on
     assert new.startswith("v000004-")
+
+
+ERRORS_FILE = "errors/errors-00000-of-00001.jsonl"
+DAMAGE = {  # how a file besides the shards is damaged → what verify and the rollback say
+    "dataset_info.json gone": ("dataset_info.json", None, "dataset_info.json: missing"),
+    "errors file gone": (ERRORS_FILE, None, f"{ERRORS_FILE}: missing"),
+    "errors file cut": (ERRORS_FILE, b"", f"{ERRORS_FILE}: 0 lines, {INFO_FILE} says 1 rows"),
+    "labels.txt changed": ("labels.txt", b"x\n", f"labels.txt: differs from what {INFO_FILE}"),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_a_version_with_any_file_its_metadata_names_damaged_is_never_published_again(
+    tmp_path, small, capsys, damage
+):
+    """Found by a hostile tester: a rollback checked only shards and their indexes, so it
+    published (exit 0) a version without TFDS's dataset_info.json or an errors file, which
+    verify then refused and tfds.builder_from_directory could not read. It checks what verify
+    checks: each is one line, exit 2, naming the file, and LATEST as it was."""
+    rows = [*make_images(tmp_path, per_class=2), {"image_uri": "no.jpg", "label": "astronaut"}]
+    manifest = write_manifest(tmp_path / "one-bad.csv", rows)
+    root = tmp_path / "root"
+    made = _runs(manifest, root, 2, "--max_error_rate", "0.5")
+    name, data, says = DAMAGE[damage]
+    damaged = root / VERSIONS / made[0] / name
+    if data is None:
+        damaged.unlink()
+    else:
+        damaged.write_bytes(data)
+    assert says in "\n".join(verify(str(root / VERSIONS / made[0]))[1])  # verify refuses it
+    latest = (root / POINTER).read_bytes()
+    status, said = _rollback(root, made[0], capsys)
+    assert status == EXIT_USER_ERROR and len(said.splitlines()) == 1, said
+    assert f"{made[0]} is damaged ({says}" in said, said
+    assert (root / POINTER).read_bytes() == latest and verify(str(root))[1] == []
+
+
+# A rollback that stops itself (SIGSTOP) when it first makes the call an audit event names, on
+# a path ending as given: a point between two of its checks, with nothing of it replaced.
+_STOPPING_ROLLBACK = """
+import os, signal, sys
+event, ending = sys.argv.pop(1), sys.argv.pop(1)
+def stop(name, args):
+    if name == event and str(args[0]).endswith(ending) and not stop.done:
+        stop.done = True
+        os.kill(os.getpid(), signal.SIGSTOP)
+stop.done = False
+sys.addaudithook(stop)
+from tfrecord_pipeline.cli.main import main
+sys.exit(main(["rollback", *sys.argv[1:]]))
+"""
+PAUSES = {  # where the rollback is stopped → what it said before the fix, each with exit 2
+    "listing versions": ("os.listdir", f"/{VERSIONS}"),  # "ROOT has no version '1'"
+    "reading the marker": ("open", f"/{MARKER}"),  # "... holds no published dataset"
+    "checking shards": ("open", ".tfrecord"),  # "... is damaged: 2 of its 2 shards"
+}
+
+
+def _stopped(pid: int) -> bool:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pause", PAUSES)
+@pytest.mark.parametrize("meanwhile", ["publishes", "cleans up"])
+def test_a_rollback_whose_version_retention_deleted_while_it_was_checked_exits_4(
+    tmp_path, meanwhile, pause
+):
+    """Found by a hostile tester (3 races in 130): a rollback racing `convert --keep_versions`
+    whose retention deleted the version being checked said it was "not complete" (exit 2),
+    where another run changing the dataset meanwhile is status 4. Real processes: rollback R
+    to v1 is stopped between two of its checks; meanwhile another run publishes and deletes v1
+    by its --keep_versions, or (having published before R began) its retention deletes v1.
+    R goes on and finds v1 gone, wherever it was stopped: exit 4, one line, LATEST kept."""
+    root = tmp_path / "root"
+    manifest = str(REPOSITORY / "sample" / "manifest.csv")
+    convert = [sys.executable, "-m", "tfrecord_pipeline.cli.main", "convert", "--manifest"]
+    convert += [manifest, "--output", str(root), "--no_progress", "--num_shards", "2"]
+    for _ in range(2 if meanwhile == "publishes" else 3):
+        assert subprocess.run(convert, capture_output=True).returncode == EXIT_OK
+    (first,) = [name for name in _versions(root) if name.startswith("v000001-")]
+    rollback = subprocess.Popen(
+        [sys.executable, "-c", _STOPPING_ROLLBACK, *PAUSES[pause], str(root), "--to", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    while not _stopped(rollback.pid):
+        assert rollback.poll() is None, rollback.communicate()
+        time.sleep(0.05)
+    if meanwhile == "publishes":
+        ran = subprocess.run([*convert, "--keep_versions", "1"], capture_output=True)
+        assert ran.returncode == EXIT_OK, ran.stderr
+    else:
+        clean_up(str(root), publish.read_pointer(str(root))[0], keep_versions=1)
+    assert first not in _versions(root)
+    latest = (root / POINTER).read_bytes()
+    os.kill(rollback.pid, signal.SIGCONT)
+    out, err = rollback.communicate(timeout=600)
+    assert rollback.returncode == EXIT_SUPERSEDED, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    said = f"(its --keep_versions) in {root} while this rollback to 1 ran, so it changed nothing"
+    assert said in err and f"deleted {first}" in err, err
+    assert ("another run published" in err) == (meanwhile == "publishes"), err
+    assert (root / POINTER).read_bytes() == latest and verify(str(root))[1] == []
 
 
 @pytest.mark.slow
@@ -189,6 +300,14 @@ def test_a_rollback_in_a_bucket_is_a_publication_a_run_started_before_loses_to(
         assert main(_argv(small, root, "--num_shards", "2")) == EXIT_OK
         made.append(publish.read_pointer(root)[0].version)
     running = publish.start(root)  # a run started before the rollback
+    latest = gcs.bucket.get_blob(f"{tmp_path.name}/{POINTER}").generation
+    errors = gcs.bucket.blob(f"{tmp_path.name}/{VERSIONS}/{made[0]}/{ERRORS_FILE}")
+    kept = errors.download_as_bytes()
+    errors.delete()  # a version with a file its metadata names gone is never published again
+    status, said = _rollback(root, "1", capsys)
+    assert status == EXIT_USER_ERROR and f"{made[0]} is damaged ({ERRORS_FILE}: missing" in said
+    assert gcs.bucket.get_blob(f"{tmp_path.name}/{POINTER}").generation == latest
+    errors.upload_from_string(kept)
     status, said = _rollback(root, "1", capsys)
     assert status == EXIT_OK and said == f"{root}: published {made[0]}, replacing {made[1]}"
     assert publish.read_pointer(root)[0].version == made[0] and verify(root) == (8, [])

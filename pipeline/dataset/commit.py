@@ -11,10 +11,10 @@ from typing import NamedTuple
 
 from tfrecord_pipeline.dataset import publish, versions
 from tfrecord_pipeline.dataset.layout import delete_folder
-from tfrecord_pipeline.dataset.metadata import INFO_FILE, LABELS_FILE, DatasetInfo, build_info
+from tfrecord_pipeline.dataset.metadata import INFO_FILE, DatasetInfo, build_info
 from tfrecord_pipeline.dataset.previous import base_lost
 from tfrecord_pipeline.dataset.retention import clean_up
-from tfrecord_pipeline.dataset.tfds_metadata import tfds_files
+from tfrecord_pipeline.dataset.version_files import made_files
 from tfrecord_pipeline.transforms.errors import UserError
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
 from tfrecord_pipeline.transforms.plan.refresh import RefreshCounts
@@ -68,14 +68,11 @@ def cleaned_up_on_failure(target: publish.Target):
         raise
 
 
-def write_version_files(folder: str, info: DatasetInfo, labels_text: str) -> bytes:
-    """Labels and metadata, each whole and on disk; returns the metadata's bytes."""
+def write_version_files(folder: str, info: DatasetInfo) -> bytes:
+    """The metadata and the files made from it (labels, TFDS's), each whole and on disk;
+    returns the metadata's bytes."""
     info_bytes = info.to_json().encode("utf-8")
-    files = {
-        LABELS_FILE: labels_text.encode("utf-8"),
-        INFO_FILE: info_bytes,
-    }
-    for name, data in {**files, **tfds_files(info)}.items():
+    for name, data in {**made_files(info), INFO_FILE: info_bytes}.items():
         fileio.write_durably(fileio.join(folder, name), data)
     return info_bytes
 
@@ -128,8 +125,7 @@ def commit_dataset(config: CommitConfig, inputs: CommitInputs) -> DatasetInfo:
         clean_up(target.root, current, config.keep_versions)
         return info
     publish.finalise(target, staged_files(results, error_files))
-    labels_text = "" if plan.labels.integers else plan.labels.to_text()
-    info_bytes = write_version_files(target.folder, info, labels_text)
+    info_bytes = write_version_files(target.folder, info)
     delete_folder(target.root, versions.STAGING, target.version)
     if info.failures:
         return info

@@ -11,9 +11,16 @@ from typing import NamedTuple
 
 from tfrecord_pipeline.dataset import history
 from tfrecord_pipeline.dataset.layout import check_layout, folders_in
-from tfrecord_pipeline.dataset.metadata import DatasetInfo
-from tfrecord_pipeline.dataset.publish import SupersededError, Target, publish, read_pointer
+from tfrecord_pipeline.dataset.metadata import INFO_FILE, DatasetInfo
+from tfrecord_pipeline.dataset.publish import (
+    SupersededError,
+    Target,
+    exclusive,
+    publish,
+    read_pointer,
+)
 from tfrecord_pipeline.dataset.shard_check import check_shards
+from tfrecord_pipeline.dataset.version_files import version_file_problems
 from tfrecord_pipeline.dataset.versions import (
     MARKER,
     POINTER,
@@ -45,9 +52,29 @@ class RolledBack(NamedTuple):
 def rollback(root: str, version: str) -> RolledBack:
     """Publish `version` (its full name, or its number when one version has it) of the dataset
     at `root` again; UserError for a root that is not a dataset or a version it cannot publish,
-    SupersededError if another publication came first."""
+    SupersededError if another publication came first, or changed the dataset while the version
+    was checked (its retention deleting it, say)."""
     root = root.rstrip("/")
     current, generation, records = _published(root)
+    try:
+        name, pointer = _publishable(root, version, current, records)
+        if pointer == current:
+            return RolledBack(pointer, current)
+        highest = history.highest_number(root, records, current)
+        target = Target(root, name, current, generation, history.last_serial(records), highest)
+        publish(target, pointer)
+    except (DatasetError, SupersededError) as error:
+        raise _changed_meanwhile(root, version, current, records) or error from None
+    return RolledBack(pointer, current)
+
+
+def _publishable(
+    root: str, version: str, current: Pointer, records: list[history.Record]
+) -> tuple[str, Pointer]:
+    """The folder name of `version` and the pointer that publishes it: `current` when it is
+    published already, else once it is found complete, published before (when `records` say
+    what was) and every file its metadata names is what the metadata says (`verify`'s check);
+    DatasetError or UserError, one line, if not."""
     name = _named(root, version)
     folder = fileio.join(root, VERSIONS, name)
     if not is_complete(root, name):
@@ -55,37 +82,56 @@ def rollback(root: str, version: str) -> RolledBack:
     published = complete_version(folder, None, read_or_none)
     pointer = Pointer(name, metadata_digest(published.info_text.encode("utf-8")))
     if pointer == current:
-        return RolledBack(pointer, current)
+        return name, pointer
     if records and name not in {record.version for record in records}:
         raise UserError(f"{name} was never published in {root}; a rollback publishes one again")
     _refuse_damaged(folder, DatasetInfo.from_json(published.info_text))
-    highest = history.highest_number(root, records, current)
-    target = Target(root, name, current, generation, history.last_serial(records), highest)
-    try:
-        publish(target, pointer)
-    except SupersededError:
-        if not fileio.exists(fileio.join(folder, MARKER)):
-            raise  # deleted meanwhile: the error says so
-        now = read_pointer(root)[0]
-        raise SupersededError(
-            f"another run published {now.version if now else 'nothing'} in {root} while this "
-            f"rollback to {name} ran, so it changed nothing; check what is published, then rerun"
-        ) from None
-    return RolledBack(pointer, current)
+    return name, pointer
 
 
 def _refuse_damaged(folder: str, info: DatasetInfo) -> None:
-    """A version whose shards are not the files its metadata describes (a byte changed, a file
-    gone since it was published) is never published again: DatasetError, naming them."""
+    """A version whose files are not those its metadata describes (a byte changed, a file
+    gone since it was published) is never published again: DatasetError, naming them. Its
+    shards are checked by size and CRC-32C (on Cloud Storage the objects' own), its other
+    files as `verify` checks them (pipeline/dataset/version_files.py)."""
+    problems = version_file_problems(folder, info)
     shards = [shard for split in info.splits.values() for shard in split.shards]
     checked = zip(shards, check_shards(folder, shards), strict=True)
-    damaged = [shard.file for shard, sound in checked if not sound]
-    if damaged:
-        shown = ", ".join(damaged[:3]) + (", ..." if len(damaged) > 3 else "")
+    problems += [
+        f"{shard.file}: size, CRC-32C or index differs from {INFO_FILE}"
+        for shard, sound in checked
+        if not sound
+    ]
+    if problems:
+        more = f"; {len(problems) - 3} more" if len(problems) > 3 else ""
         raise DatasetError(
-            f"{folder} is damaged: {len(damaged)} of its {len(shards)} shards ({shown}) are not "
-            "the files its metadata describes; it cannot be published (see verify)"
+            f"{folder} is damaged ({'; '.join(problems[:3])}{more}): it cannot be published "
+            "(see verify)"
         )
+
+
+def _changed_meanwhile(
+    root: str, version: str, current: Pointer, records: list[history.Record]
+) -> SupersededError | None:
+    """The loss, if another run changed `root` since the rollback read `current` and `records`:
+    it published, or its clean-up deleted versions (the one rolled back to, maybe, which is why
+    the rollback failed). Asked under the local lock, so a clean-up under way is waited for and
+    seen whole; on Cloud Storage, where none is held, a version found half deleted before the
+    clean-up erased its record is refused as it was found."""
+    with exclusive(root):
+        now = read_pointer(root)[0]
+        after = history.read_records(root)
+    if now == current and after == records:
+        return None
+    erased = sorted({record.version for record in records} - {r.version for r in after})
+    done = (
+        [f"published {now.version if now else 'nothing'}"] if now != current or not erased else []
+    )
+    done += [f"deleted {', '.join(erased)} (its --keep_versions)"] if erased else []
+    return SupersededError(
+        f"another run {' and '.join(done)} in {root} while this rollback to {version} ran, so "
+        "it changed nothing; check what is published, then rerun"
+    )
 
 
 def _published(root: str) -> tuple[Pointer, int, list[history.Record]]:

@@ -2,7 +2,8 @@
 
 Resolves the published version once (pointer, marker and the metadata's hash must agree), then
 checks every listed shard's size and CRC-32C, the framing and both CRCs of every record, record
-counts, DALI index files, TFDS's files (against what our metadata makes of them), that every
+counts, DALI index files, `labels.txt` and TFDS's files (against what our metadata makes of
+them: pipeline/dataset/version_files.py, the check a rollback makes too), that every
 Example carries the recorded features with their types, and that images decode to the stored
 height, width and channels (the first `SAMPLE_PER_SHARD` records of each shard, all with
 `decode="all"`, none with `"none"`), a JPEG only after the converter's own checks, as the
@@ -18,9 +19,9 @@ import io
 from google.protobuf.message import DecodeError
 from PIL import Image
 
-from tfrecord_pipeline.dataset.metadata import INFO_FILE, DatasetInfo, ErrorFileInfo, ShardInfo
+from tfrecord_pipeline.dataset.metadata import INFO_FILE, DatasetInfo, ShardInfo
 from tfrecord_pipeline.dataset.shard_check import Checksummed
-from tfrecord_pipeline.dataset.tfds_metadata import tfds_files
+from tfrecord_pipeline.dataset.version_files import check_file, version_file_problems
 from tfrecord_pipeline.dataset.versions import DatasetError, resolve
 from tfrecord_pipeline.transforms.errors import RowError
 from tfrecord_pipeline.transforms.image.config import DECODER_ERRORS, ImageConfig
@@ -140,31 +141,10 @@ def _check_records(
         problems.append(f"{shard.file}: {count} records, {INFO_FILE} says {shard.records}")
     if shard.index:
         expected = "".join(spans).encode()
-        problems += _check_file(
+        problems += check_file(
             output, shard.index, expected, "offsets differ from the shard's records"
         )
     return problems
-
-
-def _check_file(output: str, name: str, expected: bytes, difference: str) -> list[str]:
-    """A file that must hold exactly `expected`: a problem when it cannot be read or differs."""
-    try:
-        data = fileio.read_bytes(fileio.join(output, name))
-    except fileio.READ_ERRORS as error:
-        return [f"{name}: cannot be read ({error})"]
-    return [] if data == expected else [f"{name}: {difference}"]
-
-
-def verify_error_file(output: str, listed: ErrorFileInfo) -> list[str]:
-    """Problems with one errors file: unreadable, or not one line per row it is said to hold."""
-    try:
-        data = fileio.read_bytes(fileio.join(output, listed.file))
-    except fileio.READ_ERRORS as error:
-        return [f"{listed.file}: cannot be read ({error})"]
-    rows = data.count(b"\n")
-    if (rows == listed.rows and data.endswith(b"\n")) or (not data and not listed.rows):
-        return []
-    return [f"{listed.file}: {rows} lines, {INFO_FILE} says {listed.rows} rows"]
 
 
 def verify(path: str, decode: str = "sample") -> tuple[int, list[str]]:
@@ -181,16 +161,10 @@ def verify(path: str, decode: str = "sample") -> tuple[int, list[str]]:
         return 0, [str(error)]
     except (ValueError, KeyError, TypeError) as error:
         return 0, [f"{INFO_FILE} cannot be read ({error})"]
-    records, problems = 0, []
     # TFDS's files are made from our metadata; TFDS trusts their shard lengths, so check them.
-    for name, data in tfds_files(info).items():
-        problems += _check_file(
-            published.folder, name, data, f"differs from what {INFO_FILE} describes"
-        )
+    records, problems = 0, version_file_problems(published.folder, info)
     for split in info.splits.values():
         for shard in split.shards:
             problems += verify_shard(published.folder, info, shard, decode)
             records += shard.records
-    for listed in info.error_files:
-        problems += verify_error_file(published.folder, listed)
     return records, problems

@@ -1,0 +1,68 @@
+"""A version's files besides its shards, and what each must be: those made from its metadata
+(`labels.txt`, TFDS's files), which the commit writes and which must hold exactly the bytes
+the metadata makes, and the errors files its metadata lists with their row counts. `verify`
+checks them so (pipeline/read/verify.py), and a rollback refuses a version that fails the same
+check (pipeline/dataset/rollback.py): one check, so a rollback publishes nothing verify refuses.
+
+The metadata names none of them with a size or checksum, and needs not: the made files' bytes
+follow from it (a byte compare is the stronger check), and an errors file is named with its
+rows, for people to read (no reader of the dataset opens one). A rows file (ShardInfo.rows) is
+not checked: a refresh, its only reader, reconverts a shard whose rows file is damaged or gone.
+"""
+
+from tfrecord_pipeline.dataset.metadata import INFO_FILE, LABELS_FILE, DatasetInfo, ErrorFileInfo
+from tfrecord_pipeline.dataset.tfds_metadata import tfds_files
+from tfrecord_pipeline.transforms.storage import fileio
+
+
+def labels_text(info: DatasetInfo) -> str:
+    """The `labels.txt` body: a label name a line, in id order; empty when labels are
+    integers (their ids are their own)."""
+    if info.labels["kind"] == "integers":
+        return ""
+    return "".join(f"{name}\n" for name in info.labels["names"])
+
+
+def made_files(info: DatasetInfo) -> dict[str, bytes]:
+    """Relative path → bytes of every file of a version made from its metadata alone."""
+    return {LABELS_FILE: labels_text(info).encode("utf-8"), **tfds_files(info)}
+
+
+def check_file(folder: str, name: str, expected: bytes, difference: str) -> list[str]:
+    """A file that must hold exactly `expected`: a problem when it is missing, cannot be read
+    or differs (`difference` says how)."""
+    try:
+        data = fileio.read_bytes(fileio.join(folder, name))
+    except fileio.MISSING:
+        return [f"{name}: missing"]
+    except fileio.READ_ERRORS as error:
+        return [f"{name}: cannot be read ({error})"]
+    return [] if data == expected else [f"{name}: {difference}"]
+
+
+def check_error_file(folder: str, listed: ErrorFileInfo) -> list[str]:
+    """Problems with one errors file: missing, unreadable, or not one line per row it is said
+    to hold."""
+    try:
+        data = fileio.read_bytes(fileio.join(folder, listed.file))
+    except fileio.MISSING:
+        return [f"{listed.file}: missing"]
+    except fileio.READ_ERRORS as error:
+        return [f"{listed.file}: cannot be read ({error})"]
+    rows = data.count(b"\n")
+    if (rows == listed.rows and data.endswith(b"\n")) or (not data and not listed.rows):
+        return []
+    return [f"{listed.file}: {rows} lines, {INFO_FILE} says {listed.rows} rows"]
+
+
+def version_file_problems(folder: str, info: DatasetInfo) -> list[str]:
+    """Problems with the files of the version in `folder` besides its shards, each led by the
+    file's name: the made files against the bytes `info` makes, the errors files against
+    their rows. A version committed before the commit wrote TFDS's files has problems here:
+    TFDS would not read it as it is."""
+    problems = []
+    for name, data in made_files(info).items():
+        problems += check_file(folder, name, data, f"differs from what {INFO_FILE} describes")
+    for listed in info.error_files:
+        problems += check_error_file(folder, listed)
+    return problems
