@@ -27,9 +27,9 @@ _INT64_DIGITS = 19
 # Unicode line and paragraph separators. labels.txt holds one label a line, and is read back
 # with str.splitlines(), which breaks lines at several of them.
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-# The longest label, in UTF-8 bytes: class names are short (WordNet's longest ImageNet-21k
-# synset lemmas and iNaturalist's full taxonomic names are under 150 characters), and a run
-# holds at most MAX_LABELS of them, so the vocabulary stays tens of MB at most.
+# The longest label, in UTF-8 bytes: class names are short (even a species' full taxonomy, as
+# iNaturalist 2021 names its classes, runs to about 100 characters), and a run holds at most
+# MAX_LABELS of them unless told otherwise.
 MAX_LABEL_BYTES = 256
 # Distinct labels a run takes unless `--max_labels` says otherwise: above the largest class
 # vocabularies in use (ImageNet-21k 21,841; OpenImages ~20,000; iNaturalist 2021 10,000).
