@@ -79,3 +79,27 @@ def test_plan_does_not_depend_on_bundle_boundaries():
 def test_bad_shard_counts(text):
     with pytest.raises(UserError):
         parse_shard_counts(text)
+
+
+def test_labels_past_the_limit_are_refused_as_counted_and_never_held():
+    accumulator = PlanAccumulator(max_labels=5)
+    for index in range(5):
+        accumulator.add(manifest_row(f"class{index}/a"))
+    with pytest.raises(UserError, match=r"^column 'label' has over 5 distinct labels: .*--max_l"):
+        accumulator.add(manifest_row("class5/a"))
+    halves = [PlanAccumulator(max_labels=5), PlanAccumulator(max_labels=5)]
+    for index in range(6):  # three labels each: merged, six
+        halves[index % 2].add(manifest_row(f"class{index}/a"))
+    with pytest.raises(UserError, match="over 5 distinct labels"):
+        halves[0].merge(halves[1])
+
+
+def test_labels_nearly_one_a_row_are_refused_unless_max_labels_is_given():
+    accumulator = PlanAccumulator()
+    for index in range(1_100):  # 1,001 labels in 1,100 rows: 91% of rows their own
+        accumulator.add(manifest_row(f"id{min(index, 1_000)}/{index}"))
+    stats = accumulator.stats()
+    with pytest.raises(UserError, match="has 1,001 distinct labels in 1,100 rows, nearly one"):
+        make_plan(stats, _config(ShardCounts(1), 1.0), lambda uri: 0)
+    allowed = make_plan(stats, _config(ShardCounts(1), 1.0)._replace(max_labels=2_000), len)
+    assert len(allowed.labels.names) == 1_001

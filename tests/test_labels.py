@@ -5,7 +5,9 @@ import pytest
 
 from tfrecord_pipeline.transforms.errors import Reason, RowError, UserError
 from tfrecord_pipeline.transforms.manifest.labels import (
+    MAX_LABEL_BYTES,
     LabelMap,
+    check_label,
     inherited_label_map,
     label_map_from_labels,
     parse_label_map,
@@ -52,3 +54,11 @@ def test_a_run_whose_labels_mix_kinds_is_refused_after_a_published_version_too()
         inherited_label_map(LabelMap(("cat",), 0), ["cat", "3"], frozen=False)
     integers = inherited_label_map(LabelMap(("1",), 0, True), ["2"], frozen=False)
     assert integers.names == ("1", "2") and integers.integers
+
+
+def test_a_label_longer_than_a_class_name_refuses_the_run():
+    assert check_label("é" * (MAX_LABEL_BYTES // 2)) == "é" * 128  # 256 bytes: the most
+    with pytest.raises(UserError, match=r"^column 'label' holds a label of 258 bytes \('éé"):
+        check_label("é" * 129)
+    with pytest.raises(UserError, match="a label of 1,024 bytes"):
+        check_label("\ud800" + "x" * 1_021)  # a lone surrogate (JSON allows one) counted too

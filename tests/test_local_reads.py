@@ -12,7 +12,7 @@ from tfrecord_pipeline.transforms.errors import ErrorRow
 from tfrecord_pipeline.transforms.image.config import ImageConfig
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, ReadConfig
 from tfrecord_pipeline.transforms.manifest.sources import check_manifests, read_all
-from tfrecord_pipeline.transforms.plan.dataset import PlanAccumulator, ShardCounts
+from tfrecord_pipeline.transforms.plan.dataset import PlanAccumulator
 from tfrecord_pipeline.transforms.plan.row_buckets import RowBuckets
 from tfrecord_pipeline.transforms.write.error_sink import ErrorSink
 from tfrecord_pipeline.transforms.write.shard_processes import ShardPool
@@ -35,7 +35,7 @@ def _read(manifests, config, staging, pool=None):
     here, there = split_reads(manifests, 2) if pool else (manifests, [])
     counted, errors = PlanAccumulator(), ErrorSink(staging)
     with RowBuckets() as buckets:
-        reads = read_on(pool, there, config, ShardCounts(), buckets, "read", staging)
+        reads = read_on(pool, there, config, PlanAccumulator, buckets, "read", staging)
         for manifest in here:
             for item in errors.passed(read_all(manifest, config)):
                 counted.add(item)

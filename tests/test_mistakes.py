@@ -3,6 +3,7 @@
 (a warning with the count). Each on the local runner and the DirectRunner."""
 
 import json
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -221,3 +222,54 @@ def test_a_header_s_likely_mistake_is_named(tmp_path, header, says):
     done = command("convert", "--manifest", manifest, "--output", tmp_path / "o")
     assert done.returncode == 2 and done.stdout == "", done.stderr
     assert done.stderr.endswith(f"{says}\n") and done.stderr.count("\n") == 1, done.stderr
+
+
+def _labelled_one_a_row(tmp_path, count: int) -> Path:
+    """A manifest of `count` rows over the 20 images of `make_images`, each with a label (and a
+    key) of its own, as a caption or id column taken for the label gives."""
+    images = make_images(tmp_path)
+    rows = [
+        {"image_uri": images[index % 20]["image_uri"], "label": f"caption {index}", "key": index}
+        for index in range(count)
+    ]
+    return write_manifest(tmp_path / "manifest.csv", rows)
+
+
+@pytest.mark.parametrize("runner", sorted(RUNNERS))
+def test_labels_past_max_labels_are_refused_in_one_line_and_the_flag_allows_them(tmp_path, runner):
+    manifest = _labelled_one_a_row(tmp_path, 40)
+    out = tmp_path / "out"
+    argv = ["--manifest", manifest, "--output", out, "--no_progress", *RUNNERS[runner]]
+    done = command("convert", *argv, "--max_labels", "30")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        "tfrecord-pipeline: error: column 'label' has over 30 distinct labels: a label names a "
+        "class (ImageNet-21k has 21,841); is it an id or caption column? --max_labels N allows "
+        "more (docs/inputs.md#how-many-labels)\n"
+    )
+    assert not list(out.glob("versions/*/*.tfrecord"))
+    allowed = command("convert", *argv, "--max_labels", "40")
+    assert allowed.returncode == 0, allowed.stderr
+    info = _versions_info(out)
+    assert info["records"] == 40 and len(info["labels"]["names"]) == 40
+
+
+@pytest.mark.parametrize("runner", sorted(RUNNERS))
+def test_labels_one_a_row_and_labels_longer_than_a_name_are_refused(tmp_path, runner):
+    manifest = _labelled_one_a_row(tmp_path, 1_001)
+    out = tmp_path / "out"
+    argv = ["--manifest", manifest, "--output", out, "--no_progress", *RUNNERS[runner]]
+    done = command("convert", *argv)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(
+        "tfrecord-pipeline: error: column 'label' has 1,001 distinct labels in 1,001 rows, "
+        "nearly one a row: a label names a class; is it an id or caption column? --max_labels N"
+    )
+    rows = [{"image_uri": row["image_uri"], "label": "x" * 300} for row in make_images(tmp_path)]
+    long = write_manifest(tmp_path / "long.csv", rows)
+    done = command("convert", *argv[2:], "--manifest", long)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(
+        "tfrecord-pipeline: error: column 'label' holds a label of 300 bytes ('xxx"
+    )
+    assert not (out / "versions").exists() or not list(out.glob("versions/*/*.tfrecord"))

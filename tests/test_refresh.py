@@ -552,3 +552,9 @@ def test_a_rows_file_damaged_midway_keeps_its_shard_from_being_carried(tmp_path,
     damaged = [Path(shard.file).name for shard in first.info.splits["train"].shards[:2]]
     assert list(refreshed.info.refresh["damaged"]) == damaged
     assert _records(refreshed.folder) == _records(_convert(manifest, tmp_path / "full").folder)
+
+
+def test_a_label_limit_changes_no_record_so_a_refresh_under_another_keeps_them():
+    recorded = ConvertOptions(manifest=[], output="out").recorded()
+    published = Previous("v1", dataset_info(options={**recorded}))
+    assert why_not_refreshable(published, {**recorded, "max_labels": 200_000}) is None

@@ -68,7 +68,12 @@ class Conversion(NamedTuple):
         options = self.options
         labels = LabelSource(self.label_map, options.label_offset, inherited, options.freeze_labels)
         return PlanConfig(
-            labels, self.shard_counts, options.target_shard_mb, options.max_file_bytes, detection
+            labels,
+            self.shard_counts,
+            options.target_shard_mb,
+            options.max_file_bytes,
+            detection,
+            options.max_labels,
         )
 
     def write_config(self, staging: str, processes: int) -> WriteConfig:
@@ -129,6 +134,7 @@ def _check_values(options: ConvertOptions) -> None:
         (options.target_shard_mb > 0, "--target_shard_mb must be positive"),
         (0 <= options.max_error_rate <= 1, "--max_error_rate must be between 0 and 1"),
         (options.label_offset >= 0, "--label_offset must be 0 or more"),
+        (options.max_labels is None or options.max_labels > 0, "--max_labels must be positive"),
         (options.preset in (None, *PRESETS), f"--preset must be one of {', '.join(PRESETS)}"),
         (
             not (options.preset and options.multi_label),

@@ -90,6 +90,11 @@ FLAGS = _grouped(
          "first id for name labels (1 for the TPU ImageNet readers). Labels that are all "
          "integers are used as ids unchanged", "0, or `--preset`'s",
          brief="the first id given to name labels"),
+    Flag("--max_labels", "N", INT,
+         "the most distinct labels a run takes; more, or over 1,000 that are nearly one a row "
+         "(an id or caption column), is refused before any image is read. Giving it allows "
+         "labels one a row. A label is at most 256 bytes (docs/inputs.md#how-many-labels)",
+         "100,000", brief="the most distinct labels a run takes"),
     Flag("--multi_label", "", SWITCH,
          "several labels an image: a CSV label cell is split on `--label_separator`, a JSONL "
          "or Parquet label may be a list (`[]`: none); records hold lists of ids and texts, "

@@ -54,6 +54,7 @@ class ConvertOptions:
     split: str | None = None
     label_map: str | None = None
     label_offset: int | None = None  # None: the preset's, else 0
+    max_labels: int | None = None  # None: MAX_LABELS, and labels that are nearly one a row refused
     preset: str | None = None
     multi_label: bool = False
     label_separator: str = "|"

@@ -19,6 +19,7 @@ rows. Error rows stream to the errors files as they arise (transforms/write/erro
 """
 
 import contextlib
+import functools
 import itertools
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -90,7 +91,10 @@ def write_here(
     errors = ErrorSink(target.staging)  # every error row, on its way to the errors files
     inherited = previous.labels() if previous else None
     plan_config = conversion.plan_config(inherited, read_config.detection)
-    counted = PlanAccumulator(plan_config.counts)
+    counting = functools.partial(
+        PlanAccumulator, plan_config.counts, max_labels=plan_config.max_labels
+    )
+    counted = counting()
     buckets = stack.enter_context(RowBuckets())  # rows by bucket, spilled beyond a budget
 
     def keep(row: ManifestRow) -> None:
@@ -98,7 +102,7 @@ def write_here(
         buckets.add(ARRIVED, row)
 
     here, there = split_reads(manifests, processes) if pool else (manifests, [])
-    reads = read_on(pool, there, read_config, plan_config.counts, buckets, ARRIVED, target.staging)
+    reads = read_on(pool, there, read_config, counting, buckets, ARRIVED, target.staging)
     skipped, negatives = read_rows(here, read_config, errors, keep)
     negatives += gather(reads, counted, buckets, errors)
     plan = decide_plan(counted.stats(), plan_config)

@@ -11,12 +11,12 @@ worker would authenticate all over again) are read here, while the processes rea
 """
 
 import itertools
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from typing import NamedTuple
 
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, ReadConfig
 from tfrecord_pipeline.transforms.manifest.sources import ManifestFile, read_piece
-from tfrecord_pipeline.transforms.plan.dataset import PlanAccumulator, ShardCounts
+from tfrecord_pipeline.transforms.plan.dataset import PlanAccumulator
 from tfrecord_pipeline.transforms.plan.row_buckets import RowBuckets, Spilled
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.write.error_sink import ErrorSink, SpilledErrors
@@ -68,17 +68,18 @@ def read_on(
     pool: ShardPool | None,
     ranges: list[tuple[ManifestFile, int, int]],
     config: ReadConfig,
-    counts: ShardCounts,
+    counting: Callable[[], PlanAccumulator],
     buckets: RowBuckets,
     bucket: Hashable,
     staging: str,
 ) -> Iterator[RangeRead]:
-    """Starts the `pool`'s processes reading `ranges`, each spilling its rows into `bucket` of
-    `buckets`' folder; their results, as what this returns is read."""
+    """Starts the `pool`'s processes reading `ranges`, each counting its rows in an
+    accumulator `counting` makes and spilling them into `bucket` of `buckets`' folder; their
+    results, as what this returns is read."""
     if not ranges:
         return iter(())
     folder = buckets.folder()
-    calls = [(*part, config, counts, folder, bucket, staging) for part in ranges]
+    calls = [(*part, config, counting, folder, bucket, staging) for part in ranges]
     return pool.spread(read_range, calls)
 
 
@@ -87,14 +88,15 @@ def read_range(
     start: int,
     end: int,
     config: ReadConfig,
-    counts: ShardCounts,
+    counting: Callable[[], PlanAccumulator],
     folder: str,
     bucket: Hashable,
     staging: str,
 ) -> RangeRead:
     """On a pool process: the rows of the byte range [start, end) of `manifest`, counted and
-    spilled into `bucket` in `folder`; its error rows spilled into `staging` when many."""
-    counted, errors, negatives = PlanAccumulator(counts), ErrorSink(staging), 0
+    spilled into `bucket` in `folder` (in an accumulator `counting` makes); its error rows
+    spilled into `staging` when many."""
+    counted, errors, negatives = counting(), ErrorSink(staging), 0
     rows = RowBuckets(BATCH_ROWS, folder)
     for item in errors.passed(read_piece(manifest, start, end, config)):
         if isinstance(item, ManifestRow):

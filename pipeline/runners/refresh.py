@@ -47,6 +47,7 @@ FREE_OPTIONS = frozenset(
         "num_shards",
         "target_shard_mb",
         "max_error_rate",
+        "max_labels",
         "freeze_labels",
         "label_map",
         "label_offset",

@@ -29,11 +29,12 @@ from tfrecord_pipeline.transforms.progress import SILENT, Progress
 
 
 class _PlanStatsFn(beam.CombineFn):
-    def __init__(self, counts: ShardCounts):
+    def __init__(self, counts: ShardCounts, max_labels: int | None):
         self._counts = counts
+        self._max_labels = max_labels
 
     def create_accumulator(self):
-        return PlanAccumulator(self._counts, sample_every_split=True)
+        return PlanAccumulator(self._counts, sample_every_split=True, max_labels=self._max_labels)
 
     def add_input(self, accumulator, batch):
         for row in batch.rows:
@@ -64,7 +65,8 @@ def PlanDataset(rows, config: PlanConfig, progress: Progress = SILENT):
     whether its records hold objects."""
     return (
         rows
-        | "CollectStats" >> beam.CombineGlobally(_PlanStatsFn(config.counts))  # one PlanStats
+        | "CollectStats"
+        >> beam.CombineGlobally(_PlanStatsFn(config.counts, config.max_labels))  # one PlanStats
         | "DecideShards" >> beam.Map(_decide_and_report, config, progress)
     )
 

@@ -7,6 +7,11 @@ the dataset is an integer literal the integers are used as they are; one that in
 record's label type) cannot hold is an error row, never wrapped. Labels that mix integers and
 names are refused (`--label_map` makes every label a name): numbered as names, `3` would get an
 id other than 3 and count as a class beside `cat`, silently.
+
+A label names a class, so the vocabulary is small beside the rows: a run holds every distinct
+label in memory (and writes each into the version's `labels.txt`), so it bounds both what one
+label and how many labels it takes. A column over either bound holds ids, captions or paths, not
+classes, and is refused before any image is read (docs/inputs.md#how-many-labels).
 """
 
 import dataclasses
@@ -22,6 +27,16 @@ _INT64_DIGITS = 19
 # Unicode line and paragraph separators. labels.txt holds one label a line, and is read back
 # with str.splitlines(), which breaks lines at several of them.
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# The longest label, in UTF-8 bytes: class names are short (even a species' full taxonomy, as
+# iNaturalist 2021 names its classes, runs to about 100 characters), and a run holds at most
+# MAX_LABELS of them unless told otherwise.
+MAX_LABEL_BYTES = 256
+# Distinct labels a run takes unless `--max_labels` says otherwise: above the largest class
+# vocabularies in use (ImageNet-21k 21,841; OpenImages ~20,000; iNaturalist 2021 10,000).
+MAX_LABELS = 100_000
+# Over this many labels, a run whose labels are nearly one a row is refused unless `--max_labels`
+# is given: every row its own class is an id or caption column, not classes to learn.
+ONE_A_ROW_FROM = 1_000
 
 
 def is_integer_label(label: str) -> bool:
@@ -72,7 +87,35 @@ def check_label(label: str) -> str:
         raise RowError(Reason.BAD_LABEL, "empty label")
     if control := CONTROL.search(label):
         raise RowError(Reason.BAD_LABEL, f"label holds control character U+{ord(control[0]):04X}")
+    if (size := len(label.encode("utf-8", "surrogatepass"))) > MAX_LABEL_BYTES:
+        raise UserError(
+            f"column 'label' holds a label of {size:,} bytes ({shown(label, 40)}): a label "
+            f"names a class, in at most {MAX_LABEL_BYTES} bytes; is it a caption, id or path "
+            "column? (docs/inputs.md#how-many-labels)"
+        )
     return label
+
+
+def check_label_count(labels: Collection[str], limit: int) -> None:
+    """UserError for more than `limit` distinct labels, raised as a run counts them: the
+    vocabulary it holds never passes the limit."""
+    if len(labels) > limit:
+        raise UserError(
+            f"column 'label' has over {limit:,} distinct labels: a label names a class "
+            "(ImageNet-21k has 21,841); is it an id or caption column? --max_labels N allows "
+            "more (docs/inputs.md#how-many-labels)"
+        )
+
+
+def check_vocabulary(distinct: int, rows: int, max_labels: int | None) -> None:
+    """UserError, unless `--max_labels` was given, when over ONE_A_ROW_FROM labels are nearly
+    one a row (over 9 in 10 rows have a label of their own)."""
+    if max_labels is None and distinct > ONE_A_ROW_FROM and distinct * 10 > rows * 9:
+        raise UserError(
+            f"column 'label' has {distinct:,} distinct labels in {rows:,} rows, nearly one a "
+            "row: a label names a class; is it an id or caption column? --max_labels N allows "
+            "it (docs/inputs.md#how-many-labels)"
+        )
 
 
 def one_kind(labels: Collection[str]) -> None:

@@ -16,7 +16,10 @@ from tfrecord_pipeline.transforms.errors import UserError
 from tfrecord_pipeline.transforms.image.files import stored_size
 from tfrecord_pipeline.transforms.keys import SHARD_SALT, key_hash
 from tfrecord_pipeline.transforms.manifest.labels import (
+    MAX_LABELS,
     LabelMap,
+    check_label_count,
+    check_vocabulary,
     inherited_label_map,
     label_map_from_labels,
 )
@@ -77,10 +80,16 @@ class PlanAccumulator:
     """Mergeable accumulation of `PlanStats` (the state of a Beam CombineFn). Only the splits
     whose shard count `counts` leaves to their size are sampled, unless `sample_every_split`
     (Beam, which writes large shards in pieces): a row's shard hash costs more than the rest
-    of its accounting."""
+    of its accounting. Over `max_labels` labels is a UserError when seen: none held beyond."""
 
-    def __init__(self, counts: ShardCounts | None = None, sample_every_split: bool = False):
+    def __init__(
+        self,
+        counts: ShardCounts | None = None,
+        sample_every_split: bool = False,
+        max_labels: int | None = None,
+    ):
         self.labels: set[str] = set()
+        self.max_labels = max_labels or MAX_LABELS  # `--max_labels`
         self.label_names: dict[str, tuple[int, str]] = {}
         self.rows: dict[str, int] = {}
         self.samples: dict[str, list] = {}  # split → heap of (-shard hash, image uri)
@@ -90,6 +99,7 @@ class PlanAccumulator:
 
     def add(self, row: ManifestRow) -> "PlanAccumulator":
         self.labels.update(row_labels(row))
+        check_label_count(self.labels, self.max_labels)
         if row.objects:
             number = manifest_number(row)
             for obj in row.objects:
@@ -116,6 +126,7 @@ class PlanAccumulator:
 
     def merge(self, other: "PlanAccumulator") -> "PlanAccumulator":
         self.labels |= other.labels
+        check_label_count(self.labels, self.max_labels)
         for label, named in other.label_names.items():
             self._name(label, named)
         for split, count in other.rows.items():
@@ -188,11 +199,14 @@ class PlanConfig(NamedTuple):
     target_shard_mb: float
     max_file_bytes: int  # a larger file weighs nothing in a split's size: it is an error row
     detection: bool = False  # records hold objects (boxes), not one label
+    max_labels: int | None = None  # `--max_labels`; None: MAX_LABELS, and labels not one a row
 
 
 def make_plan(stats: PlanStats, config: PlanConfig, size_of: Callable[[str], int]) -> DatasetPlan:
     """Label ids, shard counts, and the pieces of shards that `--num_shards` makes larger than
-    `config.target_shard_mb`; `size_of` is only called for sampled rows."""
+    `config.target_shard_mb`; `size_of` is only called for sampled rows. Labels nearly one a
+    row are a UserError (`check_vocabulary`)."""
+    check_vocabulary(len(stats.labels), sum(rows for _, rows in stats.rows), config.max_labels)
     labels = config.labels.label_map(stats.labels)
     samples = dict(stats.samples)
     shards, pieces = [], []
