@@ -91,9 +91,9 @@ FLAGS = _grouped(
          "integers are used as ids unchanged", "0, or `--preset`'s",
          brief="the first id given to name labels"),
     Flag("--max_labels", "N", INT,
-         "the most distinct labels a run takes; more, or over 1,000 that are nearly one a row "
-         "(an id or caption column), is refused before any image is read. Giving it allows "
-         "labels one a row. A label is at most 256 bytes (docs/inputs.md#how-many-labels)",
+         "the most distinct labels a run takes; more, or over 1,000 nearly one a row (an id or "
+         "caption column), is refused before any image is read; giving it allows labels one a "
+         "row. A label is at most 256 bytes (docs/inputs.md)",
          "100,000", brief="the most distinct labels a run takes"),
     Flag("--multi_label", "", SWITCH,
          "several labels an image: a CSV label cell is split on `--label_separator`, a JSONL "
@@ -156,10 +156,9 @@ FLAGS = _grouped(
          "an image whose decoding and conversion would hold more memory is an `image_too_large` "
          "row, estimated from its header before decoding (docs/images.md#limits)"),
     Flag("--max_scans", "N", INT, "a JPEG with more is a `too_many_scans` row (docs/images.md)"),
-    Flag("--max_pixels_per_byte", "N", INT,
-         "a JPEG whose frame claims more pixels for each byte of its scan data is a "
-         "`too_compressed` row: a few bytes of arithmetic-coded data can claim a frame of "
-         "hundreds of MB (docs/images.md#limits)"),
+    Flag("--max_pixels_per_byte", "N", INT, "a JPEG whose frame claims more pixels a byte of "
+         "scan data is a `too_compressed` row: a few bytes of arithmetic-coded data can claim a "
+         "frame of hundreds of MB (docs/images.md#limits)"),
     Flag("--max_metadata_mb", "M", FLOAT,
          "a JPEG holding more bytes of APPn and COM segments and after its EOI, which pass "
          "through into its record, is a `too_much_metadata` row (docs/images.md#limits)"),
