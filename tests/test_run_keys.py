@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import BEAM, DATAFLOW, command, make_images, published, write_manifest
@@ -76,6 +77,38 @@ def test_each_runner_looks_for_the_key_before_reading_an_image(tmp_path, capsys,
     before = _versions(root)
     assert main([*argv, "--run_key", "k", *runner]) == 0
     assert "published already" in capsys.readouterr().err and _versions(root) == before
+
+
+DAMAGES = {
+    "truncated": lambda text: text[: len(text) // 2],
+    "not json": lambda text: "\x00\xff binary",
+    "a list": lambda text: "[]",
+    "no splits": lambda text: json.dumps({**json.loads(text), "splits": None}),
+    "options a list": lambda text: json.dumps({**json.loads(text), "options": []}),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_an_older_versions_damaged_metadata_leaves_its_key_unknown_and_the_night_goes_on(
+    tmp_path, capsys, damage
+):
+    """One damaged old file made every run given a new key exit 1 with a traceback: the
+    nightly DAG passes a key every night, so it stopped every night."""
+    rows = make_images(tmp_path, per_class=2)
+    manifest, root = write_manifest(tmp_path / "m.csv", rows), tmp_path / "out"
+    argv = ["convert", "--manifest", str(manifest), "--output", str(root), "--no_progress"]
+    assert main([*argv, "--run_key", "night-1"]) == 0
+    assert main([*argv, "--run_key", "night-2"]) == 0
+    old = Path(root, VERSIONS, _versions(root)[0], "tfrecord_pipeline.json")
+    old.write_bytes(DAMAGES[damage](old.read_text()).encode("utf-8", "surrogateescape"))
+    capsys.readouterr()
+    assert main([*argv, "--run_key", "night-2"]) == 0  # found before the damaged one
+    assert "published already" in capsys.readouterr().err
+    assert main([*argv, "--run_key", "night-3"]) == 0
+    err = capsys.readouterr().err
+    assert err.count(f"{old.parent.name} (") == 1 and "Traceback" not in err
+    assert "whether it was run with --run_key night-3 is unknown" in err
+    assert len(_versions(root)) == 3
 
 
 def test_on_the_bucket_and_a_retried_dataflow_launch(tmp_path, gcs, capsys):

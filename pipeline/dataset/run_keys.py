@@ -33,28 +33,46 @@ import sys
 
 from tfrecord_pipeline.dataset import history
 from tfrecord_pipeline.dataset.commit import read_info
-from tfrecord_pipeline.dataset.metadata import DatasetInfo
+from tfrecord_pipeline.dataset.metadata import INFO_FILE, DatasetInfo
 from tfrecord_pipeline.dataset.publish import Target
 from tfrecord_pipeline.dataset.versions import VERSIONS
 from tfrecord_pipeline.transforms.storage import fileio
 
+# What a metadata file that is not one raises as it is read: JSON's errors and bytes that are
+# not UTF-8 (ValueError), fields missing (KeyError) or of the wrong shape (TypeError, and
+# AttributeError for options that are not an object).
+DAMAGED = (ValueError, KeyError, TypeError, AttributeError)
+
 
 def published_before(target: Target, key: str | None) -> tuple[DatasetInfo, str] | None:
     """The metadata and folder of the kept version a run given `key` published, if any, said
-    in one line on stderr; None without a key. `target`: this run's, just started."""
+    in one line on stderr; None without a key. `target`: this run's, just started. A kept
+    version whose metadata cannot be read (damaged by hand or by the disk) is passed over, said
+    once: one damaged old file must not stop every night that passes a key."""
     if not key:
         return None
+    unreadable = []
     for version in history.newest_first(history.read_records(target.root)):
         folder = fileio.join(target.root, VERSIONS, version)
         try:
             info = read_info(folder)
+            found = info.options.get("run_key")
         except fileio.MISSING:  # deleted by another run's --keep_versions since the listing
             continue
-        if info.options.get("run_key") == key:
+        except DAMAGED as error:
+            unreadable.append(f"{version} ({type(error).__name__})")
+            continue
+        if found == key:
             print(
                 f"tfrecord-pipeline: --run_key {key} was published already, as {version}: "
                 "nothing converted, nothing published",
                 file=sys.stderr,
             )
             return info, folder
+    if unreadable:
+        print(
+            f"tfrecord-pipeline: warning: the metadata ({INFO_FILE}) of {', '.join(unreadable)} "
+            f"cannot be read, so whether it was run with --run_key {key} is unknown; converting",
+            file=sys.stderr,
+        )
     return None
