@@ -56,9 +56,10 @@ def test_a_run_whose_labels_mix_kinds_is_refused_after_a_published_version_too()
     assert integers.names == ("1", "2") and integers.integers
 
 
-def test_a_label_longer_than_a_class_name_refuses_the_run():
+def test_a_label_longer_than_a_class_name_is_a_bad_label():
     assert check_label("é" * (MAX_LABEL_BYTES // 2)) == "é" * 128  # 256 bytes: the most
-    with pytest.raises(UserError, match=r"^column 'label' holds a label of 258 bytes \('éé"):
+    with pytest.raises(RowError, match=r"^a label of 258 bytes \('éé") as raised:
         check_label("é" * 129)
-    with pytest.raises(UserError, match="a label of 1,024 bytes"):
+    assert raised.value.reason is Reason.BAD_LABEL
+    with pytest.raises(RowError, match="a label of 1,024 bytes"):
         check_label("\ud800" + "x" * 1_021)  # a lone surrogate (JSON allows one) counted too

@@ -10,7 +10,8 @@ id other than 3 and count as a class beside `cat`, silently.
 
 A label names a class, so the vocabulary is small beside the rows: a run holds every distinct
 label in memory (and writes each into the version's `labels.txt`), so it bounds both what one
-label and how many labels it takes. A column over either bound holds ids, captions or paths, not
+label and how many labels it takes. A label over the first bound is an error row (one hostile
+cell must not stop a night); a column over the second holds ids, captions or paths, not
 classes, and is refused before any image is read (docs/inputs.md#how-many-labels).
 """
 
@@ -88,10 +89,10 @@ def check_label(label: str) -> str:
     if control := CONTROL.search(label):
         raise RowError(Reason.BAD_LABEL, f"label holds control character U+{ord(control[0]):04X}")
     if (size := len(label.encode("utf-8", "surrogatepass"))) > MAX_LABEL_BYTES:
-        raise UserError(
-            f"column 'label' holds a label of {size:,} bytes ({shown(label, 40)}): a label "
-            f"names a class, in at most {MAX_LABEL_BYTES} bytes; is it a caption, id or path "
-            "column? (docs/inputs.md#how-many-labels)"
+        raise RowError(
+            Reason.BAD_LABEL,
+            f"a label of {size:,} bytes ({shown(label, 40)}), over {MAX_LABEL_BYTES}: a label "
+            "names a class; is the label column a caption, id or path?",
         )
     return label
 
