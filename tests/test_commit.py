@@ -21,6 +21,7 @@ from tfrecord_pipeline.dataset.metadata import INFO_FILE, LABELS_FILE
 from tfrecord_pipeline.transforms.errors import UserError
 from tfrecord_pipeline.transforms.manifest.labels import LabelMap
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
+from tfrecord_pipeline.transforms.tfrecord.records import crc32c_of
 from tfrecord_pipeline.transforms.write.error_files import (
     ErrorCounts,
     ErrorFileResult,
@@ -47,9 +48,10 @@ def _staged(root: Path, errors: int = 0, labels: LabelMap = CAT):
     staging.mkdir(parents=True)
     (staging / "shard-attempt").write_bytes(b"records")
     (staging / "errors-attempt").write_bytes(b"{}\n" * errors)
+    written = (3 * errors, crc32c_of(b"{}\n" * errors))
     plan = DatasetPlan(labels, (("train", 3 + errors),), (("train", 1),))
     counts = ErrorCounts((("train", "missing_file", errors),) if errors else ())
-    files = [ErrorFileResult(ERRORS, "errors-attempt", errors)]
+    files = [ErrorFileResult(ERRORS, "errors-attempt", errors, *written)]
     return target, CommitInputs(plan, [_result(staged="shard-attempt")], files, counts, skipped=0)
 
 
@@ -62,7 +64,7 @@ def test_staged_files_name_every_file_of_the_received_results_and_no_other():
         _result(staged="a"),
         _result(staged="b", index_file="train.idx", rows_file="train.rows")._replace(file="t1"),
     ]
-    errors = [ErrorFileResult(ERRORS, "e", 2)]
+    errors = [ErrorFileResult(ERRORS, "e", 2, 0, "")]
     assert staged_files(results, errors) == [
         ("e", ERRORS),
         ("a", SHARD),

@@ -146,7 +146,7 @@ def _plan_and_result(records: int):
 def test_the_count_law_and_the_gate_come_from_the_counts_and_the_files():
     plan, result = _plan_and_result(records=3)
     errors = [row._replace(split="train") for row in _errors(2)]
-    files = [ErrorFileResult(error_file_name(0, 1), "staged", 2)]
+    files = [ErrorFileResult(error_file_name(0, 1), "staged", 2, 0, "")]
     info = build_info(plan, [result], count_errors(errors), files, 0, {}, "t", 0.1)
     assert (info.rows_in, info.records, info.errors) == (5, 3, 2)
     assert info.errors_by_reason == {"bad_label": 1, "missing_file": 1}
@@ -298,4 +298,4 @@ def test_a_conversion_writes_its_error_rows_as_files_the_metadata_lists(
     damaged = version / fullest
     damaged.write_text(damaged.read_text().split("\n", 1)[1])  # one row lost
     (problem,) = verify(str(tmp_path / "out"))[1]
-    assert problem.startswith(f"{fullest}: ") and f"{INFO_FILE} says" in problem
+    assert problem == f"{fullest}: size or CRC-32C differs from {INFO_FILE}"

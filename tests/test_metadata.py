@@ -37,7 +37,10 @@ def _built(labels: LabelMap = CAT_DOG, options=None, max_error_rate=1.0):
         _shard("train", 0, 4, ((0, 3), (2, 1)), index_file="train-0.idx", boxes_dropped=1),
     ]
     counts = ErrorCounts((("", "bad_row", 2), ("train", "missing_file", 1)))
-    files = [ErrorFileResult(error_file_name(i, 2), f"s{i}", rows) for i, rows in ((1, 2), (0, 1))]
+    files = [
+        ErrorFileResult(error_file_name(i, 2), f"s{i}", rows, 3 * rows, "")
+        for i, rows in ((1, 2), (0, 1))
+    ]
     return build_info(plan, results, counts, files, 5, options or {}, "9.9", max_error_rate, 4)
 
 

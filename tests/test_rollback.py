@@ -185,7 +185,13 @@ ERRORS_FILE = "errors/errors-00000-of-00001.jsonl"
 DAMAGE = {  # how a file besides the shards is damaged → what verify and the rollback say
     "dataset_info.json gone": ("dataset_info.json", None, "dataset_info.json: missing"),
     "errors file gone": (ERRORS_FILE, None, f"{ERRORS_FILE}: missing"),
-    "errors file cut": (ERRORS_FILE, b"", f"{ERRORS_FILE}: 0 lines, {INFO_FILE} says 1 rows"),
+    "errors file cut": (ERRORS_FILE, b"", f"{ERRORS_FILE}: size or CRC-32C differs"),
+    # Its lines all there, one byte changed: only its size and CRC-32C in the metadata tell.
+    "errors file changed": (
+        ERRORS_FILE,
+        lambda data: data.replace(b"no.jpg", b"no.jpx"),
+        f"{ERRORS_FILE}: size or CRC-32C differs from {INFO_FILE}",
+    ),
     "labels.txt changed": ("labels.txt", b"x\n", f"labels.txt: differs from what {INFO_FILE}"),
 }
 
@@ -207,7 +213,7 @@ def test_a_version_with_any_file_its_metadata_names_damaged_is_never_published_a
     if data is None:
         damaged.unlink()
     else:
-        damaged.write_bytes(data)
+        damaged.write_bytes(data(damaged.read_bytes()) if callable(data) else data)
     assert says in "\n".join(verify(str(root / VERSIONS / made[0]))[1])  # verify refuses it
     latest = (root / POINTER).read_bytes()
     status, said = _rollback(root, made[0], capsys)

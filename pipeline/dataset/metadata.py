@@ -37,6 +37,9 @@ class ShardInfo:
 class ErrorFileInfo:
     file: str  # errors/errors-NNNNN-of-NNNNN.jsonl: one JSON line per rejected row
     rows: int
+    # Of the file, as a shard's; None in a version committed before errors files had them.
+    bytes: int | None = None
+    crc32c: str | None = None
 
 
 @dataclasses.dataclass
@@ -174,7 +177,7 @@ def build_info(
             for name, _ in plan.shards
         },
         failures=[],
-        error_files=[ErrorFileInfo(f.file, f.rows) for f in sorted(error_files)],
+        error_files=[ErrorFileInfo(f.file, f.rows, f.bytes, f.crc32c) for f in sorted(error_files)],
         negatives_dropped=negatives_dropped,
         boxes_dropped=sum(r.boxes_dropped for r in results),
         refresh={**refresh._asdict(), "damaged": list(refresh.damaged)} if refresh else None,

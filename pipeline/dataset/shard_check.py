@@ -1,13 +1,13 @@
-"""Whether a version's shards are the files its metadata describes: each shard's size and
-CRC-32C as stored, and its DALI index fitting it. A refresh checks every shard it would carry
-(pipeline/runners/refresh.py), a rollback every shard of the version it publishes again
-(pipeline/dataset/rollback.py). On Cloud Storage the object's own CRC-32C answers, from its
-folder's listing (a thousand a request) or its metadata, without a byte read; elsewhere every
-byte is read.
+"""Whether a version's shards (and errors files) are the files its metadata describes: each
+one's size and CRC-32C as stored, and a shard's DALI index fitting it. A refresh checks every
+shard it would carry (pipeline/runners/refresh.py), a rollback and `verify` every file of the
+version (pipeline/dataset/version_files.py). On Cloud Storage the object's own CRC-32C
+answers, from its folder's listing (a thousand a request) or its metadata, without a byte
+read; elsewhere every byte is read.
 """
 
-from collections.abc import Iterator
-from typing import BinaryIO
+from collections.abc import Callable, Iterator
+from typing import Any, BinaryIO, Protocol
 
 import google_crc32c
 
@@ -18,29 +18,47 @@ from tfrecord_pipeline.transforms.tfrecord.records import file_crc32c
 CHECK_CHUNK = 1 << 20  # bytes read at a time when a shard's CRC-32C is computed here
 
 
+class Described(Protocol):
+    """A file as a version's metadata describes it: a shard, or an errors file."""
+
+    file: str
+    bytes: int
+    crc32c: str
+
+
+def check_files(folder: str, files: list[Described], map_=map) -> Iterator[bool]:
+    """Whether each file is stored with the size and CRC-32C its metadata gives. On Cloud
+    Storage from the objects' listing (a thousand a request) or metadata; `map_` runs the
+    listings and requests (a thread pool's, where they are requests)."""
+    return _checked(folder, files, map_, lambda described: True)
+
+
 def check_shards(folder: str, shards: list[ShardInfo], map_=map) -> Iterator[bool]:
-    """Whether each shard's file is the one its metadata describes (size and CRC-32C of the
-    file as stored), and its DALI index, if it has one, fits it. On Cloud Storage from the
-    objects' listing (a thousand a request) or metadata; `map_` runs the listings and
-    requests (a thread pool's, where they are requests)."""
-    paths = [fileio.join(folder, shard.file) for shard in shards]
+    """Whether each shard's file is the one its metadata describes (`check_files`), and its
+    DALI index, if it has one, fits it."""
+    return _checked(folder, shards, map_, lambda shard: index_fits(folder, shard))
+
+
+def _checked(folder: str, files: list, map_, also: Callable[[Any], bool]) -> Iterator[bool]:
+    """Whether each of `files` is stored as described, and `also` holds for it."""
+    paths = [fileio.join(folder, described.file) for described in files]
     listed = listings.listed_identities(paths, map_)
 
-    def check(pair: tuple[str, ShardInfo]) -> bool:
-        path, shard = pair
+    def check(pair: tuple[str, Described]) -> bool:
+        path, described = pair
         try:
             if gcs.is_gcs(path):
                 found = listed.get(path) or fileio.identity(path)
-                sound = found == gcs.identity(shard.bytes, shard.crc32c)
+                sound = found == gcs.identity(described.bytes, described.crc32c)
             else:
-                sound = stored_checksum(path) == (shard.bytes, shard.crc32c)
-            return sound and index_fits(folder, shard)
+                sound = stored_checksum(path) == (described.bytes, described.crc32c)
+            return sound and also(described)
         except fileio.UNAVAILABLE:
-            raise  # the store's failure, not the shard's
+            raise  # the store's failure, not the file's
         except (*fileio.READ_ERRORS, ValueError):
             return False
 
-    return map_(check, zip(paths, shards, strict=True))
+    return map_(check, zip(paths, files, strict=True))
 
 
 def stored_checksum(path: str) -> tuple[int, str]:

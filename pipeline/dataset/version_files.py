@@ -4,13 +4,15 @@ the metadata makes, and the errors files its metadata lists with their row count
 checks them so (pipeline/read/verify.py), and a rollback refuses a version that fails the same
 check (pipeline/dataset/rollback.py): one check, so a rollback publishes nothing verify refuses.
 
-The metadata names none of them with a size or checksum, and needs not: the made files' bytes
-follow from it (a byte compare is the stronger check), and an errors file is named with its
-rows, for people to read (no reader of the dataset opens one). A rows file (ShardInfo.rows) is
-not checked: a refresh, its only reader, reconverts a shard whose rows file is damaged or gone.
+The metadata names the made files with no size or checksum, and needs not: their bytes follow
+from it (a byte compare is the stronger check). An errors file is named with its size and
+CRC-32C, checked as a shard's (on Cloud Storage, without a byte read). A rows file
+(ShardInfo.rows) is not checked: a refresh, its only reader, reconverts a shard whose rows file
+is damaged or gone.
 """
 
 from tfrecord_pipeline.dataset.metadata import INFO_FILE, LABELS_FILE, DatasetInfo, ErrorFileInfo
+from tfrecord_pipeline.dataset.shard_check import check_files
 from tfrecord_pipeline.dataset.tfds_metadata import tfds_files
 from tfrecord_pipeline.transforms.storage import fileio
 
@@ -41,8 +43,16 @@ def check_file(folder: str, name: str, expected: bytes, difference: str) -> list
 
 
 def check_error_file(folder: str, listed: ErrorFileInfo) -> list[str]:
-    """Problems with one errors file: missing, unreadable, or not one line per row it is said
-    to hold."""
+    """Problems with one errors file: not stored with the size and CRC-32C its metadata gives,
+    or, in a version committed before errors files had them, missing, unreadable or not one
+    line per row it is said to hold."""
+    if listed.crc32c is not None:
+        (sound,) = check_files(folder, [listed])
+        if sound:
+            return []
+        if not fileio.exists(fileio.join(folder, listed.file)):
+            return [f"{listed.file}: missing"]
+        return [f"{listed.file}: size or CRC-32C differs from {INFO_FILE}"]
     try:
         data = fileio.read_bytes(fileio.join(folder, listed.file))
     except fileio.MISSING:

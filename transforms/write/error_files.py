@@ -19,6 +19,7 @@ from typing import NamedTuple
 from tfrecord_pipeline.transforms.errors import ErrorRow
 from tfrecord_pipeline.transforms.keys import key_hash
 from tfrecord_pipeline.transforms.storage import fileio
+from tfrecord_pipeline.transforms.tfrecord.records import crc32c_of
 
 ERRORS_DIR = "errors"
 ERRORS_SALT = "errors"
@@ -70,6 +71,8 @@ class ErrorFileResult(NamedTuple):
     file: str  # name in the version, errors/errors-NNNNN-of-NNNNN.jsonl
     staged: str  # this attempt's file in the staging folder
     rows: int
+    bytes: int
+    crc32c: str  # of the file, as a shard's: a rollback and verify check it as they check one
 
 
 def error_file_count(total: int, rows_per_file: int) -> int:
@@ -111,5 +114,6 @@ def write_error_file(
     errors = list(errors)
     name = error_file_name(index, count)
     staged = fileio.staged_name(posixpath.basename(name))
-    fileio.write_synced(fileio.join(staging, staged), error_file_bytes(errors))
-    return ErrorFileResult(name, staged, len(errors))
+    data = error_file_bytes(errors)
+    fileio.write_synced(fileio.join(staging, staged), data)
+    return ErrorFileResult(name, staged, len(errors), len(data), crc32c_of(data))

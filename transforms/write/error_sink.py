@@ -19,8 +19,11 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
+import google_crc32c
+
 from tfrecord_pipeline.transforms.errors import ErrorRow
 from tfrecord_pipeline.transforms.storage import fileio
+from tfrecord_pipeline.transforms.tfrecord.records import file_crc32c
 from tfrecord_pipeline.transforms.write.error_files import (
     ErrorCounts,
     ErrorFileResult,
@@ -173,7 +176,7 @@ class ErrorSink:
             writer.close()
             fileio.sync_file(writer.path)  # on disk before any marker can promise it
         return [
-            ErrorFileResult(name, stage, writer.rows)
+            ErrorFileResult(name, stage, writer.rows, writer.size, writer.crc32c)
             for name, stage, writer in zip(names, staged, writers, strict=True)
         ]
 
@@ -193,14 +196,15 @@ def _run_lines(path: str) -> Iterator[Line]:
 
 
 class _LineWriter:
-    """Writes lines to a new file in batches of WRITE_BYTES, counting them."""
+    """Writes lines to a new file in batches of WRITE_BYTES, counting them, and the file's
+    size and CRC-32C."""
 
     def __init__(self, path: str):
         self.path = path
-        self.rows = 0
+        self.rows = self.size = 0
         self._handle = fileio.create(path)
         self._batch: list[bytes] = []
-        self._bytes = 0
+        self._bytes = self._crc = 0
 
     def write(self, line: Line) -> None:
         data = f"{line[1]}\n".encode()
@@ -215,9 +219,15 @@ class _LineWriter:
             self.write(line)
 
     def _flush(self) -> None:
-        self._handle.write(b"".join(self._batch))
+        data = b"".join(self._batch)
+        self._handle.write(data)
         self._handle.flush()  # the handle's own buffer is used no further than one batch
+        self._crc, self.size = google_crc32c.extend(self._crc, data), self.size + len(data)
         self._batch, self._bytes = [], 0
+
+    @property
+    def crc32c(self) -> str:
+        return file_crc32c(self._crc)
 
     def close(self) -> None:
         self._flush()
