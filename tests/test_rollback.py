@@ -187,6 +187,7 @@ DAMAGE = {  # how a file besides the shards is damaged → what verify and the r
     "errors file gone": (ERRORS_FILE, None, f"{ERRORS_FILE}: missing"),
     "errors file cut": (ERRORS_FILE, b"", f"{ERRORS_FILE}: 0 lines, {INFO_FILE} says 1 rows"),
     "labels.txt changed": ("labels.txt", b"x\n", f"labels.txt: differs from what {INFO_FILE}"),
+    "labels.txt gone": ("labels.txt", None, "labels.txt: missing"),
 }
 
 
