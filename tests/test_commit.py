@@ -142,9 +142,10 @@ def test_version_files_are_the_labels_the_metadata_and_tfds_files_when_tfds_can_
     info = commit_dataset(_commit(target, max_error_rate=1), inputs)
     info.compression = compression
     folder = tmp_path / "version"
-    info_bytes = write_version_files(str(folder), info)
+    info_bytes = write_version_files(str(folder), info, ["cat"])
     assert info_bytes == (folder / INFO_FILE).read_bytes() == info.to_json().encode()
-    assert (folder / LABELS_FILE).read_text() == "cat\n"  # made from the metadata
+    assert (folder / LABELS_FILE).read_text() == "cat\n"  # the names given, not in the metadata
+    assert "names" not in json.loads(info_bytes)["labels"]
     tfds = {"dataset_info.json", "features.json", "image.class.label.labels.txt"}
     tfds = tfds if compression == "none" else set()  # TFDS reads no gzip shards
     assert {p.name for p in folder.iterdir()} - {INFO_FILE, LABELS_FILE} == tfds

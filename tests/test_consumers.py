@@ -99,7 +99,7 @@ def test_model_garden_multilabel_decoder_and_parser_give_load_s_multi_hot_vector
         output=tmp_path / "tags",
     )
     converted = run(argv)
-    classes = len(converted.info.labels["names"])
+    classes = converted.info.labels["count"]
     classification_input = dataloader("classification_input")
     decoder = classification_input.Decoder(is_multilabel=True)
     parse = classification_input.Parser(

@@ -2,11 +2,18 @@
 results, its JSON round trip, and the quality gates whose failures keep a version unpublished
 (exit status 1)."""
 
+import hashlib
 import json
 
 import pytest
 
-from tfrecord_pipeline.dataset.metadata import DatasetInfo, SplitInfo, build_info, quality_failures
+from tfrecord_pipeline.dataset.metadata import (
+    DatasetInfo,
+    SplitInfo,
+    build_info,
+    label_count,
+    quality_failures,
+)
 from tfrecord_pipeline.transforms.manifest.labels import LabelMap
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
 from tfrecord_pipeline.transforms.write.error_files import (
@@ -85,12 +92,16 @@ def test_each_split_is_summed_from_its_own_shards_in_index_order():
     assert (info.tool_version, info.failures) == ("9.9", [])
 
 
+CAT = hashlib.sha256(b"cat\n").hexdigest()
+
+
 @pytest.mark.parametrize(
     ("labels", "options", "expected"),
     [
-        (LabelMap(("cat",), offset=1), {}, ("none", "names", 1, ["cat"])),
+        (LabelMap(("cat",), offset=1), {}, ("none", "names", 1, 1, CAT)),
         (LabelMap((), integers=True), {"compression": "gzip"}, ("gzip", "integers", 0, [])),
-        (LabelMap(("cat",)), {"compression": "zlib?"}, ("none", "names", 0, ["cat"])),
+        (LabelMap(("cat",)), {"compression": "zlib?"}, ("none", "names", 0, 1, CAT)),
+        (LabelMap(("7", "9"), integers=True), {}, ("none", "integers", 0, ["7", "9"])),
     ],
 )
 def test_compression_and_labels_are_described_from_the_options_and_the_label_map(
@@ -98,6 +109,20 @@ def test_compression_and_labels_are_described_from_the_options_and_the_label_map
 ):
     info = _built(labels, options)
     assert (info.compression, *info.labels.values()) == expected
+
+
+def test_the_metadata_holds_no_label_name_so_long_names_do_not_grow_it():
+    """A vocabulary of --max_labels names is in labels.txt only: the metadata, read by every
+    reader, refresh and rollback, holds their count and the file's sha256."""
+    short, long = ([f"{number:0{length}d}" for number in range(2000)] for length in (4, 256))
+    texts = [_built(LabelMap(tuple(names)), {}).to_json() for names in (short, long)]
+    assert short[7] not in texts[0] and long[7] not in texts[1]
+    assert len(texts[0]) == len(texts[1])
+    assert label_count(json.loads(texts[1])["labels"]) == 2000
+
+
+def test_a_format_1_metadata_counts_the_names_it_lists():
+    assert label_count({"kind": "names", "offset": 1, "names": ["cat", "dog"]}) == 2
 
 
 @pytest.mark.parametrize(
@@ -115,7 +140,7 @@ def test_list_features_follow_the_options(options, lists):
 
 
 def test_the_json_round_trips_and_is_the_same_bytes_every_time():
-    info = _built(LabelMap(("café", "狗")), {"seed": 3})
+    info = _built(LabelMap(("cat",)), {"seed": 3, "manifest": "café/狗.csv"})
     text = info.to_json()
     assert DatasetInfo.from_json(text) == info
     assert DatasetInfo.from_json(text).to_json() == text

@@ -67,8 +67,9 @@ def test_a_label_map_makes_every_label_a_name(tmp_path, runner):
     argv = ["--manifest", manifest, "--output", out, "--label_map", tmp_path / "labels.txt"]
     done = command("convert", *argv, "--no_progress", *RUNNERS[runner])
     assert done.returncode == 0, done.stderr
-    info = json.loads(next((out / "versions").glob("*/tfrecord_pipeline.json")).read_text())
-    assert info["labels"]["names"] == names and info["records"] == len(rows)
+    info = _versions_info(out)
+    labels = next((out / "versions").glob("*/labels.txt")).read_text().splitlines()
+    assert labels == names and info["records"] == len(rows)
 
 
 def _versions_info(out) -> dict:
@@ -251,7 +252,7 @@ def test_labels_past_max_labels_are_refused_in_one_line_and_the_flag_allows_them
     allowed = command("convert", *argv, "--max_labels", "40")
     assert allowed.returncode == 0, allowed.stderr
     info = _versions_info(out)
-    assert info["records"] == 40 and len(info["labels"]["names"]) == 40
+    assert info["records"] == 40 and info["labels"]["count"] == 40
 
 
 @pytest.mark.parametrize("runner", sorted(RUNNERS))

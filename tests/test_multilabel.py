@@ -21,7 +21,7 @@ from conftest import (
 
 from tfrecord_pipeline import load
 from tfrecord_pipeline.cli.main import main
-from tfrecord_pipeline.dataset.metadata import INFO_FILE, DatasetInfo
+from tfrecord_pipeline.dataset.metadata import INFO_FILE, LABELS_FILE, DatasetInfo
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,7 +68,7 @@ def test_records_hold_the_ids_and_texts_of_every_label_the_same_on_both_runners(
     assert version_files(local) == version_files(beam)
 
     info = json.loads((local / INFO_FILE).read_text())
-    names = info["labels"]["names"]
+    names = (local / LABELS_FILE).read_text().splitlines()
     assert info["list_features"] == ["image/class/label", "image/class/text"]
     wanted = {row["image_uri"]: sorted(set(row["label"])) for row in rows}
     for record in _records(local):
@@ -86,8 +86,7 @@ def test_records_hold_the_ids_and_texts_of_every_label_the_same_on_both_runners(
 def test_load_gives_multi_hot_vectors_and_ragged_features(tmp_path, tagged):
     manifest, rows = tagged
     _convert(manifest, tmp_path / "out", "--label_offset", "1")
-    info = json.loads((published(tmp_path / "out") / INFO_FILE).read_text())
-    names = info["labels"]["names"]
+    names = (published(tmp_path / "out") / LABELS_FILE).read_text().splitlines()
     dataset = load(str(tmp_path / "out"), batch_size=None, image_size=(32, 32), shuffle_buffer=0)
     features = load(
         str(tmp_path / "out"),
@@ -118,11 +117,13 @@ def test_a_refresh_keeps_the_records_and_converts_a_row_whose_labels_changed(tmp
     _convert(manifest, tmp_path / "full")
     full = json.loads((published(tmp_path / "full") / INFO_FILE).read_text())
     info = json.loads((refreshed / INFO_FILE).read_text())
-    assert info["labels"]["names"] == json.loads((first / INFO_FILE).read_text())["labels"][
-        "names"
-    ] + ["new"]  # ids inherited, the new label appended (a full run sorts it in)
-    old = {name: i for i, name in enumerate(full["labels"]["names"])}
-    new = {name: i for i, name in enumerate(info["labels"]["names"])}
+    names = [
+        (folder / LABELS_FILE).read_text().splitlines()
+        for folder in (first, refreshed, published(tmp_path / "full"))
+    ]
+    assert names[1] == [*names[0], "new"]  # ids inherited, the new label appended
+    old = {name: i for i, name in enumerate(names[2])}  # (a full run sorts it in)
+    new = {name: i for i, name in enumerate(names[1])}
     count = {new[name]: full["splits"]["train"]["label_counts"][str(i)] for name, i in old.items()}
     assert info["splits"]["train"]["label_counts"] == {str(k): v for k, v in sorted(count.items())}
     by_key = {r["image/source_id"].decode(): r for r in _records(refreshed)}
@@ -155,7 +156,7 @@ def test_the_sample_tags_convert_as_the_readme_says(tmp_path):
     shutil.copytree(ROOT / "sample", tmp_path / "sample")
     _convert(tmp_path / "sample" / "tags.jsonl", tmp_path / "out")
     info = json.loads((published(tmp_path / "out") / INFO_FILE).read_text())
-    assert info["records"] == 40 and len(info["labels"]["names"]) == 7
+    assert info["records"] == 40 and info["labels"]["count"] == 7
 
 
 def test_a_list_of_labels_without_multi_label_names_the_flag(tmp_path):

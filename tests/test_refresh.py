@@ -18,6 +18,7 @@ from conftest import (
 )
 
 from tfrecord_pipeline.config.options import ConvertOptions
+from tfrecord_pipeline.dataset.labels_file import label_names
 from tfrecord_pipeline.dataset.previous import Previous
 from tfrecord_pipeline.dataset.versions import resolve
 from tfrecord_pipeline.read.verify import verify
@@ -211,7 +212,7 @@ def test_label_ids_never_change_and_new_labels_are_appended_or_refused(tmp_path,
     root = tmp_path / "nightly"
     without_astronaut = [row for row in rows if row["label"] != "astronaut"]
     first = _convert(write_manifest(tmp_path / "a.csv", without_astronaut), root)
-    names = first.info.labels["names"]
+    names = label_names(first.folder, first.info)
     manifest = write_manifest(tmp_path / "b.csv", rows)  # "astronaut" sorts first
     argv = arguments(
         "--manifest {m} --output {root} --no_progress --incremental --freeze_labels"
@@ -222,11 +223,11 @@ def test_label_ids_never_change_and_new_labels_are_appended_or_refused(tmp_path,
     frozen = run(argv)
     assert frozen.info.errors_by_reason == {"unknown_label": 10}
     grown = _convert(manifest, root, "--incremental")
-    assert grown.info.labels["names"] == [*names, "astronaut"]
+    assert label_names(grown.folder, grown.info) == [*names, "astronaut"]
     by_key = {key: label for key, label, _ in _records(grown.folder)}
     assert all(by_key[key] == label for key, label, _ in _records(first.folder))
     full = _convert(manifest, root)  # a full conversion into the root inherits them too
-    assert full.info.labels["names"] == grown.info.labels["names"]
+    assert label_names(full.folder, full.info) == [*names, "astronaut"]
 
 
 def test_small_shards_are_compacted_after_refreshes(tmp_path, rows):

@@ -193,6 +193,7 @@ DAMAGE = {  # how a file besides the shards is damaged → what verify and the r
         f"{ERRORS_FILE}: size or CRC-32C differs from {INFO_FILE}",
     ),
     "labels.txt changed": ("labels.txt", b"x\n", f"labels.txt: differs from what {INFO_FILE}"),
+    "labels.txt gone": ("labels.txt", None, "labels.txt: missing"),
 }
 
 

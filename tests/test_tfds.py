@@ -17,7 +17,8 @@ from conftest import make_images, write_manifest
 import tfrecord_pipeline
 import tfrecord_pipeline.tfds  # registers the builder tfds.load finds by name
 from tfrecord_pipeline import load
-from tfrecord_pipeline.dataset.metadata import INFO_FILE
+from tfrecord_pipeline.dataset.labels_file import label_names
+from tfrecord_pipeline.dataset.metadata import INFO_FILE, LABELS_FILE
 from tfrecord_pipeline.dataset.rollback import rollback
 from tfrecord_pipeline.dataset.tfds_metadata import NAME, class_names, labels_file, tfds_files
 from tfrecord_pipeline.read.verify import verify
@@ -163,12 +164,13 @@ def test_what_tfds_cannot_name_or_read(tmp_path):
     rows = make_images(tmp_path, per_class=1)
     rows[0]["label"] = "(no label 0)"
     output, info = _convert(tmp_path, rows, "--label_offset", "2")
-    names = class_names(info)
+    names = class_names(info, label_names(str(output), info))
     assert names[:2] == ["(no label 0)_", "(no label 1)"] and len(set(names)) == len(names)
     builder = tfds.builder_from_directory(str(output))
     assert builder.info.features["image/class/label"].names == names
     for odd in ("_", "all"):
-        assert tfds_files(dataclasses.replace(info, splits={odd: info.splits["train"]})) == {}
+        odd_splits = dataclasses.replace(info, splits={odd: info.splits["train"]})
+        assert tfds_files(odd_splits, names) == {}
 
 
 def test_a_detection_dataset_reads_with_its_objects_and_named_classes(tmp_path):
@@ -178,7 +180,7 @@ def test_a_detection_dataset_reads_with_its_objects_and_named_classes(tmp_path):
         row["objects"] = [{"bbox": [0.1, 0.2, 0.5, 0.6], "label": row.pop("label")}] * (number % 3)
     folder, _ = _convert(tmp_path, rows)
     builder = tfds.builder_from_directory(str(folder))
-    names = json.loads((folder / INFO_FILE).read_text())["labels"]["names"]
+    names = (folder / LABELS_FILE).read_text().splitlines()
     labels = builder.info.features["image/object/class/label"].feature
     assert isinstance(labels, tfds.features.ClassLabel) and labels.names == names
     assert builder.info.supervised_keys is None  # a record has objects, not one label

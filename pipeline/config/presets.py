@@ -11,7 +11,7 @@ start at 1. Written from 0, one class becomes label -1 (resnet) or an all-zero o
 
 from typing import NamedTuple
 
-from tfrecord_pipeline.dataset.metadata import DatasetInfo
+from tfrecord_pipeline.dataset.metadata import DatasetInfo, label_count
 
 
 class Preset(NamedTuple):
@@ -53,11 +53,11 @@ def one_based_warning(info: DatasetInfo) -> str | None:
             f"{info.options['preset']}: {preset.reader} subtract 1 from image/class/label "
             f"and read them as -1 ({mend})"
         )
-    names = info.labels["names"] if info.labels["kind"] == "names" else []
-    if len(names) == _IMAGENET_CLASSES and set(info.splits) >= _IMAGENET_SPLITS:
+    classes = label_count(info.labels) if info.labels["kind"] == "names" else 0
+    if classes == _IMAGENET_CLASSES and set(info.splits) >= _IMAGENET_SPLITS:
         reader = PRESETS["tpu-imagenet"].reader
         return (
-            f"tfrecord-pipeline: warning: {len(names)} class names in train and validation "
+            f"tfrecord-pipeline: warning: {classes} class names in train and validation "
             f"with ids from 0: {reader} subtract 1 from image/class/label and read one "
             "class as -1 (for them, convert with --preset tpu-imagenet or --label_offset 1)"
         )

@@ -68,11 +68,11 @@ def cleaned_up_on_failure(target: publish.Target):
         raise
 
 
-def write_version_files(folder: str, info: DatasetInfo) -> bytes:
-    """The metadata and the files made from it (labels, TFDS's), each whole and on disk;
-    returns the metadata's bytes."""
+def write_version_files(folder: str, info: DatasetInfo, names: list[str]) -> bytes:
+    """The metadata and the files made from it and the label names (labels, TFDS's), each
+    whole and on disk; returns the metadata's bytes."""
     info_bytes = info.to_json().encode("utf-8")
-    for name, data in {**made_files(info), INFO_FILE: info_bytes}.items():
+    for name, data in {**made_files(info, names), INFO_FILE: info_bytes}.items():
         fileio.write_durably(fileio.join(folder, name), data)
     return info_bytes
 
@@ -125,7 +125,7 @@ def commit_dataset(config: CommitConfig, inputs: CommitInputs) -> DatasetInfo:
         clean_up(target.root, current, config.keep_versions)
         return info
     publish.finalise(target, staged_files(results, error_files))
-    info_bytes = write_version_files(target.folder, info)
+    info_bytes = write_version_files(target.folder, info, list(plan.labels.names))
     delete_folder(target.root, versions.STAGING, target.version)
     if info.failures:
         return info

@@ -8,9 +8,11 @@ two runs of the same conversion write the same bytes here too.
 """
 
 import dataclasses
+import hashlib
 import json
 from collections import Counter
 
+from tfrecord_pipeline.transforms.manifest.labels import LabelMap
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
 from tfrecord_pipeline.transforms.plan.refresh import RefreshCounts
 from tfrecord_pipeline.transforms.tfrecord.examples import feature_spec
@@ -18,7 +20,9 @@ from tfrecord_pipeline.transforms.write.error_files import ERRORS_DIR, ErrorCoun
 from tfrecord_pipeline.transforms.write.formats import ShardFormat
 from tfrecord_pipeline.transforms.write.shard_writer import ShardResult
 
-FORMAT_VERSION = 1
+# 2: label names in labels.txt only, described here by their count and the file's sha256;
+# 1 listed them here too (`labels.names`), and is still read (pipeline/dataset/labels_file.py).
+FORMAT_VERSION = 2
 INFO_FILE = "tfrecord_pipeline.json"
 LABELS_FILE = "labels.txt"
 
@@ -59,7 +63,7 @@ class DatasetInfo:
     features: dict[str, str]  # feature key → dtype
     # Keys of the features that are lists (tf.io.VarLenFeature); every other is one value.
     compression: str  # "gzip": TFRecord shards each one gzip stream
-    labels: dict  # {"kind": "names" | "integers", "offset": int, "names": [...]}
+    labels: dict  # labels_entry(): {"kind", "offset", and "count" + "sha256" or "names"}
     rows_in: int
     records: int
     errors: int
@@ -97,6 +101,23 @@ class DatasetInfo:
         }
         fields["error_files"] = [ErrorFileInfo(**f) for f in fields.get("error_files", ())]
         return cls(**fields)
+
+
+def labels_entry(labels: LabelMap) -> dict:
+    """The metadata's `labels`. Names are described by their count and the sha256 of the
+    `labels.txt` that holds them, so the metadata (read by every reader, refresh and rollback)
+    does not carry a vocabulary of up to --max_labels names. Integer ids stay listed (their
+    labels.txt is empty): short, as the `label_counts` keys beside them are."""
+    if labels.integers:
+        return {"kind": "integers", "offset": labels.offset, "names": list(labels.names)}
+    digest = hashlib.sha256(labels.to_text().encode("utf-8")).hexdigest()
+    return {"kind": "names", "offset": labels.offset, "count": len(labels.names), "sha256": digest}
+
+
+def label_count(labels: dict) -> int:
+    """How many names or ids the metadata's `labels` stand for (a format-1 version lists its
+    names)."""
+    return labels["count"] if "count" in labels else len(labels["names"])
 
 
 def _split_info(name: str, results: list[ShardResult], errors: int) -> SplitInfo:
@@ -162,11 +183,7 @@ def build_info(
         features=spec.dtypes,
         list_features=list(spec.lists),
         compression="gzip" if options.get("compression") == "gzip" else "none",
-        labels={
-            "kind": "integers" if plan.labels.integers else "names",
-            "offset": plan.labels.offset,
-            "names": list(plan.labels.names),
-        },
+        labels=labels_entry(plan.labels),
         rows_in=plan.row_count + errors_by_split.get("", 0),
         records=sum(r.records for r in results),
         errors=error_counts.total,

@@ -3,6 +3,7 @@ the records an `--incremental` run may reuse (pipeline/runners/refresh.py)."""
 
 from typing import NamedTuple
 
+from tfrecord_pipeline.dataset.labels_file import label_names
 from tfrecord_pipeline.dataset.metadata import DatasetInfo
 from tfrecord_pipeline.dataset.publish import Target
 from tfrecord_pipeline.dataset.versions import (
@@ -41,9 +42,10 @@ class Previous(NamedTuple):
     info: DatasetInfo
 
     def labels(self) -> LabelMap:
+        """Its label ids; DatasetError when its `labels.txt` is not what its metadata says."""
         labels = self.info.labels
         kind = labels["kind"] == "integers"
-        return LabelMap(tuple(labels["names"]), labels["offset"], kind)
+        return LabelMap(tuple(label_names(self.folder, self.info)), labels["offset"], kind)
 
 
 def previous_version(target: Target, label_offset: int) -> Previous | None:

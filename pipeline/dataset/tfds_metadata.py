@@ -51,13 +51,12 @@ def _sequence(feature: dict) -> dict:
     return {"pythonClassName": _FEATURES + "sequence_feature.Sequence", "sequence": sequence}
 
 
-def class_names(info: DatasetInfo) -> list[str] | None:
-    """The ClassLabel's name of every id from 0, or None when labels are integers (their ids
-    are the manifest's own: any int64, so no class count). TFDS numbers names from 0, each
-    once: ids below --label_offset get a name no label has."""
+def class_names(info: DatasetInfo, names: list[str]) -> list[str] | None:
+    """The ClassLabel's name of every id from 0, given the label names in id order, or None
+    when labels are integers (their ids are the manifest's own: any int64, so no class count).
+    TFDS numbers names from 0, each once: ids below --label_offset get a name no label has."""
     if info.labels["kind"] != "names":
         return None
-    names = info.labels["names"]
     taken, unused = set(names), []
     for label_id in range(info.labels["offset"]):
         name = f"(no label {label_id})"
@@ -108,11 +107,12 @@ def _json(value: dict) -> bytes:
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False).encode("utf-8")
 
 
-def tfds_files(info: DatasetInfo) -> dict[str, bytes]:
-    """Relative path → bytes of TFDS's files for this dataset; none when TFDS cannot read it."""
+def tfds_files(info: DatasetInfo, label_names: list[str]) -> dict[str, bytes]:
+    """Relative path → bytes of TFDS's files for this dataset, whose label names (in id order)
+    are `label_names`; none when TFDS cannot read it."""
     if not readable_by_tfds(info):
         return {}
-    names = class_names(info)
+    names = class_names(info, label_names)
     features = {key: _feature(key, dtype, info, names) for key, dtype in info.features.items()}
     splits = [
         {

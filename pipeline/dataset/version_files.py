@@ -1,33 +1,37 @@
 """A version's files besides its shards, and what each must be: those made from its metadata
-(`labels.txt`, TFDS's files), which the commit writes and which must hold exactly the bytes
-the metadata makes, and the errors files its metadata lists with their row counts. `verify`
-checks them so (pipeline/read/verify.py), and a rollback refuses a version that fails the same
-check (pipeline/dataset/rollback.py): one check, so a rollback publishes nothing verify refuses.
+and label names (`labels.txt`, TFDS's files), which the commit writes and which must hold
+exactly the bytes they make, and the errors files its metadata lists with their sizes and
+CRC-32C. `verify` checks them so (pipeline/read/verify.py), and a rollback refuses a version
+that fails the same check (pipeline/dataset/rollback.py): one check, so a rollback publishes
+nothing verify refuses.
 
-The metadata names the made files with no size or checksum, and needs not: their bytes follow
-from it (a byte compare is the stronger check). An errors file is named with its size and
-CRC-32C, checked as a shard's (on Cloud Storage, without a byte read). A rows file
-(ShardInfo.rows) is not checked: a refresh, its only reader, reconverts a shard whose rows file
-is damaged or gone.
+The metadata names none of the made files with a size or checksum but `labels.txt` (its
+sha256: the names are not in the metadata, pipeline/dataset/labels_file.py), and needs not: the
+other made files' bytes follow from the metadata and the names (a byte compare is the stronger
+check). An errors file is named with its size and CRC-32C, checked as a shard's (on Cloud
+Storage, without a byte read). A rows file (ShardInfo.rows) is not checked: a refresh, its only
+reader, reconverts a shard whose rows file is damaged or gone.
 """
 
+from tfrecord_pipeline.dataset.labels_file import labels_file_names
 from tfrecord_pipeline.dataset.metadata import INFO_FILE, LABELS_FILE, DatasetInfo, ErrorFileInfo
 from tfrecord_pipeline.dataset.shard_check import check_files
 from tfrecord_pipeline.dataset.tfds_metadata import tfds_files
 from tfrecord_pipeline.transforms.storage import fileio
 
 
-def labels_text(info: DatasetInfo) -> str:
+def labels_text(info: DatasetInfo, names: list[str]) -> str:
     """The `labels.txt` body: a label name a line, in id order; empty when labels are
     integers (their ids are their own)."""
     if info.labels["kind"] == "integers":
         return ""
-    return "".join(f"{name}\n" for name in info.labels["names"])
+    return "".join(f"{name}\n" for name in names)
 
 
-def made_files(info: DatasetInfo) -> dict[str, bytes]:
-    """Relative path → bytes of every file of a version made from its metadata alone."""
-    return {LABELS_FILE: labels_text(info).encode("utf-8"), **tfds_files(info)}
+def made_files(info: DatasetInfo, names: list[str]) -> dict[str, bytes]:
+    """Relative path → bytes of every file of a version made from its metadata and its label
+    names (or integer ids)."""
+    return {LABELS_FILE: labels_text(info, names).encode("utf-8"), **tfds_files(info, names)}
 
 
 def check_file(folder: str, name: str, expected: bytes, difference: str) -> list[str]:
@@ -67,11 +71,16 @@ def check_error_file(folder: str, listed: ErrorFileInfo) -> list[str]:
 
 def version_file_problems(folder: str, info: DatasetInfo) -> list[str]:
     """Problems with the files of the version in `folder` besides its shards, each led by the
-    file's name: the made files against the bytes `info` makes, the errors files against
-    their rows. A version committed before the commit wrote TFDS's files has problems here:
-    TFDS would not read it as it is."""
-    problems = []
-    for name, data in made_files(info).items():
+    file's name: `labels.txt` against the count and sha256 in `info`, the made files against
+    the bytes `info` and the names make (not when the names cannot be read: TFDS's files are
+    made from them), the errors files as `check_error_file` does. A version committed before the
+    commit wrote TFDS's files has problems here: TFDS would not read it as it is."""
+    problems, names = [], info.labels.get("names")
+    if names is None:
+        names, problem = labels_file_names(folder, info.labels)
+        problems += [f"{LABELS_FILE}: {problem}"] if problem else []
+    made = {} if problems else made_files(info, names)
+    for name, data in made.items():
         problems += check_file(folder, name, data, f"differs from what {INFO_FILE} describes")
     for listed in info.error_files:
         problems += check_error_file(folder, listed)

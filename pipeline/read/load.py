@@ -7,6 +7,7 @@ only, when `load` runs; the conversion path never imports this module.
 
 import json
 
+from tfrecord_pipeline.dataset.metadata import label_count
 from tfrecord_pipeline.dataset.versions import DatasetError, resolve
 from tfrecord_pipeline.read.extras import optional_import
 from tfrecord_pipeline.transforms.tfrecord.examples import LABEL_KEY, OBJECT_LABEL_KEY
@@ -70,7 +71,7 @@ def num_classes(info: dict) -> int:
     """How long a multi-hot vector of the dataset's labels is: the largest label id + 1."""
     labels = info["labels"]
     if labels["kind"] == "names":
-        return labels["offset"] + len(labels["names"])
+        return labels["offset"] + label_count(labels)
     ids = [int(name) for name in labels["names"]]
     if ids and (min(ids) < 0 or max(ids) >= 1 << 20):
         raise ValueError(

@@ -9,6 +9,7 @@ width of the window.
 import html
 from collections import Counter
 
+from tfrecord_pipeline.dataset.labels_file import label_names
 from tfrecord_pipeline.dataset.metadata import DatasetInfo
 from tfrecord_pipeline.read.reader import examples, open_dataset, out_extension, write_out
 
@@ -70,7 +71,7 @@ def _sizes(output: str, info: DatasetInfo) -> Counter:
 
 
 def report(output: str, info: DatasetInfo) -> str:
-    names = info.labels["names"]
+    names = label_names(output, info)
     offset = info.labels["offset"]
     labels: Counter = Counter()
     for split in info.splits.values():
