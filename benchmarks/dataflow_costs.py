@@ -33,10 +33,9 @@ from tfrecord_pipeline.transforms.plan.dataset import (
     LabelSource,
     PlanAccumulator,
     PlanConfig,
-    ShardCounts,
     decide_plan,
 )
-from tfrecord_pipeline.transforms.plan.sharding import DEFAULT_TARGET_SHARD_MB, ShardId
+from tfrecord_pipeline.transforms.plan.sharding import DEFAULT_TARGET_SHARD_MB, ShardCounts, ShardId
 from tfrecord_pipeline.transforms.write.shard_writer import WriteConfig, write_shard
 
 HERE = Path(__file__).resolve().parent

@@ -38,7 +38,8 @@ from pathlib import Path
 LAUNCH_BODY = Path(__file__).with_name("nightly_launch.json")
 # The command's exit statuses (docs/guarantees.md) that Airflow retries: a fault (3), a race
 # lost to another publication (4), an interrupted run (130), a process killed by a signal (< 0).
-# Any other failure (1: quality gates, 2: a mistake in the input) fails without a retry.
+# Any other failure (1: quality gates, 2: a mistake in the input, 70: a bug) fails without a
+# retry.
 RETRIED = frozenset({3, 4, 130})
 
 

@@ -5,6 +5,8 @@ end to end: test_cli.py)."""
 import pytest
 
 from tfrecord_pipeline.config.arguments import parse_args
+from tfrecord_pipeline.config.flags import FLAGS
+from tfrecord_pipeline.config.values import FLOAT
 from tfrecord_pipeline.transforms.errors import UserError
 
 NEEDED = ["--manifest", "a.csv", "b.jsonl", "--output", "out"]
@@ -51,3 +53,12 @@ def test_each_mistake_is_a_user_error(argv, says):
     with pytest.raises(UserError) as raised:
         parse_args(argv)
     assert says in str(raised.value) and "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("flag", [flag.name for flag in FLAGS if flag.parse is FLOAT])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "x"])
+def test_a_number_flag_takes_only_a_finite_number(flag, value):
+    """`--max_metadata_mb nan` (and --max_decode_mb, --max_file_mb) got past the parser and
+    ended in a traceback where the size in bytes was made."""
+    with pytest.raises(UserError, match=f"argument {flag}: expected a finite number"):
+        parse_args([*NEEDED, f"{flag}={value}"])

@@ -90,6 +90,10 @@ def test_a_wrong_value_stops_the_run_before_any_work(tmp_path):
     options = ConvertOptions(manifest=["m.csv"], output=str(tmp_path / "out"), channels=2)
     with pytest.raises(UserError, match="--channels must be 1 or 3"):
         prepare(options)
+    # 100,000 processes were forked, for longer than any conversion would take.
+    many = ConvertOptions(manifest=["m.csv"], output=str(tmp_path / "out"), processes=100_000)
+    with pytest.raises(UserError, match="--processes must be 0 \\(automatic\\) to 1,024"):
+        prepare(many)
     missing = ConvertOptions(manifest=["m.csv"], output=str(tmp_path / "out"), label_map="none")
     with pytest.raises(UserError, match="--label_map: cannot read none"):
         prepare(missing)

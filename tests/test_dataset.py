@@ -9,12 +9,12 @@ from tfrecord_pipeline.transforms.plan.dataset import (
     LabelSource,
     PlanAccumulator,
     PlanConfig,
-    ShardCounts,
     make_plan,
-    parse_shard_counts,
 )
 from tfrecord_pipeline.transforms.plan.sharding import (
     MAX_PIECES,
+    ShardCounts,
+    parse_shard_counts,
 )
 
 
@@ -75,7 +75,7 @@ def test_plan_does_not_depend_on_bundle_boundaries():
     assert one.stats() == merged.stats()
 
 
-@pytest.mark.parametrize("text", ["0", "x", "train=0", "Train=2", "100000"])
+@pytest.mark.parametrize("text", ["0", "x", "train=0", "Train=2", "100000", f"{'s' * 65}=2"])
 def test_bad_shard_counts(text):
     with pytest.raises(UserError):
         parse_shard_counts(text)
@@ -94,12 +94,27 @@ def test_labels_past_the_limit_are_refused_as_counted_and_never_held():
         halves[0].merge(halves[1])
 
 
+def test_tags_and_objects_categories_are_not_taken_for_labels_one_a_row():
+    """600 rows of 3 tags over 1,201 names, and a COCO file's declared categories (LVIS has
+    hundreds of a few objects each), were refused as 'nearly one a row'."""
+    tagged = PlanAccumulator()
+    for index in range(600):
+        tags = tuple(f"tag{(3 * index + n) % 1_201}" for n in range(3))
+        tagged.add(manifest_row(f"x/{index}")._replace(label=tags))
+    assert len(make_plan(tagged.stats(), _config(ShardCounts(1), 1.0), len).labels.names) == 1_201
+    single = PlanAccumulator()
+    for index in range(1_100):
+        single.add(manifest_row(f"id{index}/{index}"))
+    detection = _config(ShardCounts(1), 1.0)._replace(detection=True)
+    assert len(make_plan(single.stats(), detection, len).labels.names) == 1_100
+
+
 def test_labels_nearly_one_a_row_are_refused_unless_max_labels_is_given():
     accumulator = PlanAccumulator()
     for index in range(1_100):  # 1,001 labels in 1,100 rows: 91% of rows their own
         accumulator.add(manifest_row(f"id{min(index, 1_000)}/{index}"))
     stats = accumulator.stats()
-    with pytest.raises(UserError, match="has 1,001 distinct labels in 1,100 rows, nearly one"):
+    with pytest.raises(UserError, match="has 1,001 distinct labels in 1,100 given, nearly one"):
         make_plan(stats, _config(ShardCounts(1), 1.0), lambda uri: 0)
     allowed = make_plan(stats, _config(ShardCounts(1), 1.0)._replace(max_labels=2_000), len)
     assert len(allowed.labels.names) == 1_001

@@ -33,6 +33,7 @@ from conftest import (
 )
 
 from tfrecord_pipeline.cli.main import (
+    EXIT_BUG,
     EXIT_FAULT,
     EXIT_INTERRUPTED,
     EXIT_SUPERSEDED,
@@ -644,6 +645,26 @@ def test_retention_deletes_old_versions_only_after_publishing_and_readers_keep_t
     # ... and reads the rest of it after a newer one was published.
     assert first and 1 + sum(1 for _ in reading) == info.splits["train"].examples
     assert verify(str(folder)) == (8, [])
+
+
+def test_the_command_exits_70_on_a_bug_never_1_which_is_the_gates(tmp_path):
+    """A bug made the command exit 1 with Python's traceback: the nightly DAG reads 1 as a
+    version the quality gates kept from publishing. The traceback stays; the status is 70."""
+    bugged = (
+        "import tfrecord_pipeline.cli.main as command\n"
+        "def bug(*_):\n"
+        "    raise ZeroDivisionError('a bug')\n"
+        "command.convert_prepared = bug\n"
+        "command.entry_point()\n"
+    )
+    manifest = write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
+    argv = ["convert", "--manifest", str(manifest), "--output", str(tmp_path / "o")]
+    done = subprocess.run(
+        [sys.executable, "-c", bugged, *argv], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == EXIT_BUG == 70
+    assert "ZeroDivisionError: a bug" in done.stderr
+    assert done.stderr.splitlines()[-1].startswith("tfrecord-pipeline: internal error: a bug")
 
 
 def test_a_bug_keeps_its_traceback(tmp_path, monkeypatch):

@@ -265,7 +265,7 @@ def test_labels_one_a_row_are_refused_and_a_label_longer_than_a_name_is_an_error
     done = command("convert", *argv)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith(
-        "tfrecord-pipeline: error: column 'label' has 1,001 distinct labels in 1,001 rows, "
+        "tfrecord-pipeline: error: column 'label' has 1,001 distinct labels in 1,001 given, "
         "nearly one a row: a label names a class; is it an id or caption column? --max_labels N"
     )
     assert not (out / "versions").exists() or not list(out.glob("versions/*/*.tfrecord"))

@@ -85,6 +85,8 @@ DAMAGES = {
     "a list": lambda text: "[]",
     "no splits": lambda text: json.dumps({**json.loads(text), "splits": None}),
     "options a list": lambda text: json.dumps({**json.loads(text), "options": []}),
+    "a folder": None,
+    "missing": None,
 }
 
 
@@ -100,7 +102,12 @@ def test_an_older_versions_damaged_metadata_leaves_its_key_unknown_and_the_night
     assert main([*argv, "--run_key", "night-1"]) == 0
     assert main([*argv, "--run_key", "night-2"]) == 0
     old = Path(root, VERSIONS, _versions(root)[0], "tfrecord_pipeline.json")
-    old.write_bytes(DAMAGES[damage](old.read_text()).encode("utf-8", "surrogateescape"))
+    old_text = old.read_text()
+    old.unlink()
+    if damage == "a folder":
+        old.mkdir()
+    elif damage != "missing":
+        old.write_bytes(DAMAGES[damage](old_text).encode("utf-8", "surrogateescape"))
     capsys.readouterr()
     assert main([*argv, "--run_key", "night-2"]) == 0  # found before the damaged one
     assert "published already" in capsys.readouterr().err

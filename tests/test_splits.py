@@ -6,7 +6,11 @@ from collections import Counter
 import pytest
 
 from tfrecord_pipeline.transforms.errors import Reason, RowError, UserError
-from tfrecord_pipeline.transforms.manifest.splits import assign_split, parse_split_spec
+from tfrecord_pipeline.transforms.manifest.splits import (
+    assign_split,
+    check_split_name,
+    parse_split_spec,
+)
 
 
 def test_split_assignment_is_stable_and_follows_fractions():
@@ -44,3 +48,12 @@ def test_a_split_name_is_at_most_64_characters_in_a_row_and_in_the_spec():
     assert parse_split_spec(f"{'v' * 64}=1").names == ("v" * 64,)
     with pytest.raises(UserError, match="at most 64 characters"):
         parse_split_spec(f"train=0.5,{'v' * 65}=0.5")
+
+
+def test_a_split_name_is_the_whole_text_a_final_line_break_included():
+    """`$` matched before a final line break: `--split 'train=0.5,val\\n=0.5'` wrote a shard
+    named `val\\n-00000-of-00001.tfrecord`."""
+    with pytest.raises(UserError):
+        parse_split_spec("train=0.5,val\n=0.5")
+    with pytest.raises(RowError):
+        check_split_name("val\n")

@@ -6,7 +6,8 @@ device failed, a shard-writer process was killed, Google Cloud refused (quota, 4
 The command prints a fault as one line that names the cause and what to do, and exits with
 status 3; the traceback goes to a log file, or with --debug to stderr. Missing Google credentials
 are no fault but the user's to set up: one line too, exit status 2. Any other exception is a
-bug, and keeps its traceback.
+bug, and keeps its traceback; the command exits with a status of its own (70), never Python's
+1, which a scheduler would read as a version the quality gates kept from publishing.
 """
 
 import errno
@@ -14,7 +15,7 @@ import os
 import sys
 import tempfile
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from tfrecord_pipeline.transforms.errors import FaultError, beams_original
 from tfrecord_pipeline.transforms.storage import fileio
@@ -121,3 +122,17 @@ def report_fault(fault: FaultError, error: BaseException, debug: bool) -> str:
     except OSError:  # the temporary folder's disk may be the full one
         return f"{line} (rerun with --debug for the traceback)"
     return f"{line} (traceback in {log.name})"
+
+
+def bug_reported(command: Callable[[], int], status: int) -> int:
+    """`command`'s exit status; a bug it raises printed with its traceback, then `status`."""
+    try:
+        return command()
+    except Exception:  # noqa: BLE001 - anything main() lets out is a bug
+        traceback.print_exc()
+        print(
+            "tfrecord-pipeline: internal error: a bug, not your input; please report it with the"
+            " traceback above",
+            file=sys.stderr,
+        )
+        return status

@@ -17,7 +17,7 @@ from tfrecord_pipeline.config.presets import PRESETS, one_based_warning
 from tfrecord_pipeline.dataset.metadata import DatasetInfo
 from tfrecord_pipeline.transforms.errors import Reason
 from tfrecord_pipeline.transforms.manifest.splits import parse_split_spec
-from tfrecord_pipeline.transforms.plan.dataset import parse_shard_counts
+from tfrecord_pipeline.transforms.plan.sharding import parse_shard_counts
 from tfrecord_pipeline.transforms.storage import fileio
 
 # Missing files whose paths are checked against the current folder: a sample, so a manifest of

@@ -10,7 +10,7 @@ import logging
 import os
 import sys
 
-from tfrecord_pipeline.cli.faults import as_fault, missing_credentials, report_fault
+from tfrecord_pipeline.cli.faults import as_fault, bug_reported, missing_credentials, report_fault
 from tfrecord_pipeline.cli.help import OVERVIEW, convert_help
 from tfrecord_pipeline.cli.hints import closing_lines
 from tfrecord_pipeline.cli.job import counters, job_line
@@ -31,6 +31,7 @@ EXIT_FAILED_GATES = 1  # converted but not published (quality gates); verify fou
 EXIT_USER_ERROR = 2  # a usage or input mistake: a bad flag, manifest or --output
 EXIT_FAULT = 3  # a fault the run could not survive (full disk, a writer killed, ...): rerun
 EXIT_SUPERSEDED = 4  # another run published a version of the same dataset first
+EXIT_BUG = 70  # a bug, its traceback printed (sysexits' EX_SOFTWARE): never 1, the gates' status
 EXIT_INTERRUPTED = 130  # as a shell reports a command stopped by Ctrl-C (128 + SIGINT)
 
 
@@ -69,8 +70,7 @@ def _faults_reported(command, debug: bool) -> int:
 
 
 def _on_dataflow(conversion: Conversion) -> int:
-    """Submit the job and print its console URL and the version it publishes; with --wait,
-    wait for it and report."""
+    """Submit the job, print its console URL and the version it publishes; --wait: report."""
     from apache_beam.runners.dataflow.dataflow_runner import DataflowRuntimeException
 
     from tfrecord_pipeline.runners.beam_pipeline import launch
@@ -237,7 +237,7 @@ def entry_point() -> None:
     keep exit handlers of their own, so with either loaded the process ends the usual way.
     """
     fork_workers()
-    code = main()
+    code = bug_reported(main, EXIT_BUG)
     if any(library in sys.modules for library in ("apache_beam", "tensorflow")):
         sys.exit(code)
     logging.shutdown()

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from tfrecord_pipeline.config.options import ConvertOptions
 from tfrecord_pipeline.config.presets import PRESETS
-from tfrecord_pipeline.config.runner_choice import Runner, describe, resolve
+from tfrecord_pipeline.config.runner_choice import MAX_PROCESSES, Runner, describe, resolve
 from tfrecord_pipeline.dataset.commit import CommitConfig
 from tfrecord_pipeline.dataset.publish import Target
 from tfrecord_pipeline.transforms.errors import UserError
@@ -23,7 +23,8 @@ from tfrecord_pipeline.transforms.manifest.sources import (
     check_manifests,
     detection_config,
 )
-from tfrecord_pipeline.transforms.plan.dataset import LabelSource, PlanConfig, ShardCounts
+from tfrecord_pipeline.transforms.plan.dataset import LabelSource, PlanConfig
+from tfrecord_pipeline.transforms.plan.sharding import ShardCounts
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.write.formats import FILE_FORMATS
 from tfrecord_pipeline.transforms.write.shard_writer import WriteConfig
@@ -147,7 +148,10 @@ def _check_values(options: ConvertOptions) -> None:
         (options.max_metadata_mb > 0, "--max_metadata_mb must be positive"),
         (options.threads >= 0, "--threads must be 0 (automatic) or more"),
         (0 <= options.read_latency_ms <= 1000, "--read_latency_ms must be in [0, 1000]"),
-        (options.processes >= 0, "--processes must be 0 (automatic) or more"),
+        (
+            0 <= options.processes <= MAX_PROCESSES,
+            f"--processes must be 0 (automatic) to {MAX_PROCESSES:,}",
+        ),
         (options.keep_versions >= 0, "--keep_versions must be 0 (keep all) or more"),
         (0 < options.max_record_mb <= 1024, "--max_record_mb must be in (0, 1024]"),
         (options.max_file_bytes > 0, "--max_file_mb must be positive"),

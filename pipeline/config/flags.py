@@ -2,27 +2,14 @@
 docs' options page (pipeline/cli/help.py `markdown_table`) are all made from it. Adding a flag is
 one entry in FLAGS, in its group, plus its field, with the default, in `ConvertOptions`."""
 
-import argparse
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from tfrecord_pipeline.config.presets import PRESETS
+from tfrecord_pipeline.config.values import FLOAT, INT, SWITCH
 from tfrecord_pipeline.transforms.image.config import ENCODINGS, RESAMPLE_FILTERS, VALIDATE_MODES
 from tfrecord_pipeline.transforms.manifest.rows import FEATURE_TYPES
 from tfrecord_pipeline.transforms.write.formats import FILE_FORMATS
-
-
-def _switch(text: str) -> bool:
-    if text.lower() in ("true", "1", "yes"):
-        return True
-    if text.lower() in ("false", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
-# `--flag`, or `--flag=true|false` as Flex Template launchers pass every parameter.
-SWITCH = {"nargs": "?", "const": True, "type": _switch, "metavar": "true|false"}
-INT, FLOAT = {"type": int}, {"type": float}
 
 
 class Flag(NamedTuple):

@@ -12,8 +12,11 @@ from tfrecord_pipeline.transforms.image.config import ImageConfig
 from tfrecord_pipeline.transforms.manifest.labels import LabelMap, parse_label_map
 from tfrecord_pipeline.transforms.manifest.rows import FEATURE_TYPES, ReadConfig
 from tfrecord_pipeline.transforms.manifest.splits import parse_split_spec
-from tfrecord_pipeline.transforms.plan.dataset import ShardCounts, parse_shard_counts
-from tfrecord_pipeline.transforms.plan.sharding import DEFAULT_TARGET_SHARD_MB
+from tfrecord_pipeline.transforms.plan.sharding import (
+    DEFAULT_TARGET_SHARD_MB,
+    ShardCounts,
+    parse_shard_counts,
+)
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.tfrecord.examples import IMAGE_FEATURES, RAW_KEY
 from tfrecord_pipeline.transforms.tfrecord.records import MAX_RECORD_BYTES

@@ -193,6 +193,11 @@ def _is_a(runner, module: str, name: str) -> bool:
     return loaded is not None and isinstance(runner, getattr(loaded, name))
 
 
+# The most `--processes`: past any machine's cores (the largest have a few hundred), where more
+# processes only add memory; 100,000 forks took longer than converting ever would.
+MAX_PROCESSES = 1024
+
+
 def local_processes(requested: int) -> int:
     """Shards written at once on this machine: `--processes`, or when that is 0, one per core."""
     return requested or available_cores()

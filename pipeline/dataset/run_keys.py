@@ -35,7 +35,7 @@ from tfrecord_pipeline.dataset import history
 from tfrecord_pipeline.dataset.commit import read_info
 from tfrecord_pipeline.dataset.metadata import INFO_FILE, DatasetInfo
 from tfrecord_pipeline.dataset.publish import Target
-from tfrecord_pipeline.dataset.versions import VERSIONS
+from tfrecord_pipeline.dataset.versions import MARKER, VERSIONS
 from tfrecord_pipeline.transforms.storage import fileio
 
 # What a metadata file that is not one raises as it is read: JSON's errors and bytes that are
@@ -57,9 +57,13 @@ def published_before(target: Target, key: str | None) -> tuple[DatasetInfo, str]
         try:
             info = read_info(folder)
             found = info.options.get("run_key")
-        except fileio.MISSING:  # deleted by another run's --keep_versions since the listing
+        except fileio.MISSING:  # deleted by another run's --keep_versions since the listing?
+            if fileio.exists(fileio.join(folder, MARKER)):  # no: by hand
+                unreadable.append(f"{version} (missing)")
             continue
-        except DAMAGED as error:
+        except fileio.UNAVAILABLE:
+            raise  # the store's failure, not the file's: a fault
+        except (*DAMAGED, *fileio.READ_ERRORS) as error:
             unreadable.append(f"{version} ({type(error).__name__})")
             continue
         if found == key:

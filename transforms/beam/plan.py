@@ -19,12 +19,11 @@ from tfrecord_pipeline.transforms.plan.dataset import (
     PlanAccumulator,
     PlanConfig,
     PlanStats,
-    ShardCounts,
     decide_plan,
 )
 from tfrecord_pipeline.transforms.plan.dedup import content_digest, keep_first
 from tfrecord_pipeline.transforms.plan.grouping import group_by_shard
-from tfrecord_pipeline.transforms.plan.sharding import piece_of
+from tfrecord_pipeline.transforms.plan.sharding import ShardCounts, piece_of
 from tfrecord_pipeline.transforms.progress import SILENT, Progress
 
 

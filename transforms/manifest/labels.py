@@ -108,14 +108,15 @@ def check_label_count(labels: Collection[str], limit: int) -> None:
         )
 
 
-def check_vocabulary(distinct: int, rows: int, max_labels: int | None) -> None:
+def check_vocabulary(distinct: int, given: int, max_labels: int | None) -> None:
     """UserError, unless `--max_labels` was given, when over ONE_A_ROW_FROM labels are nearly
-    one a row (over 9 in 10 rows have a label of their own)."""
-    if max_labels is None and distinct > ONE_A_ROW_FROM and distinct * 10 > rows * 9:
+    one a row: over 9 in 10 of the `given` labels (a row's one, or each of its --multi_label
+    ones) are of their own."""
+    if max_labels is None and distinct > ONE_A_ROW_FROM and distinct * 10 > given * 9:
         raise UserError(
-            f"column 'label' has {distinct:,} distinct labels in {rows:,} rows, nearly one a "
-            "row: a label names a class; is it an id or caption column? --max_labels N allows "
-            "it (docs/inputs.md#how-many-labels)"
+            f"column 'label' has {distinct:,} distinct labels in {given:,} given, nearly one "
+            "a row: a label names a class; is it an id or caption column? --max_labels N "
+            "allows it (docs/inputs.md#how-many-labels)"
         )
 
 

@@ -11,7 +11,7 @@ DEFAULT_SPLIT = "train"
 # format suffix, a random suffix, `.rows`): 64 keeps every name far below the 255 bytes a file
 # name may have, and is longer than any split name a dataset uses.
 MAX_SPLIT_NAME = 64
-_SPLIT_NAME = re.compile(rf"^[a-z0-9_]{{1,{MAX_SPLIT_NAME}}}$")
+_SPLIT_NAME = re.compile(rf"[a-z0-9_]{{1,{MAX_SPLIT_NAME}}}")
 SPLIT_RULE = f"[a-z0-9_], at most {MAX_SPLIT_NAME} characters"
 
 
@@ -27,7 +27,7 @@ def parse_split_spec(text: str) -> SplitSpec:
     names, bounds, total = [], [], 0.0
     for part in text.split(","):
         name, sep, fraction = part.strip().partition("=")
-        if not sep or not _SPLIT_NAME.match(name):
+        if not sep or not is_split_name(name):
             raise UserError(
                 f"--split: expected name=fraction pairs like train=0.9, names {SPLIT_RULE};"
                 f" got {_shown(part)}"
@@ -47,9 +47,14 @@ def parse_split_spec(text: str) -> SplitSpec:
     return SplitSpec(tuple(names), tuple(bounds))
 
 
+def is_split_name(name: str) -> bool:
+    """Whether `name` is a split's: the whole of it (a final line break too: `$` would allow it)."""
+    return _SPLIT_NAME.fullmatch(name) is not None
+
+
 def check_split_name(name: str) -> str:
     """A split from a manifest must be usable in a file name."""
-    if not _SPLIT_NAME.match(name):
+    if not is_split_name(name):
         raise RowError(Reason.BAD_SPLIT, f"split {_shown(name)} must be {SPLIT_RULE}")
     return name
 

@@ -8,11 +8,9 @@ same on every run.
 
 import functools
 import heapq
-import re
 from collections.abc import Callable
 from typing import NamedTuple
 
-from tfrecord_pipeline.transforms.errors import UserError
 from tfrecord_pipeline.transforms.image.files import stored_size
 from tfrecord_pipeline.transforms.keys import SHARD_SALT, key_hash
 from tfrecord_pipeline.transforms.manifest.labels import (
@@ -24,44 +22,9 @@ from tfrecord_pipeline.transforms.manifest.labels import (
     label_map_from_labels,
 )
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, manifest_number, row_labels
-from tfrecord_pipeline.transforms.plan.sharding import (
-    MAX_SHARDS,
-    pieces_for,
-    shards_for_bytes,
-)
+from tfrecord_pipeline.transforms.plan.sharding import ShardCounts, pieces_for, shards_for_bytes
 
 SAMPLE_SIZE = 64
-
-
-class ShardCounts(NamedTuple):
-    """`--num_shards`: one count for every split, counts per split, or neither (size-based)."""
-
-    every_split: int | None = None
-    per_split: tuple[tuple[str, int], ...] = ()
-
-    def for_split(self, split: str) -> int | None:
-        return dict(self.per_split).get(split, self.every_split)
-
-
-def parse_shard_counts(text: str | None) -> ShardCounts:
-    """`8` or `train=64,validation=8`."""
-    if not text:
-        return ShardCounts()
-    try:
-        if "=" not in text:
-            counts = ShardCounts(every_split=int(text))
-            values = [counts.every_split]
-        else:
-            pairs = [part.split("=") for part in text.split(",")]
-            counts = ShardCounts(per_split=tuple((name.strip(), int(n)) for name, n in pairs))
-            values = [n for _, n in counts.per_split]
-    except ValueError:
-        raise UserError(f"--num_shards: expected N or split=N,... got {text!r}") from None
-    if not all(1 <= n <= MAX_SHARDS for n in values):
-        raise UserError(f"--num_shards: counts must be between 1 and {MAX_SHARDS}")
-    if any(not re.match(r"^[a-z0-9_]+$", name) for name, _ in counts.per_split):
-        raise UserError(f"--num_shards: bad split name in {text!r}")
-    return counts
 
 
 class PlanStats(NamedTuple):
@@ -74,6 +37,7 @@ class PlanStats(NamedTuple):
     # A named label id's name (a COCO category's) as the first manifest naming it gives it:
     # (label, (manifest number, name)), sorted.
     label_names: tuple[tuple[str, tuple[int, str]], ...] = ()
+    labels_given: int = 0  # labels the rows give, repeats counted: a row's one, or several
 
 
 class PlanAccumulator:
@@ -92,13 +56,16 @@ class PlanAccumulator:
         self.max_labels = max_labels or MAX_LABELS  # `--max_labels`
         self.label_names: dict[str, tuple[int, str]] = {}
         self.rows: dict[str, int] = {}
+        self.labels_given = 0
         self.samples: dict[str, list] = {}  # split → heap of (-shard hash, image uri)
         self._counts = counts or ShardCounts()
         self._sample_every_split = sample_every_split
         self._sized: dict[str, bool] = {}  # split → whether its rows are sampled
 
     def add(self, row: ManifestRow) -> "PlanAccumulator":
-        self.labels.update(row_labels(row))
+        labels = row_labels(row)
+        self.labels.update(labels)
+        self.labels_given += len(labels)
         check_label_count(self.labels, self.max_labels)
         if row.objects:
             number = manifest_number(row)
@@ -126,6 +93,7 @@ class PlanAccumulator:
 
     def merge(self, other: "PlanAccumulator") -> "PlanAccumulator":
         self.labels |= other.labels
+        self.labels_given += other.labels_given
         check_label_count(self.labels, self.max_labels)
         for label, named in other.label_names.items():
             self._name(label, named)
@@ -154,6 +122,7 @@ class PlanAccumulator:
             tuple(sorted(self.rows.items())),
             tuple(sorted(samples)),
             tuple(sorted(self.label_names.items())),
+            self.labels_given,
         )
 
 
@@ -205,8 +174,10 @@ class PlanConfig(NamedTuple):
 def make_plan(stats: PlanStats, config: PlanConfig, size_of: Callable[[str], int]) -> DatasetPlan:
     """Label ids, shard counts, and the pieces of shards that `--num_shards` makes larger than
     `config.target_shard_mb`; `size_of` is only called for sampled rows. Labels nearly one a
-    row are a UserError (`check_vocabulary`)."""
-    check_vocabulary(len(stats.labels), sum(rows for _, rows in stats.rows), config.max_labels)
+    row are a UserError (`check_vocabulary`), but objects' categories, which a COCO file
+    declares: a class of a few objects there is the dataset's own (LVIS has hundreds)."""
+    if not config.detection:
+        check_vocabulary(len(stats.labels), stats.labels_given, config.max_labels)
     labels = config.labels.label_map(stats.labels)
     samples = dict(stats.samples)
     shards, pieces = [], []

@@ -8,7 +8,9 @@ salted hashes: transforms/keys.py).
 import math
 from typing import NamedTuple
 
+from tfrecord_pipeline.transforms.errors import UserError
 from tfrecord_pipeline.transforms.keys import ORDER_SALT, SHARD_SALT, key_hash
+from tfrecord_pipeline.transforms.manifest.splits import SPLIT_RULE, is_split_name
 from tfrecord_pipeline.transforms.storage.joins import COMPOSE_LIMIT
 
 DEFAULT_TARGET_SHARD_MB = 150
@@ -19,6 +21,37 @@ MAX_PIECES = COMPOSE_LIMIT  # a shard's pieces are joined by one compose request
 MIN_SHARED_PIECE_ROWS = 500
 # And at most this many (~4 MB): its writer holds its rows, sorted into record order.
 MAX_PIECE_ROWS = 10_000
+
+
+class ShardCounts(NamedTuple):
+    """`--num_shards`: one count for every split, counts per split, or neither (size-based)."""
+
+    every_split: int | None = None
+    per_split: tuple[tuple[str, int], ...] = ()
+
+    def for_split(self, split: str) -> int | None:
+        return dict(self.per_split).get(split, self.every_split)
+
+
+def parse_shard_counts(text: str | None) -> ShardCounts:
+    """`8` or `train=64,validation=8`."""
+    if not text:
+        return ShardCounts()
+    try:
+        if "=" not in text:
+            counts = ShardCounts(every_split=int(text))
+            values = [counts.every_split]
+        else:
+            pairs = [part.split("=") for part in text.split(",")]
+            counts = ShardCounts(per_split=tuple((name.strip(), int(n)) for name, n in pairs))
+            values = [n for _, n in counts.per_split]
+    except ValueError:
+        raise UserError(f"--num_shards: expected N or split=N,... got {text!r}") from None
+    if not all(1 <= n <= MAX_SHARDS for n in values):
+        raise UserError(f"--num_shards: counts must be between 1 and {MAX_SHARDS}")
+    if any(not is_split_name(name) for name, _ in counts.per_split):
+        raise UserError(f"--num_shards: split names are {SPLIT_RULE}; got {text!r}")
+    return counts
 
 
 class ShardId(NamedTuple):
