@@ -36,6 +36,16 @@ def test_label_map_file_errors():
         parse_label_map("a\nb\na\n")
 
 
+def test_a_label_map_is_held_to_the_bounds_of_a_manifests_labels():
+    """A --label_map of 150,005 names published them all under the default --max_labels,
+    and a line of 300 bytes was a label no manifest cell could give."""
+    assert parse_label_map("a\n" + "b" * MAX_LABEL_BYTES).names == ("a", "b" * MAX_LABEL_BYTES)
+    with pytest.raises(UserError, match="over 256 bytes"):
+        parse_label_map("a\n" + "b" * (MAX_LABEL_BYTES + 1))
+    with pytest.raises(UserError, match="3 labels, over --max_labels 2"):
+        parse_label_map("a\nb\nc\n", max_labels=2)
+
+
 def test_label_map_text_round_trip():
     labels = LabelMap(("b", "a"), 0)
     assert labels.to_text() == "b\na\n" and labels.id_of("a") == 1

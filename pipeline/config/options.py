@@ -9,7 +9,7 @@ import os
 from tfrecord_pipeline.config.presets import PRESETS
 from tfrecord_pipeline.transforms.errors import UserError
 from tfrecord_pipeline.transforms.image.config import ImageConfig
-from tfrecord_pipeline.transforms.manifest.labels import LabelMap, parse_label_map
+from tfrecord_pipeline.transforms.manifest.labels import MAX_LABELS, LabelMap, parse_label_map
 from tfrecord_pipeline.transforms.manifest.rows import FEATURE_TYPES, ReadConfig
 from tfrecord_pipeline.transforms.manifest.splits import parse_split_spec
 from tfrecord_pipeline.transforms.plan.sharding import (
@@ -160,7 +160,8 @@ class ConvertOptions:
         if not self.label_map:
             return None
         try:
-            return parse_label_map(fileio.read_text(self.label_map), self.label_offset)
+            text = fileio.read_text(self.label_map)
+            return parse_label_map(text, self.label_offset, self.max_labels or MAX_LABELS)
         except OSError as error:
             raise UserError(f"--label_map: cannot read {self.label_map} ({error})") from None
 

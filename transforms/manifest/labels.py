@@ -82,13 +82,18 @@ class LabelMap:
         return "".join(f"{name}\n" for name in self.names)
 
 
+def utf8_size(label: str) -> int:
+    """A label's bytes in UTF-8, a lone surrogate (which JSON allows) counted as three."""
+    return len(label.encode("utf-8", "surrogatepass"))
+
+
 def check_label(label: str) -> str:
     label = label.strip()
     if not label:
         raise RowError(Reason.BAD_LABEL, "empty label")
     if control := CONTROL.search(label):
         raise RowError(Reason.BAD_LABEL, f"label holds control character U+{ord(control[0]):04X}")
-    if (size := len(label.encode("utf-8", "surrogatepass"))) > MAX_LABEL_BYTES:
+    if (size := utf8_size(label)) > MAX_LABEL_BYTES:
         raise RowError(
             Reason.BAD_LABEL,
             f"a label of {size:,} bytes ({shown(label, 40)}), over {MAX_LABEL_BYTES}: a label "
@@ -168,11 +173,17 @@ def _integers(labels: Iterable[str]) -> set[str]:
     return {label for label in labels if is_integer_label(label) and fits_int64(label)}
 
 
-def parse_label_map(text: str, offset: int = 0) -> LabelMap:
-    """Read a `labels.txt` (one name per line, id = line number + offset)."""
+def parse_label_map(text: str, offset: int = 0, max_labels: int = MAX_LABELS) -> LabelMap:
+    """Read a `labels.txt` (one name per line, id = line number + offset), held to the bounds
+    a manifest's labels are: at most `max_labels` names of at most MAX_LABEL_BYTES each."""
     names = tuple(line.strip() for line in text.splitlines() if line.strip())
     if not names:
         raise UserError("--label_map: the file lists no labels")
     if len(set(names)) != len(names):
         raise UserError("--label_map: a label is listed twice")
+    size, longest = max((utf8_size(name), name) for name in names)
+    if size > MAX_LABEL_BYTES:
+        raise UserError(f"--label_map: {shown(longest, 40)} is over {MAX_LABEL_BYTES} bytes")
+    if len(names) > max_labels:
+        raise UserError(f"--label_map: {len(names):,} labels, over --max_labels {max_labels:,}")
     return LabelMap(names, offset)
