@@ -109,10 +109,10 @@ def no_process_left(tmp_path):
                 os.kill(int(environ.parent.name), signal.SIGKILL)
 
 
-def _start(tmp_path: Path, *argv) -> subprocess.Popen:
+def _start(tmp_path: Path, *argv, sigint=signal.SIG_DFL) -> subprocess.Popen:
     """The installed command converting in a process (and session) of its own; log files go
     to `tmp_path`. Its SIGINT is the default one even when this suite runs as a background job
-    (a shell starts those with SIGINT ignored, and exec keeps that)."""
+    (a shell starts those with SIGINT ignored, and exec keeps that), unless `sigint` says."""
     return subprocess.Popen(
         [COMMAND, "convert", "--no_progress", *map(str, argv)],
         stdout=subprocess.PIPE,
@@ -120,7 +120,7 @@ def _start(tmp_path: Path, *argv) -> subprocess.Popen:
         text=True,
         start_new_session=True,
         env={**os.environ, "TMPDIR": str(tmp_path)},
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, sigint),
     )
 
 
@@ -571,6 +571,19 @@ def test_ctrl_c_is_exit_130_and_leaves_nothing(tmp_path, photos):
     assert (status, err.strip()) == (EXIT_INTERRUPTED, "tfrecord-pipeline: interrupted")
     _wait_until(lambda: _gone(children), "the shard writers' exit")
     _nothing_published(root)
+
+
+def test_a_run_that_ignores_sigint_ignores_it_in_its_shard_writers_too(tmp_path, photos):
+    """A shell script's background job ignores SIGINT; its shard writers did not, so a Ctrl-C
+    meant for the foreground killed them and failed the run with exit 3."""
+    root = tmp_path / "root"
+    run = _start(tmp_path, "--manifest", photos, "--output", root, *SLOW, sigint=signal.SIG_IGN)
+    _stop_mid_shards(run, root)
+    os.killpg(run.pid, signal.SIGINT)
+    os.killpg(run.pid, signal.SIGCONT)
+    status, _, err = _ended(run)
+    assert status == 0, err
+    assert verify(str(published(root)))[1] == []
 
 
 def _everything(folder: Path) -> dict:

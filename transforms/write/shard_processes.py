@@ -138,7 +138,10 @@ class ShardPool:
             context.set_forkserver_preload([__name__])
         self._shards = WorkersShards(context, processes)
         self._pool = ProcessPoolExecutor(
-            processes, context, initializer=_start_worker, initargs=(self._shards,)
+            processes,
+            context,
+            initializer=_start_worker,
+            initargs=(self._shards, signal.getsignal(signal.SIGINT) == signal.SIG_IGN),
         )
         if fork:  # a fork pool makes every worker at its first task: now, before any thread
             self._pool.submit(int)
@@ -229,11 +232,13 @@ _shards = None  # a worker's slot of ShardPool._shards
 _writer = None  # a worker's ShardWriter, for every shard it writes
 
 
-def _start_worker(shards: WorkersShards) -> None:
+def _start_worker(shards: WorkersShards, deaf: bool) -> None:
     """A worker dies of Ctrl-C, as this process's other children do (concurrent.futures would
-    catch the KeyboardInterrupt and go on to the next shard), and with its parent."""
+    catch the KeyboardInterrupt and go on to the next shard), and with its parent; but not
+    when the command ignores SIGINT (`deaf`: a shell script's background job), which a
+    worker's default would not: it died, and the run with it."""
     global _shards, _writer
     _shards, _writer = shards, ShardWriter()
     _shards.take_slot()
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN if deaf else signal.SIG_DFL)
     exit_with_parent()
