@@ -5,6 +5,7 @@ import pytest
 from conftest import manifest_row
 
 from tfrecord_pipeline.transforms.errors import UserError
+from tfrecord_pipeline.transforms.manifest.labels import LabelMap
 from tfrecord_pipeline.transforms.plan.dataset import (
     LabelSource,
     PlanAccumulator,
@@ -107,6 +108,18 @@ def test_tags_and_objects_categories_are_not_taken_for_labels_one_a_row():
         single.add(manifest_row(f"id{index}/{index}"))
     detection = _config(ShardCounts(1), 1.0)._replace(detection=True)
     assert len(make_plan(single.stats(), detection, len).labels.names) == 1_100
+
+
+def test_max_labels_counts_the_labels_a_refresh_inherits_too():
+    """An --incremental run with --max_labels 20 published the 1,110 labels it carried."""
+    accumulator = PlanAccumulator(max_labels=20)
+    accumulator.add(manifest_row("new/0"))
+    published = LabelMap(tuple(f"old{n}" for n in range(30)), 0)
+    config = _config(ShardCounts(1), 1.0)._replace(max_labels=20)
+    inheriting = config._replace(labels=LabelSource(inherited=published))
+    with pytest.raises(UserError, match="over 20 distinct labels"):
+        make_plan(accumulator.stats(), inheriting, len)
+    assert make_plan(accumulator.stats(), config, len).labels.names == ("new",)
 
 
 def test_labels_nearly_one_a_row_are_refused_unless_max_labels_is_given():

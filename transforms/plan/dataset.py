@@ -179,6 +179,7 @@ def make_plan(stats: PlanStats, config: PlanConfig, size_of: Callable[[str], int
     if not config.detection:
         check_vocabulary(len(stats.labels), stats.labels_given, config.max_labels)
     labels = config.labels.label_map(stats.labels)
+    check_label_count(labels.names, config.max_labels or MAX_LABELS)  # with those inherited
     samples = dict(stats.samples)
     shards, pieces = [], []
     for split, rows in stats.rows:
