@@ -20,8 +20,12 @@ class FaultError(Exception):
     the cause and what to do; the command prints it as one line and exits with status 3."""
 
 
-class Reason(enum.StrEnum):
-    """Why a row was rejected. The values are written to `errors/` and must stay stable."""
+class Reason(str, enum.Enum):
+    """Why a row was rejected. The values are written to `errors/` and must stay stable. A str
+    whose str() is its value, as `enum.StrEnum` (Python 3.11) makes one: TPU VMs ship 3.10."""
+
+    def __str__(self) -> str:
+        return self.value
 
     BAD_ROW = "bad_row"  # a line that does not parse (bad or deep JSON, not UTF-8, a quoted
     # newline in CSV, over 1 MiB), a missing/NUL image_uri, a Parquet row group not decodable

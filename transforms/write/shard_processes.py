@@ -224,7 +224,8 @@ def _write_alone(task: ShardTask, progress: Progress) -> list[SpilledErrors | Sh
         results = list(errors.passed(_writer.write(task, progress)))
         return [errors.spilled(), *results]
     except Exception as error:
-        error.add_note(f"in the shard writer process:\n{traceback.format_exc()}")
+        if hasattr(error, "add_note"):  # Python 3.11; on 3.10 the pool's remote traceback only
+            error.add_note(f"in the shard writer process:\n{traceback.format_exc()}")
         raise
 
 
