@@ -34,54 +34,60 @@ def made_files(info: DatasetInfo, names: list[str]) -> dict[str, bytes]:
     return {LABELS_FILE: labels_text(info, names).encode("utf-8"), **tfds_files(info, names)}
 
 
+def _read(folder: str, name: str) -> tuple[bytes, list[str]]:
+    """A file's bytes, or the problem that it is missing or cannot be read."""
+    try:
+        return fileio.read_bytes(fileio.join(folder, name)), []
+    except fileio.MISSING:
+        return b"", [f"{name}: missing"]
+    except fileio.READ_ERRORS as error:
+        return b"", [f"{name}: cannot be read ({error})"]
+
+
 def check_file(folder: str, name: str, expected: bytes, difference: str) -> list[str]:
     """A file that must hold exactly `expected`: a problem when it is missing, cannot be read
     or differs (`difference` says how)."""
-    try:
-        data = fileio.read_bytes(fileio.join(folder, name))
-    except fileio.MISSING:
-        return [f"{name}: missing"]
-    except fileio.READ_ERRORS as error:
-        return [f"{name}: cannot be read ({error})"]
-    return [] if data == expected else [f"{name}: {difference}"]
+    data, problems = _read(folder, name)
+    return problems or ([] if data == expected else [f"{name}: {difference}"])
 
 
-def check_error_file(folder: str, listed: ErrorFileInfo) -> list[str]:
-    """Problems with one errors file: not stored with the size and CRC-32C its metadata gives,
-    or, in a version committed before errors files had them, missing, unreadable or not one
-    line per row it is said to hold."""
-    if listed.crc32c is not None:
-        (sound,) = check_files(folder, [listed])
-        if sound:
-            return []
-        if not fileio.exists(fileio.join(folder, listed.file)):
-            return [f"{listed.file}: missing"]
-        return [f"{listed.file}: size or CRC-32C differs from {INFO_FILE}"]
-    try:
-        data = fileio.read_bytes(fileio.join(folder, listed.file))
-    except fileio.MISSING:
-        return [f"{listed.file}: missing"]
-    except fileio.READ_ERRORS as error:
-        return [f"{listed.file}: cannot be read ({error})"]
-    rows = data.count(b"\n")
-    if (rows == listed.rows and data.endswith(b"\n")) or (not data and not listed.rows):
-        return []
-    return [f"{listed.file}: {rows} lines, {INFO_FILE} says {listed.rows} rows"]
+def check_error_files(folder: str, listed: list[ErrorFileInfo]) -> list[str]:
+    """Problems with the errors files: not stored with the size and CRC-32C their metadata
+    gives (all checked at once: one listing on Cloud Storage), or, in a version committed
+    before errors files had them, missing, unreadable or not one line per row said."""
+    described = [one for one in listed if one.crc32c is not None]
+    problems = []
+    for one, sound in zip(described, check_files(folder, described), strict=True):
+        if not sound and not fileio.exists(fileio.join(folder, one.file)):
+            problems.append(f"{one.file}: missing")
+        elif not sound:
+            problems.append(f"{one.file}: size or CRC-32C differs from {INFO_FILE}")
+    for one in (one for one in listed if one.crc32c is None):
+        data, unread = _read(folder, one.file)
+        rows = data.count(b"\n")
+        whole = (rows == one.rows and data.endswith(b"\n")) or (not data and not one.rows)
+        if unread:
+            problems += unread
+        elif not whole:
+            problems.append(f"{one.file}: {rows} lines, {INFO_FILE} says {one.rows} rows")
+    return problems
 
 
 def version_file_problems(folder: str, info: DatasetInfo) -> list[str]:
     """Problems with the files of the version in `folder` besides its shards, each led by the
-    file's name: `labels.txt` against the count and sha256 in `info`, the made files against
-    the bytes `info` and the names make (not when the names cannot be read: TFDS's files are
-    made from them), the errors files as `check_error_file` does. A version committed before the
-    commit wrote TFDS's files has problems here: TFDS would not read it as it is."""
-    problems, names = [], info.labels.get("names")
+    file's name: `labels.txt` against the count and sha256 in `info` (then not compared again),
+    the made files against the bytes `info` and the names make (not when the names cannot be
+    read: TFDS's files are made from them), the errors files as `check_error_files` does. A
+    version committed before the commit wrote TFDS's files has problems here: TFDS would not
+    read it as it is."""
+    problems, names, made = [], info.labels.get("names"), {}
     if names is None:
         names, problem = labels_file_names(folder, info.labels)
         problems += [f"{LABELS_FILE}: {problem}"] if problem else []
-    made = {} if problems else made_files(info, names)
+    if not problems:
+        made = made_files(info, names)
+        if "names" not in info.labels:
+            del made[LABELS_FILE]  # its sha256 matched: the same bytes
     for name, data in made.items():
         problems += check_file(folder, name, data, f"differs from what {INFO_FILE} describes")
-    for listed in info.error_files:
-        problems += check_error_file(folder, listed)
-    return problems
+    return problems + check_error_files(folder, info.error_files)
