@@ -52,7 +52,7 @@ def floor(manifest: str) -> None:
     from tfrecord_pipeline.config.arguments import parse_args
     from tfrecord_pipeline.config.conversion import prepare
     from tfrecord_pipeline.runners.local import read_rows
-    from tfrecord_pipeline.transforms.write.error_sink import ErrorSink
+    from tfrecord_pipeline.transforms.local.error_sink import ErrorSink
 
     with tempfile.TemporaryDirectory() as staging:
         argv = ["--manifest", manifest, "--output", staging, "--no_progress"]

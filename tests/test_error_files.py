@@ -33,6 +33,7 @@ from tfrecord_pipeline.read.verify import verify
 from tfrecord_pipeline.runners.beam_pipeline import build_pipeline
 from tfrecord_pipeline.transforms.beam.error_files import WriteErrors, _CountErrorsFn
 from tfrecord_pipeline.transforms.errors import ErrorRow, Reason
+from tfrecord_pipeline.transforms.local.error_sink import ErrorSink
 from tfrecord_pipeline.transforms.manifest.labels import LabelMap
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
 from tfrecord_pipeline.transforms.plan.refresh import RefreshLayout
@@ -46,7 +47,6 @@ from tfrecord_pipeline.transforms.write.error_files import (
     file_of,
     write_error_file,
 )
-from tfrecord_pipeline.transforms.write.error_sink import ErrorSink
 from tfrecord_pipeline.transforms.write.shard_writer import ShardResult
 
 

@@ -1,4 +1,4 @@
-"""transforms/write/error_sink.py: error rows leave memory for the staging folder as they arise
+"""transforms/local/error_sink.py: error rows leave memory for the staging folder as they arise
 (sorted runs, merged at the end) and make the same errors files as every row at once; through
 the CLI the local runner writes the Beam pipeline's errors files, and a killed run publishes
 none of its rows."""
@@ -19,15 +19,16 @@ from tfrecord_pipeline.cli.main import main
 from tfrecord_pipeline.dataset.versions import POINTER, STAGING, VERSIONS
 from tfrecord_pipeline.read.verify import verify
 from tfrecord_pipeline.transforms.errors import ErrorRow, Reason
+from tfrecord_pipeline.transforms.local import error_sink
+from tfrecord_pipeline.transforms.local.error_sink import RUN_PREFIX, ErrorSink
 from tfrecord_pipeline.transforms.storage import fileio
-from tfrecord_pipeline.transforms.write import error_files, error_sink
+from tfrecord_pipeline.transforms.write import error_files
 from tfrecord_pipeline.transforms.write.error_files import (
     error_file_bytes,
     error_file_count,
     error_file_name,
     file_of,
 )
-from tfrecord_pipeline.transforms.write.error_sink import RUN_PREFIX, ErrorSink
 
 COMMAND = str(Path(sys.executable).parent / "tfrecord-pipeline")
 

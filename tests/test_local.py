@@ -1,4 +1,4 @@
-"""pipeline/runners/local_shards.py: the local runner's rows in buckets by shard piece, and its
+"""transforms/local/shards.py: the local runner's rows in buckets by shard piece, and its
 shards' (or pieces') tasks for its writer processes."""
 
 import itertools
@@ -8,19 +8,19 @@ import tempfile
 import pytest
 from conftest import manifest_row
 
-from tfrecord_pipeline.runners.local_shards import (
+from tfrecord_pipeline.transforms.image.config import ImageConfig
+from tfrecord_pipeline.transforms.local.pool import ShardPool
+from tfrecord_pipeline.transforms.local.row_buckets import RowBuckets
+from tfrecord_pipeline.transforms.local.shards import (
     bucket_rows,
     shard_tasks,
     sort_rows,
     split_pieces,
 )
-from tfrecord_pipeline.transforms.image.config import ImageConfig
 from tfrecord_pipeline.transforms.manifest.labels import LabelMap
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
-from tfrecord_pipeline.transforms.plan.row_buckets import RowBuckets
 from tfrecord_pipeline.transforms.plan.sharding import WHOLE, Piece, ShardId, piece_of
 from tfrecord_pipeline.transforms.write.formats import ShardFormat
-from tfrecord_pipeline.transforms.write.shard_processes import ShardPool
 from tfrecord_pipeline.transforms.write.shard_writer import WriteConfig
 
 ROWS = 1200  # tiny images in one shard: one core would write them all

@@ -1,4 +1,4 @@
-"""pipeline/runners/local_reads.py: large manifests read in byte ranges on the local runner's
+"""transforms/local/manifests.py: large manifests read in byte ranges on the local runner's
 processes give the rows, counts and error rows of a whole read."""
 
 import json
@@ -6,16 +6,16 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tfrecord_pipeline.runners import local_reads
-from tfrecord_pipeline.runners.local_reads import gather, read_on, split_reads
 from tfrecord_pipeline.transforms.errors import ErrorRow
 from tfrecord_pipeline.transforms.image.config import ImageConfig
+from tfrecord_pipeline.transforms.local import manifests as local_reads
+from tfrecord_pipeline.transforms.local.error_sink import ErrorSink
+from tfrecord_pipeline.transforms.local.manifests import gather, read_on, split_reads
+from tfrecord_pipeline.transforms.local.pool import ShardPool
+from tfrecord_pipeline.transforms.local.row_buckets import RowBuckets
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, ReadConfig
 from tfrecord_pipeline.transforms.manifest.sources import check_manifests, read_all
 from tfrecord_pipeline.transforms.plan.dataset import PlanAccumulator
-from tfrecord_pipeline.transforms.plan.row_buckets import RowBuckets
-from tfrecord_pipeline.transforms.write.error_sink import ErrorSink
-from tfrecord_pipeline.transforms.write.shard_processes import ShardPool
 
 
 def _manifests(folder) -> list[str]:

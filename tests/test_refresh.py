@@ -24,8 +24,9 @@ from tfrecord_pipeline.dataset.versions import resolve
 from tfrecord_pipeline.read.verify import verify
 from tfrecord_pipeline.runners.convert import run
 from tfrecord_pipeline.runners.refresh import refresh_here, why_not_refreshable
+from tfrecord_pipeline.transforms.local import row_buckets
+from tfrecord_pipeline.transforms.local.row_buckets import RowBuckets
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
-from tfrecord_pipeline.transforms.plan import row_buckets
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
 from tfrecord_pipeline.transforms.plan.fingerprints import row_fingerprint
 from tfrecord_pipeline.transforms.plan.refresh import (
@@ -38,7 +39,6 @@ from tfrecord_pipeline.transforms.plan.refresh import (
     shifted_index,
     spread,
 )
-from tfrecord_pipeline.transforms.plan.row_buckets import RowBuckets
 from tfrecord_pipeline.transforms.plan.rows_files import (
     DamagedRowsFileError,
     PastRecord,

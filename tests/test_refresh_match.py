@@ -3,9 +3,9 @@ at a time, give what one match of every row gives, however many buckets."""
 
 import pytest
 
+from tfrecord_pipeline.transforms.local.row_buckets import bucket_count, hash_bucket
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
 from tfrecord_pipeline.transforms.plan.refresh_match import PastKey, match_bucket, match_buckets
-from tfrecord_pipeline.transforms.plan.row_buckets import bucket_count, hash_bucket
 
 
 def _row(key: str) -> ManifestRow:

@@ -11,22 +11,22 @@ import sys
 import pytest
 from conftest import make_images, read_manifest, write_manifest
 
-from tfrecord_pipeline.runners.local_shards import writers_at_once
 from tfrecord_pipeline.transforms.errors import ErrorRow, FaultError, Reason
 from tfrecord_pipeline.transforms.image.config import ImageConfig
-from tfrecord_pipeline.transforms.manifest.labels import LabelMap
-from tfrecord_pipeline.transforms.manifest.rows import ReadConfig
-from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
-from tfrecord_pipeline.transforms.plan.sharding import ShardId
-from tfrecord_pipeline.transforms.progress import FolderProgress
-from tfrecord_pipeline.transforms.write.error_sink import SpilledErrors
-from tfrecord_pipeline.transforms.write.heap import keep_freed_memory
-from tfrecord_pipeline.transforms.write.shard_processes import (
+from tfrecord_pipeline.transforms.local.error_sink import SpilledErrors
+from tfrecord_pipeline.transforms.local.pool import (
     ShardPool,
     ShardTask,
     ShardWriter,
     shard_task,
 )
+from tfrecord_pipeline.transforms.local.shards import writers_at_once
+from tfrecord_pipeline.transforms.manifest.labels import LabelMap
+from tfrecord_pipeline.transforms.manifest.rows import ReadConfig
+from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
+from tfrecord_pipeline.transforms.plan.sharding import ShardId
+from tfrecord_pipeline.transforms.progress import FolderProgress
+from tfrecord_pipeline.transforms.write.heap import keep_freed_memory
 from tfrecord_pipeline.transforms.write.shard_writer import ShardResult, WriteConfig
 from tfrecord_pipeline.transforms.write.threads import (
     available_cores,

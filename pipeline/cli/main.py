@@ -21,8 +21,8 @@ from tfrecord_pipeline.dataset import publish, run_keys
 from tfrecord_pipeline.dataset.commit import read_info
 from tfrecord_pipeline.runners.convert import convert_prepared
 from tfrecord_pipeline.transforms.errors import UserError
+from tfrecord_pipeline.transforms.local.pool import fork_workers
 from tfrecord_pipeline.transforms.storage import fileio
-from tfrecord_pipeline.transforms.write.shard_processes import fork_workers
 from tfrecord_pipeline.version import __version__
 
 # The exit statuses, as docs/guarantees.md documents them.
@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def entry_point() -> None:
     """The `tfrecord-pipeline` command: `main` in a process whose shard writers are forks of
-    it (transforms/write/shard_processes.py), then, when no Beam or TensorFlow was loaded, an
+    it (transforms/local/pool.py), then, when no Beam or TensorFlow was loaded, an
     exit without the interpreter's teardown.
 
     Freeing every module and object of a finished local conversion takes as long as

@@ -8,14 +8,14 @@ in the same order, and writes the same bytes; any Beam flag (`--runner DirectRun
 `--runner DataflowRunner`, ...) runs the Beam pipeline instead (pipeline/runners/beam_pipeline.py).
 
 No step holds every row: rows are counted for the plan as they are read (large manifests in
-byte ranges on every core: pipeline/runners/local_reads.py) and put in buckets, held up to a
-budget and spilled to a temporary folder beyond it (transforms/plan/row_buckets.py), then in
+byte ranges on every core: transforms/local/manifests.py) and put in buckets, held up to a
+budget and spilled to a temporary folder beyond it (transforms/local/row_buckets.py), then in
 buckets by shard piece (on every core), each read back as a writer takes it
-(pipeline/runners/local_shards.py). Where rows must meet, they meet in buckets by hash, each
+(transforms/local/shards.py). Where rows must meet, they meet in buckets by hash, each
 grouped alone: --dedup's by a hash of the image digest (`drop_duplicate_content`),
 --incremental's rows and published records by a hash of the key (pipeline/runners/refresh.py,
 which holds only the kept records' positions, 4 bytes each). So memory stays flat however many
-rows. Error rows stream to the errors files as they arise (transforms/write/error_sink.py).
+rows. Error rows stream to the errors files as they arise (transforms/local/error_sink.py).
 """
 
 import contextlib
@@ -31,9 +31,12 @@ from tfrecord_pipeline.dataset.metadata import DatasetInfo
 from tfrecord_pipeline.dataset.previous import previous_version
 from tfrecord_pipeline.dataset.publish import Target
 from tfrecord_pipeline.runners import refresh, refresh_files
-from tfrecord_pipeline.runners.local_reads import gather, read_on, split_reads
-from tfrecord_pipeline.runners.local_shards import shard_tasks, sort_rows, split_pieces
 from tfrecord_pipeline.transforms.errors import ErrorRow
+from tfrecord_pipeline.transforms.local.error_sink import ErrorSink
+from tfrecord_pipeline.transforms.local.manifests import gather, read_on, split_reads
+from tfrecord_pipeline.transforms.local.pool import ShardPool, ShardTask, ShardWriter
+from tfrecord_pipeline.transforms.local.row_buckets import RowBuckets, bucket_count, hash_bucket
+from tfrecord_pipeline.transforms.local.shards import shard_tasks, sort_rows, split_pieces
 from tfrecord_pipeline.transforms.manifest.rows import (
     ManifestRow,
     ReadConfig,
@@ -42,13 +45,10 @@ from tfrecord_pipeline.transforms.manifest.rows import (
 from tfrecord_pipeline.transforms.manifest.sources import ManifestFile, read_all
 from tfrecord_pipeline.transforms.plan.dataset import PlanAccumulator, decide_plan
 from tfrecord_pipeline.transforms.plan.dedup import content_digest, first_of_each
-from tfrecord_pipeline.transforms.plan.row_buckets import RowBuckets, bucket_count, hash_bucket
 from tfrecord_pipeline.transforms.progress import UNWATCHED, Progress, Watch
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.write import error_files
-from tfrecord_pipeline.transforms.write.error_sink import ErrorSink
 from tfrecord_pipeline.transforms.write.shard_pieces import join_pieces
-from tfrecord_pipeline.transforms.write.shard_processes import ShardPool, ShardTask, ShardWriter
 from tfrecord_pipeline.transforms.write.shard_writer import (
     IN_FLIGHT_PER_THREAD,
     ShardResult,

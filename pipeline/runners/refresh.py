@@ -23,12 +23,12 @@ from tfrecord_pipeline.config.options import option_defaults
 from tfrecord_pipeline.dataset.metadata import ShardInfo
 from tfrecord_pipeline.dataset.previous import Previous
 from tfrecord_pipeline.dataset.shard_check import check_shards
+from tfrecord_pipeline.transforms.local.row_buckets import RowBuckets, bucket_count, hash_bucket
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
 from tfrecord_pipeline.transforms.plan.fingerprints import row_fingerprints
 from tfrecord_pipeline.transforms.plan.refresh import PastShard, RefreshLayout, refresh_layout
 from tfrecord_pipeline.transforms.plan.refresh_match import PastKey, match_buckets
-from tfrecord_pipeline.transforms.plan.row_buckets import RowBuckets, bucket_count, hash_bucket
 from tfrecord_pipeline.transforms.plan.rows_files import (
     DamagedRowsFileError,
     PastRecord,

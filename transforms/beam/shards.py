@@ -16,11 +16,11 @@ from apache_beam.pvalue import AsSingleton
 from tfrecord_pipeline.transforms.beam.coders import RowBatch
 from tfrecord_pipeline.transforms.beam.steps import NAMESPACE, error_output
 from tfrecord_pipeline.transforms.errors import ErrorRow
+from tfrecord_pipeline.transforms.local.pool import ShardWriter, shard_task
 from tfrecord_pipeline.transforms.plan.grouping import all_shards
 from tfrecord_pipeline.transforms.plan.sharding import Piece, ShardId
 from tfrecord_pipeline.transforms.progress import SILENT, Progress
 from tfrecord_pipeline.transforms.write.shard_pieces import join_staged
-from tfrecord_pipeline.transforms.write.shard_processes import ShardWriter, shard_task
 from tfrecord_pipeline.transforms.write.shard_writer import ShardResult, WriteConfig
 
 
@@ -35,7 +35,7 @@ def _all_pieces(plan):
 @beam.typehints.with_output_types(ShardResult)
 class _WriteShardFn(beam.DoFn):
     """Writes each shard as it comes, in this worker's process: the runner spreads the shards
-    over its worker processes (transforms/write/shard_processes.py)."""
+    over its worker processes (transforms/local/pool.py)."""
 
     def __init__(self, config: WriteConfig, progress: Progress):
         self._config = config

@@ -1,6 +1,6 @@
 """A refresh's match of the rows with the published version's records by key, a bucket at a
 time: every row and record of a key in one bucket (the local runner buckets them by a hash of
-the key: transforms/plan/row_buckets.py), so a bucket is matched alone and no step holds the
+the key: transforms/local/row_buckets.py), so a bucket is matched alone and no step holds the
 rows or keys of the whole dataset, as one CoGroupByKey by key matches them on Beam
 (pipeline/runners/beam_refresh.py). What stays is decided by `stays` (transforms/plan/refresh.py).
 """

@@ -5,7 +5,7 @@ Error rows can be many (a tenth of a web-scraped manifest), so no step holds the
 to one of `error_file_count` files by a hash of what identifies it, each file is sorted and
 written into the run's staging folder under a name no other attempt uses (on Beam by a worker a
 file; on the local runner by a sink that spills sorted runs and merges them:
-transforms/write/error_sink.py), and the commit step moves the files whose results it received
+transforms/local/error_sink.py), and the commit step moves the files whose results it received
 into the version, as it moves shards. Counts per split and reason are combined into one small
 `ErrorCounts`. All of it is a pure function of the rows, so every runner writes the same bytes.
 """

@@ -62,7 +62,7 @@ def writer_threads(config: WriteConfig, remote: bool, cores: int) -> int:
     keep the cores busy (`reads_per_core`). Options that decode every image: a thread a core.
     A local pass-through conversion is Python glue under the GIL, where a second thread only
     contends for it, so it gets one (local runs spread shards over processes instead:
-    shard_processes.py).
+    local/pool.py).
     """
     if config.threads:
         return config.threads

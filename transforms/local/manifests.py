@@ -4,7 +4,7 @@ range owns, as Beam's workers read theirs), the first here and one on each write
 the cores are not kept waiting for this process's reading before the first shard. A process
 counts its range's rows for the plan (a PlanAccumulator, merged here: the plan is a function of
 the rows, not of who counted them), spills them into the run's row buckets' folder for this
-process to adopt (transforms/plan/row_buckets.py), and its error rows into staging.
+process to adopt (transforms/local/row_buckets.py), and its error rows into staging.
 
 Folder trees, COCO files (one JSON document), small manifests and those on an object store (a
 worker would authenticate all over again) are read here, while the processes read theirs.
@@ -14,19 +14,19 @@ import itertools
 from collections.abc import Callable, Hashable, Iterator
 from typing import NamedTuple
 
+from tfrecord_pipeline.transforms.local.error_sink import ErrorSink, SpilledErrors
+from tfrecord_pipeline.transforms.local.pool import ShardPool
+from tfrecord_pipeline.transforms.local.row_buckets import RowBuckets, Spilled
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, ReadConfig
 from tfrecord_pipeline.transforms.manifest.sources import ManifestFile, read_piece
 from tfrecord_pipeline.transforms.plan.dataset import PlanAccumulator
-from tfrecord_pipeline.transforms.plan.row_buckets import RowBuckets, Spilled
 from tfrecord_pipeline.transforms.storage import fileio
-from tfrecord_pipeline.transforms.write.error_sink import ErrorSink, SpilledErrors
-from tfrecord_pipeline.transforms.write.shard_processes import ShardPool
 
 # A range of a manifest read on another process holds at least this much (~25,000 rows of
 # short lines): a smaller one is over before a process would take it.
 READ_RANGE_BYTES = 1 << 20
 # Rows a process spills at once: batches small enough to be shared out evenly when they are
-# sorted into shard pieces (pipeline/runners/local_shards.py `sort_rows`).
+# sorted into shard pieces (transforms/local/shards.py `sort_rows`).
 BATCH_ROWS = 10_000
 
 

@@ -1,5 +1,5 @@
 """The local runner's rows on their way to its shard writers, never all held at once: put in
-buckets by shard piece (transforms/plan/row_buckets.py: held up to a budget, spilled to disk
+buckets by shard piece (transforms/local/row_buckets.py: held up to a budget, spilled to disk
 beyond it; the batches it spilled as it read sorted on its writer processes), then taken a
 piece at a time as a writer gets ready for it, which reads the piece's spilled rows itself.
 
@@ -15,13 +15,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from tfrecord_pipeline.transforms.errors import ErrorRow
+from tfrecord_pipeline.transforms.local.pool import ShardPool, ShardTask, shard_task
+from tfrecord_pipeline.transforms.local.row_buckets import RowBuckets, TakenRows
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
 from tfrecord_pipeline.transforms.plan.grouping import all_shards, shards_of
-from tfrecord_pipeline.transforms.plan.row_buckets import RowBuckets, TakenRows
 from tfrecord_pipeline.transforms.plan.sharding import Piece, local_pieces, piece_of
 from tfrecord_pipeline.transforms.storage import fileio
-from tfrecord_pipeline.transforms.write.shard_processes import ShardPool, ShardTask, shard_task
 from tfrecord_pipeline.transforms.write.shard_writer import WriteConfig
 
 

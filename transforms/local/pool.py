@@ -3,7 +3,7 @@
 A pass-through shard writer is Python work under the GIL: threads cannot spread it over cores.
 So the local runner hands shards (or pieces) to a `concurrent.futures` process pool: their rows
 go in, a ShardResult comes back with its error rows (spilled into staging when many:
-transforms/write/error_sink.py); image bytes never cross a process boundary. The Beam pipeline
+transforms/local/error_sink.py); image bytes never cross a process boundary. The Beam pipeline
 writes in its worker's process (`ShardWriter`). How workers start: `fork_workers`."""
 
 import multiprocessing
@@ -23,6 +23,12 @@ from typing import NamedTuple
 from tfrecord_pipeline.transforms.errors import ErrorRow, FaultError
 from tfrecord_pipeline.transforms.image.config import ImageConfig
 from tfrecord_pipeline.transforms.image.images import decodes_every_image, fastpath, pixels
+from tfrecord_pipeline.transforms.local.error_sink import ErrorSink, SpilledErrors
+from tfrecord_pipeline.transforms.local.worker_life import (
+    WorkersShards,
+    exit_with_parent,
+    how_it_ended,
+)
 from tfrecord_pipeline.transforms.manifest.labels import LabelMap
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
@@ -30,14 +36,8 @@ from tfrecord_pipeline.transforms.plan.sharding import WHOLE, Piece, ShardId
 from tfrecord_pipeline.transforms.progress import SILENT, Progress
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.write import threads as thread_counts
-from tfrecord_pipeline.transforms.write.error_sink import ErrorSink, SpilledErrors
 from tfrecord_pipeline.transforms.write.heap import keep_freed_memory
 from tfrecord_pipeline.transforms.write.shard_writer import ShardResult, WriteConfig, write_shard
-from tfrecord_pipeline.transforms.write.worker_life import (
-    WorkersShards,
-    exit_with_parent,
-    how_it_ended,
-)
 
 
 class ShardTask(NamedTuple):

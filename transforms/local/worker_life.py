@@ -1,5 +1,5 @@
 """A shard-writer process's life: it ends with its parent, what it writes is known to its
-parent, and how it ended is told in words (transforms/write/shard_processes.py)."""
+parent, and how it ended is told in words (transforms/local/pool.py)."""
 
 import ctypes
 import os
