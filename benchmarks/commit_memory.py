@@ -3,7 +3,7 @@ benchmarks/commit_memory.py [N ...]` (default 1000 100000).
 
 For each N, a manifest of the 40 sample images and N rows naming images that do not exist
 (each one a `missing_file` error row, rejected by a shard writer as on Dataflow). One process
-runs every step before the commit (pipeline/runners/local.py `write_here`: the functions the Beam
+runs every step before the commit (transforms/local/conversion.py `run_here`: the functions the Beam
 steps wrap) and saves what the commit step is given; a fresh process loads that and runs the commit
 step alone (pipeline/dataset/commit.py `commit_dataset`). That process holds what a Dataflow worker
 running the commit step holds: its side inputs and the commit's own work, nothing of the steps
@@ -12,7 +12,6 @@ before. Its peak RSS is exact, not sampled: the kernel's high-water mark, `VmHWM
 its parent's peak before the exec). Writes benchmarks/results/commit-memory.json.
 """
 
-import contextlib
 import csv
 import json
 import os
@@ -52,14 +51,20 @@ def stage(manifest: str, root: str, saved: str) -> None:
     """Every step before the commit, on the local runner; saves the commit's inputs."""
     from tfrecord_pipeline.config.arguments import parse_args
     from tfrecord_pipeline.config.conversion import prepare
+    from tfrecord_pipeline.config.runner_choice import local_processes
     from tfrecord_pipeline.dataset import publish
-    from tfrecord_pipeline.runners.local import write_here
+    from tfrecord_pipeline.runners.job import conversion_job
+    from tfrecord_pipeline.transforms.local.conversion import run_here, writer_processes
+    from tfrecord_pipeline.transforms.progress import UNWATCHED
 
     argv = ["--manifest", manifest, "--output", root, "--num_shards", "2", "--max_error_rate", "1"]
     conversion = prepare(*parse_args([*argv, "--no_progress"]))
     target = publish.start(root)
-    with contextlib.ExitStack() as stack:
-        inputs = write_here(conversion, target, stack)
+    write = conversion.write_config(target.staging, local_processes(conversion.options.processes))
+    # The job's publish step swapped for one that hands its inputs back.
+    job = conversion_job(conversion, target, write)._replace(publish=lambda inputs: inputs)
+    with writer_processes(write) as pool:
+        inputs = run_here(job, pool, UNWATCHED)
     Path(saved).write_bytes(pickle.dumps((conversion.commit_config(target), inputs)))
 
 

@@ -51,8 +51,8 @@ def floor(manifest: str) -> None:
     from tfrecord_pipeline.cli import main as _  # noqa: F401 - the command's imports
     from tfrecord_pipeline.config.arguments import parse_args
     from tfrecord_pipeline.config.conversion import prepare
-    from tfrecord_pipeline.runners.local import read_rows
     from tfrecord_pipeline.transforms.local.error_sink import ErrorSink
+    from tfrecord_pipeline.transforms.local.manifests import read_rows
 
     with tempfile.TemporaryDirectory() as staging:
         argv = ["--manifest", manifest, "--output", staging, "--no_progress"]

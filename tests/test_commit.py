@@ -10,7 +10,6 @@ import pytest
 from tfrecord_pipeline.dataset import publish, versions
 from tfrecord_pipeline.dataset.commit import (
     CommitConfig,
-    CommitInputs,
     cleaned_up_on_failure,
     commit_dataset,
     read_info,
@@ -21,6 +20,7 @@ from tfrecord_pipeline.dataset.metadata import INFO_FILE, LABELS_FILE
 from tfrecord_pipeline.transforms.errors import UserError
 from tfrecord_pipeline.transforms.manifest.labels import LabelMap
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
+from tfrecord_pipeline.transforms.stages import PublishInputs
 from tfrecord_pipeline.transforms.tfrecord.records import crc32c_of
 from tfrecord_pipeline.transforms.write.error_files import (
     ErrorCounts,
@@ -52,7 +52,7 @@ def _staged(root: Path, errors: int = 0, labels: LabelMap = CAT):
     plan = DatasetPlan(labels, (("train", 3 + errors),), (("train", 1),))
     counts = ErrorCounts((("train", "missing_file", errors),) if errors else ())
     files = [ErrorFileResult(ERRORS, "errors-attempt", errors, *written)]
-    return target, CommitInputs(plan, [_result(staged="shard-attempt")], files, counts, skipped=0)
+    return target, PublishInputs(plan, [_result(staged="shard-attempt")], files, counts, skipped=0)
 
 
 def _commit(target, max_error_rate: float = 0.0, keep_versions: int = 0) -> CommitConfig:

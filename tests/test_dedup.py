@@ -5,10 +5,10 @@ import os
 
 from conftest import manifest_row
 
-from tfrecord_pipeline.runners.local import drop_duplicate_content
 from tfrecord_pipeline.transforms.errors import ErrorRow, Reason
 from tfrecord_pipeline.transforms.local import row_buckets
 from tfrecord_pipeline.transforms.local.error_sink import ErrorSink
+from tfrecord_pipeline.transforms.local.plan import drop_duplicate_content
 from tfrecord_pipeline.transforms.local.row_buckets import RowBuckets
 from tfrecord_pipeline.transforms.manifest.rows import row_position
 from tfrecord_pipeline.transforms.plan.dedup import first_of_each, keep_first

@@ -42,7 +42,7 @@ from tfrecord_pipeline.cli.main import (
 )
 from tfrecord_pipeline.config.arguments import parse_args
 from tfrecord_pipeline.config.conversion import prepare
-from tfrecord_pipeline.dataset.commit import CommitInputs, commit_dataset, read_info
+from tfrecord_pipeline.dataset.commit import commit_dataset, read_info
 from tfrecord_pipeline.dataset.publish import LOCK, start
 from tfrecord_pipeline.dataset.versions import MARKER, POINTER, PUBLISHED, STAGING, VERSIONS
 from tfrecord_pipeline.read.reader import examples
@@ -53,6 +53,7 @@ from tfrecord_pipeline.transforms.manifest.labels import LabelMap
 from tfrecord_pipeline.transforms.manifest.rows import ReadConfig
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
 from tfrecord_pipeline.transforms.plan.sharding import ShardId
+from tfrecord_pipeline.transforms.stages import PublishInputs
 from tfrecord_pipeline.transforms.write.error_files import ROWS_PER_ERRORS_FILE
 
 COMMAND = Path(sys.executable).parent / "tfrecord-pipeline"
@@ -441,7 +442,7 @@ def test_a_duplicate_attempt_at_a_shard_is_never_published(tmp_path, small):
         assert early.records == result.records - 1
         plan = DatasetPlan(labels, (("train", len(rows)),), (("train", 1),))
         files, counts = ErrorSink(target.staging).finish(ROWS_PER_ERRORS_FILE)
-        inputs = CommitInputs(plan, [result], files, counts, 0)
+        inputs = PublishInputs(plan, [result], files, counts, 0)
         info = commit_dataset(conversion.commit_config(target), inputs)
         late = list(other.write([task]))[-1]  # into a staging folder no commit will read
     assert info.records == len(rows) and not errors

@@ -16,11 +16,10 @@ from tfrecord_pipeline.dataset.previous import base_lost
 from tfrecord_pipeline.dataset.retention import clean_up
 from tfrecord_pipeline.dataset.version_files import made_files
 from tfrecord_pipeline.transforms.errors import UserError
-from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
-from tfrecord_pipeline.transforms.plan.refresh import RefreshCounts
 from tfrecord_pipeline.transforms.plan.rows_files import ROWS_SUFFIX
+from tfrecord_pipeline.transforms.stages import PublishInputs
 from tfrecord_pipeline.transforms.storage import fileio
-from tfrecord_pipeline.transforms.write.error_files import ErrorCounts, ErrorFileResult
+from tfrecord_pipeline.transforms.write.error_files import ErrorFileResult
 from tfrecord_pipeline.transforms.write.shard_writer import INDEX_SUFFIX, ShardResult
 
 
@@ -88,21 +87,7 @@ class CommitConfig(NamedTuple):
     keep_versions: int = 0  # complete versions kept after publishing; 0 keeps every one
 
 
-class CommitInputs(NamedTuple):
-    """What the commit step is given by the steps before it (as side inputs on Beam): a result
-    per shard and per errors file, and counts; never a row, so its size does not grow with
-    the rows rejected."""
-
-    plan: DatasetPlan
-    results: list[ShardResult]
-    error_files: list[ErrorFileResult]
-    error_counts: ErrorCounts
-    skipped: int  # files a class-folder tree skipped
-    negatives_dropped: int = 0  # detection rows without objects, with --drop_negatives
-    refresh: RefreshCounts | None = None  # what a refresh made the version of
-
-
-def commit_dataset(config: CommitConfig, inputs: CommitInputs) -> DatasetInfo:
+def commit_dataset(config: CommitConfig, inputs: PublishInputs) -> DatasetInfo:
     """Describe the run's version, move its shards and errors files in, and publish it if it
     passed its gates; runs once, after every shard and errors file exists. A retry of this
     step repeats it harmlessly."""

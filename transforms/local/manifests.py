@@ -17,8 +17,8 @@ from typing import NamedTuple
 from tfrecord_pipeline.transforms.local.error_sink import ErrorSink, SpilledErrors
 from tfrecord_pipeline.transforms.local.pool import ShardPool
 from tfrecord_pipeline.transforms.local.row_buckets import RowBuckets, Spilled
-from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, ReadConfig
-from tfrecord_pipeline.transforms.manifest.sources import ManifestFile, read_piece
+from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, ReadConfig, SkippedFile
+from tfrecord_pipeline.transforms.manifest.sources import ManifestFile, read_all, read_piece
 from tfrecord_pipeline.transforms.plan.dataset import PlanAccumulator
 from tfrecord_pipeline.transforms.storage import fileio
 
@@ -120,3 +120,25 @@ def gather(
         errors.adopt(read.errors)
         negatives += read.negatives
     return negatives
+
+
+def read_rows(
+    manifests: list[ManifestFile],
+    config: ReadConfig,
+    errors: ErrorSink,
+    keep: Callable[[ManifestRow], object],
+) -> tuple[int, int]:
+    """Every manifest's rows, each given to `keep`; the records that are errors go to
+    `errors`. Returns how many files a folder tree skipped and how many negatives
+    --drop_negatives left out. Each manifest is read whole here, by the rules its pieces are
+    read by on Beam."""
+    skipped = negatives = 0
+    for manifest in manifests:
+        for item in errors.passed(read_all(manifest, config)):
+            if isinstance(item, ManifestRow):
+                keep(item)
+            elif isinstance(item, SkippedFile):
+                skipped += 1
+            else:
+                negatives += 1
+    return skipped, negatives

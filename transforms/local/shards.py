@@ -15,14 +15,15 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from tfrecord_pipeline.transforms.errors import ErrorRow
-from tfrecord_pipeline.transforms.local.pool import ShardPool, ShardTask, shard_task
+from tfrecord_pipeline.transforms.local.pool import ShardPool, ShardTask, ShardWriter, shard_task
 from tfrecord_pipeline.transforms.local.row_buckets import RowBuckets, TakenRows
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
 from tfrecord_pipeline.transforms.plan.grouping import all_shards, shards_of
 from tfrecord_pipeline.transforms.plan.sharding import Piece, local_pieces, piece_of
+from tfrecord_pipeline.transforms.progress import Progress
 from tfrecord_pipeline.transforms.storage import fileio
-from tfrecord_pipeline.transforms.write.shard_writer import WriteConfig
+from tfrecord_pipeline.transforms.write.shard_writer import ShardResult, WriteConfig
 
 
 def split_pieces(
@@ -141,3 +142,14 @@ def writers_at_once(config: WriteConfig, rows: list[ManifestRow], tasks: int) ->
     if any(map(fileio.is_remote, [config.staging, *(row.image_uri for row in rows[:1])])):
         return 1
     return max(1, min(config.processes, tasks))
+
+
+def write_in_process(
+    tasks: Iterable[ShardTask], progress: Progress
+) -> Iterator[ErrorRow | ShardResult]:
+    writer = ShardWriter()
+    try:
+        for task in tasks:
+            yield from writer.write(task, progress)
+    finally:
+        writer.close()
