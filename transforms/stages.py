@@ -58,31 +58,25 @@ class Job(NamedTuple):
 class Stage(NamedTuple):
     name: str
     decides: str  # the pure function that decides, `module:function` under tfrecord_pipeline
-    needs: Callable[[Job], bool]  # whether a job runs it
+    when: str = ""  # the option a job needs to run it; "" runs it always
 
-
-def _always(job: Job) -> bool:
-    return True
-
-
-def _deduplicating(job: Job) -> bool:
-    return job.dedup
-
-
-def _refreshing(job: Job) -> bool:
-    return job.published is not None
+    def needs(self, job: Job) -> bool:
+        """Whether `job` runs this stage."""
+        return {"": True, "--dedup": job.dedup, "--incremental": job.published is not None}[
+            self.when
+        ]
 
 
 STAGES = (
-    Stage("ReadManifests", "transforms.manifest.sources:read_piece", _always),
-    Stage("PlanDataset", "transforms.plan.dataset:decide_plan", _always),
-    Stage("DropDuplicateContent", "transforms.plan.dedup:keep_first", _deduplicating),
-    Stage("RefreshRows", "transforms.plan.refresh:refresh_layout", _refreshing),
-    Stage("AssignShards", "transforms.plan.grouping:group_by_shard", _always),
-    Stage("WriteShards", "transforms.write.shard_writer:write_shard", _always),
-    Stage("CarryPublished", "transforms.plan.refresh:stays", _refreshing),
-    Stage("WriteErrors", "transforms.write.error_files:file_of", _always),
-    Stage("CommitDataset", "dataset.commit:commit_dataset", _always),
+    Stage("ReadManifests", "transforms.manifest.sources:read_piece"),
+    Stage("PlanDataset", "transforms.plan.dataset:decide_plan"),
+    Stage("DropDuplicateContent", "transforms.plan.dedup:keep_first", "--dedup"),
+    Stage("RefreshRows", "transforms.plan.refresh:stays", "--incremental"),
+    Stage("AssignShards", "transforms.plan.grouping:group_by_shard"),
+    Stage("WriteShards", "transforms.write.shard_writer:write_shard"),
+    Stage("CarryPublished", "transforms.plan.refresh:refresh_layout", "--incremental"),
+    Stage("WriteErrors", "transforms.write.error_files:file_of"),
+    Stage("CommitDataset", "dataset.commit:commit_dataset"),
 )
 
 

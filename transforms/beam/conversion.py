@@ -55,21 +55,25 @@ def build(p: beam.Pipeline, job: Job, progress: Progress = SILENT) -> PCollectio
 
 
 def read_manifests(run: BeamRun, label: str) -> None:
+    """manifests.py ReadManifests."""
     run.read = run.p | label >> ReadManifests(run.job.manifests, run.job.read)
     run.rows, run.errors = run.read["rows"], [run.read["errors"]]
 
 
 def plan_dataset(run: BeamRun, label: str) -> None:
+    """plan.py PlanDataset: a combiner."""
     run.plan = run.write_plan = run.rows | label >> PlanDataset(run.job.plan, run.progress)
 
 
 def drop_duplicates(run: BeamRun, label: str) -> None:
+    """plan.py DropDuplicateContent."""
     # After the plan, which counts every row, so rows = records + errors.
     unique = run.rows | label >> DropDuplicateContent(run.job.max_file_bytes)
     run.rows, run.errors = unique["rows"], [*run.errors, unique["errors"]]
 
 
 def refresh_rows(run: BeamRun, label: str) -> None:
+    """refresh.py RefreshRows."""
     from tfrecord_pipeline.transforms.beam.refresh import RefreshRows
 
     staging = run.job.write.staging
@@ -83,11 +87,13 @@ def refresh_rows(run: BeamRun, label: str) -> None:
 
 
 def assign_shards(run: BeamRun, label: str) -> None:
+    """plan.py AssignShards."""
     run.keyed = run.rows | label >> AssignShards(run.write_plan)
     run.errors = [*run.errors, run.keyed.errors]
 
 
 def write_shards(run: BeamRun, label: str) -> None:
+    """shards.py WriteShards."""
     written = run.keyed.keyed | label >> WriteShards(run.write_plan, run.job.write, run.progress)
     run.shards, run.errors = written["shards"], [*run.errors, written["errors"]]
 
@@ -99,8 +105,10 @@ def _assembled(layout, written, carried, staging: str, shard_format):
 
 
 def carry_published(run: BeamRun, label: str) -> None:
-    """Each final shard assembled from its sources: the converted rows' shards and the
-    published shards' kept records (staged by RefreshRows)."""
+    """write/carried.py assemble.
+
+    Each final shard assembled from its sources: the converted rows' shards and the published
+    shards' kept records (staged by RefreshRows)."""
     write = run.job.write
     run.shards = run.refresh["layout"] | label >> beam.FlatMap(
         _assembled,
@@ -112,6 +120,7 @@ def carry_published(run: BeamRun, label: str) -> None:
 
 
 def write_errors(run: BeamRun, label: str) -> None:
+    """error_files.py WriteErrors."""
     errors = run.errors | "CollectErrors" >> beam.Flatten()
     staging = run.job.write.staging
     run.rejected = errors | label >> WriteErrors(staging, error_files.ROWS_PER_ERRORS_FILE)
@@ -134,6 +143,7 @@ class _PublishFn(beam.DoFn):
 
 
 def commit_dataset(run: BeamRun, label: str) -> None:
+    """_PublishFn: the job's publish step."""
     read = run.read
     skipped = read["skipped"] | "CountSkippedFiles" >> beam.combiners.Count.Globally()
     negatives = read["negatives"] | "CountDroppedNegatives" >> beam.combiners.Count.Globally()

@@ -94,8 +94,10 @@ def run_here(job: Job, pool: ShardPool | None, watch: Watch) -> Any:
 
 
 def read_manifests(run: LocalRun) -> None:
-    """Every manifest's rows counted for the plan and put in their bucket as read: a large
-    one in byte ranges, on the writer processes too."""
+    """manifests.py: ranges on every core.
+
+    Every manifest's rows counted for the plan and put in their bucket as read: a large one in
+    byte ranges, on the writer processes too."""
     job = run.job
     counting = functools.partial(PlanAccumulator, job.plan.counts, max_labels=job.plan.max_labels)
     run.counted = counted = counting()
@@ -112,18 +114,21 @@ def read_manifests(run: LocalRun) -> None:
 
 
 def plan_dataset(run: LocalRun) -> None:
+    """decide_plan over the counted rows."""
     run.plan = run.write_plan = decide_plan(run.counted.stats(), run.job.plan)
     run.progress.planned(run.plan.row_count)
     run.rows, run.split_rows = run.buckets.take(ARRIVED), dict(run.plan.rows)
 
 
 def drop_duplicates(run: LocalRun) -> None:
+    """plan.py: rows by a hash of digest."""
     # After the plan, which counts every row, so rows = records + errors.
     count, max_bytes = run.plan.row_count, run.job.max_file_bytes
     run.rows = drop_duplicate_content(run.rows, count, max_bytes, run.errors, run.buckets)
 
 
 def refresh_rows(run: LocalRun) -> None:
+    """refresh.py refresh_here."""
     from tfrecord_pipeline.transforms.local.refresh import refresh_here
 
     update = refresh_here(run.plan, run.rows, run.job.published, run.processes, run.buckets)
@@ -132,6 +137,7 @@ def refresh_rows(run: LocalRun) -> None:
 
 
 def assign_shards(run: LocalRun) -> None:
+    """shards.py: rows into piece buckets."""
     processes = run.processes if run.pool else 1
     run.pieces = split_pieces(run.write_plan, run.split_rows, processes, run.job.write)
     run.sample = sort_rows(
@@ -141,6 +147,7 @@ def assign_shards(run: LocalRun) -> None:
 
 
 def write_shards(run: LocalRun) -> None:
+    """pool.py: a writer process a core."""
     config = run.job.write
     tasks, writers = shard_tasks(run.buckets, run.write_plan, run.pieces, config, run.sample)
     if run.pool and writers > 1:
@@ -152,6 +159,7 @@ def write_shards(run: LocalRun) -> None:
 
 
 def carry_published(run: LocalRun) -> None:
+    """refresh.py finish_here."""
     from tfrecord_pipeline.transforms.local.refresh import finish_here
 
     run.results = finish_here(
@@ -160,6 +168,7 @@ def carry_published(run: LocalRun) -> None:
 
 
 def write_errors(run: LocalRun) -> None:
+    """error_sink.py: streamed as they come."""
     files, tally = run.errors.finish(error_files.ROWS_PER_ERRORS_FILE)
     counts = run.refresh.layout.counts if run.refresh else None
     run.inputs = PublishInputs(
@@ -168,6 +177,7 @@ def write_errors(run: LocalRun) -> None:
 
 
 def commit_dataset(run: LocalRun) -> None:
+    """the job's publish step, here."""
     run.info = run.job.publish(run.inputs)
 
 
