@@ -21,9 +21,23 @@ demo: $(STAMP)
 		--num_shards 2 --split train=0.8,validation=0.2
 	@echo "out/sample/LATEST names the published version; its folder is printed above"
 
+# Besides ruff: vermin fails on anything newer than Python 3.10 (setup.py's python_requires; TPU
+# VM images ship it), as enum.StrEnum, except* or tomllib (str.decode left out: it reads a bytes
+# value taken out of a dict by a string key as a str, Python 2's); deptry fails on an import
+# setup.py does not declare (config in pyproject.toml), once for the package, whose imports must
+# be in install_requires or the read side's extras, once for the tests and the benchmarks, which
+# may also import the test extra (ray is benchmarks/requirements-peers.txt's, another venv).
+DECLARED := $(VENV)/declared
 lint: $(STAMP)
 	$(BIN)/ruff check pipeline transforms tests sample benchmarks deploy
 	$(BIN)/ruff format --check pipeline transforms tests sample benchmarks deploy
+	$(BIN)/vermin --target=3.10- --violations --no-tips --eval-annotations --exclude str.decode \
+		-q pipeline transforms tests sample benchmarks deploy
+	$(BIN)/python tests/declared_requirements.py $(DECLARED)
+	$(BIN)/deptry pipeline transforms --requirements-files $(DECLARED)/code.txt \
+		--requirements-files-dev $(DECLARED)/test.txt
+	$(BIN)/deptry tests benchmarks --requirements-files $(DECLARED)/code.txt,$(DECLARED)/test.txt \
+		--exclude '\.venv' --ignore DEP002 --per-rule-ignores DEP001=ray
 
 format: $(STAMP)
 	$(BIN)/ruff format pipeline transforms tests sample benchmarks deploy

@@ -43,6 +43,15 @@ setup(
         # --file_format array_record's writer (transforms/write/array_records.py), imported only
         # then; on the workers' image, so a Dataflow job can write ArrayRecord shards.
         "array-record>=0.8.6",
+        # Imported by name, so declared even though Beam or the Cloud Storage client brings each
+        # in; the floors are the ones those already require, so the resolution does not change.
+        "pyarrow>=14.0.1",  # Parquet manifests; the C++ Cloud Storage client (storage/arrow.py)
+        "numpy>=1.21.2",  # the fast path's pixels (image/fastpath.py); 3.10's first wheels
+        "requests>=2.32.4",  # the Cloud Storage client's connection pool, retried errors (storage/)
+        "urllib3>=1.26",  # the retried connection errors (transforms/storage/retry.py)
+        "certifi>=2023.5.7",  # the CA bundle of the pooled connections (storage/connection.py)
+        "google-auth>=2.26.1",  # default credentials, their errors (storage/connection.py, retry)
+        "google-api-core>=2.27.0",  # the storage client's exceptions (storage/, dataset/publish.py)
     ],
     # The read side's extras. A machine that already holds tensorflow-cpu or tensorflow-tpu (a
     # TPU VM's image) needs no extra for `load()`, and only tensorflow-datasets for TFDS: they
@@ -61,6 +70,9 @@ setup(
             "pytest-timeout",  # a hung run fails the suite (pyproject.toml)
             "ruff",
             "hypothesis",
+            "absl-py",  # test_grain_source: flags parsed as absl.app.run parses them, for Grain
+            "cryptography",  # tests/tls_proxy.py: the loopback certificate authority
+            "aiohttp",  # benchmarks/latency_store.py, which tests/test_bench.py runs
             "grpcio-tools",
             "gcp-storage-emulator",
             "opencv-python-headless",  # the resampling study's area and aliasing witnesses
@@ -71,6 +83,12 @@ setup(
             # The docs site: `mkdocs build --strict` runs in the tests (tests/test_docs.py).
             "mkdocs>=1.6",
             "mkdocs-material>=9.5",
+            # `make lint`: the oldest Python a module needs (3.10, python_requires), and every
+            # package the code imports declared here (tests/declared_requirements.py).
+            "vermin>=1.9",
+            "deptry>=0.25",
+            "setuptools",  # setup.py run: test_packaging's sdist, tests/declared_requirements.py
+            "packaging",  # test_declared_requirements, deploy/pin_requirements.py
         ],
     },
     entry_points={"console_scripts": ["tfrecord-pipeline=tfrecord_pipeline.cli.main:entry_point"]},
