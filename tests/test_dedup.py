@@ -1,5 +1,5 @@
 """transforms/plan/dedup.py: a row whose image bytes repeat an earlier row's is an error row;
-the local runner's rows grouped by digest in buckets (pipeline/runners/local.py)."""
+the local runner's rows grouped by digest in buckets (transforms/local/plan.py)."""
 
 import os
 

@@ -1,7 +1,7 @@
 """What the Beam steps of a conversion share, and the element shapes between them.
 
 Each step is a thin wrapper over the pure modules of transforms/, in a module of this package
-named for its stage; pipeline/runners/beam_pipeline.py wires them, in this order. Element shapes
+named for its stage; conversion.py runs them in the order of transforms/stages.py. Element shapes
 between steps (a RowBatch holds up to ROWS_PER_BATCH ManifestRows):
     ReadManifests (manifests.py)
                     -> {"rows": RowBatch, "errors": ErrorRow, "skipped": SkippedFile,

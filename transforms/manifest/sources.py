@@ -5,7 +5,7 @@ header, a JSONL file's first lines, a Parquet footer (a `gs://` object by ranged
 memory is the same for a manifest of a hundred rows or a hundred million. What it finds, a
 `ManifestFile`, is all a reader needs to read any byte range of the file on its own: the Beam
 pipeline reads each file as many pieces on many workers (transforms/beam/manifests.py), the local
-runner as one piece (pipeline/runners/local.py), and both get the same rows, by the same rules.
+runner as one piece (transforms/local/manifests.py), and both get the same rows, by the same rules.
 
 A line that is not UTF-8, or that the parser refuses, is an error row wherever it is: only the
 start of a file is read before the run, so a bad byte further on is found by the worker that
