@@ -16,14 +16,14 @@ from tfrecord_pipeline.dataset.commit import CommitConfig, CommitInputs, commit_
 from tfrecord_pipeline.dataset.metadata import DatasetInfo
 from tfrecord_pipeline.dataset.previous import previous_version
 from tfrecord_pipeline.dataset.publish import Target
-from tfrecord_pipeline.runners import refresh
-from tfrecord_pipeline.runners.refresh_files import assemble
+from tfrecord_pipeline.runners.refreshable import refreshable
 from tfrecord_pipeline.transforms.beam.error_files import WriteErrors
 from tfrecord_pipeline.transforms.beam.manifests import ReadManifests
 from tfrecord_pipeline.transforms.beam.plan import AssignShards, DropDuplicateContent, PlanDataset
 from tfrecord_pipeline.transforms.beam.shards import WriteShards
 from tfrecord_pipeline.transforms.progress import SILENT, Progress
 from tfrecord_pipeline.transforms.write import error_files
+from tfrecord_pipeline.transforms.write.carried import assemble
 from tfrecord_pipeline.transforms.write.formats import ShardFormat
 
 
@@ -31,7 +31,7 @@ from tfrecord_pipeline.transforms.write.formats import ShardFormat
 class _CommitFn(beam.DoFn):
     """Runs once, on the plan, after all shards and errors files exist (their results and the
     error counts are side inputs); after a refresh, on its layout's plan, each final shard
-    assembled from its sources first (pipeline/runners/refresh_files.py `assemble`)."""
+    assembled from its sources first (transforms/write/carried.py `assemble`)."""
 
     def __init__(self, config: CommitConfig, shard_format: ShardFormat):
         self._config = config
@@ -79,10 +79,11 @@ def build_pipeline(
         unique = rows | "DropDuplicateContent" >> DropDuplicateContent(options.max_file_bytes)
         rows, errors = unique["rows"], [*errors, unique["errors"]]
     write_plan, refreshed = plan, {}
-    if options.incremental and refresh.refreshable(previous, options.recorded()):
-        from tfrecord_pipeline.runners.beam_refresh import RefreshRows
+    if options.incremental and refreshable(previous, options.recorded()):
+        from tfrecord_pipeline.transforms.beam.refresh import RefreshRows
 
-        update = rows | "RefreshRows" >> RefreshRows(previous, plan, target.staging, progress)
+        published = previous.published()
+        update = rows | "RefreshRows" >> RefreshRows(published, plan, target.staging, progress)
         rows, layout = update["rows"], update["layout"]
         write_plan = layout | "WritePlan" >> beam.Map(lambda layout: layout.write_plan)
         refreshed = {"layout": AsSingleton(layout), "carried": AsDict(update["carried"])}

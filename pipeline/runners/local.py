@@ -13,7 +13,7 @@ budget and spilled to a temporary folder beyond it (transforms/local/row_buckets
 buckets by shard piece (on every core), each read back as a writer takes it
 (transforms/local/shards.py). Where rows must meet, they meet in buckets by hash, each
 grouped alone: --dedup's by a hash of the image digest (`drop_duplicate_content`),
---incremental's rows and published records by a hash of the key (pipeline/runners/refresh.py,
+--incremental's rows and published records by a hash of the key (transforms/local/refresh.py,
 which holds only the kept records' positions, 4 bytes each). So memory stays flat however many
 rows. Error rows stream to the errors files as they arise (transforms/local/error_sink.py).
 """
@@ -30,11 +30,12 @@ from tfrecord_pipeline.dataset.commit import CommitInputs, commit_dataset
 from tfrecord_pipeline.dataset.metadata import DatasetInfo
 from tfrecord_pipeline.dataset.previous import previous_version
 from tfrecord_pipeline.dataset.publish import Target
-from tfrecord_pipeline.runners import refresh, refresh_files
+from tfrecord_pipeline.runners.refreshable import refreshable
 from tfrecord_pipeline.transforms.errors import ErrorRow
 from tfrecord_pipeline.transforms.local.error_sink import ErrorSink
 from tfrecord_pipeline.transforms.local.manifests import gather, read_on, split_reads
 from tfrecord_pipeline.transforms.local.pool import ShardPool, ShardTask, ShardWriter
+from tfrecord_pipeline.transforms.local.refresh import finish_here, refresh_here
 from tfrecord_pipeline.transforms.local.row_buckets import RowBuckets, bucket_count, hash_bucket
 from tfrecord_pipeline.transforms.local.shards import shard_tasks, sort_rows, split_pieces
 from tfrecord_pipeline.transforms.manifest.rows import (
@@ -111,8 +112,8 @@ def write_here(
     if options.dedup:  # after the plan, which counts every row, so rows = records + errors
         rows = drop_duplicate_content(rows, plan.row_count, options.max_file_bytes, errors, buckets)
     update, split_rows = None, dict(plan.rows)
-    if options.incremental and refresh.refreshable(previous, options.recorded()):
-        update = refresh.refresh_here(plan, rows, previous, processes, buckets)
+    if options.incremental and refreshable(previous, options.recorded()):
+        update = refresh_here(plan, rows, previous.published(), processes, buckets)
         plan, rows, split_rows = update.layout.plan, update.to_convert, update.converted
     write_plan = update.layout.write_plan if update else plan
     pieces = split_pieces(write_plan, split_rows, processes if pool else 1, config)
@@ -125,7 +126,7 @@ def write_here(
         written = write_in_process(tasks, progress)
     results = list(join_pieces(errors.passed(written), config.staging, config.shard_format))
     if update:
-        results = refresh_files.finish_here(update, previous, target.staging, progress, results)
+        results = finish_here(update, previous.published(), target.staging, progress, results)
     files, tally = errors.finish(error_files.ROWS_PER_ERRORS_FILE)
     counts = update.layout.counts if update else None
     return CommitInputs(plan, results, files, tally, skipped, negatives, counts)
