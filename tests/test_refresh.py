@@ -400,6 +400,35 @@ def test_both_runners_refresh_a_version_into_the_same_files(tmp_path, rows):
     assert files["local"] == files["beam"]
 
 
+def _version_files(folder: str) -> dict[str, bytes]:
+    return {
+        str(path.relative_to(folder)): path.read_bytes()
+        for path in Path(folder).rglob("*")
+        if path.is_file() and path.name != "_COMMITTED"
+    }
+
+
+def test_a_rows_file_cut_midway_keeps_none_of_its_records_on_both_runners_alike(tmp_path, rows):
+    """A rows file cut in the middle of a line: the records read before the cut were given to
+    the match already (each runner reads a record at a time), and none may stay; its shard is
+    damaged, its rows converted again, and both runners write the same files, byte for byte."""
+    first = _convert(write_manifest(tmp_path / "a.csv", rows), tmp_path / "local")
+    shard = first.info.splits["train"].shards[0]
+    rows_file = Path(first.folder) / shard.rows
+    text = rows_file.read_text()
+    rows_file.write_text(text[: len(text) // 2])
+    shutil.copytree(tmp_path / "local", tmp_path / "beam", symlinks=True)
+    manifest = write_manifest(tmp_path / "b.csv", rows[1:])
+    full = _records(_convert(manifest, tmp_path / "full").folder)
+    files = {}
+    for runner in RUNNERS:
+        refreshed = _convert(manifest, tmp_path / runner, "--incremental", *RUNNERS[runner])
+        assert refreshed.info.refresh["damaged"] == [Path(shard.file).name]
+        assert _records(refreshed.folder) == full
+        files[runner] = _version_files(refreshed.folder)
+    assert files["local"] == files["beam"]
+
+
 def test_a_local_refresh_matches_rows_and_records_in_buckets_spilled_to_disk(
     tmp_path, rows, monkeypatch
 ):
@@ -426,14 +455,6 @@ def test_a_local_refresh_matches_rows_and_records_in_buckets_spilled_to_disk(
     assert held == spilled and (held_spilled, spilled_spilled) == (False, True)
     assert held[3] == {"train": len(rows) - 30 + 1}  # the new rows and the changed one
     assert sum(map(len, held[1].values())) == 30 - 2 - 1  # two rows gone, one changed
-
-
-def _version_files(folder: str) -> dict[str, bytes]:
-    return {
-        str(path.relative_to(folder)): path.read_bytes()
-        for path in Path(folder).rglob("*")
-        if path.is_file() and path.name != "_COMMITTED"
-    }
 
 
 def test_a_local_refresh_and_dedup_in_small_spilled_buckets_write_beams_files(
