@@ -5,7 +5,7 @@ The published version is the one benchmarks/refresh.py refreshes (the corpus but
 `--num_shards 8`); each way of carrying its shards into a fresh folder on the same file system
 is timed in this process, every round, medians reported:
 - check: read every byte and compute the file's CRC-32C, as a refresh checks a shard against
-  its metadata before carrying it (pipeline/dataset/shard_check.py `check_shards`);
+  its metadata before carrying it (transforms/storage/file_checks.py `check_shards`);
 - link: a hard link (what a refresh did before it checked: the versions shared the bytes);
 - link_read_only_checked: the check, a hard link, and the file made read-only (which does not
   stop root, and makes the old version's file read-only too);
@@ -30,8 +30,8 @@ from corpus import make_corpus
 from refresh import HERE, convert, older_manifest
 
 sys.path.insert(0, str(HERE.parent))
-from tfrecord_pipeline.dataset.shard_check import stored_checksum  # noqa: E402
 from tfrecord_pipeline.transforms.storage import disk  # noqa: E402
+from tfrecord_pipeline.transforms.storage.file_checks import stored_checksum  # noqa: E402
 
 
 def _plain_copy(source: str, destination: str) -> None:

@@ -42,7 +42,7 @@ BIG_MB = 4  # an object of a kind counted per MB (shards run to hundreds)
 MB_SHARE = 25  # such kinds make N/MB_SHARE objects
 RECORD = 40 << 10  # a shard is written a record at a time: header, image, footer
 LISTED = 100  # objects in the folder a listing lists (one page)
-CHUNK = 1 << 20  # a ranged read's request (pipeline/dataset/shard_check.py CHECK_CHUNK)
+CHUNK = 1 << 20  # a ranged read's request (transforms/storage/file_checks.py CHECK_CHUNK)
 LISTINGS = ("list", "list_identities", "glob")  # kinds that list one folder of LISTED objects
 
 

@@ -32,7 +32,7 @@ from measure import run_measured
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from tfrecord_pipeline.dataset.shard_check import stored_checksum  # noqa: E402
+from tfrecord_pipeline.transforms.storage.file_checks import stored_checksum  # noqa: E402
 
 CLI = str(Path(sys.executable).parent / "tfrecord-pipeline")
 PEERS = HERE / "peers.py"

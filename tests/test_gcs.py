@@ -36,7 +36,7 @@ from tfrecord_pipeline.runners.convert import run
 from tfrecord_pipeline.transforms.beam.manifests import ReadManifests
 from tfrecord_pipeline.transforms.manifest.rows import ReadConfig
 from tfrecord_pipeline.transforms.manifest.sources import check_manifests, read_all
-from tfrecord_pipeline.transforms.storage import fileio
+from tfrecord_pipeline.transforms.storage import file_checks, fileio
 
 pytestmark = pytest.mark.slow
 
@@ -226,7 +226,7 @@ def test_a_refresh_on_the_bucket_carries_shards_by_server_side_copy(
     data = bytearray(fileio.read_bytes(damaged))
     data[100] ^= 1
     fileio.write_bytes(damaged, bytes(data))
-    monkeypatch.setattr("tfrecord_pipeline.dataset.shard_check.stored_checksum", _never_read)
+    monkeypatch.setattr(file_checks, "stored_checksum", _never_read)
     third = run(["--manifest", f"{source}/manifest.csv", *argv, "--incremental"])
     assert third.info.refresh["damaged"] == [damaged.rsplit("/", 1)[1]]
     assert verify(root, "all") == (len(rows), [])

@@ -11,20 +11,18 @@ from conftest import (
     RUNNERS,
     arguments,
     command,
-    dataset_info,
     make_images,
     read_manifest,
     write_manifest,
 )
 
-from tfrecord_pipeline.config.options import ConvertOptions
 from tfrecord_pipeline.dataset.labels_file import label_names
 from tfrecord_pipeline.dataset.previous import Previous
 from tfrecord_pipeline.dataset.versions import resolve
 from tfrecord_pipeline.read.verify import verify
 from tfrecord_pipeline.runners.convert import run
-from tfrecord_pipeline.runners.refresh import refresh_here, why_not_refreshable
 from tfrecord_pipeline.transforms.local import row_buckets
+from tfrecord_pipeline.transforms.local.refresh import refresh_here
 from tfrecord_pipeline.transforms.local.row_buckets import RowBuckets
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
@@ -249,17 +247,6 @@ def test_incompatible_options_convert_everything_and_say_why(tmp_path, rows, cap
     assert "converting every row" in capfd.readouterr().err and refreshed.info.records == 40
 
 
-def test_an_option_a_version_predates_counts_as_its_default():
-    """A version published before --file_format existed is refreshed, not converted again,
-    by a run at its default; another value converts every row."""
-    recorded = ConvertOptions(manifest=[], output="out").recorded()
-    older = Previous("v1", dataset_info(options={**recorded}))
-    del older.info.options["file_format"]
-    assert why_not_refreshable(older, recorded) is None
-    other = {**recorded, "file_format": "array_record"}
-    assert "['file_format']" in why_not_refreshable(older, other)
-
-
 def test_a_shard_count_a_refresh_does_not_apply_is_said(tmp_path, rows):
     """--num_shards 5 on a refresh of a 2-shard version kept 2 shards, and said nothing."""
     root, manifest = tmp_path / "nightly", write_manifest(tmp_path / "m.csv", rows)
@@ -413,13 +400,42 @@ def test_both_runners_refresh_a_version_into_the_same_files(tmp_path, rows):
     assert files["local"] == files["beam"]
 
 
+def _version_files(folder: str) -> dict[str, bytes]:
+    return {
+        str(path.relative_to(folder)): path.read_bytes()
+        for path in Path(folder).rglob("*")
+        if path.is_file() and path.name != "_COMMITTED"
+    }
+
+
+def test_a_rows_file_cut_midway_keeps_none_of_its_records_on_both_runners_alike(tmp_path, rows):
+    """A rows file cut in the middle of a line: the records read before the cut were given to
+    the match already (each runner reads a record at a time), and none may stay; its shard is
+    damaged, its rows converted again, and both runners write the same files, byte for byte."""
+    first = _convert(write_manifest(tmp_path / "a.csv", rows), tmp_path / "local")
+    shard = first.info.splits["train"].shards[0]
+    rows_file = Path(first.folder) / shard.rows
+    text = rows_file.read_text()
+    rows_file.write_text(text[: len(text) // 2])
+    shutil.copytree(tmp_path / "local", tmp_path / "beam", symlinks=True)
+    manifest = write_manifest(tmp_path / "b.csv", rows[1:])
+    full = _records(_convert(manifest, tmp_path / "full").folder)
+    files = {}
+    for runner in RUNNERS:
+        refreshed = _convert(manifest, tmp_path / runner, "--incremental", *RUNNERS[runner])
+        assert refreshed.info.refresh["damaged"] == [Path(shard.file).name]
+        assert _records(refreshed.folder) == full
+        files[runner] = _version_files(refreshed.folder)
+    assert files["local"] == files["beam"]
+
+
 def test_a_local_refresh_matches_rows_and_records_in_buckets_spilled_to_disk(
     tmp_path, rows, monkeypatch
 ):
     """Rows (fingerprinted) and published records put in buckets by their key's hash, a few
     held: spilled, each bucket matched alone, the same decision as with every row held."""
     first = _convert(write_manifest(tmp_path / "a.csv", rows[:30]), tmp_path / "root")
-    previous = Previous(first.folder, first.info)
+    published = Previous(first.folder, first.info).published()
     current = [{**row, "label": "coffee"} if index == 9 else row for index, row in enumerate(rows)]
     read = read_manifest(write_manifest(tmp_path / "b.csv", current[2:]))
     manifest_rows = [row for row in read if isinstance(row, ManifestRow)]
@@ -427,7 +443,7 @@ def test_a_local_refresh_matches_rows_and_records_in_buckets_spilled_to_disk(
 
     def decided(held_rows: int):
         with RowBuckets(held_rows) as buckets:
-            update = refresh_here(plan, iter(manifest_rows), previous, 1, buckets)
+            update = refresh_here(plan, iter(manifest_rows), published, 1, buckets)
             spilled = bool(os.listdir(buckets.folder()))
             keys = sorted(row.key for row in update.to_convert)
         kept = {file: list(positions) for file, positions in update.kept.items()}
@@ -439,14 +455,6 @@ def test_a_local_refresh_matches_rows_and_records_in_buckets_spilled_to_disk(
     assert held == spilled and (held_spilled, spilled_spilled) == (False, True)
     assert held[3] == {"train": len(rows) - 30 + 1}  # the new rows and the changed one
     assert sum(map(len, held[1].values())) == 30 - 2 - 1  # two rows gone, one changed
-
-
-def _version_files(folder: str) -> dict[str, bytes]:
-    return {
-        str(path.relative_to(folder)): path.read_bytes()
-        for path in Path(folder).rglob("*")
-        if path.is_file() and path.name != "_COMMITTED"
-    }
 
 
 def test_a_local_refresh_and_dedup_in_small_spilled_buckets_write_beams_files(
@@ -478,39 +486,17 @@ def test_a_local_refresh_and_dedup_in_small_spilled_buckets_write_beams_files(
 
 
 def test_on_beam_an_unchanged_record_of_a_damaged_shard_is_counted_and_its_row_converted():
-    from tfrecord_pipeline.runners.beam_refresh import _keep_or_convert
+    """And one of a rows file found damaged midway (unlisted) is left out: its row converted."""
+    from tfrecord_pipeline.transforms.beam.refresh import _keep_or_convert
 
     row = _row("a")
     for sound, converted in ((True, []), (False, [row])):
-        grouped = {"rows": [(row, "fa")], "past": [("s0", 3, "fa", sound)]}
-        outputs = list(_keep_or_convert(("a", grouped)))
+        grouped = {"rows": [(row, "fa")], "past": [("fa", "s0", 3, sound)]}
+        outputs = list(_keep_or_convert(("a", grouped), {}))
         kept = [(out.tag, out.value) for out in outputs[:1]]
         assert kept == [("kept", ("s0", 3))] and outputs[1:] == converted
-
-
-def test_a_shard_is_sound_only_with_its_metadata_s_size_and_crc_and_an_index_that_fits_it(tmp_path):
-    from tfrecord_pipeline.dataset.metadata import ShardInfo
-    from tfrecord_pipeline.dataset.shard_check import check_shards
-    from tfrecord_pipeline.transforms.tfrecord.records import ShardFileWriter
-
-    writer = ShardFileWriter(open(tmp_path / "s.tfrecord", "wb"))  # noqa: SIM115 - closes it
-    for record in (b"one", b"two"):
-        writer.write(record)
-    writer.close()
-    (tmp_path / "s.idx").write_text(writer.index_text())
-    (tmp_path / "bad.idx").write_text("0 19\n19 20\n")
-    data = (tmp_path / "s.tfrecord").read_bytes()
-    (tmp_path / "cut.tfrecord").write_bytes(data[:-1])
-    (tmp_path / "flipped.tfrecord").write_bytes(data[:5] + bytes([data[5] ^ 1]) + data[6:])
-    shards = [
-        ShardInfo("s.tfrecord", 2, writer.bytes, writer.crc32c, "s.idx"),
-        ShardInfo("s.tfrecord", 2, writer.bytes, writer.crc32c, "bad.idx"),
-        ShardInfo("s.tfrecord", 2, writer.bytes, writer.crc32c, "missing.idx"),
-        ShardInfo("cut.tfrecord", 2, writer.bytes, writer.crc32c),
-        ShardInfo("flipped.tfrecord", 2, writer.bytes, writer.crc32c),
-        ShardInfo("missing.tfrecord", 2, writer.bytes, writer.crc32c),
-    ]
-    assert list(check_shards(str(tmp_path), shards)) == [True, False, False, False, False, False]
+    grouped = {"rows": [(row, "fa")], "past": [("fa", "s0", 3, True)]}
+    assert list(_keep_or_convert(("a", grouped), {"s0": True})) == [row]
 
 
 def test_a_rows_file_is_read_as_it_is_asked_for_and_damage_is_raised_where_it_is(tmp_path):
@@ -553,9 +539,3 @@ def test_a_rows_file_damaged_midway_keeps_its_shard_from_being_carried(tmp_path,
     damaged = [Path(shard.file).name for shard in first.info.splits["train"].shards[:2]]
     assert list(refreshed.info.refresh["damaged"]) == damaged
     assert _records(refreshed.folder) == _records(_convert(manifest, tmp_path / "full").folder)
-
-
-def test_a_label_limit_changes_no_record_so_a_refresh_under_another_keeps_them():
-    recorded = ConvertOptions(manifest=[], output="out").recorded()
-    published = Previous("v1", dataset_info(options={**recorded}))
-    assert why_not_refreshable(published, {**recorded, "max_labels": 200_000}) is None

@@ -1,7 +1,7 @@
 """A published shard's records read as a stream (ShardFormat.records_at over
 transforms/tfrecord/records.py's `records_in`): a record at a time from a local file or an
 object, gunzipped as it streams, checked as a whole file's are, and never the file in memory,
-as a refresh rewrites a shard that lost records (pipeline/runners/refresh_files.py)."""
+as a refresh rewrites a shard that lost records (transforms/write/carried.py)."""
 
 import gzip
 import hashlib

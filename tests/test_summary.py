@@ -10,8 +10,9 @@ import pytest
 from conftest import RUNNERS, command, dataset_info, make_images, published, write_manifest
 
 from tfrecord_pipeline.cli.summary import format_counters, format_summary, refresh_lines
-from tfrecord_pipeline.dataset.metadata import DatasetInfo, ShardInfo, SplitInfo
+from tfrecord_pipeline.dataset.metadata import DatasetInfo, SplitInfo
 from tfrecord_pipeline.transforms.plan.rows_files import parse_rows
+from tfrecord_pipeline.transforms.write.published import ShardInfo
 
 
 def _split(examples: int, shards: int, errors: int = 0, boxes_dropped: int = 0) -> SplitInfo:

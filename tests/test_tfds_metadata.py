@@ -6,10 +6,11 @@ import json
 import pytest
 from conftest import dataset_info
 
-from tfrecord_pipeline.dataset.metadata import ShardInfo, SplitInfo, labels_entry
+from tfrecord_pipeline.dataset.metadata import SplitInfo, labels_entry
 from tfrecord_pipeline.dataset.tfds_metadata import class_names, labels_file, tfds_files
 from tfrecord_pipeline.transforms.manifest.labels import LabelMap
 from tfrecord_pipeline.transforms.tfrecord.examples import LABEL_KEY, RAW_KEY
+from tfrecord_pipeline.transforms.write.published import ShardInfo
 
 
 def _split(*records: int) -> SplitInfo:

@@ -18,6 +18,7 @@ from tfrecord_pipeline.transforms.plan.refresh import RefreshCounts
 from tfrecord_pipeline.transforms.tfrecord.examples import feature_spec
 from tfrecord_pipeline.transforms.write.error_files import ERRORS_DIR, ErrorCounts, ErrorFileResult
 from tfrecord_pipeline.transforms.write.formats import ShardFormat
+from tfrecord_pipeline.transforms.write.published import ShardInfo
 from tfrecord_pipeline.transforms.write.shard_writer import ShardResult
 
 # 2: label names in labels.txt only, described here by their count and the file's sha256;
@@ -25,16 +26,6 @@ from tfrecord_pipeline.transforms.write.shard_writer import ShardResult
 FORMAT_VERSION = 2
 INFO_FILE = "tfrecord_pipeline.json"
 LABELS_FILE = "labels.txt"
-
-
-@dataclasses.dataclass
-class ShardInfo:
-    file: str
-    records: int
-    bytes: int
-    crc32c: str  # of the file, base64 big-endian: what `gcloud storage objects describe` shows
-    index: str = ""  # the DALI index file beside the shard, with --write_index
-    rows: str = ""  # the rows file a refresh reads: key, fingerprint, label id per record
 
 
 @dataclasses.dataclass

@@ -19,7 +19,6 @@ from tfrecord_pipeline.dataset.publish import (
     publish,
     read_pointer,
 )
-from tfrecord_pipeline.dataset.shard_check import check_shards
 from tfrecord_pipeline.dataset.version_files import version_file_problems
 from tfrecord_pipeline.dataset.versions import (
     MARKER,
@@ -35,6 +34,7 @@ from tfrecord_pipeline.dataset.versions import (
 )
 from tfrecord_pipeline.transforms.errors import UserError
 from tfrecord_pipeline.transforms.storage import fileio
+from tfrecord_pipeline.transforms.storage.file_checks import check_shards
 
 
 class RolledBack(NamedTuple):

@@ -15,9 +15,9 @@ reader, reconverts a shard whose rows file is damaged or gone.
 
 from tfrecord_pipeline.dataset.labels_file import labels_file_names
 from tfrecord_pipeline.dataset.metadata import INFO_FILE, LABELS_FILE, DatasetInfo, ErrorFileInfo
-from tfrecord_pipeline.dataset.shard_check import check_files
 from tfrecord_pipeline.dataset.tfds_metadata import tfds_files
 from tfrecord_pipeline.transforms.storage import fileio
+from tfrecord_pipeline.transforms.storage.file_checks import check_files
 
 
 def labels_text(info: DatasetInfo, names: list[str]) -> str:

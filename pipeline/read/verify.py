@@ -19,17 +19,18 @@ import io
 from google.protobuf.message import DecodeError
 from PIL import Image
 
-from tfrecord_pipeline.dataset.metadata import INFO_FILE, DatasetInfo, ShardInfo
-from tfrecord_pipeline.dataset.shard_check import Checksummed
+from tfrecord_pipeline.dataset.metadata import INFO_FILE, DatasetInfo
 from tfrecord_pipeline.dataset.version_files import check_file, version_file_problems
 from tfrecord_pipeline.dataset.versions import DatasetError, resolve
 from tfrecord_pipeline.transforms.errors import RowError
 from tfrecord_pipeline.transforms.image.config import DECODER_ERRORS, ImageConfig
 from tfrecord_pipeline.transforms.image.images import check_jpeg, check_scans, sniff
 from tfrecord_pipeline.transforms.storage import fileio
+from tfrecord_pipeline.transforms.storage.file_checks import Checksummed
 from tfrecord_pipeline.transforms.tfrecord.examples import RAW_KEY
 from tfrecord_pipeline.transforms.tfrecord.proto.example_pb2 import Example
 from tfrecord_pipeline.transforms.tfrecord.records import READ_BYTES, RecordError
+from tfrecord_pipeline.transforms.write.published import ShardInfo
 
 DECODE_MODES = ("sample", "all", "none")
 SAMPLE_PER_SHARD = 8

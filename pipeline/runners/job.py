@@ -7,7 +7,7 @@ from tfrecord_pipeline.config.conversion import Conversion
 from tfrecord_pipeline.dataset.commit import commit_dataset
 from tfrecord_pipeline.dataset.previous import previous_version
 from tfrecord_pipeline.dataset.publish import Target
-from tfrecord_pipeline.runners.refresh import refreshable
+from tfrecord_pipeline.runners.refreshable import refreshable
 from tfrecord_pipeline.transforms.stages import Job
 from tfrecord_pipeline.transforms.write.shard_writer import WriteConfig
 
@@ -28,6 +28,6 @@ def conversion_job(conversion: Conversion, target: Target, write: WriteConfig) -
         write=write,
         dedup=options.dedup,
         max_file_bytes=options.max_file_bytes,
-        published=previous if refreshing else None,
+        published=previous.published() if refreshing else None,
         publish=functools.partial(commit_dataset, conversion.commit_config(target)),
     )

@@ -9,7 +9,7 @@ between steps (a RowBatch holds up to ROWS_PER_BATCH ManifestRows):
     PlanDataset (plan.py)   RowBatch -> DatasetPlan (one element; a side input downstream)
     DropDuplicateContent (plan.py, --dedup, after the plan has counted every row)
                     RowBatch -> {"rows": RowBatch, "errors": ErrorRow}
-    RefreshRows (pipeline/runners/beam_refresh.py, --incremental)
+    RefreshRows (refresh.py, --incremental)
                     RowBatch -> {"rows": RowBatch (to convert), "layout": RefreshLayout (one
                                  element: its write plan is AssignShards' and WriteShards'),
                                  "carried": (published shard file, ShardResult)}

@@ -1,9 +1,9 @@
 """Refreshing a dataset, decided before anything is written: which records of the published
 version stay, and the new version's final shards, each made of sources (a published shard
 carried whole, the records kept from one, the converted rows of a new shard). Pure functions:
-pipeline/runners/refresh.py reads and checks the published files, and
-pipeline/runners/refresh_files.py stages and joins the new version's; on Beam the same
-decisions are fed counts (pipeline/runners/beam_refresh.py).
+transforms/local/refresh.py reads and checks the published files, and
+transforms/write/carried.py stages and joins the new version's; on Beam the same
+decisions are fed counts (transforms/beam/refresh.py).
 
 A past record stays when exactly one row has its key with the record's fingerprint
 (transforms/plan/fingerprints.py) and its shard passed its check (its file has the size and

@@ -1,12 +1,17 @@
 """A refresh's match of the rows with the published version's records by key, a bucket at a
 time: every row and record of a key in one bucket (the local runner buckets them by a hash of
 the key: transforms/local/row_buckets.py), so a bucket is matched alone and no step holds the
-rows or keys of the whole dataset, as one CoGroupByKey by key matches them on Beam
-(pipeline/runners/beam_refresh.py). What stays is decided by `stays` (transforms/plan/refresh.py).
+rows or keys of the whole dataset; on Beam (transforms/beam/refresh.py) one CoGroupByKey
+by key makes each key a bucket of its own. What stays is decided by
+`stays` (transforms/plan/refresh.py).
+
+A shard's records are read from its rows file as they come (transforms/write/published.py
+`listed_keys`), so a file found damaged midway has given some already: both runners leave them
+out here (`listed`), by the files found so (`unlisted`).
 """
 
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import NamedTuple
 
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
@@ -24,6 +29,12 @@ class PastKey(NamedTuple):
     file: str  # its published shard
     position: int  # in that shard's records
     sound: bool
+
+
+def listed(past: Iterable[PastKey], unlisted: Collection[str]) -> Iterator[PastKey]:
+    """The records of `past` but those of the shards in `unlisted` (their rows file was found
+    damaged: the records it gave before the damage are not known to be its shard's)."""
+    return (record for record in past if record.file not in unlisted)
 
 
 def match_bucket(

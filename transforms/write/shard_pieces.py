@@ -5,7 +5,7 @@ in pieces, each by a worker of its own (transforms/plan/sharding.py `piece_of`),
 into the one file, with the bytes of the shard written whole; the local runner does too, and
 also cuts a shard larger than its share of the run's rows, so every core writes
 (transforms/local/shards.py). A refresh compacts a new version's small shards the same way
-(pipeline/runners/refresh_files.py). An ArrayRecord shard's pieces are ArrayRecord files too,
+(transforms/write/carried.py). An ArrayRecord shard's pieces are ArrayRecord files too,
 their records written again into the one: on an object store the joining worker's disk holds
 the shard being written and the piece being read.
 """

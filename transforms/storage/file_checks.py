@@ -1,9 +1,9 @@
 """Whether a version's shards (and errors files) are the files its metadata describes: each
 one's size and CRC-32C as stored, and a shard's DALI index fitting it. A refresh checks every
-shard it would carry (pipeline/runners/refresh.py), a rollback and `verify` every file of the
-version (pipeline/dataset/version_files.py). On Cloud Storage the object's own CRC-32C
-answers, from its folder's listing (a thousand a request) or its metadata, without a byte
-read; elsewhere every byte is read.
+shard it would carry (transforms/local/refresh.py, transforms/beam/refresh.py), a rollback and
+`verify` every file of the version (pipeline/dataset/version_files.py). On Cloud Storage the
+object's own CRC-32C answers, from its folder's listing (a thousand a request) or its metadata,
+without a byte read; elsewhere every byte is read.
 """
 
 from collections.abc import Callable, Iterator
@@ -11,7 +11,6 @@ from typing import Any, BinaryIO, Protocol
 
 import google_crc32c
 
-from tfrecord_pipeline.dataset.metadata import ShardInfo
 from tfrecord_pipeline.transforms.storage import fileio, gcs, listings
 from tfrecord_pipeline.transforms.tfrecord.records import file_crc32c
 
@@ -26,6 +25,13 @@ class Described(Protocol):
     crc32c: str
 
 
+class DescribedShard(Described, Protocol):
+    """A shard as a version's metadata describes it (transforms/write/published.py ShardInfo)."""
+
+    records: int
+    index: str  # its DALI index file, "" when it has none
+
+
 def check_files(folder: str, files: list[Described], map_=map) -> Iterator[bool]:
     """Whether each file is stored with the size and CRC-32C its metadata gives. On Cloud
     Storage from the objects' listing (a thousand a request) or metadata; `map_` runs the
@@ -33,7 +39,7 @@ def check_files(folder: str, files: list[Described], map_=map) -> Iterator[bool]
     return _checked(folder, files, map_, lambda described: True)
 
 
-def check_shards(folder: str, shards: list[ShardInfo], map_=map) -> Iterator[bool]:
+def check_shards(folder: str, shards: list[DescribedShard], map_=map) -> Iterator[bool]:
     """Whether each shard's file is the one its metadata describes (`check_files`), and its
     DALI index, if it has one, fits it."""
     return _checked(folder, shards, map_, lambda shard: index_fits(folder, shard))
@@ -93,7 +99,7 @@ class Checksummed:
         return file_crc32c(self._crc)
 
 
-def index_fits(folder: str, shard: ShardInfo) -> bool:
+def index_fits(folder: str, shard: DescribedShard) -> bool:
     """Whether a shard's DALI index (if it has one) lists a span a record, one after another,
     to the shard's end: what it must be to describe the file checked."""
     if not shard.index:

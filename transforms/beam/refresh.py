@@ -1,18 +1,23 @@
-"""`--incremental` on Beam: pipeline/runners/refresh.py's refresh as steps, decided by the same
-pure function (transforms/plan/refresh.py `refresh_layout`), fed counts.
+"""`--incremental` on Beam: the local form's refresh (transforms/local/refresh.py) as steps,
+decided by the same pure functions (transforms/plan/refresh.py `refresh_layout`, fed counts;
+transforms/plan/refresh_match.py `match_bucket`, a key's rows and records at a time).
 
 Manifest rows meet the published version's records in one shuffle keyed by row key, which
 carries rows, fingerprints and record positions: never image bytes, and no step holds more than
-one key's rows or one shard's records. The published shards are checked (and their rows files
-read) before it, so a record knows whether its shard may be carried; the layout is decided from
+one key's rows and records. The published shards are checked before it, so a record knows
+whether its shard passed; their rows files are read a record at a time, each record given on as
+it is read (transforms/write/published.py `listed_keys`), so the records of a rows file found
+damaged midway are left out where they meet the rows, by a side input of such files
+("unlisted"), as the local form leaves them out of its buckets. The layout is decided from
 counts (per published shard its unchanged records, per split its rows to convert) before
 anything is written; a past shard's kept records are then staged by the worker that gets that
 shard's positions, which finds its final shard in a dict side input. Element shapes:
 
     CheckPublishedShards: [ShardInfo] (a thousand a batch)
-        -> (key, (shard file, position, fingerprint, sound)), "verdicts": (shard file, sound)
+        -> (key, (fingerprint, shard file, position, sound)), "verdicts": (shard file, sound),
+           "unlisted": (shard file, True) for a rows file found damaged
     FingerprintRows:      RowBatch -> (key, (ManifestRow, fingerprint))
-    MatchByKey:           (key, {"rows": [(row, fingerprint)], "past": [(file, position, ...)]})
+    MatchByKey:           (key, {"rows": [(row, fingerprint)], "past": [(fingerprint, ...)]})
     KeepOrConvert:        -> ManifestRow (to convert), "kept": (shard file, position)
     GroupKeptByShard:     (shard file, [position])
     DecideRefresh:        DatasetPlan (one) -> RefreshLayout (one)
@@ -24,21 +29,16 @@ from concurrent.futures import ThreadPoolExecutor
 import apache_beam as beam
 from apache_beam.pvalue import AsDict, TaggedOutput
 
-from tfrecord_pipeline.dataset.previous import Previous
-from tfrecord_pipeline.dataset.shard_check import check_shards
-from tfrecord_pipeline.runners.refresh import past_records, published_shards
-from tfrecord_pipeline.runners.refresh_files import stage_past
 from tfrecord_pipeline.transforms.beam.coders import RowBatch
 from tfrecord_pipeline.transforms.beam.steps import as_row_batches
 from tfrecord_pipeline.transforms.plan.fingerprints import row_fingerprints
-from tfrecord_pipeline.transforms.plan.refresh import (
-    PastShard,
-    RefreshLayout,
-    refresh_layout,
-    stays,
-)
+from tfrecord_pipeline.transforms.plan.refresh import PastShard, RefreshLayout, refresh_layout
+from tfrecord_pipeline.transforms.plan.refresh_match import PastKey, listed, match_bucket
 from tfrecord_pipeline.transforms.progress import Progress
 from tfrecord_pipeline.transforms.storage import fileio
+from tfrecord_pipeline.transforms.storage.file_checks import check_shards
+from tfrecord_pipeline.transforms.write.carried import stage_past
+from tfrecord_pipeline.transforms.write.published import Published, listed_keys
 from tfrecord_pipeline.transforms.write.shard_writer import ShardResult
 from tfrecord_pipeline.transforms.write.threads import REMOTE_THREADS_PER_CORE
 
@@ -67,21 +67,24 @@ class _FingerprintFn(_RequestsFn):
 
 
 class _CheckFn(_RequestsFn):
-    """Checks a batch of published shards (pipeline/dataset/shard_check.py) and reads their rows
-    files: every record keyed by its key, with whether its shard is sound."""
+    """Checks a batch of published shards (transforms/storage/file_checks.py) and reads their
+    rows files a record at a time: every record keyed by its key as it is read, with whether
+    its shard passed its check; then each shard's verdict, and the rows files found damaged
+    (their records given before the damage are left out by `_keep_or_convert`)."""
 
-    def __init__(self, previous: Previous):
-        self._previous = previous
+    def __init__(self, published: Published):
+        self._published = published
 
     def process(self, shards):
-        folder = self._previous.folder
+        folder = self._published.folder
         requests = self._pool.map if fileio.is_remote(folder) else map
         for shard, ok in zip(shards, check_shards(folder, shards, requests), strict=True):
-            records = past_records(self._previous, shard)
-            sound = ok and records is not None
-            yield TaggedOutput("verdicts", (shard.file, sound))
-            for position, record in enumerate(records or ()):
-                yield record.key, (shard.file, position, record.fingerprint, sound)
+            unlisted = set()
+            for past in listed_keys(self._published, shard, ok, unlisted):
+                yield past.key, past[1:]  # the key once: the shuffle's
+            yield TaggedOutput("verdicts", (shard.file, ok and not unlisted))
+            if unlisted:
+                yield TaggedOutput("unlisted", (shard.file, True))
 
 
 def _in_batches(shards: list) -> list[list]:
@@ -92,19 +95,18 @@ def _in_batches(shards: list) -> list[list]:
     ]
 
 
-def _keep_or_convert(keyed):
-    """A key's past record stays (its position goes to "kept"), or its rows are converted:
-    those of a record that stays in a damaged shard too (its position still counted)."""
-    _, grouped = keyed
-    rows = list(grouped["rows"])
-    fingerprints = [fingerprint for _, fingerprint in rows]
-    for file, position, past, sound in grouped["past"]:
-        if stays(fingerprints, past):
-            yield TaggedOutput("kept", (file, position))
-            if sound:
-                return
-    for row, _ in rows:
-        yield row
+def _keep_or_convert(keyed, unlisted):
+    """A key's rows and records matched as a bucket of their own (`match_bucket`), the records
+    of a rows file found damaged (`unlisted`) left out: a record that stays gives its position
+    to "kept"; the rows to convert are given (those of a record that stays in a damaged shard
+    too: its position still counted)."""
+    key, grouped = keyed
+    past = listed((PastKey(key, *found) for found in grouped["past"]), unlisted)
+    for matched in match_bucket(grouped["rows"], past):
+        if isinstance(matched, PastKey):
+            yield TaggedOutput("kept", (matched.file, matched.position))
+        else:
+            yield matched
 
 
 def _decide(plan, shards, kept, verdicts, converted):
@@ -119,16 +121,16 @@ def _decide(plan, shards, kept, verdicts, converted):
 
 @beam.typehints.with_output_types(tuple[str, ShardResult])
 class _CarryFn(beam.DoFn):
-    """Stages a published shard's kept records (refresh_files.py `stage_past`) for the final
-    shard the layout gives it; a damaged shard, which the layout leaves out, is not."""
+    """Stages a published shard's kept records (transforms/write/carried.py `stage_past`) for
+    the final shard the layout gives it; a damaged shard, which the layout leaves out, is not."""
 
-    def __init__(self, previous: Previous, staging: str, progress: Progress):
-        self._previous = previous
+    def __init__(self, published: Published, staging: str, progress: Progress):
+        self._published = published
         self._staging = staging
         self._progress = progress
 
     def setup(self):
-        self._shards = {shard.file: shard for _, shard in published_shards(self._previous)}
+        self._shards = self._published.by_file()
 
     def process(self, file_positions, sources):
         file, positions = file_positions
@@ -136,7 +138,7 @@ class _CarryFn(beam.DoFn):
             return
         (source, final), shard = sources[file], self._shards[file]
         kept = tuple(sorted(positions))
-        result = stage_past(self._previous, source, shard, kept, final, self._staging)
+        result = stage_past(self._published, source, shard, kept, final, self._staging)
         self._progress.carried(result.staged, result.records)
         yield file, result
 
@@ -157,32 +159,37 @@ class RefreshRows(beam.PTransform):
     element), "carried": (published shard file, ShardResult)}.
 
     Args:
-      previous: the published version the run started from.
+      published: the published version the run started from.
       plan: the full conversion's DatasetPlan (one element).
       staging: the run's staging folder, where carried shards are written.
       progress: told the records of each carried shard.
     """
 
-    def __init__(self, previous: Previous, plan, staging: str, progress: Progress):
+    def __init__(self, published: Published, plan, staging: str, progress: Progress):
         super().__init__()
-        self._previous = previous
+        self._published = published
         self._plan = plan
         self._staging = staging
         self._progress = progress
 
     def expand(self, batches):
-        shards = published_shards(self._previous)
+        shards = self._published.shards
         checked = (
             batches.pipeline
             | "ListPublishedShards" >> beam.Create(_in_batches([shard for _, shard in shards]))
             | "CheckPublishedShards"
-            >> beam.ParDo(_CheckFn(self._previous)).with_outputs("verdicts", main="records")
+            >> beam.ParDo(_CheckFn(self._published)).with_outputs(
+                "verdicts", "unlisted", main="records"
+            )
         )
         fingerprinted = batches | "FingerprintRows" >> beam.ParDo(_FingerprintFn())
         matched = (
             {"rows": fingerprinted, "past": checked.records}
             | "MatchByKey" >> beam.CoGroupByKey()
-            | "KeepOrConvert" >> beam.FlatMap(_keep_or_convert).with_outputs("kept", main="rows")
+            | "KeepOrConvert"
+            >> beam.FlatMap(_keep_or_convert, AsDict(checked.unlisted)).with_outputs(
+                "kept", main="rows"
+            )
         )
         kept = matched.kept | "GroupKeptByShard" >> beam.GroupByKey()
         rows = as_row_batches(matched.rows)
@@ -200,6 +207,6 @@ class RefreshRows(beam.PTransform):
                 (source.file, (source, final)) for source, final in layout.past_sources()
             )
         )
-        carry = _CarryFn(self._previous, self._staging, self._progress)
+        carry = _CarryFn(self._published, self._staging, self._progress)
         carried = kept | "CarryShards" >> beam.ParDo(carry, AsDict(sources))
         return {"rows": rows, "layout": layout, "carried": carried}

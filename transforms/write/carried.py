@@ -1,5 +1,7 @@
 """The files of a refreshed version, as its layout (transforms/plan/refresh.py) names them: the
-published shards' kept records staged, then every final shard assembled from its sources.
+published shards' kept records staged, then every final shard assembled from its sources. Both
+runners call these: the local one from transforms/local/refresh.py `finish_here`, Beam from its
+steps (transforms/beam/refresh.py) and its commit (pipeline/runners/beam_pipeline.py).
 
 Each version stays self-contained, and no two share storage: a write into one version's file
 never changes another's.
@@ -20,20 +22,12 @@ unread.
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
-from tfrecord_pipeline.dataset.metadata import ShardInfo
-from tfrecord_pipeline.dataset.previous import Previous
-from tfrecord_pipeline.runners.refresh import Refresh, published_shards
 from tfrecord_pipeline.transforms.plan.refresh import FinalShard, PastShard, RefreshLayout
-from tfrecord_pipeline.transforms.plan.rows_files import (
-    PastRecord,
-    read_rows_file,
-    rows_file_name,
-    write_rows_file,
-)
+from tfrecord_pipeline.transforms.plan.rows_files import PastRecord, rows_file_name, write_rows_file
 from tfrecord_pipeline.transforms.plan.sharding import ShardId
-from tfrecord_pipeline.transforms.progress import Progress
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.write.formats import ShardFormat
+from tfrecord_pipeline.transforms.write.published import Published, ShardInfo, listed_records
 from tfrecord_pipeline.transforms.write.shard_pieces import join_staged
 from tfrecord_pipeline.transforms.write.shard_writer import (
     INDEX_SUFFIX,
@@ -43,18 +37,18 @@ from tfrecord_pipeline.transforms.write.shard_writer import (
 
 
 def stage_past(
-    previous: Previous,
+    published: Published,
     source: PastShard,
     shard: ShardInfo,
     positions: Sequence[int],
     final: ShardId,
     staging: str,
 ) -> ShardResult:
-    """The records at `positions` (ascending) of `previous`'s `shard` (the layout's `source`,
-    checked: pipeline/dataset/shard_check.py) as a staged file of the final shard `final`: the
+    """The records at `positions` (ascending) of `published`'s `shard` (the layout's `source`,
+    checked: transforms/storage/file_checks.py) as a staged file of the final shard `final`: the
     file copied when every record stays, else its kept records written again; its rows file
     written from the published one's as both are streamed, a record at a time."""
-    folder, shard_format = previous.folder, previous.info.shard_format()
+    folder, shard_format = published.folder, published.shard_format
     name = final.file_name(shard_format.suffix)
     staged = fileio.staged_name(name)
     target = fileio.join(staging, staged)
@@ -69,7 +63,7 @@ def stage_past(
             labels.update(record.label_ids)
             yield record
 
-    records = write_rows_file(target, counted(kept_records(previous, shard, positions)))
+    records = write_rows_file(target, counted(kept_records(published, shard, positions)))
     index = index_file_name(name) if shard.index else ""
     return ShardResult(
         final.split,
@@ -87,13 +81,12 @@ def stage_past(
 
 
 def kept_records(
-    previous: Previous, shard: ShardInfo, positions: Sequence[int]
+    published: Published, shard: ShardInfo, positions: Sequence[int]
 ) -> Iterator[PastRecord]:
     """The records at `positions` (ascending) of those `shard`'s rows file lists, read again
     as they are asked for (as on Beam, where another worker read them first), every one read
     through: a damage found now, after the shard was judged sound, fails the run."""
-    listed = read_rows_file(fileio.join(previous.folder, shard.rows), shard.records)
-    return at_positions(listed, positions)
+    return at_positions(listed_records(published, shard), positions)
 
 
 def at_positions(items: Iterable, positions: Sequence[int]) -> Iterator:
@@ -142,22 +135,6 @@ def _rewritten(
     return writer.bytes, writer.crc32c
 
 
-def finish_here(
-    update: Refresh, previous: Previous, staging: str, progress: Progress, written: list
-) -> list[ShardResult]:
-    """The local runner's refresh, its converted rows' shards `written`: the published
-    shards' kept records staged, each told to `progress`, then every final shard assembled."""
-    shards = {shard.file: shard for _, shard in published_shards(previous)}
-    carried = {}
-    for source, final in update.layout.past_sources():
-        shard = shards[source.file]
-        positions = update.kept[source.file]
-        result = stage_past(previous, source, shard, positions, final, staging)
-        progress.carried(result.staged, result.records)
-        carried[source.file] = result
-    return assemble(update.layout, written, carried, staging, previous.info.shard_format())
-
-
 def assemble(
     layout: RefreshLayout,
     written: list[ShardResult],
@@ -181,6 +158,7 @@ def assemble(
 
 
 def named(result: ShardResult, final: FinalShard, shard_format: ShardFormat) -> ShardResult:
+    """A staged source's result as the final shard it stands for: its name, place and files."""
     split, index, count = final.shard
     name = final.shard.file_name(shard_format.suffix)
     return result._replace(
