@@ -23,6 +23,7 @@ from tfrecord_pipeline.transforms.beam.shards import WriteShards
 from tfrecord_pipeline.transforms.progress import SILENT, Progress
 from tfrecord_pipeline.transforms.stages import Job, PublishInputs, stages_of
 from tfrecord_pipeline.transforms.write import error_files
+from tfrecord_pipeline.transforms.write.shard_writer import ShardResult
 
 
 @dataclasses.dataclass
@@ -110,13 +111,14 @@ def carry_published(run: BeamRun, label: str) -> None:
     Each final shard assembled from its sources: the converted rows' shards and the published
     shards' kept records (staged by RefreshRows)."""
     write = run.job.write
-    run.shards = run.refresh["layout"] | label >> beam.FlatMap(
+    assembled = beam.FlatMap(
         _assembled,
         AsList(run.shards),
         AsDict(run.refresh["carried"]),
         write.staging,
         write.shard_format,
     )
+    run.shards = run.refresh["layout"] | label >> assembled.with_output_types(ShardResult)
 
 
 def write_errors(run: BeamRun, label: str) -> None:
