@@ -97,7 +97,7 @@ def test_nightly_launch_body_is_valid_for_the_cli_and_the_dag(tmp_path):
     (tmp_path / "labels.txt").write_text("cat\n")
     parameters = {**body["parameters"], "label_map": str(tmp_path / "labels.txt")}
     options, _ = parse_args([f"--{name}={value}" for name, value in parameters.items()])
-    assert options.incremental and options.keep_versions == 7 and options.validate == "full"
+    assert options.incremental and options.keep_versions == 7 and options.validate == "scans"
     assert options.run_key is None  # Cloud Scheduler posts one body every night: no run's key
 
 

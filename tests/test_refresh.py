@@ -260,6 +260,21 @@ def test_an_option_a_version_predates_counts_as_its_default():
     assert "['file_format']" in why_not_refreshable(older, other)
 
 
+def test_a_version_recorded_with_an_older_spelling_refreshes_without_reconverting():
+    """`--validate structural` and `full` made the `scans` check: a version that recorded
+    either is refreshed by a run that says `scans`, not converted again."""
+    recorded = ConvertOptions(manifest=[], output="out").recorded()
+    assert recorded["validate"] == "scans"
+    for spelling in ("structural", "full"):
+        older = Previous("v1", dataset_info(options={**recorded, "validate": spelling}))
+        assert why_not_refreshable(older, recorded) is None
+        assert ConvertOptions(manifest=[], output="out", validate=spelling).recorded() == recorded
+    stricter = {**recorded, "validate": "pixels"}
+    assert "['validate']" in why_not_refreshable(
+        Previous("v1", dataset_info(options=recorded)), stricter
+    )
+
+
 def test_a_shard_count_a_refresh_does_not_apply_is_said(tmp_path, rows):
     """--num_shards 5 on a refresh of a 2-shard version kept 2 shards, and said nothing."""
     root, manifest = tmp_path / "nightly", write_manifest(tmp_path / "m.csv", rows)

@@ -17,7 +17,8 @@ from tfrecord_pipeline.config.values import (
 from tfrecord_pipeline.transforms.image.config import (
     ENCODINGS,
     RESAMPLE_FILTERS,
-    VALIDATE_MODES,
+    VALIDATE_LEVELS,
+    VALIDATE_SPELLINGS,
     ImageConfig,
 )
 from tfrecord_pipeline.transforms.plan.sharding import DEFAULT_TARGET_SHARD_MB
@@ -37,12 +38,15 @@ _COUNT = Check(lambda count: count >= 0, "must be 0 (automatic) or more")
 
 WORK = grouped(
     "images",
-    Option("--validate", choice(VALIDATE_MODES), _IMAGE.validate,
-           "both walk every JPEG marker up to EOI (truncation, a frame its scan data cannot fill, "
-           "over 65,536 marker bytes) and decode every scan with libjpeg in strict mode (luma at "
-           "1/8 scale: every coefficient read, few pixels made), refusing a JPEG it warns about, "
-           "such as one whose scan data ends early however the file ends (docs/images.md#limits); "
-           "`full` is kept as the same check", value="|".join(VALIDATE_MODES)),
+    Option("--validate", choice(VALIDATE_LEVELS, VALIDATE_SPELLINGS), _IMAGE.validate,
+           "how much of each JPEG is checked before it is stored (docs/images.md#validation-levels)"
+           ": `markers` walks its markers up to EOI (truncation, over 65,536 marker bytes) and "
+           "weighs its frame against its scan data, in microseconds, for files you trust; `scans` "
+           "also decodes every scan with libjpeg in strict mode at 1/8 scale (every coefficient "
+           "read, few pixels made), refusing a JPEG it warns about, such as one whose scan data "
+           "is corrupt or ends early; `pixels` decodes it strictly at full size, in its own "
+           "colours, as `tf.io.decode_jpeg` will at training. `structural` and `full` are older "
+           "names of `scans`", value="|".join(VALIDATE_LEVELS)),
     Option("--channels", INT, _IMAGE.channels, "channels of stored images",
            Check(lambda n: n in (1, 3), "must be 1 or 3"), value="1|3"),
     Option("--jpeg_quality", INT, _IMAGE.jpeg_quality, "quality when an image has to be "

@@ -33,6 +33,8 @@ class _Options:
         for name in ("image_root", "label_map"):
             if getattr(self, name) is not None:
                 setattr(self, name, os.fspath(getattr(self, name)))
+        for name, value in normalised(vars(self)).items():
+            setattr(self, name, value)
         preset = PRESETS.get(self.preset or "")
         if self.label_offset is None:
             self.label_offset = preset.label_offset if preset else 0
@@ -131,6 +133,19 @@ def parse_colour(text: str) -> tuple[int, int, int]:
     if len(colour) != 3 or not all(0 <= c <= 255 for c in colour):
         raise UserError(f"--background: expected white, black or R,G,B, got {text!r}")
     return colour
+
+
+def normalised(options: dict) -> dict:
+    """`options` (fields, or the ones a version recorded) with any older spelling of a value
+    given as the value it stands for (`--validate structural`: `scans`), so that a version
+    recorded with the old spelling is the same as one recorded with the new."""
+    kinds = {option.dest: option.kind for option in FLAGS}
+    return {
+        name: kinds[name].spellings.get(value, value)
+        if name in kinds and isinstance(value, str)
+        else value
+        for name, value in options.items()
+    }
 
 
 def _field(option: Option) -> tuple:

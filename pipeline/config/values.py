@@ -10,12 +10,13 @@ from typing import Any, NamedTuple
 
 class Kind(NamedTuple):
     """A kind of value: argparse's keywords, the field's type, the template's pattern (None:
-    any text), and the values it takes (none: any)."""
+    any text), the values it takes (none: any), and older spellings of them (old: new)."""
 
     parse: Mapping[str, Any]
     type: Any
     pattern: str | None = None
     choices: tuple[str, ...] = ()
+    spellings: Mapping[str, str] = {}
 
 
 def _switch(text: str) -> bool:
@@ -50,10 +51,11 @@ PATHS = Kind({"nargs": "+"}, list[str])  # one or more
 REPEATED = Kind({"action": "append"}, list[str])  # the flag given again for each
 
 
-def choice(names) -> Kind:
-    """One of `names`."""
-    names = tuple(names)
-    return Kind({"choices": names}, str, f"^({'|'.join(names)})$", names)
+def choice(names, spellings: Mapping[str, str] | None = None) -> Kind:
+    """One of `names`; an older spelling in `spellings` is read as the name it maps to."""
+    names, spellings = tuple(names), dict(spellings or {})
+    accepted = (*names, *spellings)
+    return Kind({"choices": accepted}, str, f"^({'|'.join(accepted)})$", names, spellings)
 
 
 class Check(NamedTuple):
