@@ -55,7 +55,7 @@ def test_each_mistake_is_a_user_error(argv, says):
     assert says in str(raised.value) and "\n" not in str(raised.value)
 
 
-@pytest.mark.parametrize("flag", [flag.name for flag in FLAGS if flag.parse is FLOAT])
+@pytest.mark.parametrize("flag", [flag.name for flag in FLAGS if flag.kind is FLOAT])
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "x"])
 def test_a_number_flag_takes_only_a_finite_number(flag, value):
     """`--max_metadata_mb nan` (and --max_decode_mb, --max_file_mb) got past the parser and

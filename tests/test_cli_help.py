@@ -11,8 +11,8 @@ from conftest import BEAM, arguments, command, make_images, write_manifest
 
 from tfrecord_pipeline.cli.help import markdown_table
 from tfrecord_pipeline.config.arguments import closest, parse_args
-from tfrecord_pipeline.config.flags import FLAGS, GROUPS, help_text, in_group
-from tfrecord_pipeline.config.options import option_defaults
+from tfrecord_pipeline.config.flags import FLAGS, in_group
+from tfrecord_pipeline.config.option import GROUPS, help_text
 from tfrecord_pipeline.version import __version__
 
 WIDE = {**os.environ, "COLUMNS": "100"}  # a terminal of 100 columns
@@ -68,11 +68,10 @@ def test_help_all_gives_every_flag_its_group_meaning_and_default():
     assert done.returncode == 0
     sections = re.split(rf"^({'|'.join(GROUPS)}):$", done.stdout, flags=re.MULTILINE)
     assert sections[1::2] == list(GROUPS)  # each group once, in order
-    defaults = option_defaults()
     for group, section in zip(GROUPS, sections[2::2], strict=True):
         printed = " ".join(section.split())  # unwrapped
         for flag in in_group(group):
-            meaning = " ".join(help_text(flag, defaults).replace("%%", "%").split())
+            meaning = " ".join(help_text(flag).replace("%%", "%").split())
             assert f"{flag.name} " in printed and meaning in printed, flag.name
     assert "Beam pipeline flags: any flag not listed above is Beam's" in done.stdout
 
@@ -86,7 +85,7 @@ def test_every_flag_is_in_a_group_and_a_first_screen_flag_has_a_brief():
 
 
 def test_the_options_page_is_a_table_per_group():
-    page = markdown_table(option_defaults())
+    page = markdown_table()
     headings = re.findall(r"^### (\w+)$", page, re.MULTILINE)
     assert headings == [group.capitalize() for group in GROUPS]
     sections = re.split(r"^### \w+$", page, flags=re.MULTILINE)[1:]

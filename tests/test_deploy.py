@@ -21,6 +21,7 @@ from tfrecord_pipeline.cli.main import (
     EXIT_SUPERSEDED,
     EXIT_USER_ERROR,
 )
+from tfrecord_pipeline.config import template
 from tfrecord_pipeline.config.arguments import _parser, parse_args
 from tfrecord_pipeline.version import __version__
 
@@ -43,20 +44,25 @@ def _lock() -> dict[str, str]:
     return {re.sub(r"[-_.]+", "-", n).lower(): v for n, _, v in (x.partition("==") for x in lines)}
 
 
+def test_template_metadata_is_the_one_the_declarations_make():
+    generated = template.render()
+    committed = (DEPLOY / "metadata.json").read_text()
+    assert committed == generated, "deploy/metadata.json drifted: run deploy/template_metadata.py"
+
+
 def test_template_parameters_match_the_cli_flags():
     flags = {
         action.dest: action
         for action in _parser()._actions
         if not isinstance(action, argparse._HelpAction) and action.dest not in LOCAL_ONLY
     }
-    parameters = {
-        p["name"]: p for p in json.loads((DEPLOY / "metadata.json").read_text())["parameters"]
-    }
+    parameters = {p["name"]: p for p in template.metadata()["parameters"]}
     assert set(parameters) == set(flags)
     for name, parameter in parameters.items():
         assert parameter["isOptional"] == (not flags[name].required), name
         for example in flags[name].choices or ():
             assert any(re.match(rx, example) for rx in parameter.get("regexes", [".*"])), name
+        assert all(re.compile(rx) for rx in parameter.get("regexes", [])), name
 
 
 def test_worker_pins_are_the_lock_without_tensorflow():
@@ -91,7 +97,7 @@ def test_nightly_launch_body_is_valid_for_the_cli_and_the_dag(tmp_path):
     (tmp_path / "labels.txt").write_text("cat\n")
     parameters = {**body["parameters"], "label_map": str(tmp_path / "labels.txt")}
     options, _ = parse_args([f"--{name}={value}" for name, value in parameters.items()])
-    assert options.incremental and options.keep_versions == 7 and options.validate == "full"
+    assert options.incremental and options.keep_versions == 7 and options.validate == "scans"
     assert options.run_key is None  # Cloud Scheduler posts one body every night: no run's key
 
 

@@ -22,7 +22,7 @@ from tfrecord_pipeline.dataset.metadata import INFO_FILE
 from tfrecord_pipeline.dataset.versions import MARKER, marker_bytes
 from tfrecord_pipeline.read.verify import verify
 from tfrecord_pipeline.transforms.errors import Reason, RowError
-from tfrecord_pipeline.transforms.image.config import VALIDATE_MODES, ImageConfig
+from tfrecord_pipeline.transforms.image.config import VALIDATE_LEVELS, ImageConfig
 from tfrecord_pipeline.transforms.image.images import normalise
 from tfrecord_pipeline.transforms.image.jpeg import blocks, parse_jpeg
 from tfrecord_pipeline.transforms.image.pixels import peak_bytes
@@ -263,7 +263,7 @@ def _mutations(data: bytes, rng) -> bytes:
 
 
 def test_full_validation_survives_damaged_headers_and_sizes_match_libjpeg():
-    """`validate="full"` hands libjpeg an output image sized from `parse_jpeg`'s frame header;
+    """`validate="pixels"` hands libjpeg an output image sized from `parse_jpeg`'s frame header;
     whenever the walk accepts a file, libjpeg's own header parse must agree on the size."""
     rng = __import__("random").Random(5)
     sources = [
@@ -286,7 +286,7 @@ def test_full_validation_survives_damaged_headers_and_sizes_match_libjpeg():
         if shape is not None:
             assert (shape[0], shape[1]) == (info.height, info.width), data
         try:
-            normalise(data, ImageConfig(validate="full", channels=info.components))
+            normalise(data, ImageConfig(validate="pixels", channels=info.components))
             accepted += 1
         except RowError:
             pass
@@ -315,7 +315,7 @@ def test_real_jpegs_of_every_kind_pass_both_checks_unchanged(params, mode):
     for size in ((1, 1), (9, 17), (64, 48), (640, 1)):
         for source in (SMALL, Image.new("RGB", size, (128,) * 3), Image.new("RGB", size)):
             data = encode(source.resize(size).convert(mode), **config)
-            for validate in VALIDATE_MODES:
+            for validate in VALIDATE_LEVELS:
                 stored = normalise(data, ImageConfig(validate=validate, channels=len(mode)))
                 assert stored.data == data, (size, validate)
 
@@ -333,7 +333,7 @@ def test_the_smallest_jpegs_of_a_huge_flat_image_are_above_the_data_bound(mode, 
     info = parse_jpeg(data)
     coded = sum(end - start for start, end in info.scans)
     assert coded * 8 >= (1 if progressive else 2) * blocks(info)
-    for validate in VALIDATE_MODES:
+    for validate in VALIDATE_LEVELS:
         assert normalise(data, ImageConfig(validate=validate, channels=len(mode))).data == data
 
 
@@ -346,13 +346,13 @@ def test_a_frame_its_scan_data_cannot_fill_is_corrupt(params, mode):
     in both modes, refuses it."""
     body = encode(SMALL.resize((64, 64)).convert(mode), **{"quality": 90, **params})
     config = {"channels": len(mode)}
-    for validate in VALIDATE_MODES:
+    for validate in VALIDATE_LEVELS:
         with pytest.raises(RowError) as error:
             normalise(_claiming(body, 13000, 13000), ImageConfig(validate=validate, **config))
         assert error.value.reason is Reason.CORRUPT_IMAGE
         assert "cannot hold a 13000x13000 frame" in error.value.message
     taller = _claiming(body, 64, 96)
-    for validate in VALIDATE_MODES:
+    for validate in VALIDATE_LEVELS:
         with pytest.raises(RowError) as error:
             normalise(taller, ImageConfig(validate=validate, **config))
         assert error.value.reason is Reason.CORRUPT_IMAGE
@@ -366,7 +366,7 @@ def test_a_jpeg_of_thousands_of_scans_is_refused_by_its_scan_count():
     assert len(parse_jpeg(progressive).scans) == 10
     assert len(parse_jpeg(encode(SMALL.convert("L"), progressive=True)).scans) == 6
     crafted = _many_scans(progressive, 150)
-    for validate in VALIDATE_MODES:
+    for validate in VALIDATE_LEVELS:
         with pytest.raises(RowError) as error:
             normalise(crafted, ImageConfig(validate=validate))
         assert error.value.reason is Reason.TOO_MANY_SCANS

@@ -49,7 +49,7 @@ def _run(*argv: str) -> subprocess.CompletedProcess:
     return command(*argv, timeout=600)
 
 
-@pytest.mark.parametrize("validate", ["structural", "full"])
+@pytest.mark.parametrize("validate", ["scans", "pixels", "structural", "full"])
 def test_a_jpeg_cut_short_is_an_error_row_however_it_ends(tmp_path, validate):
     rows = [{"image_uri": "sound.jpg", "label": "a"}]
     (tmp_path / "sound.jpg").write_bytes(ROCKET)
@@ -132,7 +132,7 @@ def old_version(tmp_path, monkeypatch):
     process and the shard writers it forks)."""
     from tfrecord_pipeline.runners.convert import run
 
-    monkeypatch.setattr(fastpath, "check_scans", lambda data, info: None)
+    monkeypatch.setattr(fastpath, "check_scans", lambda data, info, full=False: None)
     (tmp_path / "sound.jpg").write_bytes(ROCKET)
     (tmp_path / "short.jpg").write_bytes(SHORT["cut, EOI appended"])
     rows = [{"image_uri": name, "label": "a"} for name in ("sound.jpg", "short.jpg")]

@@ -8,7 +8,7 @@ from conftest import encode, photo
 from PIL import Image
 
 from tfrecord_pipeline.transforms.errors import Reason, RowError
-from tfrecord_pipeline.transforms.image.config import VALIDATE_MODES, ImageConfig
+from tfrecord_pipeline.transforms.image.config import VALIDATE_LEVELS, ImageConfig
 from tfrecord_pipeline.transforms.image.fastpath import check_scans
 from tfrecord_pipeline.transforms.image.images import normalise, sniff
 from tfrecord_pipeline.transforms.image.jpeg import parse_jpeg
@@ -33,13 +33,47 @@ def test_truncated_jpeg_is_rejected_by_the_structural_check(cut):
     assert error.value.reason is Reason.CORRUPT_IMAGE
 
 
-def test_full_validation_decodes_and_catches_garbage_inside_the_scan():
+def test_the_scans_check_decodes_and_catches_garbage_inside_the_scan():
     data = bytearray(encode(SMALL, quality=80))
-    normalise(bytes(data), ImageConfig(validate="full"))
+    normalise(bytes(data), ImageConfig(validate="scans"))
     scan = parse_jpeg(bytes(data)) and data.index(b"\xff\xda")
     data[scan + 20 : scan + 24] = b"\xff\xc4\x00\x02"  # a bogus marker inside entropy data
     with pytest.raises(RowError):
-        normalise(bytes(data), ImageConfig(validate="full"))
+        normalise(bytes(data), ImageConfig(validate="scans"))
+
+
+def _corrupt_scan(data: bytes) -> bytes:
+    """The JPEG with bytes in the middle of its scan data overwritten by all-one bits (0xFF
+    stuffed with 0x00, no marker, so its markers still walk to EOI and its scan keeps its
+    length): a bad Huffman code."""
+    info = parse_jpeg(data)
+    start, end = info.scans[0]
+    middle = (start + end) // 2
+    return data[:middle] + b"\xff\x00" * 16 + data[middle + 32 :]
+
+
+@pytest.mark.parametrize("level", VALIDATE_LEVELS)
+def test_each_level_s_catch(level):
+    """`markers` stores a JPEG whose scan data is corrupt as it is (what it trusts); `scans`
+    and `pixels` decode it and refuse it, in libjpeg's words."""
+    data = _corrupt_scan(encode(SMALL, quality=80))
+    assert normalise(data, ImageConfig(validate="markers")).data == data
+    if level == "markers":
+        return
+    with pytest.raises(RowError) as error:
+        normalise(data, ImageConfig(validate=level))
+    assert error.value.reason is Reason.CORRUPT_IMAGE and "does not decode" in str(error.value)
+
+
+def test_the_pixels_check_decodes_at_full_size_within_the_memory_limit():
+    """At `pixels` the whole frame is made, and held to --max_decode_mb as such: an image the
+    1/8 decode of `scans` fits in is refused before decoding when its full decode does not."""
+    data = encode(photo().resize((1024, 1024)), quality=80)
+    limit = ImageConfig(max_decode_bytes=2**20)  # 1 MB: the 1/8 luma fits, 3 MB of RGB not
+    assert normalise(data, limit._replace(validate="scans")).data == data
+    with pytest.raises(RowError) as error:
+        normalise(data, limit._replace(validate="pixels"))
+    assert error.value.reason is Reason.IMAGE_TOO_LARGE
 
 
 def _without_segments(data: bytes, marker: bytes) -> bytes:
@@ -49,8 +83,8 @@ def _without_segments(data: bytes, marker: bytes) -> bytes:
     return data
 
 
-@pytest.mark.parametrize("validate", VALIDATE_MODES)
-def test_both_modes_reject_what_only_a_decoder_sees(validate):
+@pytest.mark.parametrize("validate", ["scans", "pixels"])
+def test_the_decoding_levels_reject_what_only_a_decoder_sees(validate):
     no_tables = _without_segments(encode(SMALL, quality=80), b"\xff\xdb")  # no DQT segment
     parse_jpeg(no_tables)  # structurally sound
     with pytest.raises(RowError) as error:
@@ -73,7 +107,7 @@ def test_the_decode_itself_rejects_truncated_scans(progressive, cut):
 def test_full_validation_keeps_odd_sized_jpegs(size, mode):
     for progressive in (False, True):
         data = encode(SMALL.resize(size).convert(mode), quality=90, progressive=progressive)
-        assert normalise(data, ImageConfig(validate="full", channels=len(mode))).data == data
+        assert normalise(data, ImageConfig(validate="pixels", channels=len(mode))).data == data
 
 
 @pytest.mark.parametrize(

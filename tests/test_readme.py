@@ -16,7 +16,7 @@ from conftest import python_path
 
 from tfrecord_pipeline.cli.help import markdown_table
 from tfrecord_pipeline.config.flags import FLAGS
-from tfrecord_pipeline.config.options import ConvertOptions, option_defaults
+from tfrecord_pipeline.config.options import ConvertOptions
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,7 +101,7 @@ def test_readme_links_lead_to_files_of_the_repository():
 
 def test_option_table_is_the_one_help_is_made_from():
     written = TABLE.search((ROOT / "docs" / "options.md").read_text())
-    expected = markdown_table(option_defaults())
+    expected = markdown_table()
     paste = f"docs/options.md's flag table should be (paste it between the markers):\n{expected}"
     assert written and _rows(written[1]) == _rows(expected), paste
     dests = [flag.dest for flag in FLAGS]

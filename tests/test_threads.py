@@ -19,7 +19,7 @@ from tfrecord_pipeline.transforms.write.threads import (
 )
 
 DECODING = (
-    ImageConfig(validate="full"),
+    ImageConfig(validate="pixels"),
     ImageConfig(resize_short_side=256),
     ImageConfig(max_side=512),
     ImageConfig(encoding="raw"),

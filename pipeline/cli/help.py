@@ -4,8 +4,8 @@ run needs); every flag is in `convert --help-all` (pipeline/config/arguments.py)
 same groups, in the docs' options page."""
 
 from tfrecord_pipeline.config.arguments import ALL_FLAGS, USAGE, full_help
-from tfrecord_pipeline.config.flags import GROUPS, default_text, in_group, synopsis
-from tfrecord_pipeline.config.options import option_defaults
+from tfrecord_pipeline.config.flags import in_group
+from tfrecord_pipeline.config.option import GROUPS, default_text, synopsis
 
 OVERVIEW = f"""\
 usage: {USAGE}
@@ -54,24 +54,24 @@ def convert_help(argv: list[str]) -> str | None:
     if "--help-all" in argv:
         return full_help().rstrip("\n")
     if "-h" in argv or "--help" in argv:
-        return first_screen(option_defaults())
+        return first_screen()
     return None
 
 
-def first_screen(defaults: dict) -> str:
+def first_screen() -> str:
     """`convert --help`: the flags of FIRST_SCREEN's groups a line each, with their defaults
     where one says something."""
     lines = [f"usage: {USAGE}", "", _ABOUT]
     for group in FIRST_SCREEN:
         lines += ["", f"{group}:"]
         for flag in in_group(group):
-            default = default_text(flag, defaults).replace("`", "")  # Markdown's
+            default = default_text(flag).replace("`", "")  # Markdown's
             said = "" if default in ("none", "off", "required") else f" (default: {default})"
             lines.append(f"  {synopsis(flag):<34}{flag.brief}{said}")
     return "\n".join([*lines, "", f"every flag, by group: {ALL_FLAGS}"])
 
 
-def markdown_table(defaults: dict) -> str:
+def markdown_table() -> str:
     """The options page: a heading per group, what its flags are about, and their table."""
     sections = []
     for group, about in GROUPS.items():
@@ -80,7 +80,7 @@ def markdown_table(defaults: dict) -> str:
         for flag in in_group(group):
             # In a code span `\\|` shows its backslash on the site; HTML's entity shows a bar.
             name = "<code>" + synopsis(flag).replace("|", "&#124;") + "</code>"
-            cells = (default_text(flag, defaults), flag.meaning)
+            cells = (default_text(flag), flag.meaning)
             lines.append("| " + " | ".join([name, *(c.replace("|", "\\|") for c in cells)]) + " |")
         sections.append("\n".join(lines))
     return "\n\n".join(sections)

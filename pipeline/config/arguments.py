@@ -1,13 +1,14 @@
-"""The `convert` command's argv: the conversion's own flags, made from FLAGS into
-ConvertOptions, and every other flag passed to Beam untouched (once Beam knows it)."""
+"""The `convert` command's argv: the conversion's own flags, made from their declarations
+(FLAGS) into ConvertOptions, and every other flag passed to Beam untouched (once Beam knows it)."""
 
 import argparse
 import difflib
 import functools
 from collections.abc import Iterable
 
-from tfrecord_pipeline.config.flags import FLAGS, GROUPS, help_text, in_group
-from tfrecord_pipeline.config.options import ConvertOptions, option_defaults
+from tfrecord_pipeline.config.flags import FLAGS, in_group
+from tfrecord_pipeline.config.option import GROUPS, help_text
+from tfrecord_pipeline.config.options import ConvertOptions
 from tfrecord_pipeline.transforms.errors import UserError
 
 OUR_FLAGS = tuple(flag.name for flag in FLAGS)
@@ -59,12 +60,18 @@ def _parser() -> argparse.ArgumentParser:
         add_help=False,
         argument_default=argparse.SUPPRESS,
     )
-    defaults = option_defaults()
     for group, about in GROUPS.items():
         section = parser.add_argument_group(group, about)
-        for flag in in_group(group):
-            value = {"metavar": flag.value} if flag.value else {}
-            section.add_argument(flag.name, help=help_text(flag, defaults), **value, **flag.parse)
+        for option in in_group(group):
+            value = {"metavar": option.value} if option.value else {}
+            section.add_argument(
+                option.name,
+                help=help_text(option),
+                dest=option.dest,
+                required=option.required,
+                **value,
+                **option.kind.parse,
+            )
     return parser
 
 

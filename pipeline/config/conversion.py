@@ -9,14 +9,16 @@ Beam's flags are checked once. The runners then build each stage's config from t
 
 from typing import NamedTuple
 
+from tfrecord_pipeline.config.flags import FLAGS
+from tfrecord_pipeline.config.option import failure
 from tfrecord_pipeline.config.options import ConvertOptions
-from tfrecord_pipeline.config.presets import PRESETS
-from tfrecord_pipeline.config.runner_choice import MAX_PROCESSES, Runner, describe, resolve
+from tfrecord_pipeline.config.runner_choice import Runner, describe, resolve
+from tfrecord_pipeline.config.values import Check
 from tfrecord_pipeline.dataset.commit import CommitConfig
 from tfrecord_pipeline.dataset.publish import Target
 from tfrecord_pipeline.transforms.errors import UserError
-from tfrecord_pipeline.transforms.image.config import VALIDATE_MODES, ImageConfig
-from tfrecord_pipeline.transforms.manifest.labels import CONTROL, LabelMap
+from tfrecord_pipeline.transforms.image.config import ImageConfig
+from tfrecord_pipeline.transforms.manifest.labels import LabelMap
 from tfrecord_pipeline.transforms.manifest.rows import ReadConfig
 from tfrecord_pipeline.transforms.manifest.sources import (
     ManifestFile,
@@ -26,7 +28,6 @@ from tfrecord_pipeline.transforms.manifest.sources import (
 from tfrecord_pipeline.transforms.plan.dataset import LabelSource, PlanConfig
 from tfrecord_pipeline.transforms.plan.sharding import ShardCounts
 from tfrecord_pipeline.transforms.storage import fileio
-from tfrecord_pipeline.transforms.write.formats import FILE_FORMATS
 from tfrecord_pipeline.transforms.write.shard_writer import WriteConfig
 from tfrecord_pipeline.version import __version__
 
@@ -82,18 +83,18 @@ class Conversion(NamedTuple):
         write at once, and how many of the runner's worker processes share each machine."""
         options = self.options
         return WriteConfig(
-            staging,
-            self.image,
-            options.shard_format(),
-            options.threads,
-            processes,
-            int(options.max_record_mb * 2**20),
-            options.write_index,
-            options.max_file_bytes,
-            self.runner.sdk_processes,
-            options.drop_negatives,
-            options.masks,
-            options.read_latency_ms,
+            staging=staging,
+            image=self.image,
+            shard_format=options.shard_format(),
+            threads=options.threads,
+            processes=processes,
+            max_record_bytes=int(options.max_record_mb * 2**20),
+            write_index=options.write_index,
+            max_file_bytes=options.max_file_bytes,
+            sdk_processes=self.runner.sdk_processes,
+            drop_negatives=options.drop_negatives,
+            masks=options.masks,
+            read_latency_ms=options.read_latency_ms,
         )
 
     def commit_config(self, target: Target) -> CommitConfig:
@@ -123,73 +124,37 @@ def prepare(options: ConvertOptions, beam_args=(), test_pipeline=None) -> Conver
     return conversion
 
 
+# Checks of options together; each option's own check is in its declaration.
+CROSS_CHECKS = (
+    Check(
+        lambda o: not (o.preset and o.multi_label),
+        "--preset {preset}: its readers take one label an image, not --multi_label",
+    ),
+    Check(
+        lambda o: not (o.write_index and o.compression == "gzip"),
+        "--write_index needs uncompressed shards (DALI indexes raw file offsets)",
+    ),
+    Check(
+        lambda o: not (o.shard_format().array_record and o.compression == "gzip"),
+        "--compression gzip is for TFRecord shards, not ArrayRecord ones",
+    ),
+    Check(
+        lambda o: not (o.shard_format().array_record and o.write_index),
+        "--write_index is for TFRecord shards; an ArrayRecord file holds its own index",
+    ),
+    Check(
+        lambda o: not o.image_root or fileio.is_remote(o.image_root) or fileio.is_dir(o.image_root),
+        "--image_root {image_root}: no such folder",
+    ),
+)
+
+
 def _check_values(options: ConvertOptions) -> None:
-    """The checks that building the configs does not make (parsing --split, --num_shards,
-    --label_map, --feature and --background checks those)."""
-    if options.validate not in VALIDATE_MODES:
-        raise UserError(f"--validate must be one of {', '.join(VALIDATE_MODES)}")
-    checks = (
-        (bool(options.output.strip()), "--output is empty; name the folder to write into"),
-        (options.channels in (1, 3), "--channels must be 1 or 3"),
-        (1 <= options.jpeg_quality <= 100, "--jpeg_quality must be between 1 and 100"),
-        (options.target_shard_mb > 0, "--target_shard_mb must be positive"),
-        (0 <= options.max_error_rate <= 1, "--max_error_rate must be between 0 and 1"),
-        (options.label_offset >= 0, "--label_offset must be 0 or more"),
-        (options.max_labels is None or options.max_labels > 0, "--max_labels must be positive"),
-        (options.preset in (None, *PRESETS), f"--preset must be one of {', '.join(PRESETS)}"),
-        (
-            not (options.preset and options.multi_label),
-            f"--preset {options.preset}: its readers take one label an image, not --multi_label",
-        ),
-        (options.max_pixels > 0, "--max_pixels must be positive"),
-        (options.max_decode_mb > 0, "--max_decode_mb must be positive"),
-        (options.max_scans > 0, "--max_scans must be positive"),
-        (options.max_pixels_per_byte > 0, "--max_pixels_per_byte must be positive"),
-        (options.max_metadata_mb > 0, "--max_metadata_mb must be positive"),
-        (options.threads >= 0, "--threads must be 0 (automatic) or more"),
-        (0 <= options.read_latency_ms <= 1000, "--read_latency_ms must be in [0, 1000]"),
-        (
-            0 <= options.processes <= MAX_PROCESSES,
-            f"--processes must be 0 (automatic) to {MAX_PROCESSES:,}",
-        ),
-        (options.keep_versions >= 0, "--keep_versions must be 0 (keep all) or more"),
-        (0 < options.max_record_mb <= 1024, "--max_record_mb must be in (0, 1024]"),
-        (options.max_file_bytes > 0, "--max_file_mb must be positive"),
-        (
-            not (options.write_index and options.compression == "gzip"),
-            "--write_index needs uncompressed shards (DALI indexes raw file offsets)",
-        ),
-        (options.file_format in FILE_FORMATS, f"--file_format must be one of {FILE_FORMATS}"),
-        (
-            not (options.shard_format().array_record and options.compression == "gzip"),
-            "--compression gzip is for TFRecord shards, not ArrayRecord ones",
-        ),
-        (
-            not (options.shard_format().array_record and options.write_index),
-            "--write_index is for TFRecord shards; an ArrayRecord file holds its own index",
-        ),
-        (
-            not options.image_root
-            or fileio.is_remote(options.image_root)
-            or fileio.is_dir(options.image_root),
-            f"--image_root {options.image_root}: no such folder",
-        ),
-        _side_check("max_side", options.max_side),
-        (
-            bool(options.label_separator) and not CONTROL.search(options.label_separator),
-            "--label_separator must be one or more printable characters",
-        ),
-        _side_check("resize_short_side", options.resize_short_side),
-    )
-    for ok, message in checks:
-        if not ok:
-            raise UserError(message)
-
-
-def _side_check(name: str, side: int | None) -> tuple[bool, str]:
-    """A resize flag's check: None does not resize, and a side of 0 pixels or fewer would
-    silently resize nothing."""
-    return (
-        side is None or side > 0,
-        f"--{name} takes a number of pixels, 1 or more (got {side}); leave it out not to resize",
-    )
+    """Each option's own check, then CROSS_CHECKS; raises UserError for the first wrong value
+    (parsing --split, --num_shards, --label_map, --feature and --background checks those)."""
+    for option in FLAGS:
+        if said := failure(option, getattr(options, option.dest)):
+            raise UserError(said)
+    for check in CROSS_CHECKS:
+        if not check.test(options):
+            raise UserError(check.says.format_map(vars(options)))

@@ -1,100 +1,29 @@
-"""The conversion's own flags, as one dataclass, and the values each flag stands for (a
-`ReadConfig`, an `ImageConfig`, shard counts, a label map); every other flag goes to Beam
-untouched. The command line's parser is pipeline/config/arguments.py; the one check of every
-value, and the configs the stages take, are pipeline/config/conversion.py's."""
+"""The conversion's own options, as one dataclass made from their declarations
+(pipeline/config/flags.py), and the values each stands for (a `ReadConfig`, an `ImageConfig`,
+shard counts, a label map); every other flag goes to Beam untouched. The command line's parser
+is pipeline/config/arguments.py; the one check of every value, and the configs the stages take,
+are pipeline/config/conversion.py's."""
 
 import dataclasses
 import os
 
+from tfrecord_pipeline.config.flags import FLAGS
+from tfrecord_pipeline.config.option import DATASET, Option
 from tfrecord_pipeline.config.presets import PRESETS
 from tfrecord_pipeline.transforms.errors import UserError
 from tfrecord_pipeline.transforms.image.config import ImageConfig
 from tfrecord_pipeline.transforms.manifest.labels import MAX_LABELS, LabelMap, parse_label_map
 from tfrecord_pipeline.transforms.manifest.rows import FEATURE_TYPES, ReadConfig
 from tfrecord_pipeline.transforms.manifest.splits import parse_split_spec
-from tfrecord_pipeline.transforms.plan.sharding import (
-    DEFAULT_TARGET_SHARD_MB,
-    ShardCounts,
-    parse_shard_counts,
-)
+from tfrecord_pipeline.transforms.plan.sharding import ShardCounts, parse_shard_counts
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.tfrecord.examples import IMAGE_FEATURES, RAW_KEY
-from tfrecord_pipeline.transforms.tfrecord.records import MAX_RECORD_BYTES
 from tfrecord_pipeline.transforms.write.formats import ShardFormat
-from tfrecord_pipeline.transforms.write.shard_writer import (
-    DEFAULT_MAX_FILE_MB,
-    DEFAULT_READ_LATENCY_MS,
-)
-
-# Flags that change how this machine runs the job, not the dataset: kept out of its metadata.
-_LOCAL_ONLY = (
-    "image_root",  # a path, as the manifests' are: moving the images changes no record
-    "keep_versions",
-    "incremental",
-    "progress",
-    "manifest",
-    "output",
-    "threads",
-    "read_latency_ms",
-    "processes",
-    "wait",
-    "debug",
-)
 
 
-_IMAGE = ImageConfig()  # the image defaults live in one place: the workers' config
-
-
-@dataclasses.dataclass
-class ConvertOptions:
-    """The job's own flags. Their defaults are the ones below: the parser adds none."""
-
-    manifest: list[str]  # or one path; a str or os.PathLike each, as output and the others
-    output: str
-    image_root: str | None = None
-    num_shards: int | str | None = None  # 8, "8" or "train=8,validation=2"
-    target_shard_mb: float = DEFAULT_TARGET_SHARD_MB
-    split: str | None = None
-    label_map: str | None = None
-    label_offset: int | None = None  # None: the preset's, else 0
-    max_labels: int | None = None  # None: MAX_LABELS, and labels that are nearly one a row refused
-    preset: str | None = None
-    multi_label: bool = False
-    label_separator: str = "|"
-    feature: list[str] = dataclasses.field(default_factory=list)
-    drop_negatives: bool = False
-    masks: bool = False
-    validate: str = _IMAGE.validate
-    channels: int = _IMAGE.channels
-    jpeg_quality: int = _IMAGE.jpeg_quality
-    max_pixels: int = _IMAGE.max_pixels
-    max_decode_mb: float = _IMAGE.max_decode_bytes / 2**20
-    max_scans: int = _IMAGE.max_scans
-    max_pixels_per_byte: int = _IMAGE.max_pixels_per_byte
-    max_metadata_mb: float = _IMAGE.max_metadata_bytes / 2**20
-    max_side: int | None = _IMAGE.max_side
-    resize_short_side: int | None = _IMAGE.resize_short_side
-    resample: str = _IMAGE.resample
-    exif_transpose: bool = _IMAGE.exif_transpose
-    background: str = "white"
-    image_encoding: str = _IMAGE.encoding
-    max_record_mb: float = MAX_RECORD_BYTES / 2**20
-    max_file_mb: float = DEFAULT_MAX_FILE_MB
-    dedup: bool = False
-    incremental: bool = False
-    freeze_labels: bool = False
-    write_index: bool = False
-    compression: str = "none"
-    file_format: str = "tfrecord"
-    max_error_rate: float = 0.01
-    run_key: str | None = None  # recorded: a retry that finds it published publishes nothing
-    threads: int = 0
-    read_latency_ms: float = DEFAULT_READ_LATENCY_MS
-    processes: int = 0
-    wait: bool = False
-    keep_versions: int = 0
-    progress: bool = True
-    debug: bool = False
+class _Options:
+    """What `ConvertOptions` does with its fields; the fields themselves, with their defaults,
+    are made from the options' declarations (pipeline/config/flags.py), below."""
 
     def __post_init__(self):
         # As Python callers write paths: one manifest alone, pathlib paths. Strings from here.
@@ -104,6 +33,8 @@ class ConvertOptions:
         for name in ("image_root", "label_map"):
             if getattr(self, name) is not None:
                 setattr(self, name, os.fspath(getattr(self, name)))
+        for name, value in normalised(vars(self)).items():
+            setattr(self, name, value)
         preset = PRESETS.get(self.preset or "")
         if self.label_offset is None:
             self.label_offset = preset.label_offset if preset else 0
@@ -181,9 +112,9 @@ class ConvertOptions:
 
     def recorded(self) -> dict:
         """The options that shape the output, as stored in the version's metadata."""
-        fields = dataclasses.asdict(self)
-        for local_only in _LOCAL_ONLY:
-            fields.pop(local_only)
+        fields = {
+            option.dest: getattr(self, option.dest) for option in FLAGS if option.scope == DATASET
+        }
         fields["features"] = [list(pair) for pair in self.features()]
         return fields
 
@@ -204,6 +135,41 @@ def parse_colour(text: str) -> tuple[int, int, int]:
     return colour
 
 
+def normalised(options: dict) -> dict:
+    """`options` (fields, or the ones a version recorded) with any older spelling of a value
+    given as the value it stands for (`--validate structural`: `scans`), so that a version
+    recorded with the old spelling is the same as one recorded with the new."""
+    kinds = {option.dest: option.kind for option in FLAGS}
+    return {
+        name: kinds[name].spellings.get(value, value)
+        if name in kinds and isinstance(value, str)
+        else value
+        for name, value in options.items()
+    }
+
+
+def _field(option: Option) -> tuple:
+    """`option`'s dataclass field: required ones have no default, a list's is a new list."""
+    kind = option.kind.type if option.default is not None else option.kind.type | None
+    if option.required:
+        return option.dest, kind
+    if isinstance(option.default, list):
+        return option.dest, kind, dataclasses.field(default_factory=list)
+    return option.dest, kind, dataclasses.field(default=option.default)
+
+
+ConvertOptions = dataclasses.make_dataclass(
+    "ConvertOptions",
+    # The required ones first: `ConvertOptions(manifest, output, ...)`.
+    [_field(option) for option in sorted(FLAGS, key=lambda option: not option.required)],
+    bases=(_Options,),
+)
+ConvertOptions.__module__ = __name__  # pickled by name to Beam's workers (Python 3.12: `module=`)
+ConvertOptions.__doc__ = """The job's own options, a field each (the flag's name without `--`;
+`--no_progress`: `progress`), with the defaults their declarations give (the parser adds none).
+A manifest may be one path, and paths `os.PathLike`."""
+
+
 def option_defaults() -> dict[str, object]:
     """Every ConvertOptions field's default, by name."""
-    return dataclasses.asdict(ConvertOptions(manifest=[], output=""))
+    return {option.dest: option.default for option in FLAGS if not option.required}

@@ -1,8 +1,22 @@
-"""How argparse reads a flag's value (pipeline/config/flags.py): a switch as a scheduler's
-launcher passes one, and numbers, a float only when finite."""
+"""The kinds of value an option takes (pipeline/config/flags.py): how argparse reads one (a
+switch as a scheduler's launcher passes one, numbers, a float only when finite), the Python
+type of `ConvertOptions`' field, and the pattern a Flex Template parameter must match."""
 
 import argparse
 import math
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+
+class Kind(NamedTuple):
+    """A kind of value: argparse's keywords, the field's type, the template's pattern (None:
+    any text), the values it takes (none: any), and older spellings of them (old: new)."""
+
+    parse: Mapping[str, Any]
+    type: Any
+    pattern: str | None = None
+    choices: tuple[str, ...] = ()
+    spellings: Mapping[str, str] = {}
 
 
 def _switch(text: str) -> bool:
@@ -26,5 +40,36 @@ def _finite(text: str) -> float:
 
 
 # `--flag`, or `--flag=true|false` as Flex Template launchers pass every parameter.
-SWITCH = {"nargs": "?", "const": True, "type": _switch, "metavar": "true|false"}
-INT, FLOAT = {"type": int}, {"type": _finite}
+SWITCH = Kind(
+    {"nargs": "?", "const": True, "type": _switch, "metavar": "true|false"}, bool, "^(true|false)$"
+)
+OFF_SWITCH = Kind({"action": "store_false"}, bool)  # `--no_x` clears field `x`
+INT = Kind({"type": int}, int, "^[0-9]+$")
+FLOAT = Kind({"type": _finite}, float, r"^[0-9]*\.?[0-9]+$")
+TEXT = Kind({}, str)
+PATHS = Kind({"nargs": "+"}, list[str])  # one or more
+REPEATED = Kind({"action": "append"}, list[str])  # the flag given again for each
+
+
+def choice(names, spellings: Mapping[str, str] | None = None) -> Kind:
+    """One of `names`; an older spelling in `spellings` is read as the name it maps to."""
+    names, spellings = tuple(names), dict(spellings or {})
+    accepted = (*names, *spellings)
+    return Kind({"choices": accepted}, str, f"^({'|'.join(accepted)})$", names, spellings)
+
+
+class Check(NamedTuple):
+    """What a value must be: `test` says whether it is, `says` what is wrong when not, after
+    the flag's name (`{value}` stands for the value given). A cross-option check's test takes
+    the options whole, and its `says` is the whole line (`{field}` stands for a field)."""
+
+    test: Any  # Callable[[value], bool]
+    says: str
+
+
+POSITIVE = Check(lambda value: value > 0, "must be positive")
+
+
+def between(low, high, says: str = "") -> Check:
+    """From `low` to `high`, both included."""
+    return Check(lambda value: low <= value <= high, says or f"must be between {low} and {high}")

@@ -6,7 +6,7 @@ recorded options, which only the pipeline knows the defaults of.
 
 import sys
 
-from tfrecord_pipeline.config.options import option_defaults
+from tfrecord_pipeline.config.options import normalised, option_defaults
 from tfrecord_pipeline.dataset.previous import Previous
 
 # Recorded options a refresh may differ in: they change no record's bytes (run_key: each night's
@@ -43,11 +43,12 @@ def why_not_refreshable(previous: Previous, recorded: dict) -> str | None:
     option the version's release did not have yet was, for it, what is now its default (a
     release that adds a flag leaves published versions refreshable)."""
     defaults = option_defaults()
+    published = normalised(previous.info.options)  # as its values are spelled now
     differ = sorted(
         name
-        for name in set(recorded) | set(previous.info.options)
+        for name in set(recorded) | set(published)
         if name not in FREE_OPTIONS
-        and recorded.get(name) != previous.info.options.get(name, defaults.get(name))
+        and recorded.get(name) != published.get(name, defaults.get(name))
     )
     if differ:
         return f"options that change records differ from the published version's: {differ}"

@@ -29,7 +29,12 @@ DEFAULT_MAX_PIXELS_PER_BYTE = 1024
 # MB), a phone's depth map, motion photo video or original image a few MB.
 DEFAULT_MAX_METADATA_BYTES = 16 << 20
 DEFAULT_JPEG_QUALITY = 95
-VALIDATE_MODES = ("structural", "full")
+# How much of a JPEG is checked before it is stored (docs/images.md#validation-levels): its
+# marker walk and the bound of its frame by its scan data; also a strict decode of every scan at
+# 1/8 scale; or a strict decode at full size, as `tf.io.decode_jpeg` makes at training.
+VALIDATE_LEVELS = ("markers", "scans", "pixels")
+# Older names: both made the `scans` check (since 0.1, `full` had decoded no more than it).
+VALIDATE_SPELLINGS = {"structural": "scans", "full": "scans"}
 ENCODINGS = ("jpeg", "raw")
 RESAMPLE_FILTERS = ("nearest", "box", "bilinear", "hamming", "bicubic", "lanczos")  # Pillow's
 # What Pillow's plugins raise on malformed data (OSError "truncated", SyntaxError "not a PNG",
@@ -47,7 +52,7 @@ DECODER_ERRORS = (
 
 
 class ImageConfig(NamedTuple):
-    validate: str = "structural"
+    validate: str = "scans"  # one of VALIDATE_LEVELS
     channels: int = 3
     jpeg_quality: int = DEFAULT_JPEG_QUALITY
     max_pixels: int = DEFAULT_MAX_PIXELS

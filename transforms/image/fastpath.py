@@ -2,15 +2,17 @@
 fast path for 8-bit RGB and grayscale JPEGs, decoded and encoded by libjpeg-turbo and resized
 by libvips' `reduce` (SIMD code); Pillow does everything else.
 
-Every JPEG is decoded by libjpeg in strict mode, which stops at the first warning: a scan
-whose data ends before its frame is filled ("premature end of data segment", however the file
-goes on: an EOI, zeros, garbage), a bad Huffman code, a restart marker out of place, bytes
-after a scan. Pillow ignores those warnings and fills the missing blocks with grey, as
-`tf.io.decode_jpeg` does; such a file is an error row. A JPEG stored as it is gets the check
-alone (`check_scans`: luma at 1/8 scale, where nearly all the cost is Huffman decoding, which
-no decoder skips); one the fast path converts gets it from its own decode. Covered by the fast
-path: one or three components (YCbCr, not Adobe RGB or YCCK), upright (no EXIF rotation), and
-a resize, when one is asked, with a filter libvips has too: bilinear, bicubic (Catmull-Rom, as
+Every JPEG (but one stored as it is under `--validate markers`) is decoded by libjpeg in strict
+mode, which stops at the first warning: a scan whose data ends before its frame is filled
+("premature end of data segment", however the file goes on: an EOI, zeros, garbage), a bad
+Huffman code, a restart marker out of place, bytes after a scan. Pillow ignores those warnings
+and fills the missing blocks with grey, as `tf.io.decode_jpeg` does; such a file is an error
+row. A JPEG stored as it is gets the check alone (`check_scans`: luma at 1/8 scale, where
+nearly all the cost is Huffman decoding, which no decoder skips; at full size in its own
+colours under `--validate pixels`); one the fast path converts gets it from its own decode
+(and the full-size one first under `pixels`). Covered by the fast path: one or three
+components (YCbCr, not Adobe RGB or YCCK), upright (no EXIF rotation), and a resize, when one
+is asked, with a filter libvips has too: bilinear, bicubic (Catmull-Rom, as
 Pillow's) and lanczos (Lanczos-3), each widened by the downscale factor as Pillow widens them,
 so they antialias alike. A JPEG is decoded at 1/2, 1/4 or 1/8 scale where the target allows
 (libjpeg's DCT scaling with its SIMD inverse DCTs; the other M/8 scales use C code and decode
@@ -69,11 +71,15 @@ def _decode(data: bytes, colorspace: str, height: int, width: int) -> np.ndarray
         raise RowError(Reason.CORRUPT_IMAGE, f"JPEG does not decode cleanly: {error}") from None
 
 
-def check_scans(data: bytes, info: JpegInfo) -> None:
+def check_scans(data: bytes, info: JpegInfo, full: bool = False) -> None:
     """Every scan decodes without a warning, so its data fills the frame: luma (CMYK for four
-    components, which libjpeg does not turn into grey) at 1/8 scale."""
-    colorspace = "CMYK" if info.components == 4 else "GRAY"
-    _decode(data, colorspace, -(-info.height // 8), -(-info.width // 8))
+    components, which libjpeg does not turn into grey) at 1/8 scale; `full`: every component
+    at full size, in the file's colours, as `tf.io.decode_jpeg` decodes it."""
+    step = 1 if full else 8
+    colorspace = (
+        "CMYK" if info.components == 4 else "RGB" if full and info.components == 3 else "GRAY"
+    )
+    _decode(data, colorspace, -(-info.height // step), -(-info.width // step))
 
 
 def convert_jpeg(data: bytes, info: JpegInfo, config: ImageConfig, held: int) -> StoredImage | None:

@@ -1,10 +1,11 @@
 """Image bytes in, bytes fit for `tf.io.decode_jpeg` (or raw pixels) out, decided by content.
 
 A valid 8-bit Huffman-coded JPEG with the wanted channel count, small enough and (with
-`exif_transpose`) upright, is stored byte-identical after a structural check (`jpeg.py`) and a
-strict libjpeg decode of its luma at 1/8 scale (`fastpath.check_scans`: libjpeg still reads
-every coefficient of every component, so a scan that runs short is found at a fraction of a
-full decode's cost); every other JPEG gets that decode too. Everything
+`exif_transpose`) upright, is stored byte-identical after a structural check (`jpeg.py`) and the
+decode `--validate` asks (`check_scans`): by default a strict libjpeg decode of its luma at 1/8
+scale (libjpeg still reads every coefficient of every component, so a scan that runs short is
+found at a fraction of a full decode's cost), none at `markers`, a full-size one at `pixels`;
+every other JPEG gets that decode too. Everything
 else Pillow reads (PNG 8/16-bit, palette, alpha; GIF's first frame; BMP; TIFF; WebP; CMYK, YCCK
 or grayscale JPEG) is decoded, EXIF-rotated, flattened onto the background if it has alpha,
 resized if asked, and stored as JPEG or raw pixels, by `pixels.py` (Pillow), which is imported
@@ -99,7 +100,7 @@ def _keeps_bytes(info: JpegInfo, config: ImageConfig) -> bool:
 def decodes_every_image(config: ImageConfig) -> bool:
     """Whether these options make every image decode (most JPEGs otherwise pass through)."""
     return (
-        config.validate == "full"
+        config.validate == "pixels"
         or config.encoding == "raw"
         or config.resize_short_side is not None
         or config.max_side is not None
@@ -122,23 +123,30 @@ def fastpath():
 
 
 def check_scans(data: bytes, info: JpegInfo, config: ImageConfig) -> None:
-    """That libjpeg decodes every scan of the JPEG without a warning (its data fills the
-    frame), within the memory limit: a progressive JPEG's coefficients and the luma at 1/8."""
-    eighth = -(-info.width // 8) * -(-info.height // 8) * (4 if info.components == 4 else 1)
-    check_decode_bytes(info.width, info.height, coefficient_bytes(info) + eighth, config)
-    fastpath().check_scans(data, info)
+    """The decode `config.validate` asks of a JPEG, within the memory limit: none at `markers`
+    (its marker walk, `check_jpeg`, is all); at `scans`, that libjpeg decodes every scan without
+    a warning (its data fills the frame), making a progressive JPEG's coefficients and the luma
+    at 1/8; at `pixels`, every component at full size, as training will decode it."""
+    if config.validate == "markers":
+        return
+    full = config.validate == "pixels"
+    step, planes = (1, info.components) if full else (8, 4 if info.components == 4 else 1)
+    made = -(-info.width // step) * -(-info.height // step) * planes
+    check_decode_bytes(info.width, info.height, coefficient_bytes(info) + made, config)
+    fastpath().check_scans(data, info, full)
 
 
 def _convert_jpeg(data: bytes, info: JpegInfo, config: ImageConfig) -> StoredImage:
-    """The fast path where it covers the file (its decode is the scans' check), else the
-    check, then Pillow."""
+    """The fast path where it covers the file (its strict decode checks the scans), else
+    Pillow; first the check `--validate` asks where the fast path's decode is not it."""
     held = coefficient_bytes(info)
-    if fastpath().covers(info, config):
+    covered = fastpath().covers(info, config)
+    if config.validate == "pixels" or not covered:
+        check_scans(data, info, config)
+    if covered:
         stored = fastpath().convert_jpeg(data, info, config, held)
         if stored is not None:  # upright: boxes on the file's grid need only its size
             return stored._replace(source_width=info.width, source_height=info.height)
-    else:
-        check_scans(data, info, config)
     return pixels().convert_pixels(data, config, held)
 
 
