@@ -81,6 +81,21 @@ STAGES = (
 )
 
 
+class Forms(dict):
+    """An executor's forms of the stages, by the stage's name: each form is registered where it
+    is defined, `@FORMS.of("ReadManifests")`, and run in the order of STAGES, not this one."""
+
+    def of(self, name: str) -> Callable:
+        if name not in {stage.name for stage in STAGES}:
+            raise KeyError(f"no stage is named {name}")
+
+        def register(form: Callable) -> Callable:
+            self[name] = form
+            return form
+
+        return register
+
+
 def stages_of(job: Job) -> list[Stage]:
     """The stages `job` runs, in order."""
     return [stage for stage in STAGES if stage.needs(job)]

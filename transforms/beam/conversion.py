@@ -21,7 +21,7 @@ from tfrecord_pipeline.transforms.beam.manifests import ReadManifests
 from tfrecord_pipeline.transforms.beam.plan import AssignShards, DropDuplicateContent, PlanDataset
 from tfrecord_pipeline.transforms.beam.shards import WriteShards
 from tfrecord_pipeline.transforms.progress import SILENT, Progress
-from tfrecord_pipeline.transforms.stages import Job, PublishInputs, stages_of
+from tfrecord_pipeline.transforms.stages import Forms, Job, PublishInputs, stages_of
 from tfrecord_pipeline.transforms.write import error_files
 from tfrecord_pipeline.transforms.write.shard_writer import ShardResult
 
@@ -55,17 +55,25 @@ def build(p: beam.Pipeline, job: Job, progress: Progress = SILENT) -> PCollectio
     return run.info
 
 
+# Each stage's Beam form, by the stage's name (transforms/stages.py gives their order); each
+# labels its step with that name.
+FORMS = Forms()
+
+
+@FORMS.of("ReadManifests")
 def read_manifests(run: BeamRun, label: str) -> None:
     """manifests.py ReadManifests."""
     run.read = run.p | label >> ReadManifests(run.job.manifests, run.job.read)
     run.rows, run.errors = run.read["rows"], [run.read["errors"]]
 
 
+@FORMS.of("PlanDataset")
 def plan_dataset(run: BeamRun, label: str) -> None:
     """plan.py PlanDataset: a combiner."""
     run.plan = run.write_plan = run.rows | label >> PlanDataset(run.job.plan, run.progress)
 
 
+@FORMS.of("DropDuplicateContent")
 def drop_duplicates(run: BeamRun, label: str) -> None:
     """plan.py DropDuplicateContent."""
     # After the plan, which counts every row, so rows = records + errors.
@@ -73,6 +81,7 @@ def drop_duplicates(run: BeamRun, label: str) -> None:
     run.rows, run.errors = unique["rows"], [*run.errors, unique["errors"]]
 
 
+@FORMS.of("RefreshRows")
 def refresh_rows(run: BeamRun, label: str) -> None:
     """refresh.py RefreshRows."""
     from tfrecord_pipeline.transforms.beam.refresh import RefreshRows
@@ -87,12 +96,14 @@ def refresh_rows(run: BeamRun, label: str) -> None:
     run.write_plan = layout | "WritePlan" >> beam.Map(lambda layout: layout.write_plan)
 
 
+@FORMS.of("AssignShards")
 def assign_shards(run: BeamRun, label: str) -> None:
     """plan.py AssignShards."""
     run.keyed = run.rows | label >> AssignShards(run.write_plan)
     run.errors = [*run.errors, run.keyed.errors]
 
 
+@FORMS.of("WriteShards")
 def write_shards(run: BeamRun, label: str) -> None:
     """shards.py WriteShards."""
     written = run.keyed.keyed | label >> WriteShards(run.write_plan, run.job.write, run.progress)
@@ -105,6 +116,7 @@ def _assembled(layout, written, carried, staging: str, shard_format):
     return assemble(layout, list(written), carried, staging, shard_format)
 
 
+@FORMS.of("CarryPublished")
 def carry_published(run: BeamRun, label: str) -> None:
     """write/carried.py assemble.
 
@@ -121,6 +133,7 @@ def carry_published(run: BeamRun, label: str) -> None:
     run.shards = run.refresh["layout"] | label >> assembled.with_output_types(ShardResult)
 
 
+@FORMS.of("WriteErrors")
 def write_errors(run: BeamRun, label: str) -> None:
     """error_files.py WriteErrors."""
     errors = run.errors | "CollectErrors" >> beam.Flatten()
@@ -144,6 +157,7 @@ class _PublishFn(beam.DoFn):
         yield self._publish(inputs)
 
 
+@FORMS.of("CommitDataset")
 def commit_dataset(run: BeamRun, label: str) -> None:
     """_PublishFn: the job's publish step."""
     read = run.read
@@ -159,18 +173,3 @@ def commit_dataset(run: BeamRun, label: str) -> None:
         AsSingleton(negatives),
         **layout,
     )
-
-
-# Each stage's Beam form, by the stage's name (transforms/stages.py gives their order); each
-# labels its step with the name.
-FORMS: dict[str, Callable[[BeamRun, str], None]] = {
-    "ReadManifests": read_manifests,
-    "PlanDataset": plan_dataset,
-    "DropDuplicateContent": drop_duplicates,
-    "RefreshRows": refresh_rows,
-    "AssignShards": assign_shards,
-    "WriteShards": write_shards,
-    "CarryPublished": carry_published,
-    "WriteErrors": write_errors,
-    "CommitDataset": commit_dataset,
-}

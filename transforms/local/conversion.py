@@ -18,7 +18,7 @@ positions, 4 bytes each). Error rows stream to the errors files as they arise (e
 import contextlib
 import dataclasses
 import functools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from tfrecord_pipeline.transforms.local.error_sink import ErrorSink
@@ -35,7 +35,7 @@ from tfrecord_pipeline.transforms.local.shards import (
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan, PlanAccumulator, decide_plan
 from tfrecord_pipeline.transforms.progress import Progress, Watch
-from tfrecord_pipeline.transforms.stages import Job, PublishInputs, stages_of
+from tfrecord_pipeline.transforms.stages import Forms, Job, PublishInputs, stages_of
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.write import error_files
 from tfrecord_pipeline.transforms.write.shard_pieces import join_pieces
@@ -93,6 +93,11 @@ def run_here(job: Job, pool: ShardPool | None, watch: Watch) -> Any:
         return run.info
 
 
+# Each stage's local form, by the stage's name (transforms/stages.py gives their order).
+FORMS = Forms()
+
+
+@FORMS.of("ReadManifests")
 def read_manifests(run: LocalRun) -> None:
     """manifests.py: ranges on every core.
 
@@ -113,6 +118,7 @@ def read_manifests(run: LocalRun) -> None:
     run.negatives = negatives + gather(reads, counted, run.buckets, run.errors)
 
 
+@FORMS.of("PlanDataset")
 def plan_dataset(run: LocalRun) -> None:
     """decide_plan over the counted rows."""
     run.plan = run.write_plan = decide_plan(run.counted.stats(), run.job.plan)
@@ -120,6 +126,7 @@ def plan_dataset(run: LocalRun) -> None:
     run.rows, run.split_rows = run.buckets.take(ARRIVED), dict(run.plan.rows)
 
 
+@FORMS.of("DropDuplicateContent")
 def drop_duplicates(run: LocalRun) -> None:
     """plan.py: rows by a hash of digest."""
     # After the plan, which counts every row, so rows = records + errors.
@@ -127,6 +134,7 @@ def drop_duplicates(run: LocalRun) -> None:
     run.rows = drop_duplicate_content(run.rows, count, max_bytes, run.errors, run.buckets)
 
 
+@FORMS.of("RefreshRows")
 def refresh_rows(run: LocalRun) -> None:
     """refresh.py refresh_here."""
     from tfrecord_pipeline.transforms.local.refresh import refresh_here
@@ -136,6 +144,7 @@ def refresh_rows(run: LocalRun) -> None:
     run.rows, run.split_rows = update.to_convert, update.converted
 
 
+@FORMS.of("AssignShards")
 def assign_shards(run: LocalRun) -> None:
     """shards.py: rows into piece buckets."""
     processes = run.processes if run.pool else 1
@@ -146,6 +155,7 @@ def assign_shards(run: LocalRun) -> None:
     run.rows = ()
 
 
+@FORMS.of("WriteShards")
 def write_shards(run: LocalRun) -> None:
     """pool.py: a writer process a core."""
     config = run.job.write
@@ -158,6 +168,7 @@ def write_shards(run: LocalRun) -> None:
     run.results = list(joined)
 
 
+@FORMS.of("CarryPublished")
 def carry_published(run: LocalRun) -> None:
     """refresh.py finish_here."""
     from tfrecord_pipeline.transforms.local.refresh import finish_here
@@ -167,6 +178,7 @@ def carry_published(run: LocalRun) -> None:
     )
 
 
+@FORMS.of("WriteErrors")
 def write_errors(run: LocalRun) -> None:
     """error_sink.py: streamed as they come."""
     files, tally = run.errors.finish(error_files.ROWS_PER_ERRORS_FILE)
@@ -176,20 +188,7 @@ def write_errors(run: LocalRun) -> None:
     )
 
 
+@FORMS.of("CommitDataset")
 def commit_dataset(run: LocalRun) -> None:
     """the job's publish step, here."""
     run.info = run.job.publish(run.inputs)
-
-
-# Each stage's local form, by the stage's name (transforms/stages.py gives their order).
-FORMS: dict[str, Callable[[LocalRun], None]] = {
-    "ReadManifests": read_manifests,
-    "PlanDataset": plan_dataset,
-    "DropDuplicateContent": drop_duplicates,
-    "RefreshRows": refresh_rows,
-    "AssignShards": assign_shards,
-    "WriteShards": write_shards,
-    "CarryPublished": carry_published,
-    "WriteErrors": write_errors,
-    "CommitDataset": commit_dataset,
-}
