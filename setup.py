@@ -41,8 +41,10 @@ setup(
         "google-crc32c>=1.5",
         "protobuf>=6.33,<7",
         # --file_format array_record's writer (transforms/write/array_records.py), imported only
-        # then; on the workers' image, so a Dataflow job can write ArrayRecord shards.
-        "array-record>=0.8.6",
+        # then; on the workers' image, so a Dataflow job can write ArrayRecord shards. Its last
+        # release with wheels for Python 3.10 (TPU VM images) is 0.8.1, which writes the same.
+        "array-record>=0.8.6; python_version >= '3.11'",
+        "array-record>=0.8.1; python_version < '3.11'",
         # Imported by name, so declared even though Beam or the Cloud Storage client brings each
         # in; the floors are the ones those already require, so the resolution does not change.
         "pyarrow>=14.0.1",  # Parquet manifests; the C++ Cloud Storage client (storage/arrow.py)

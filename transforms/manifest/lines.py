@@ -16,7 +16,9 @@ from tfrecord_pipeline.transforms.manifest.pieces import BOM, MAX_LINE_BYTES
 # A usable JSONL row is one object of scalars (depth 1); much deeper nesting is only ever an
 # attack on the parser, which recurses once per level.
 MAX_JSON_DEPTH = 16
-_JSON_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"')
+# A JSON string, unrolled (a character matches one way only, so a failed match gives back
+# linearly): Python 3.10, which TPU VM images ship, has no possessive quantifiers.
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 # A \uD800-\uDFFF escape: half of a pair (an emoji) or, alone, a surrogate no UTF-8 text holds;
 # looked for in a JSONL line's text and in a COCO document's bytes.
 _SURROGATE_ESCAPE = {
