@@ -93,9 +93,9 @@ PARALLEL := -n 2 --dist loadfile
 test: lint browser $(AIRFLOW_STAMP)
 	$(call suite,$(PARALLEL) --durations=25)
 
-# The fast tier, for the edit-test loop (about 2 minutes): the pure functions, the DoFns called
-# directly, and one runner-parity check (both runners, the same bytes); no slow, end-to-end or
-# benchmark test.
+# The fast tier, for the edit-test loop (about a minute on two cores): the pure functions, the
+# DoFns called directly, and one runner-parity check (both runners, the same bytes); no slow,
+# end-to-end or benchmark test.
 check: lint
 	$(call suite,$(PARALLEL) -m "check")
 
@@ -110,7 +110,7 @@ docs: $(STAMP)
 # (BENCH_IMAGES=20000 for the full run).
 BENCH_IMAGES ?= 2000
 bench: $(STAMP)
-	$(call suite,$(PARALLEL) -m bench)
+	$(call suite,-m bench)
 	cd benchmarks && ../$(BIN)/python bench.py $(BENCH_IMAGES)
 
 # The same sitting with the peers the project never depends on (Ray Data), installed from
