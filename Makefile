@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint format lock bench browser docs lock-airflow
+.PHONY: demo test check lint format lock bench browser docs lock-airflow
 
 $(STAMP): requirements.lock requirements-readers.txt setup.py
 	rm -rf $(VENV)
@@ -82,27 +82,49 @@ lock-airflow:
 # path) so the tests import `tfrecord_pipeline` as users get it, not the editable install of
 # this checkout. pytest exits 5 when it collected no tests: a failure, not a pass. TFRP_AIRFLOW
 # names the Airflow the tests run (tests/test_airflow.py fails without one).
-test: lint browser $(AIRFLOW_STAMP)
+# $(call suite,PYTEST FLAGS) runs that copy's pytest with those flags; the tiers are markers
+# (pyproject.toml, tests/conftest.py), so `make test`, `make check` and `make bench` differ only
+# in them.
+define suite
 	@tmp=$$(mktemp -d); copy=$$tmp/tfrecord-pipeline; site=$$tmp/site; trap 'rm -rf "$$tmp"' EXIT; \
 	mkdir "$$copy"; \
 	git ls-files -z --cached --others --exclude-standard \
 		| tar --null --files-from=- --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C "$$copy"; \
-	echo "make test: installing a copy of the checkout from $$copy and running the suite there"; \
+	echo "make $@: installing a copy of the checkout from $$copy and running the suite there"; \
 	$(abspath $(BIN))/pip install --quiet --no-deps --no-build-isolation --target "$$site" "$$copy" \
 		|| exit 1; \
 	cd "$$copy" && PYTHONPATH="$$site" TFRP_AIRFLOW=$(abspath $(AIRFLOW_VENV))/bin/airflow \
-		$(abspath $(BIN))/pytest -q -p no:cacheprovider; status=$$?; \
-	if [ $$status -eq 5 ]; then echo "make test: no tests were collected" >&2; exit 1; fi; \
+		$(abspath $(BIN))/pytest -q -p no:cacheprovider $(1); status=$$?; \
+	if [ $$status -eq 5 ]; then echo "make $@: no tests were collected" >&2; exit 1; fi; \
 	exit $$status
+endef
+
+# Two workers (pytest-xdist), one a core; a file's tests stay on one worker, so a module's
+# fixtures are made once. Without -m, pytest leaves out the benchmark sittings (pyproject.toml).
+PARALLEL := -n 2 --dist loadfile
+
+# Everything but the benchmark sittings; the 25 slowest tests are listed at the end.
+test: lint browser $(AIRFLOW_STAMP)
+	$(call suite,$(PARALLEL) --durations=25)
+
+# The fast tier, for the edit-test loop (about a minute on two cores): the pure functions, the
+# DoFns called directly, and one runner-parity check (both runners, the same bytes); no slow,
+# end-to-end or benchmark test.
+check: lint
+	$(call suite,$(PARALLEL) -m "check")
 
 # The docs site (docs/, mkdocs.yml) into site/, which is never committed. --strict fails on a broken
 # link, anchor or nav entry; make test builds it too (tests/test_docs_site.py).
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
-# The converter beside its peers on a generated corpus (BENCH_IMAGES=20000 for the full run).
+# First every benchmark script in a tiny sitting (the tests marked `bench`: they check the
+# scripts still run and read back what they wrote; their figures are timings, so they are not
+# part of make test), then the converter beside its peers on a generated corpus
+# (BENCH_IMAGES=20000 for the full run).
 BENCH_IMAGES ?= 2000
 bench: $(STAMP)
+	$(call suite,-m bench)
 	cd benchmarks && ../$(BIN)/python bench.py $(BENCH_IMAGES)
 
 # The same sitting with the peers the project never depends on (Ray Data), installed from

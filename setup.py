@@ -70,6 +70,7 @@ setup(
             "jax>=0.10",  # the JAX/Grain page's training example
             "pytest",
             "pytest-timeout",  # a hung run fails the suite (pyproject.toml)
+            "pytest-xdist",  # make test and make check on two workers (Makefile)
             "ruff",
             "hypothesis",
             "absl-py",  # test_grain_source: flags parsed as absl.app.run parses them, for Grain

@@ -50,6 +50,46 @@ def _differs_from_this_checkout() -> str | None:
 if stale := _differs_from_this_checkout():
     pytest.exit(f"testing {stale}, not this checkout's: install it (make test does)", 1)
 
+# The tiers (CONTRIBUTING.md, pyproject.toml's markers). Every test of an end-to-end file is
+# `e2e`, and so is every test taking a fixture that runs the whole pipeline on both runners or
+# starts a service; `make check` runs the rest (none slow, e2e nor bench) and the parity case.
+# The end-to-end files: their tests run the command (often in a process of its own), a Beam
+# pipeline (TestPipeline included), a real Airflow, browser or store, or real faults.
+E2E_FILES = {
+    *("test_cli", "test_cli_help", "test_cli_faults", "test_mistakes", "test_summary"),
+    *("test_pipeline", "test_portable", "test_dataflow", "test_gcs", "test_deploy"),
+    *("test_detection_pipeline", "test_masks_pipeline", "test_multilabel", "test_airflow"),
+    *("test_beam_manifests", "test_beam_plan", "test_beam_shards", "test_conversion"),
+    *("test_faults", "test_read_faults", "test_error_sink", "test_error_files", "test_losing"),
+    *("test_refresh", "test_rollback", "test_listings", "test_streamed_shards", "test_progress"),
+    *("test_shard_processes", "test_wheel", "test_packaging", "test_readme", "test_docs_site"),
+    *("test_consumers", "test_tfds", "test_tensorflow_reader", "test_grain_source", "test_load"),
+}
+E2E_FIXTURES = {"convert", "gcs"}
+# Both runners, threads, shard-writer processes and Beam's worker processes give the same bytes:
+# the matrix's case with images passed through (its other cases are the same runs, decoding).
+PARITY = (
+    "tests/test_pipeline.py::"
+    "test_same_input_gives_identical_bytes_whatever_the_runner_and_parallelism[pass-through]"
+)
+
+
+def pytest_collection_modifyitems(items):
+    """Marks each test's tier: `parity`, `e2e`, and `check` for the fast tier."""
+    for item in items:
+        if item.nodeid == PARITY:
+            item.add_marker(pytest.mark.parity)
+        elif (
+            item.path.stem in E2E_FILES
+            or item.path.stem.startswith("test_hostile")
+            or E2E_FIXTURES & set(item.fixturenames)
+        ):
+            item.add_marker(pytest.mark.e2e)
+        if item.nodeid == PARITY or not any(
+            item.get_closest_marker(name) for name in ("slow", "e2e", "bench")
+        ):
+            item.add_marker(pytest.mark.check)
+
 
 def python_path(*folders: Path) -> str:
     """PYTHONPATH for a child Python: `folders`, then the one this run was given (where `make

@@ -1,5 +1,7 @@
-"""The benchmark's own logic, and one tiny sitting of every run so no peer rots unnoticed.
-Figures are never asserted: speed is read from the benchmark's report, not from tests."""
+"""The benchmark's own logic, and one tiny sitting of every script so none rots unnoticed.
+A sitting whose figures are timings is marked `bench`: `make bench` runs it, `make test` does
+not (a test never holds a timing to a value). A sitting that stays in `make test` asserts what
+its figures must be: requests counted, bytes, memory bounds."""
 
 import os
 import re
@@ -88,6 +90,7 @@ def test_a_run_whose_interpreter_is_missing_is_reported_as_skipped_with_the_reas
     assert report["ratios"] == [{"ratio": "copy / gone", "value": None, "target": 1.0}]
 
 
+@pytest.mark.bench
 @pytest.mark.slow
 def test_one_tiny_sitting_runs_every_peer_and_converter(tmp_path, monkeypatch):
     """Every run, the peers users pick (a TFDS builder, Ray Data) among them, writes one record
@@ -102,6 +105,7 @@ def test_one_tiny_sitting_runs_every_peer_and_converter(tmp_path, monkeypatch):
     assert [ratio["ratio"] for ratio in report["ratios"]] == [label for label, *_ in bench.TARGETS]
 
 
+@pytest.mark.bench
 def test_one_tiny_refresh_sitting_measures_every_run(tmp_path, monkeypatch):
     import refresh
 
@@ -111,6 +115,7 @@ def test_one_tiny_refresh_sitting_measures_every_run(tmp_path, monkeypatch):
     assert report["floor_s"] > 0 and report["floor_over_full"] > 0 and report["check_s"] > 0
 
 
+@pytest.mark.bench
 def test_one_tiny_carry_costs_sitting_times_every_way(tmp_path, monkeypatch):
     import carry_costs
 
@@ -125,9 +130,13 @@ def test_one_tiny_commit_memory_sitting_runs_the_commit_step_alone():
     report = commit_memory.main([10, 100])
     assert [(run["errors"], run["records"]) for run in report["runs"]] == [(10, 40), (100, 40)]
     assert all(run["peak_rss_mb"] >= run["imports_rss_mb"] > 0 for run in report["runs"])
-    assert report["peak_rss_ratio"] > 0 and report["inputs_bytes_ratio"] > 0
+    # The commit step is given counts, not rows: ten times the rejected rows, memory and inputs
+    # flat (the script's target, kept at any size: benchmarks/results/commit-memory.json).
+    assert report["peak_rss_ratio"] <= commit_memory.TARGET
+    assert report["inputs_bytes_ratio"] <= commit_memory.TARGET
 
 
+@pytest.mark.bench
 def test_one_tiny_dataflow_costs_sitting_measures_every_stage(tmp_path, monkeypatch):
     import dataflow_costs
 
@@ -144,8 +153,8 @@ def test_one_tiny_read_requests_sitting_counts_every_reader_s_requests(tmp_path,
 
     monkeypatch.setenv("CORPUS_DIR", str(tmp_path))
     report = read_requests.main(8, readers=("converter", "gcs"))
-    assert set(report["requests_per_object"]) == {"converter", "gcs"}
-    assert all(count > 0 for count in report["requests_per_object"].values())
+    # One GET an image, whichever reader (start-up requests cancel out between the two runs).
+    assert report["requests_per_object"] == {"converter": 1.0, "gcs": 1.0}
 
 
 def test_the_costs_page_holds_what_the_bill_prints_from_the_committed_results():
@@ -184,6 +193,7 @@ def test_the_bill_is_worker_time_shuffle_and_requests_at_the_list_prices():
     assert large.worker_hours == pytest.approx(10 * small.worker_hours)
 
 
+@pytest.mark.bench
 def test_one_tiny_image_costs_sitting_times_every_stage(tmp_path, monkeypatch):
     import image_costs
 
@@ -194,6 +204,7 @@ def test_one_tiny_image_costs_sitting_times_every_stage(tmp_path, monkeypatch):
     assert all(f"| {stage} |" in table for stage in costs)
 
 
+@pytest.mark.bench
 @pytest.mark.slow
 def test_one_tiny_manifest_scale_sitting_measures_the_launcher_and_the_read_step(
     tmp_path, monkeypatch
@@ -209,6 +220,7 @@ def test_one_tiny_manifest_scale_sitting_measures_the_launcher_and_the_read_step
     assert report["launcher_ratio"] > 0 and report["read_step_ratio"] > 0
 
 
+@pytest.mark.bench
 def test_one_tiny_writer_cpu_sitting_measures_every_engine(tmp_path, monkeypatch):
     """Every engine converts both sizes, every image (the script checks the records)."""
     import writer_cpu
@@ -223,6 +235,7 @@ def test_one_tiny_writer_cpu_sitting_measures_every_engine(tmp_path, monkeypatch
     assert set(report["local_over_beam"]) == set(writer_cpu.ENGINES) - {"local"}
 
 
+@pytest.mark.bench
 def test_one_tiny_error_memory_sitting_measures_every_case_and_its_floor():
     import error_memory
 
@@ -236,6 +249,7 @@ def test_one_tiny_error_memory_sitting_measures_every_case_and_its_floor():
     assert "| 50 | duplicate_content | --processes 1 |" in error_memory.markdown(report)
 
 
+@pytest.mark.bench
 def test_one_tiny_gcs_read_cost_sitting_reads_every_object_with_each_reader(tmp_path, monkeypatch):
     """Each reader's child reads every object (it fails the run otherwise). Beam's gcsio is left
     out: without credentials its discovery backs off for ~20 s before it connects anonymously."""
@@ -254,6 +268,7 @@ def test_one_tiny_gcs_read_cost_sitting_reads_every_object_with_each_reader(tmp_
     assert all("convert-local" in line for line in gcs_read_cost.verdicts(report))
 
 
+@pytest.mark.bench
 def test_a_gcs_read_cost_sitting_of_some_runs_reports_them_without_the_floors(
     tmp_path, monkeypatch
 ):
@@ -267,6 +282,7 @@ def test_a_gcs_read_cost_sitting_of_some_runs_reports_them_without_the_floors(
     assert "| converter |" in gcs_read_cost.markdown(report)
 
 
+@pytest.mark.bench
 @pytest.mark.slow
 def test_one_tiny_reads_in_flight_sitting_reads_every_image_through_the_latency_store(
     tmp_path, monkeypatch
@@ -290,6 +306,7 @@ def test_one_tiny_reads_in_flight_sitting_reads_every_image_through_the_latency_
     assert all(f"| {name} |" in reads_in_flight.markdown(report) for name in report["cases"])
 
 
+@pytest.mark.bench
 def test_one_tiny_gcs_request_cost_sitting_sends_every_kind_of_request_both_ways():
     """Each kind's child sends its requests (it fails the run otherwise), the project's way and
     pyarrow's."""
@@ -306,6 +323,7 @@ def test_one_tiny_gcs_request_cost_sitting_sends_every_kind_of_request_both_ways
     assert all(f"| {kind} (per " in table for kind in kinds)
 
 
+@pytest.mark.bench
 @pytest.mark.slow
 def test_one_tiny_random_access_sitting_reads_every_record_with_every_reader(tmp_path, monkeypatch):
     """Each reader's process reads every record of the split once (its sum of bytes is the
@@ -327,6 +345,7 @@ def test_one_tiny_random_access_sitting_reads_every_record_with_every_reader(tmp
     assert conversion["array_record_over_tfrecord"] > 0
 
 
+@pytest.mark.bench
 def test_one_tiny_many_rows_sitting_measures_every_run(tmp_path, monkeypatch):
     import many_rows
 
