@@ -342,8 +342,8 @@ def test_the_smallest_jpegs_of_a_huge_flat_image_are_above_the_data_bound(mode, 
 def test_a_frame_its_scan_data_cannot_fill_is_corrupt(params, mode):
     """A 64x64 image's scans under a header claiming 13000x13000 (libjpeg would warn, fill the
     rest with grey and hand training a 507 MB frame): under a bit a block, refused by the
-        structural check. Claiming half as much again passes that bound; libjpeg's strict decode,
-    in both modes, refuses it."""
+    marker walk at every level. Claiming half as much again passes that bound; libjpeg's strict
+    decode (--validate scans and pixels), in both modes, refuses it."""
     body = encode(SMALL.resize((64, 64)).convert(mode), **{"quality": 90, **params})
     config = {"channels": len(mode)}
     for validate in VALIDATE_LEVELS:
@@ -352,7 +352,9 @@ def test_a_frame_its_scan_data_cannot_fill_is_corrupt(params, mode):
         assert error.value.reason is Reason.CORRUPT_IMAGE
         assert "cannot hold a 13000x13000 frame" in error.value.message
     taller = _claiming(body, 64, 96)
-    for validate in VALIDATE_LEVELS:
+    # --validate markers trusts the scans: stored as it is; the levels that decode refuse it.
+    assert normalise(taller, ImageConfig(validate="markers", **config)).data == taller
+    for validate in ("scans", "pixels"):
         with pytest.raises(RowError) as error:
             normalise(taller, ImageConfig(validate=validate, **config))
         assert error.value.reason is Reason.CORRUPT_IMAGE
