@@ -19,8 +19,8 @@ def build_pipeline(
     """Add the conversion into `target` to `p` (the pipeline `conversion` was prepared for:
     pipeline/config/conversion.py `prepare`), its steps reporting to `progress`; returns the
     PCollection holding the one DatasetInfo."""
-    write = conversion.write_config(target.staging, 1)
-    return build(p, conversion_job(conversion, target, write), progress)
+    job = conversion_job(conversion, target, conversion.write_config(target.staging, 1))
+    return build(p, job, progress)
 
 
 def launch(

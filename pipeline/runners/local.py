@@ -18,4 +18,5 @@ def convert_here(conversion: Conversion, target: Target, watch: Watch) -> Datase
     processes = local_processes(conversion.options.processes)
     write = conversion.write_config(target.staging, processes)
     with writer_processes(write) as pool:  # before any thread of the run starts
-        return run_here(conversion_job(conversion, target, write), pool, watch)
+        job = conversion_job(conversion, target, write)
+        return run_here(job, pool, watch)
