@@ -62,7 +62,7 @@ E2E_FILES = {
     *("test_beam_manifests", "test_beam_plan", "test_beam_shards", "test_conversion"),
     *("test_faults", "test_read_faults", "test_error_sink", "test_error_files", "test_losing"),
     *("test_refresh", "test_rollback", "test_listings", "test_streamed_shards", "test_progress"),
-    *("test_shard_processes", "test_wheel", "test_packaging", "test_readme", "test_docs_site"),
+    *("test_local_pool", "test_wheel", "test_packaging", "test_readme", "test_docs_site"),
     *("test_consumers", "test_tfds", "test_tensorflow_reader", "test_grain_source", "test_load"),
 }
 E2E_FIXTURES = {"convert", "gcs"}

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 
 from tfrecord_pipeline.transforms.errors import ErrorRow
 from tfrecord_pipeline.transforms.image.config import ImageConfig
-from tfrecord_pipeline.transforms.local import manifests as local_reads
+from tfrecord_pipeline.transforms.local import manifests as local_manifests
 from tfrecord_pipeline.transforms.local.error_sink import ErrorSink
 from tfrecord_pipeline.transforms.local.manifests import gather, read_on, split_reads
 from tfrecord_pipeline.transforms.local.pool import ShardPool
@@ -48,7 +48,7 @@ def _read(manifests, config, staging, pool=None):
 def test_large_manifests_read_in_ranges_on_the_pool_give_what_a_whole_read_gives(
     tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(local_reads, "READ_RANGE_BYTES", 64)
+    monkeypatch.setattr(local_manifests, "READ_RANGE_BYTES", 64)
     config = ReadConfig()
     manifests = check_manifests(_manifests(tmp_path), config)
     whole = [item for manifest in manifests for item in read_all(manifest, config)]
