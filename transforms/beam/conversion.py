@@ -19,10 +19,12 @@ from apache_beam.pvalue import AsDict, AsList, AsSingleton, PCollection
 from tfrecord_pipeline.transforms.beam.error_files import WriteErrors
 from tfrecord_pipeline.transforms.beam.manifests import ReadManifests
 from tfrecord_pipeline.transforms.beam.plan import AssignShards, DropDuplicateContent, PlanDataset
+from tfrecord_pipeline.transforms.beam.refresh import RefreshRows
 from tfrecord_pipeline.transforms.beam.shards import WriteShards
 from tfrecord_pipeline.transforms.progress import SILENT, Progress
 from tfrecord_pipeline.transforms.stages import Forms, Job, PublishInputs, stages_of
 from tfrecord_pipeline.transforms.write import error_files
+from tfrecord_pipeline.transforms.write.carried import assemble
 from tfrecord_pipeline.transforms.write.shard_writer import ShardResult
 
 
@@ -84,8 +86,6 @@ def drop_duplicates(run: BeamRun, label: str) -> None:
 @FORMS.of("RefreshRows")
 def refresh_rows(run: BeamRun, label: str) -> None:
     """refresh.py RefreshRows."""
-    from tfrecord_pipeline.transforms.beam.refresh import RefreshRows
-
     staging = run.job.write.staging
     run.refresh = run.rows | label >> RefreshRows(
         run.job.published, run.plan, staging, run.progress
@@ -111,8 +111,6 @@ def write_shards(run: BeamRun, label: str) -> None:
 
 
 def _assembled(layout, written, carried, staging: str, shard_format):
-    from tfrecord_pipeline.transforms.write.carried import assemble
-
     return assemble(layout, list(written), carried, staging, shard_format)
 
 

@@ -25,6 +25,7 @@ from tfrecord_pipeline.transforms.local.error_sink import ErrorSink
 from tfrecord_pipeline.transforms.local.manifests import gather, read_on, read_rows, split_reads
 from tfrecord_pipeline.transforms.local.plan import drop_duplicate_content
 from tfrecord_pipeline.transforms.local.pool import ShardPool
+from tfrecord_pipeline.transforms.local.refresh import Refresh, finish_here, refresh_here
 from tfrecord_pipeline.transforms.local.row_buckets import RowBuckets
 from tfrecord_pipeline.transforms.local.shards import (
     shard_tasks,
@@ -49,7 +50,6 @@ class LocalRun:
     """A conversion on its way through the stages: what each local form reads and leaves."""
 
     job: Job
-    processes: int  # this machine's cores the run may use
     pool: ShardPool | None  # the writer processes; None writes in this process
     progress: Progress
     errors: ErrorSink  # every error row, on its way to the errors files
@@ -61,7 +61,7 @@ class LocalRun:
     write_plan: DatasetPlan | None = None  # the shards the rows are written in
     rows: Iterable[ManifestRow] = ()
     split_rows: dict[str, int] = dataclasses.field(default_factory=dict)  # rows to write
-    refresh: Any = None  # --incremental's decision (refresh.py `Refresh`)
+    refresh: Refresh | None = None  # --incremental's decision
     results: list[ShardResult] = dataclasses.field(default_factory=list)
     pieces: dict[str, int] = dataclasses.field(default_factory=dict)  # a split's shards'
     sample: list[ManifestRow] = dataclasses.field(default_factory=list)  # where images are
@@ -87,7 +87,7 @@ def run_here(job: Job, pool: ShardPool | None, watch: Watch) -> Any:
     the observer `watch` gives; returns what its publish stage returns."""
     with watch as progress, RowBuckets() as buckets:
         errors = ErrorSink(job.write.staging)
-        run = LocalRun(job, job.write.processes, pool, progress, errors, buckets)
+        run = LocalRun(job, pool, progress, errors, buckets)
         for stage in stages_of(job):
             FORMS[stage.name](run)
         return run.info
@@ -111,7 +111,9 @@ def read_manifests(run: LocalRun) -> None:
         counted.add(row)
         run.buckets.add(ARRIVED, row)
 
-    here, there = split_reads(job.manifests, run.processes) if run.pool else (job.manifests, [])
+    here, there = (
+        split_reads(job.manifests, job.write.processes) if run.pool else (job.manifests, [])
+    )
     staging = job.write.staging
     reads = read_on(run.pool, there, job.read, counting, run.buckets, ARRIVED, staging)
     run.skipped, negatives = read_rows(here, job.read, run.errors, keep)
@@ -137,9 +139,9 @@ def drop_duplicates(run: LocalRun) -> None:
 @FORMS.of("RefreshRows")
 def refresh_rows(run: LocalRun) -> None:
     """refresh.py refresh_here."""
-    from tfrecord_pipeline.transforms.local.refresh import refresh_here
-
-    update = refresh_here(run.plan, run.rows, run.job.published, run.processes, run.buckets)
+    update = refresh_here(
+        run.plan, run.rows, run.job.published, run.job.write.processes, run.buckets
+    )
     run.refresh, run.plan, run.write_plan = update, update.layout.plan, update.layout.write_plan
     run.rows, run.split_rows = update.to_convert, update.converted
 
@@ -147,7 +149,7 @@ def refresh_rows(run: LocalRun) -> None:
 @FORMS.of("AssignShards")
 def assign_shards(run: LocalRun) -> None:
     """shards.py: rows into piece buckets."""
-    processes = run.processes if run.pool else 1
+    processes = run.job.write.processes if run.pool else 1
     run.pieces = split_pieces(run.write_plan, run.split_rows, processes, run.job.write)
     run.sample = sort_rows(
         run.rows, run.write_plan, run.pieces, run.errors.add, run.buckets, run.pool
@@ -171,8 +173,6 @@ def write_shards(run: LocalRun) -> None:
 @FORMS.of("CarryPublished")
 def carry_published(run: LocalRun) -> None:
     """refresh.py finish_here."""
-    from tfrecord_pipeline.transforms.local.refresh import finish_here
-
     run.results = finish_here(
         run.refresh, run.job.published, run.job.write.staging, run.progress, run.results
     )
