@@ -21,7 +21,7 @@ from tfrecord_pipeline.transforms.manifest.sources import ManifestFile
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan, PlanConfig
 from tfrecord_pipeline.transforms.plan.refresh import RefreshCounts
 from tfrecord_pipeline.transforms.write.error_files import ErrorCounts, ErrorFileResult
-from tfrecord_pipeline.transforms.write.published import Published
+from tfrecord_pipeline.transforms.write.published import PublishedVersion
 from tfrecord_pipeline.transforms.write.shard_writer import ShardResult, WriteConfig
 
 
@@ -50,7 +50,7 @@ class Job(NamedTuple):
     max_file_bytes: int
     # --incremental with a published version it can refresh: that version (its folder, its
     # metadata's shards); None converts every row.
-    published: Published | None
+    published: PublishedVersion | None
     # The publish stage: the version described, its files moved in and, past its gates,
     # published; returns its metadata. Picklable (a Beam worker runs it).
     publish: Callable[[PublishInputs], Any]

@@ -4,23 +4,29 @@ transforms/local/refresh.py, transforms/beam/refresh.py)."""
 
 from typing import NamedTuple
 
-from tfrecord_pipeline.dataset import versions
 from tfrecord_pipeline.dataset.labels_file import label_names
 from tfrecord_pipeline.dataset.metadata import DatasetInfo
 from tfrecord_pipeline.dataset.publish import Target
+from tfrecord_pipeline.dataset.versions import (
+    VERSIONS,
+    Published,
+    complete_version,
+    is_complete,
+    read_or_none,
+)
 from tfrecord_pipeline.transforms.errors import UserError
 from tfrecord_pipeline.transforms.manifest.labels import LabelMap
 from tfrecord_pipeline.transforms.storage import fileio
-from tfrecord_pipeline.transforms.write.published import Published
+from tfrecord_pipeline.transforms.write.published import PublishedVersion
 
 
-def base_version(target: Target) -> versions.Published | None:
+def base_version(target: Target) -> Published | None:
     """The version `target`'s run started from, as the pointer it read named it (a version
     published since is not this run's base)."""
     if target.base is None:
         return None
-    folder = fileio.join(target.root, versions.VERSIONS, target.base.version)
-    return versions.complete_version(folder, target.base, versions.read_or_none)
+    folder = fileio.join(target.root, VERSIONS, target.base.version)
+    return complete_version(folder, target.base, read_or_none)
 
 
 def base_lost(target: Target) -> bool:
@@ -28,7 +34,7 @@ def base_lost(target: Target) -> bool:
     retention deleted it (or a hand did), so reading it failed for that reason."""
     if target.base is None:
         return False
-    return not versions.is_complete(target.root, target.base.version)
+    return not is_complete(target.root, target.base.version)
 
 
 class Previous(NamedTuple):
@@ -43,7 +49,7 @@ class Previous(NamedTuple):
         kind = labels["kind"] == "integers"
         return LabelMap(tuple(label_names(self.folder, self.info)), labels["offset"], kind)
 
-    def published(self) -> Published:
+    def published(self) -> PublishedVersion:
         """It as a refresh reads it: its folder, its kind of shard file, and (split, shard)
         of every shard, splits by name, shards in its metadata's order."""
         shards = tuple(
@@ -51,7 +57,7 @@ class Previous(NamedTuple):
             for name, split in sorted(self.info.splits.items())
             for shard in split.shards
         )
-        return Published(self.folder, self.info.shard_format(), shards)
+        return PublishedVersion(self.folder, self.info.shard_format(), shards)
 
 
 def previous_version(target: Target, label_offset: int) -> Previous | None:

@@ -110,10 +110,6 @@ def write_shards(run: BeamRun, label: str) -> None:
     run.shards, run.errors = written["shards"], [*run.errors, written["errors"]]
 
 
-def _assembled(layout, written, carried, staging: str, shard_format):
-    return assemble(layout, list(written), carried, staging, shard_format)
-
-
 @FORMS.of("CarryPublished")
 def carry_published(run: BeamRun, label: str) -> None:
     """write/carried.py assemble.
@@ -122,7 +118,7 @@ def carry_published(run: BeamRun, label: str) -> None:
     shards' kept records (staged by RefreshRows)."""
     write = run.job.write
     assembled = beam.FlatMap(
-        _assembled,
+        assemble,
         AsList(run.shards),
         AsDict(run.refresh["carried"]),
         write.staging,
@@ -139,7 +135,6 @@ def write_errors(run: BeamRun, label: str) -> None:
     run.rejected = errors | label >> WriteErrors(staging, error_files.ROWS_PER_ERRORS_FILE)
 
 
-@beam.typehints.with_output_types(Any)
 class _PublishFn(beam.DoFn):
     """Runs once, on the plan, after all shards and errors files exist (their results and the
     counts are side inputs)."""

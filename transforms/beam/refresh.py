@@ -38,7 +38,7 @@ from tfrecord_pipeline.transforms.progress import Progress
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.storage.file_checks import check_shards
 from tfrecord_pipeline.transforms.write.carried import stage_past
-from tfrecord_pipeline.transforms.write.published import Published, listed_keys
+from tfrecord_pipeline.transforms.write.published import PublishedVersion, listed_keys
 from tfrecord_pipeline.transforms.write.shard_writer import ShardResult
 from tfrecord_pipeline.transforms.write.threads import REMOTE_THREADS_PER_CORE
 
@@ -72,7 +72,7 @@ class _CheckFn(_RequestsFn):
     its shard passed its check; then each shard's verdict, and the rows files found damaged
     (their records given before the damage are left out by `_keep_or_convert`)."""
 
-    def __init__(self, published: Published):
+    def __init__(self, published: PublishedVersion):
         self._published = published
 
     def process(self, shards):
@@ -124,7 +124,7 @@ class _CarryFn(beam.DoFn):
     """Stages a published shard's kept records (transforms/write/carried.py `stage_past`) for
     the final shard the layout gives it; a damaged shard, which the layout leaves out, is not."""
 
-    def __init__(self, published: Published, staging: str, progress: Progress):
+    def __init__(self, published: PublishedVersion, staging: str, progress: Progress):
         self._published = published
         self._staging = staging
         self._progress = progress
@@ -165,7 +165,7 @@ class RefreshRows(beam.PTransform):
       progress: told the records of each carried shard.
     """
 
-    def __init__(self, published: Published, plan, staging: str, progress: Progress):
+    def __init__(self, published: PublishedVersion, plan, staging: str, progress: Progress):
         super().__init__()
         self._published = published
         self._plan = plan

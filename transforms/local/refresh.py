@@ -28,7 +28,7 @@ from tfrecord_pipeline.transforms.progress import Progress
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.storage.file_checks import check_shards
 from tfrecord_pipeline.transforms.write.carried import assemble, stage_past
-from tfrecord_pipeline.transforms.write.published import Published, listed_keys
+from tfrecord_pipeline.transforms.write.published import PublishedVersion, listed_keys
 from tfrecord_pipeline.transforms.write.shard_writer import ShardResult, ordered_map
 from tfrecord_pipeline.transforms.write.threads import REMOTE_THREADS_PER_CORE
 
@@ -54,7 +54,7 @@ FINGERPRINT_ROWS = 10_000
 def refresh_here(
     plan: DatasetPlan,
     rows: Iterable[ManifestRow],
-    published: Published,
+    published: PublishedVersion,
     cores: int,
     buckets: RowBuckets,
 ) -> Refresh:
@@ -109,7 +109,7 @@ def refresh_here(
 
 
 def finish_here(
-    update: Refresh, published: Published, staging: str, progress: Progress, written: list
+    update: Refresh, published: PublishedVersion, staging: str, progress: Progress, written: list
 ) -> list[ShardResult]:
     """The local runner's refresh, its converted rows' shards `written`: the published
     shards' kept records staged, each told to `progress`, then every final shard assembled."""

@@ -27,7 +27,7 @@ from tfrecord_pipeline.transforms.plan.rows_files import PastRecord, rows_file_n
 from tfrecord_pipeline.transforms.plan.sharding import ShardId
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.write.formats import ShardFormat
-from tfrecord_pipeline.transforms.write.published import Published, ShardInfo, listed_records
+from tfrecord_pipeline.transforms.write.published import PublishedVersion, ShardInfo, listed_records
 from tfrecord_pipeline.transforms.write.shard_pieces import join_staged
 from tfrecord_pipeline.transforms.write.shard_writer import (
     INDEX_SUFFIX,
@@ -37,7 +37,7 @@ from tfrecord_pipeline.transforms.write.shard_writer import (
 
 
 def stage_past(
-    published: Published,
+    published: PublishedVersion,
     source: PastShard,
     shard: ShardInfo,
     positions: Sequence[int],
@@ -81,7 +81,7 @@ def stage_past(
 
 
 def kept_records(
-    published: Published, shard: ShardInfo, positions: Sequence[int]
+    published: PublishedVersion, shard: ShardInfo, positions: Sequence[int]
 ) -> Iterator[PastRecord]:
     """The records at `positions` (ascending) of those `shard`'s rows file lists, read again
     as they are asked for (as on Beam, where another worker read them first), every one read
@@ -137,7 +137,7 @@ def _rewritten(
 
 def assemble(
     layout: RefreshLayout,
-    written: list[ShardResult],
+    written: Iterable[ShardResult],
     carried: Mapping[str, ShardResult],
     staging: str,
     shard_format: ShardFormat,

@@ -2,7 +2,7 @@
 (`tfrecord_pipeline.json`) describes them, and, for a refresh, the version itself (its folder,
 its kind of shard file, its shards by split) and the records each shard's rows file lists.
 
-The pipeline builds a `Published` from the version it resolved (pipeline/dataset/previous.py
+The pipeline builds a `PublishedVersion` from the version it resolved (pipeline/dataset/previous.py
 `Previous.published`); the refresh's forms (transforms/local/refresh.py,
 transforms/beam/refresh.py) and the carrying of its files (transforms/write/carried.py) read
 only this, so the conversion logic never reaches into the pipeline.
@@ -34,7 +34,7 @@ class ShardInfo:
     rows: str = ""  # the rows file a refresh reads: key, fingerprint, label id per record
 
 
-class Published(NamedTuple):
+class PublishedVersion(NamedTuple):
     """The published version a refresh reads: its folder, the kind of its shard files, and
     (split, shard) of every shard, in its metadata's order."""
 
@@ -47,7 +47,7 @@ class Published(NamedTuple):
         return {shard.file: shard for _, shard in self.shards}
 
 
-def listed_records(published: Published, shard: ShardInfo) -> Iterator[PastRecord]:
+def listed_records(published: PublishedVersion, shard: ShardInfo) -> Iterator[PastRecord]:
     """The records `shard`'s rows file lists, read as they are asked for, never held (a shard
     of tiny images lists hundreds of thousands): DamagedRowsFileError when it cannot be
     opened, or where the reading finds it damaged (transforms/plan/rows_files.py)."""
@@ -55,7 +55,7 @@ def listed_records(published: Published, shard: ShardInfo) -> Iterator[PastRecor
 
 
 def listed_keys(
-    published: Published, shard: ShardInfo, sound: bool, unlisted: set[str]
+    published: PublishedVersion, shard: ShardInfo, sound: bool, unlisted: set[str]
 ) -> Iterator[PastKey]:
     """The records `shard`'s rows file lists, as the match takes them (`sound`: the shard
     passed its check), read a record at a time as they are asked for. The file is opened now
