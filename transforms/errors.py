@@ -57,6 +57,15 @@ class Reason(str, enum.Enum):
     TOO_MUCH_METADATA = "too_much_metadata"  # a JPEG of more APPn, COM and after-EOI bytes than
     # --max_metadata_mb (a small photo stored as a huge record)
     RECORD_TOO_LARGE = "record_too_large"  # over TensorFlow's record size limit
+    # Archives (docs/inputs.md#archives): a member, or the rest of an archive, not read.
+    CORRUPT_ARCHIVE = "corrupt_archive"  # not a tar or zip, a header unreadable, cut short,
+    # or a zip member that does not inflate to its declared size and CRC-32 (a lying bomb)
+    UNSAFE_MEMBER = "unsafe_member"  # a name that leaves the archive: absolute, or with `..`
+    BAD_MEMBER_NAME = "bad_member_name"  # a member name that is not UTF-8
+    ENCRYPTED_MEMBER = "encrypted_member"
+    UNSUPPORTED_MEMBER = "unsupported_member"  # a zip method but stored/deflate; a sparse tar file
+    OVERLAPPING_MEMBER = "overlapping_member"  # a zip member over the bytes of the one before
+    NESTED_TOO_DEEP = "nested_too_deep"  # a tar inside tars deeper than the limit
 
 
 def shown(value: object, limit: int = 80) -> str:

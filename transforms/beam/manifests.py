@@ -17,7 +17,12 @@ from tfrecord_pipeline.transforms.beam.coders import RowBatch
 from tfrecord_pipeline.transforms.beam.steps import NAMESPACE, ROWS_PER_BATCH, error_output
 from tfrecord_pipeline.transforms.errors import ErrorRow
 from tfrecord_pipeline.transforms.manifest.rows import DroppedNegative, ManifestRow, ReadConfig
-from tfrecord_pipeline.transforms.manifest.sources import ManifestFile, read_coco, read_piece
+from tfrecord_pipeline.transforms.manifest.sources import (
+    WHOLE_KINDS,
+    ManifestFile,
+    read_all,
+    read_piece,
+)
 from tfrecord_pipeline.transforms.manifest.trees import (
     TREE_DEPTH,
     TreeFolder,
@@ -98,14 +103,15 @@ class _ReadPiecesFn(beam.DoFn, RestrictionProvider):
 
 
 @beam.typehints.with_output_types(RowBatch)
-class _ReadCocoFn(beam.DoFn):
-    """A COCO file, one JSON document, read whole by one worker."""
+class _ReadWholeFn(beam.DoFn):
+    """A COCO file (one JSON document) or an archive, read whole by one worker: archives are
+    the unit of parallel work."""
 
     def __init__(self, config: ReadConfig):
         self._config = config
 
     def process(self, manifest: ManifestFile):
-        yield from _outputs(read_coco(manifest, self._config))
+        yield from _outputs(read_all(manifest, self._config))
 
 
 @beam.typehints.with_output_types(RowBatch)
@@ -133,8 +139,8 @@ class ReadManifests(beam.PTransform):
         self, manifests: list[ManifestFile], config: ReadConfig, piece_bytes: int | None = None
     ):
         super().__init__()
-        self._files = [m for m in manifests if m.kind not in ("tree", "coco")]
-        self._documents = [m for m in manifests if m.kind == "coco"]
+        self._files = [m for m in manifests if m.kind not in WHOLE_KINDS]
+        self._documents = [m for m in manifests if m.kind in ("coco", "archive")]
         self._trees = [tree_root(m.path, m.number) for m in manifests if m.kind == "tree"]
         self._config = config
         self._piece_bytes = piece_bytes or PIECE_BYTES
@@ -163,9 +169,9 @@ class ReadManifests(beam.PTransform):
         if self._documents:
             reads.append(
                 pbegin
-                | "ListCocoFiles" >> beam.Create(self._documents)  # ManifestFile
-                | "ReadCocoFiles"
-                >> beam.ParDo(_ReadCocoFn(self._config)).with_outputs(
+                | "ListWholeFiles" >> beam.Create(self._documents)  # ManifestFile
+                | "ReadWholeFiles"
+                >> beam.ParDo(_ReadWholeFn(self._config)).with_outputs(
                     "errors", "negatives", main="rows"
                 )
             )

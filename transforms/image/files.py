@@ -7,13 +7,23 @@ one way, with one policy for a store that keeps failing, means a file is judged 
 and neither the plan nor the shard writer depends on the other.
 """
 
+from tfrecord_pipeline.transforms.archive.locate import is_member_uri, locate
+from tfrecord_pipeline.transforms.archive.members import Member, read_member
 from tfrecord_pipeline.transforms.errors import Reason, RowError
 from tfrecord_pipeline.transforms.storage import disk, fileio, gcs, retry
 
 
-def read_image(uri: str, max_bytes: int) -> tuple[bytes, str]:
-    """The image file's bytes and identity (fileio.identity, as the read began); a file that
-    cannot be had is a RowError, never a dead worker.
+def image_identity(uri: str, member: Member | None = None) -> str:
+    """What tells an image file's versions apart without reading it (fileio.identity; an
+    archive member's: its archive's and its place in it, `member` when the listing gave it)."""
+    member = member or (locate(uri) if is_member_uri(uri) else None)
+    return member.identity if member else fileio.identity(uri)
+
+
+def read_image(uri: str, max_bytes: int, member: Member | None = None) -> tuple[bytes, str]:
+    """The image file's bytes and identity (fileio.identity, as the read began), or an archive
+    member's (transforms/archive/members.py); a file that cannot be had is a RowError, never a
+    dead worker.
 
     A read that fails transiently is retried (transforms/storage/retry.py), so what a shard holds
     never depends on such a failure. A read still failing after its retries is this object's error
@@ -22,6 +32,10 @@ def read_image(uri: str, max_bytes: int) -> tuple[bytes, str]:
     local runner stops with exit status 3 and publishes nothing).
     """
     try:
+        if member is None and is_member_uri(uri):
+            member = locate(uri)
+        if member is not None:
+            return read_member(member, uri, max_bytes), member.identity
         return fileio.read_identified(uri, max_bytes)
     except retry.StoreUnavailableError:
         if not gcs.store_answers(uri):

@@ -18,7 +18,12 @@ from tfrecord_pipeline.transforms.local.error_sink import ErrorSink, SpilledErro
 from tfrecord_pipeline.transforms.local.pool import ShardPool
 from tfrecord_pipeline.transforms.local.row_buckets import RowBuckets, Spilled
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, ReadConfig, SkippedFile
-from tfrecord_pipeline.transforms.manifest.sources import ManifestFile, read_all, read_piece
+from tfrecord_pipeline.transforms.manifest.sources import (
+    WHOLE_KINDS,
+    ManifestFile,
+    read_all,
+    read_piece,
+)
 from tfrecord_pipeline.transforms.plan.dataset import PlanAccumulator
 from tfrecord_pipeline.transforms.storage import fileio
 
@@ -58,7 +63,7 @@ def range_bounds(manifest: ManifestFile, processes: int) -> list[int]:
     for each of `processes`, none of under READ_RANGE_BYTES; two (it is read whole) for a
     folder tree, a COCO file, or a file on an object store."""
     body = manifest.size - manifest.body
-    if manifest.kind in ("tree", "coco") or fileio.is_remote(manifest.path):
+    if manifest.kind in WHOLE_KINDS or fileio.is_remote(manifest.path):
         return [manifest.body, manifest.size]
     count = max(1, min(processes + 1, body // READ_RANGE_BYTES))
     return [manifest.body + body * index // count for index in range(count + 1)]

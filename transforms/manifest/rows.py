@@ -9,6 +9,7 @@ record's fields become a row is transforms/manifest/fields.py's.
 import json
 from typing import NamedTuple
 
+from tfrecord_pipeline.transforms.archive.members import Member
 from tfrecord_pipeline.transforms.errors import ErrorRow, Reason
 from tfrecord_pipeline.transforms.manifest.splits import SplitSpec
 
@@ -43,6 +44,7 @@ class ManifestRow(NamedTuple):
     position: int  # row_position(manifest number, offset): "first" among duplicate keys
     folder: str = ""  # the manifest's folder and a separator, for a relative `image`; else ""
     objects: tuple | None = None  # a detection row's annotated objects; None when classifying
+    member: Member | None = None  # an archive member's place, when listed from its archive
 
     @property
     def image_uri(self) -> str:

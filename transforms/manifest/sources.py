@@ -14,16 +14,21 @@ reads it, and never ends the run.
 
 import glob as local_glob
 import io
-import json
 import posixpath
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
-from tfrecord_pipeline.transforms.errors import ErrorRow, RowError, UserError
+from tfrecord_pipeline.transforms.archive.kinds import (
+    archives_in,
+    holds_an_archive,
+    is_archive_name,
+)
+from tfrecord_pipeline.transforms.errors import ErrorRow, UserError
 from tfrecord_pipeline.transforms.manifest import parquet, pieces, trees
-from tfrecord_pipeline.transforms.manifest.coco import CocoImage, is_coco_start, read_images
-from tfrecord_pipeline.transforms.manifest.fields import check_columns, record_row
-from tfrecord_pipeline.transforms.manifest.lines import csv_cells, decoded, line_records
+from tfrecord_pipeline.transforms.manifest.archives import read_archive
+from tfrecord_pipeline.transforms.manifest.coco import CocoImage, read_images
+from tfrecord_pipeline.transforms.manifest.fields import record_row
+from tfrecord_pipeline.transforms.manifest.lines import line_records
 from tfrecord_pipeline.transforms.manifest.rows import (
     COCO_IMAGES,
     PARQUET_SUFFIX,
@@ -31,9 +36,10 @@ from tfrecord_pipeline.transforms.manifest.rows import (
     ManifestRow,
     ReadConfig,
 )
+from tfrecord_pipeline.transforms.manifest.starts import HEAD_BYTES, json_kind, read_start
 from tfrecord_pipeline.transforms.storage import fileio
 
-HEAD_BYTES = 64 << 10  # the launcher's reads of a text manifest: its header and first lines
+WHOLE_KINDS = ("tree", "coco", "archive")  # read by one reader each, never in pieces
 Item = ManifestRow | ErrorRow | DroppedNegative
 
 
@@ -42,7 +48,8 @@ class ManifestFile(NamedTuple):
 
     number: int  # its place among the manifests, which decides the "first" of a repeated key
     path: str
-    kind: str  # "csv", "jsonl", "parquet", "coco" (read whole), or "tree" (a class-folder root)
+    kind: str  # "csv", "jsonl", "parquet", read in pieces; "coco", "archive" (a tar or zip)
+    # read whole; or "tree" (a class-folder root)
     columns: tuple[str, ...] = ()  # a CSV's header; the Parquet columns a row can use
     body: int = 0  # the byte where records begin (after a CSV's header line)
     size: int = 0  # the file's size in bytes when the launcher looked: where reading ends
@@ -81,7 +88,7 @@ def _expand(patterns: list[str]) -> list[str]:
     paths = []
     for pattern in patterns:
         if fileio.is_dir(pattern):
-            paths.append(pattern)
+            paths += archives_in(pattern) or [pattern]
         elif local_glob.has_magic(pattern):
             matched = fileio.glob(pattern)
             if not matched:
@@ -93,7 +100,8 @@ def _expand(patterns: list[str]) -> list[str]:
 
 
 def manifest_kind(path: str) -> str:
-    """What a manifest is, from its name: "tree" (a folder), "csv", "jsonl" or "parquet"."""
+    """What a manifest is, from its name: "tree" (a folder), "csv", "jsonl", "parquet" or
+    "archive"; a name that says none of them, from its first bytes (`archive_kind`)."""
     if not path.strip():  # else read as the current folder's name, ".", said not to be there
         raise UserError("--manifest is empty; name a manifest file or class-folder root")
     if fileio.is_dir(path):
@@ -105,11 +113,14 @@ def manifest_kind(path: str) -> str:
         return "jsonl"
     if lower.endswith(PARQUET_SUFFIX):
         return "parquet"
+    if is_archive_name(lower) or holds_an_archive(path):
+        return "archive"
     named_as_folder = path.endswith("/") or not posixpath.splitext(path)[1]
     if named_as_folder and not fileio.exists(path):  # a class-folder root, mistyped
         raise UserError(f"--manifest: {fileio.not_there(path, folder=True)}")
     raise UserError(
-        f"{path}: a manifest must be .csv, .jsonl, .parquet or a class-folder directory"
+        f"{path}: a manifest must be .csv, .jsonl, .parquet, a tar or zip archive, or a "
+        "class-folder directory"
     )
 
 
@@ -120,19 +131,21 @@ def describe(path: str, number: int, config: ReadConfig) -> ManifestFile:
     if kind == "tree":
         trees.check_tree(path, number, config)
         return ManifestFile(number, path, "tree")
+    if kind == "archive":
+        return _archive(path, number)
     try:
         with fileio.open_bytes(path, HEAD_BYTES) as stream:
             size = stream.seek(0, io.SEEK_END)
             detection = False
             if kind == "jsonl":
-                kind, detection = _json_kind(stream, size)
+                kind, detection = json_kind(stream, size)
             if kind == "parquet":
                 columns, has_rows = parquet.usable_columns(stream, path, config)
                 body = 0
             elif kind == "coco":
                 columns, body, has_rows = (), 0, True  # its images are counted where read
             else:
-                columns, body, has_rows = _read_start(stream, path, kind, size, config)
+                columns, body, has_rows = read_start(stream, path, kind, size, config)
     except fileio.MISSING:
         raise UserError(f"--manifest: {fileio.not_there(path)}") from None
     except fileio.UNAVAILABLE:
@@ -144,56 +157,18 @@ def describe(path: str, number: int, config: ReadConfig) -> ManifestFile:
     return ManifestFile(number, path, kind, columns, body, size, detection)
 
 
-def _json_kind(stream, size: int) -> tuple[str, bool]:
-    """("coco" or "jsonl", whether its rows list objects), from a JSON manifest's start: its
-    first row is read whole (a crowded image's objects run past the first read), up to the
-    longest line a manifest may hold."""
-    stream.seek(0)
-    head = stream.read(HEAD_BYTES).removeprefix(pieces.BOM)
-    if is_coco_start(head.decode("utf-8", "replace")):
-        return "coco", True
-    first = ""
-    for _, line in pieces.piece_lines(stream.seek, stream.read, 0, size, 0, HEAD_BYTES):
-        # a JSONL file's first lines are checked after; one too long is a bad row
-        first = "" if line is None else line.removeprefix(pieces.BOM).decode("utf-8", "replace")
-        if line is None or first.strip():
-            break
+def _archive(path: str, number: int) -> ManifestFile:
+    """An archive, checked to be there: what it holds is told by its rows (a garbage or
+    compressed file is an error row, as a member is; the launcher reads no member)."""
     try:
-        row = json.loads(first)
-    except ValueError:
-        return "jsonl", False  # its first row is a bad row, read as any other
-    return "jsonl", isinstance(row, dict) and "objects" in row
-
-
-def _read_start(stream, path: str, kind: str, size: int, config: ReadConfig):
-    """(a CSV's header, the byte where records begin, whether a record follows) from the first
-    lines of a CSV or JSONL file; a line that begins past HEAD_BYTES counts as a record."""
-    lines = pieces.piece_lines(stream.seek, stream.read, 0, size, 0, HEAD_BYTES)
-    columns, body = (), 0
-    if kind == "csv":
-        _, header = next(lines, (0, b""))
-        if header is None:
-            raise UserError(f"{path}: no line end in the first {pieces.MAX_LINE_BYTES:,} bytes")
-        try:
-            columns = tuple(csv_cells(_start_text(path, header.removeprefix(pieces.BOM))))
-        except RowError as error:
-            raise UserError(f"{path}: the header: {error.message}") from None
-        check_columns(path, columns, config)
-        body = len(header) + 1
-    for offset, line in lines:
-        if offset >= HEAD_BYTES or line is None:
-            return columns, body, True
-        if _start_text(path, line.removeprefix(pieces.BOM) if offset == 0 else line).strip():
-            return columns, body, True
-    return columns, body, False
-
-
-def _start_text(path: str, line: bytes) -> str:
-    """A line at the start of a manifest as text: if it is not UTF-8, the file is not."""
-    try:
-        return decoded(line)
-    except RowError as error:
-        raise UserError(f"{path}: the manifest is {error.message}") from None
+        size = fileio.size(path)
+    except fileio.MISSING:
+        raise UserError(f"--manifest: {fileio.not_there(path)}") from None
+    except fileio.UNAVAILABLE:
+        raise
+    except fileio.READ_ERRORS as error:
+        raise UserError(f"{path}: cannot read the archive ({error})") from None
+    return ManifestFile(number, fileio.absolute(path), "archive", size=size)
 
 
 def read_piece(
@@ -247,4 +222,6 @@ def read_all(manifest: ManifestFile, config: ReadConfig) -> Iterator[trees.TreeI
         return trees.read_folders(trees.tree_root(manifest.path, manifest.number), config)
     if manifest.kind == "coco":
         return read_coco(manifest, config)
+    if manifest.kind == "archive":
+        return read_archive(manifest.path, manifest.number, config)
     return read_piece(manifest, manifest.body, manifest.size, config)

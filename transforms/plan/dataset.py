@@ -33,7 +33,8 @@ class PlanStats(NamedTuple):
 
     labels: frozenset
     rows: tuple[tuple[str, int], ...]  # (split, row count)
-    samples: tuple[tuple[str, tuple], ...]  # (split, ((shard hash, image uri), ...))
+    # (split, ((shard hash, image uri, its size if the row knows it, else -1), ...))
+    samples: tuple[tuple[str, tuple], ...]
     # A named label id's name (a COCO category's) as the first manifest naming it gives it:
     # (label, (manifest number, name)), sorted.
     label_names: tuple[tuple[str, tuple[int, str]], ...] = ()
@@ -57,7 +58,7 @@ class PlanAccumulator:
         self.label_names: dict[str, tuple[int, str]] = {}
         self.rows: dict[str, int] = {}
         self.labels_given = 0
-        self.samples: dict[str, list] = {}  # split → heap of (-shard hash, image uri)
+        self.samples: dict[str, list] = {}  # split → heap of (-shard hash, image uri, size)
         self._counts = counts or ShardCounts()
         self._sample_every_split = sample_every_split
         self._sized: dict[str, bool] = {}  # split → whether its rows are sampled
@@ -74,7 +75,8 @@ class PlanAccumulator:
                     self._name(obj.label, (number, obj.text))
         self.rows[row.split] = self.rows.get(row.split, 0) + 1
         if self._is_sized(row.split):
-            self._offer(row.split, (-key_hash(row.key, SHARD_SALT), row.image_uri))
+            size = row.member.size if row.member else -1  # an archive member's is listed
+            self._offer(row.split, (-key_hash(row.key, SHARD_SALT), row.image_uri, size))
         return self
 
     def _is_sized(self, split: str) -> bool:
@@ -104,7 +106,7 @@ class PlanAccumulator:
                 self._offer(split, entry)
         return self
 
-    def _offer(self, split: str, entry: tuple[int, str]) -> None:
+    def _offer(self, split: str, entry: tuple[int, str, int]) -> None:
         """Keep the SAMPLE_SIZE smallest hashes: a max-heap of negated hashes, O(log k) a row."""
         heap = self.samples.setdefault(split, [])
         if len(heap) < SAMPLE_SIZE:
@@ -114,7 +116,7 @@ class PlanAccumulator:
 
     def stats(self) -> PlanStats:
         samples = (
-            (split, tuple(sorted((-negated, uri) for negated, uri in heap)))
+            (split, tuple(sorted((-negated, uri, size) for negated, uri, size in heap)))
             for split, heap in self.samples.items()
         )
         return PlanStats(
@@ -186,7 +188,10 @@ def make_plan(stats: PlanStats, config: PlanConfig, size_of: Callable[[str], int
         count = config.counts.for_split(split)
         estimate = None
         if split in samples:
-            sizes = [_size_or_zero(size_of, uri) for _, uri in samples[split]]
+            sizes = [
+                size if size >= 0 else _size_or_zero(size_of, uri)
+                for _, uri, size in samples[split]
+            ]
             estimate = rows * sum(sizes) / max(1, len(sizes))
         if count is None:
             count = shards_for_bytes(estimate, config.target_shard_mb)

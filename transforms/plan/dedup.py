@@ -19,7 +19,7 @@ def content_digest(row: ManifestRow, max_file_bytes: int) -> str:
     none over the limit). A file that cannot be read gets a digest of its own, so it passes on
     to the shard writer, which reports why."""
     try:
-        return hashlib.sha256(read_image(row.image_uri, max_file_bytes)[0]).hexdigest()
+        return hashlib.sha256(read_image(row.image_uri, max_file_bytes, row.member)[0]).hexdigest()
     except RowError:
         return f"unreadable:{row.key}"
 

@@ -11,6 +11,8 @@ the file, or run without `--incremental`, to convert it again).
 
 import hashlib
 
+from tfrecord_pipeline.transforms.errors import RowError
+from tfrecord_pipeline.transforms.image.files import image_identity
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
 from tfrecord_pipeline.transforms.storage import fileio, gcs, listings, retry
 
@@ -33,12 +35,12 @@ def row_fingerprint(row: ManifestRow) -> str:
     image cannot be had) when its image cannot be looked at. A stat the store keeps failing
     for every request is a fault (transforms/image/files.py `read_image`)."""
     try:
-        return fingerprint(row, fileio.identity(row.image_uri))
+        return fingerprint(row, image_identity(row.image_uri, row.member))
     except retry.StoreUnavailableError:
         if not gcs.store_answers(row.image_uri):
             raise
         return ""
-    except fileio.READ_ERRORS:
+    except (RowError, *fileio.READ_ERRORS):
         return ""
 
 
@@ -49,7 +51,7 @@ def row_fingerprints(rows: list[ManifestRow], map_=map) -> list[str]:
     a store. Local stats are made here, one after another."""
     if not (rows and fileio.is_remote(rows[0].image_uri)):
         return list(map(row_fingerprint, rows))
-    listed = listings.listed_identities((row.image_uri for row in rows), map_)
+    listed = listings.listed_identities((r.image_uri for r in rows if r.member is None), map_)
     by_stat = iter(map_(row_fingerprint, [row for row in rows if row.image_uri not in listed]))
     return [
         fingerprint(row, listed[row.image_uri]) if row.image_uri in listed else next(by_stat)

@@ -121,7 +121,7 @@ def make_record(
         label_fields, label_ids = class_labels(row, labels)
     else:
         ids = {label: labels.id_of(label) for label in row_labels(row)}
-    data, identity = read_image(row.image_uri, config.max_file_bytes)
+    data, identity = read_image(row.image_uri, config.max_file_bytes, row.member)
     stored = normalise(data, config.image)
     dropped = 0
     if row.objects is not None:

@@ -1,0 +1,1 @@
+"""Archives as inputs: tar and zip files read as folders of images, without unpacking."""

@@ -1,0 +1,89 @@
+"""What an archive is, told by its first bytes, and its members.
+
+A manifest named `.tar`, `.zip` or anything its content shows to be one (a WebDataset shard
+named `.tar`, a zip saved as `.bin`) is read as an archive; a folder that holds archives and
+no subfolders is its archives (a folder of WebDataset shards).
+"""
+
+import os
+import tarfile
+from collections.abc import Iterator
+
+from tfrecord_pipeline.transforms.archive.members import ARCHIVE_SUFFIXES, Entry, Refused
+from tfrecord_pipeline.transforms.archive.tars import tar_entries
+from tfrecord_pipeline.transforms.archive.zips import zip_entries
+from tfrecord_pipeline.transforms.errors import Reason
+from tfrecord_pipeline.transforms.storage import fileio, gcs
+
+# An object is listed from reads this large: a tar's headers lie between its members' bytes,
+# so listing one streams it, a read per 8 MiB rather than per member.
+ARCHIVE_READ_BYTES = 8 << 20
+HEAD_BYTES = tarfile.BLOCKSIZE
+COMPRESSED = "a compressed tar (.tar.gz): unpack it (gunzip) and convert the .tar"
+
+
+def archive_kind(head: bytes) -> str | None:
+    """ "zip", "tar", "gzip", or None, from a file's first 512 bytes."""
+    if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
+        return "zip"
+    if head[:2] == b"\x1f\x8b":
+        return "gzip"
+    if head[257:262] == b"ustar" or _v7_header(head):
+        return "tar"
+    return None
+
+
+def _v7_header(head: bytes) -> bool:
+    """A pre-POSIX tar header: no magic, but a checksum that matches."""
+    if len(head) < HEAD_BYTES or not head.strip(b"\0"):
+        return False
+    try:
+        return tarfile.nti(head[148:156]) in tarfile.calc_chksums(head)
+    except tarfile.HeaderError:
+        return False
+
+
+def is_archive_name(path: str) -> bool:
+    return path.lower().endswith((*ARCHIVE_SUFFIXES, ".tgz", ".tar.gz"))
+
+
+def read_entries(path: str, identity: str) -> Iterator[Entry | Refused]:
+    """Every member of the archive at `path`, whose fileio.identity is `identity`."""
+    with fileio.open_bytes(path, ARCHIVE_READ_BYTES) as stream:
+        size = stream.seek(0, 2)
+        stream.seek(0)
+        kind = archive_kind(stream.read(HEAD_BYTES))
+        if kind is None and path.lower().endswith(".zip"):
+            kind = "zip"  # data before its first member (a self-extracting zip)
+        if kind == "zip":
+            yield from zip_entries(stream, size, path, identity)
+        elif kind == "tar":
+            yield from tar_entries(stream, size, path, identity)
+        else:
+            message = COMPRESSED if kind == "gzip" else "not a tar or zip archive"
+            yield Refused("", Reason.CORRUPT_ARCHIVE, message)
+
+
+def archives_in(folder: str) -> list[str]:
+    """The archives a folder holds when it holds archives and no subfolder (a folder of
+    WebDataset shards); else none: it is a class-folder tree."""
+    if fileio.is_remote(folder):
+        listed = list(gcs.list_folder(fileio.join(folder, "")))
+        names = [name for name, is_folder in listed if not is_folder]
+        folders = any(is_folder for _, is_folder in listed)
+    else:
+        names = [
+            name for name in fileio.names_in(folder) if os.path.isfile(fileio.join(folder, name))
+        ]
+        folders = any(os.path.isdir(fileio.join(folder, name)) for name in fileio.names_in(folder))
+    archives = [fileio.join(folder, name) for name in names if is_archive_name(name)]
+    return [] if folders else sorted(archives)
+
+
+def holds_an_archive(path: str) -> bool:
+    """Whether a file of no manifest's name begins as a tar or zip archive does."""
+    try:
+        with fileio.open_bytes(path, HEAD_BYTES) as stream:
+            return archive_kind(stream.read(HEAD_BYTES)) is not None
+    except fileio.READ_ERRORS:
+        return False  # said to be missing by the caller

@@ -1,0 +1,153 @@
+"""A tar's members, listed from its headers alone (ustar, pax and GNU, as `tarfile` reads them).
+
+Listing seeks from header to header: a local tar's image bytes are not read, an object's are
+read once as one stream of large ranged reads (transforms/storage/gcs.py RangeReader). A tar
+inside the tar (ImageNet's train tar holds one per class) is listed in place, its members under
+a folder named for it, down to MAX_NESTING. Nothing here trusts a header: a member that is not
+a regular file, has a name that is not UTF-8 or leaves the archive (`..`, `/`), or runs past
+the end is `Refused`, and a header that cannot be read refuses the rest of the archive. Each
+member is forgotten once listed, so a tar of a million members lists in the memory of one.
+"""
+
+import io
+import posixpath
+import tarfile
+from collections.abc import Iterator
+
+from tfrecord_pipeline.transforms.archive.members import Entry, Member, Refused
+from tfrecord_pipeline.transforms.errors import Reason
+
+MAX_NESTING = 2  # tars in a tar in a tar are listed; one level deeper is refused
+BLOCK = tarfile.BLOCKSIZE
+
+
+class Window(io.RawIOBase):
+    """Bytes [start, start + size) of a seekable stream, as a stream of their own: a nested
+    tar read in place, which cannot read on into its outer archive's next member."""
+
+    def __init__(self, stream, start: int, size: int):
+        super().__init__()
+        self._stream, self._start, self._size, self._at = stream, start, size, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._at
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._at, io.SEEK_END: self._size}[whence]
+        self._at = max(0, base + offset)
+        return self._at
+
+    def read(self, size: int = -1) -> bytes:
+        left = max(0, self._size - self._at)
+        size = left if size is None or size < 0 else min(size, left)
+        if not size:
+            return b""
+        self._stream.seek(self._start + self._at)
+        data = self._stream.read(size)
+        self._at += len(data)
+        return data
+
+    def readinto(self, buffer) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def tar_entries(
+    stream, size: int, container: str, identity: str, base: int = 0, depth: int = 0
+) -> Iterator[Entry | Refused]:
+    """Every member of the tar at bytes [base, base + size) of `stream` (the archive file
+    `container`, whose fileio.identity is `identity`), in archive order."""
+    window = Window(stream, base, size)
+    try:
+        tar = tarfile.open(  # noqa: SIM115 - closing it would close nothing of ours
+            fileobj=window, mode="r:", encoding="utf-8", errors="surrogateescape"
+        )
+    except (tarfile.TarError, EOFError) as error:
+        yield Refused("", Reason.CORRUPT_ARCHIVE, f"not a readable tar ({error})")
+        return
+    while True:
+        try:
+            info = tar.next()
+        except (tarfile.TarError, EOFError) as error:  # a header past the end: cut short
+            yield Refused("", Reason.CORRUPT_ARCHIVE, f"cut short at byte {tar.offset:,} ({error})")
+            return
+        if info is None:
+            break
+        tar.members.clear()  # tarfile keeps every member it lists; one is held at a time
+        yield from _member(info, stream, size, container, identity, base, depth)
+        if info.isreg() and info.offset_data + info.size > size:
+            return  # its bytes run past the end: nothing can follow
+    end = _end_of_archive(window, tar.offset)
+    if end is not None:
+        yield end
+
+
+def _member(info: tarfile.TarInfo, stream, size, container, identity, base, depth):
+    name = info.name
+    refused = _refused_name(name) or _refused_kind(info)
+    if refused:
+        yield Refused(name, *refused)
+        return
+    if info.isdir():
+        return
+    if info.offset_data + info.size > size:
+        yield Refused(name, Reason.CORRUPT_ARCHIVE, "the archive ends inside this member")
+        return
+    start = base + info.offset_data
+    if name.lower().endswith(".tar"):
+        if depth + 1 > MAX_NESTING:
+            message = f"a tar nested over {MAX_NESTING} deep is not read"
+            yield Refused(name, Reason.NESTED_TOO_DEEP, message)
+            return
+        folder = posixpath.splitext(_clean(name))[0]
+        for item in tar_entries(stream, info.size, container, identity, start, depth + 1):
+            held = f"{name}#{item.held_as}" if item.held_as else name
+            if isinstance(item, Entry):
+                yield Entry(f"{folder}/{item.name}", held, item.member)
+            else:
+                yield item._replace(held_as=held)
+        return
+    member = Member(container, start, info.size, info.size, identity=f"{identity}@{start}")
+    yield Entry(_clean(name), name, member)
+
+
+def _clean(name: str) -> str:
+    return name.removeprefix("./").strip("/")
+
+
+def _refused_name(name: str) -> tuple[Reason, str] | None:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return Reason.BAD_MEMBER_NAME, "the member's name is not UTF-8"
+    if name.startswith("/") or ".." in name.split("/"):
+        return Reason.UNSAFE_MEMBER, "a member's name that leaves the archive (/ or ..)"
+    return None
+
+
+def _refused_kind(info: tarfile.TarInfo) -> tuple[Reason, str] | None:
+    if info.isreg() and info.sparse is None or info.isdir():
+        return None
+    if info.issym() or info.islnk():
+        return Reason.NOT_A_FILE, f"a link to {info.linkname!r}, not a regular file"
+    if info.sparse is not None:
+        return Reason.UNSUPPORTED_MEMBER, "a sparse file"
+    return Reason.NOT_A_FILE, "a device, FIFO or other special member, not a regular file"
+
+
+def _end_of_archive(window: Window, offset: int) -> Refused | None:
+    """Where `tarfile` stopped listing: the end of the file or its zero blocks are a tar's
+    end; anything else is a header it could not read, which refuses the rest."""
+    window.seek(offset)
+    block = window.read(BLOCK)
+    if not block.strip(b"\0"):
+        return None
+    message = f"an unreadable header at byte {offset:,}: the rest of the archive is not read"
+    return Refused("", Reason.CORRUPT_ARCHIVE, message)

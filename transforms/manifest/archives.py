@@ -1,0 +1,135 @@
+"""An archive's members as manifest rows, by the layouts archives come in.
+
+- Class folders, as in a folder tree: `<label>/<image>` or `<split>/<label>/<image>`, below one
+  top folder named as the archive (what `zip -r cats.zip cats/` makes) if it has one. A tar
+  inside the archive is a folder named for it: ImageNet's train tar, a tar per synset, gives
+  each image its synset as its label.
+- WebDataset: members that share a key (`shard/000123.jpg`, `000123.cls`, `000123.json`) are
+  one sample; its label is its `.cls` (an integer id), else its `.txt`, else the `label` field
+  of its `.json`; `--feature NAME:TYPE` takes a `.NAME` member's text, or the JSON's field.
+
+Each row's image is `<archive>#<member>` (docs/inputs.md#archives), its key the archive's file
+name, `#`, and the member's path, and it carries where the member's bytes are (`Member`), so a
+shard writer reads it with one ranged read and no listing.
+"""
+
+import itertools
+import json
+import posixpath
+from collections.abc import Iterable, Iterator
+
+from tfrecord_pipeline.transforms.archive.kinds import read_entries
+from tfrecord_pipeline.transforms.archive.members import Entry, Refused, read_member
+from tfrecord_pipeline.transforms.errors import ErrorRow, Reason, RowError
+from tfrecord_pipeline.transforms.manifest.fields import record_row
+from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, ReadConfig, SkippedFile
+from tfrecord_pipeline.transforms.manifest.trees import IMAGE_EXTENSIONS, TreeItem
+from tfrecord_pipeline.transforms.storage import fileio
+
+SIDECARS = (".cls", ".txt", ".json")  # a WebDataset sample's label, in the order looked for
+SIDECAR_BYTES = 1 << 20  # a label or feature member larger than this is not read
+JSON_LABEL = "label"
+
+
+class Archive:
+    """One archive being read into rows: its path (absolute), its place among the manifests."""
+
+    def __init__(self, path: str, number: int, config: ReadConfig):
+        self.path, self.number, self.config = path, number, config
+        self.name = posixpath.basename(path.rstrip("/"))
+        stem = self.name.split(".")[0]
+        self.top = f"{stem}/"  # a top folder named as the archive is not a label
+
+    def rows(self, entries: Iterable[Entry | Refused]) -> Iterator[TreeItem]:
+        for _, group in itertools.groupby(entries, key=_sample_key):
+            yield from self._sample(list(group))
+
+    def _sample(self, group: list[Entry | Refused]) -> Iterator[TreeItem]:
+        if isinstance(group[0], Refused):
+            yield self._refused(group[0])
+            return
+        images = [e for e in group if _suffix(e.name) in IMAGE_EXTENSIONS]
+        wanted = {*SIDECARS, *(f".{column}" for column, _ in self.config.features)}
+        sidecars = {_suffix(e.name): e for e in group if _suffix(e.name) in wanted}
+        labelled = images and any(suffix in sidecars for suffix in SIDECARS)
+        for entry in group:
+            if entry not in images and not (labelled and entry in sidecars.values()):
+                yield SkippedFile(self.uri(entry))
+        for image in images:
+            yield self._sample_row(image, sidecars) if labelled else self._folder_row(image)
+
+    def uri(self, entry: Entry | Refused) -> str:
+        return f"{self.path}#{entry.held_as}" if entry.held_as else self.path
+
+    def _refused(self, refused: Refused) -> ErrorRow:
+        key = f"{self.name}#{refused.held_as}" if refused.held_as else self.name
+        return ErrorRow(key, self.uri(refused), refused.reason, refused.message)
+
+    def _row(self, entry: Entry, fields: dict) -> TreeItem:
+        fields.update(image_uri=self.uri(entry), key=f"{self.name}#{entry.name}")
+        row = record_row(fields, None, "", self.path, self.number, self.config)
+        return row._replace(member=entry.member) if isinstance(row, ManifestRow) else row
+
+    def _folder_row(self, entry: Entry) -> TreeItem:
+        parts = entry.name.removeprefix(self.top).split("/")
+        if len(parts) not in (2, 3):
+            return SkippedFile(self.uri(entry))
+        fields = {"label": parts[-2]}
+        if len(parts) == 3:
+            fields["split"] = parts[0]
+        return self._row(entry, fields)
+
+    def _sample_row(self, entry: Entry, sidecars: dict[str, Entry]) -> TreeItem:
+        """A WebDataset sample's row: its label and features from its other members."""
+        try:
+            texts = {suffix: self._text(e) for suffix, e in sidecars.items()}
+            fields = _sidecar_fields(texts, self.config)
+        except RowError as error:
+            return ErrorRow(
+                f"{self.name}#{entry.name}", self.uri(entry), error.reason, error.message
+            )
+        return self._row(entry, fields)
+
+    def _text(self, entry: Entry) -> str:
+        return read_member(entry.member, self.uri(entry), SIDECAR_BYTES).decode("utf-8", "replace")
+
+
+def _sidecar_fields(texts: dict[str, str], config: ReadConfig) -> dict:
+    """A sample's label and --feature values from the texts of its members by suffix."""
+    document = {}
+    if ".json" in texts:
+        try:
+            document = json.loads(texts[".json"])
+        except ValueError:
+            raise RowError(Reason.BAD_ROW, "its .json member is not JSON") from None
+    document = document if isinstance(document, dict) else {}
+    fields: dict = {}
+    label = next((texts[suffix].strip() for suffix in (".cls", ".txt") if suffix in texts), None)
+    if label is not None:
+        fields["label"] = label
+    elif JSON_LABEL in document:
+        fields["label"] = document[JSON_LABEL]
+    for column, _ in config.features:
+        value = texts.get(f".{column}", document.get(column))
+        if value is not None:
+            fields[column] = value.strip() if isinstance(value, str) else value
+    return fields
+
+
+def _suffix(name: str) -> str:
+    return posixpath.splitext(name)[1].lower()
+
+
+def _sample_key(item: Entry | Refused) -> object:
+    """A WebDataset sample's key: the member's folder and its name up to the first dot; a
+    refused member is a group of its own."""
+    if isinstance(item, Refused):
+        return object()  # equal to no other
+    folder, base = posixpath.split(item.name)
+    return (folder, base.split(".")[0])
+
+
+def read_archive(path: str, number: int, config: ReadConfig) -> Iterator[TreeItem]:
+    """Every row, error row and skipped file of the archive at `path`, listed in one pass."""
+    path = fileio.absolute(path)
+    yield from Archive(path, number, config).rows(read_entries(path, fileio.identity(path)))
