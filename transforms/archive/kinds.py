@@ -47,8 +47,8 @@ def is_archive_name(path: str) -> bool:
     return path.lower().endswith((*ARCHIVE_SUFFIXES, ".tgz", ".tar.gz"))
 
 
-def read_entries(path: str, identity: str) -> Iterator[Entry | Refused]:
-    """Every member of the archive at `path`, whose fileio.identity is `identity`."""
+def read_entries(path: str) -> Iterator[Entry | Refused]:
+    """Every member of the archive at `path`."""
     with fileio.open_bytes(path, ARCHIVE_READ_BYTES) as stream:
         size = stream.seek(0, 2)
         stream.seek(0)
@@ -56,9 +56,9 @@ def read_entries(path: str, identity: str) -> Iterator[Entry | Refused]:
         if kind is None and path.lower().endswith(".zip"):
             kind = "zip"  # data before its first member (a self-extracting zip)
         if kind == "zip":
-            yield from zip_entries(stream, size, path, identity)
+            yield from zip_entries(stream, size, path)
         elif kind == "tar":
-            yield from tar_entries(stream, size, path, identity)
+            yield from tar_entries(stream, size, path)
         else:
             message = COMPRESSED if kind == "gzip" else "not a tar or zip archive"
             yield Refused("", Reason.CORRUPT_ARCHIVE, message)

@@ -42,6 +42,6 @@ def _listing(archive: str, identity: str) -> dict[str, Member | tuple]:
     archive holds it as; a refused member as its (reason, message)."""
     return {
         item.held_as: item.member if isinstance(item, Entry) else (item.reason, item.message)
-        for item in read_entries(archive, identity)
+        for item in read_entries(archive)
         if item.held_as
     }

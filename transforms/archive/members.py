@@ -21,8 +21,9 @@ ARCHIVE_SUFFIXES = (".tar", ".zip")  # what names an archive in a member's URI
 
 
 class Member(NamedTuple):
-    """Where one member's bytes are. `identity`: its archive's (fileio.identity) as it was
-    listed, and the member's place in it: what a refresh knows the member by without a read."""
+    """Where one member's bytes are, and what a refresh knows it by without reading it
+    (`identity`: a tar member's size and time, a zip member's size and CRC-32), so a rewritten
+    archive converts only the members that changed."""
 
     container: str  # the archive file whose bytes hold it (the outer one, for nested tars)
     offset: int  # where its stored bytes begin
@@ -55,10 +56,6 @@ class Refused(NamedTuple):
     held_as: str
     reason: Reason
     message: str
-
-
-def member_identity(archive_identity: str, member: Member) -> str:
-    return f"{archive_identity}@{member.offset}+{member.stored}"
 
 
 def read_member(member: Member, uri: str, max_bytes: int) -> bytes:

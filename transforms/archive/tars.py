@@ -60,10 +60,10 @@ class Window(io.RawIOBase):
 
 
 def tar_entries(
-    stream, size: int, container: str, identity: str, base: int = 0, depth: int = 0
+    stream, size: int, container: str, base: int = 0, depth: int = 0
 ) -> Iterator[Entry | Refused]:
     """Every member of the tar at bytes [base, base + size) of `stream` (the archive file
-    `container`, whose fileio.identity is `identity`), in archive order."""
+    `container`), in archive order."""
     window = Window(stream, base, size)
     try:
         tar = tarfile.open(  # noqa: SIM115 - closing it would close nothing of ours
@@ -81,7 +81,7 @@ def tar_entries(
         if info is None:
             break
         tar.members.clear()  # tarfile keeps every member it lists; one is held at a time
-        yield from _member(info, stream, size, container, identity, base, depth)
+        yield from _member(info, stream, size, container, base, depth)
         if info.isreg() and info.offset_data + info.size > size:
             return  # its bytes run past the end: nothing can follow
     end = _end_of_archive(window, tar.offset)
@@ -89,7 +89,7 @@ def tar_entries(
         yield end
 
 
-def _member(info: tarfile.TarInfo, stream, size, container, identity, base, depth):
+def _member(info: tarfile.TarInfo, stream, size, container, base, depth):
     name = info.name
     refused = _refused_name(name) or _refused_kind(info)
     if refused:
@@ -107,14 +107,16 @@ def _member(info: tarfile.TarInfo, stream, size, container, identity, base, dept
             yield Refused(name, Reason.NESTED_TOO_DEEP, message)
             return
         folder = posixpath.splitext(_clean(name))[0]
-        for item in tar_entries(stream, info.size, container, identity, start, depth + 1):
+        for item in tar_entries(stream, info.size, container, start, depth + 1):
             held = f"{name}#{item.held_as}" if item.held_as else name
             if isinstance(item, Entry):
                 yield Entry(f"{folder}/{item.name}", held, item.member)
             else:
                 yield item._replace(held_as=held)
         return
-    member = Member(container, start, info.size, info.size, identity=f"{identity}@{start}")
+    # Known again, as a loose file is, by its size and modification time (its header's).
+    identity = f"{info.size}:{info.mtime}"
+    member = Member(container, start, info.size, info.size, identity=identity)
     yield Entry(_clean(name), name, member)
 
 

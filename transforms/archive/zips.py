@@ -36,7 +36,7 @@ class ZipDirectoryError(Exception):
     """The central directory cannot be found or read: the zip is refused whole."""
 
 
-def zip_entries(stream, size: int, container: str, identity: str) -> Iterator[Entry | Refused]:
+def zip_entries(stream, size: int, container: str) -> Iterator[Entry | Refused]:
     """Every member of the zip file `stream` of `size` bytes, in directory order."""
     try:
         count, start, length = _directory(stream, size)
@@ -55,14 +55,14 @@ def zip_entries(stream, size: int, container: str, identity: str) -> Iterator[En
         name_bytes = stream.read(fields[10])
         extra = stream.read(fields[11])
         stream.seek(fields[12], 1)  # the entry's comment
-        entry = _entry(fields, name_bytes, extra, container, identity, size, ends_at)
+        entry = _entry(fields, name_bytes, extra, container, size, ends_at)
         if isinstance(entry, Entry) and entry.member.size >= 0:
             ends_at = entry.member.end
         if entry is not None:
             yield entry
 
 
-def _entry(fields, name_bytes, extra, container, identity, size, ends_at):
+def _entry(fields, name_bytes, extra, container, size, ends_at):
     made_by, flags, method, crc = fields[1], fields[3], fields[4], fields[7]
     stored, length, offset = fields[8], fields[9], fields[16]
     stored, length, offset = _zip64(extra, stored, length, offset)
@@ -83,7 +83,8 @@ def _entry(fields, name_bytes, extra, container, identity, size, ends_at):
     if method not in (STORED, DEFLATED):
         return Refused(name, Reason.UNSUPPORTED_MEMBER, f"compression method {method}")
     header = LOCAL_HEADER.size + len(name_bytes) + len(extra)
-    member = Member(container, offset, stored, length, method, crc, f"{identity}@{offset}", header)
+    identity = f"{length}:{crc:08x}"  # known again by its size and CRC-32: its bytes'
+    member = Member(container, offset, stored, length, method, crc, identity, header)
     if offset < ends_at:
         message = f"overlaps the member before it (begins at byte {offset:,})"
         return Refused(name, Reason.OVERLAPPING_MEMBER, message)

@@ -132,4 +132,4 @@ def _sample_key(item: Entry | Refused) -> object:
 def read_archive(path: str, number: int, config: ReadConfig) -> Iterator[TreeItem]:
     """Every row, error row and skipped file of the archive at `path`, listed in one pass."""
     path = fileio.absolute(path)
-    yield from Archive(path, number, config).rows(read_entries(path, fileio.identity(path)))
+    yield from Archive(path, number, config).rows(read_entries(path))
