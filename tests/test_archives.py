@@ -17,8 +17,6 @@ from tfrecord_pipeline.runners.convert import run
 from tfrecord_pipeline.transforms.errors import ErrorRow
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, SkippedFile
 
-pytestmark = pytest.mark.e2e
-
 
 def _records(folder: str) -> list[tuple[str, int, bytes]]:
     """(key, label id, image bytes) of every record, read with TensorFlow, in file order."""
