@@ -14,7 +14,8 @@ from conftest import RUNNERS, make_images, read_manifest, write_manifest
 from tfrecord_pipeline.dataset.versions import resolve
 from tfrecord_pipeline.read.verify import verify
 from tfrecord_pipeline.runners.convert import run
-from tfrecord_pipeline.transforms.errors import ErrorRow
+from tfrecord_pipeline.transforms.errors import ErrorRow, Reason, RowError
+from tfrecord_pipeline.transforms.image.files import read_image
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, SkippedFile
 
 
@@ -194,3 +195,15 @@ def test_a_refresh_converts_only_the_members_that_changed(tmp_path, tree):
     assert resolve(str(root)).folder == refreshed.folder
     full = _convert(archive, tmp_path / "full")
     assert sorted(_records(refreshed.folder)) == sorted(_records(full.folder))
+
+
+def test_a_member_of_an_archive_rewritten_since_its_listing_is_not_read(tmp_path, tree):
+    """Its offsets may now hold another member: never another image under this key."""
+    archive = _tar(tmp_path / "pets.tar", tree, "pets")
+    row = next(item for item in read_manifest(archive) if isinstance(item, ManifestRow))
+    member_path = tree.parent / row.key.split("#")[1]
+    assert read_image(row.image_uri, 1 << 30, row.member)[0] == member_path.read_bytes()
+    os.utime(archive, (2_000_000_000, 2_000_000_000))
+    with pytest.raises(RowError) as error:
+        read_image(row.image_uri, 1 << 30, row.member)
+    assert error.value.reason == Reason.CHANGED_ARCHIVE

@@ -66,6 +66,7 @@ class Reason(str, enum.Enum):
     UNSUPPORTED_MEMBER = "unsupported_member"  # a zip method but stored/deflate; a sparse tar file
     OVERLAPPING_MEMBER = "overlapping_member"  # a zip member over the bytes of the one before
     NESTED_TOO_DEEP = "nested_too_deep"  # a tar inside tars deeper than the limit
+    CHANGED_ARCHIVE = "changed_archive"  # rewritten between its listing and a member's read
 
 
 def shown(value: object, limit: int = 80) -> str:

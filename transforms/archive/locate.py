@@ -9,7 +9,12 @@ manifest that mixes members of many archives is rare beside one that lists one a
 import functools
 
 from tfrecord_pipeline.transforms.archive.kinds import read_entries
-from tfrecord_pipeline.transforms.archive.members import Entry, Member, split_member_uri
+from tfrecord_pipeline.transforms.archive.members import (
+    Entry,
+    Member,
+    listed_identity,
+    split_member_uri,
+)
 from tfrecord_pipeline.transforms.errors import Reason, RowError
 from tfrecord_pipeline.transforms.storage import fileio
 
@@ -40,8 +45,11 @@ def locate(uri: str) -> Member:
 def _listing(archive: str, identity: str) -> dict[str, Member | tuple]:
     """Every member of `archive` (as it is while its identity is `identity`) by the name the
     archive holds it as; a refused member as its (reason, message)."""
+    listed = listed_identity(archive)
     return {
-        item.held_as: item.member if isinstance(item, Entry) else (item.reason, item.message)
+        item.held_as: item.member._replace(listed=listed)
+        if isinstance(item, Entry)
+        else (item.reason, item.message)
         for item in read_entries(archive)
         if item.held_as
     }

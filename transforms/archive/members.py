@@ -35,6 +35,9 @@ class Member(NamedTuple):
     # A zip member's: the bytes of its local header (as its directory entry foretells them),
     # read with its data in one request; `offset` is where the header begins.
     header: int = 0
+    # The container's fileio.identity when it was listed: a local archive rewritten since is
+    # not read at offsets that may now hold another member.
+    listed: str = ""
 
     @property
     def end(self) -> int:
@@ -58,6 +61,12 @@ class Refused(NamedTuple):
     message: str
 
 
+def listed_identity(path: str) -> str:
+    """What `Member.listed` holds for an archive: a local file's identity (an object's reads
+    are not checked yet)."""
+    return "" if fileio.is_remote(path) else fileio.identity(path)
+
+
 def read_member(member: Member, uri: str, max_bytes: int) -> bytes:
     """The member's bytes; RowError when it is over `max_bytes` (never read), lies past its
     archive's end, or does not inflate to its size and CRC (a zip bomb's lying header)."""
@@ -66,7 +75,10 @@ def read_member(member: Member, uri: str, max_bytes: int) -> bytes:
             Reason.FILE_TOO_LARGE,
             f"{uri}: {member.size:,} bytes, over the limit of {max_bytes:,} bytes (--max_file_mb)",
         )
-    data = _read_range(member.container, member.offset, member.end)
+    data = _read_range(member.container, member.offset, member.end, member.listed)
+    if data is None:
+        message = f"{uri}: the archive changed after it was listed; convert again"
+        raise RowError(Reason.CHANGED_ARCHIVE, message)
     if member.header:
         data = _after_local_header(data, member, uri)
     if len(data) != member.stored:
@@ -87,7 +99,7 @@ def _after_local_header(data: bytes, member: Member, uri: str) -> bytes:
     start = LOCAL_HEADER.size + name_length + extra_length
     if start + member.stored > len(data):
         tail = member.offset + len(data)
-        data += _read_range(member.container, tail, member.offset + start + member.stored)
+        data += _read_range(member.container, tail, member.offset + start + member.stored) or b""
     return data[start : start + member.stored]
 
 
@@ -104,15 +116,17 @@ def _inflated(data: bytes, size: int, uri: str) -> bytes:
     return out
 
 
-def _read_range(path: str, start: int, end: int) -> bytes:
+def _read_range(path: str, start: int, end: int, listed: str = "") -> bytes | None:
     """Bytes [start, end) of a local file (one positioned read) or an object (one ranged
-    request)."""
+    request); None when the local file's identity is no longer `listed`."""
     if end <= start:
         return b""
     if fileio.is_remote(path):
         return remote.read_range(path, start, end)
-    descriptor, _ = disk.open_regular(path)
+    descriptor, status = disk.open_regular(path)
     try:
+        if listed and disk.identity(status) != listed:
+            return None
         return os.pread(descriptor, end - start, start)
     finally:
         os.close(descriptor)

@@ -19,10 +19,20 @@ import posixpath
 from collections.abc import Iterable, Iterator
 
 from tfrecord_pipeline.transforms.archive.kinds import read_entries
-from tfrecord_pipeline.transforms.archive.members import Entry, Refused, read_member
+from tfrecord_pipeline.transforms.archive.members import (
+    Entry,
+    Refused,
+    listed_identity,
+    read_member,
+)
 from tfrecord_pipeline.transforms.errors import ErrorRow, Reason, RowError
 from tfrecord_pipeline.transforms.manifest.fields import record_row
-from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, ReadConfig, SkippedFile
+from tfrecord_pipeline.transforms.manifest.rows import (
+    ManifestRow,
+    ReadConfig,
+    SkippedFile,
+    row_position,
+)
 from tfrecord_pipeline.transforms.manifest.trees import IMAGE_EXTENSIONS, TreeItem
 from tfrecord_pipeline.transforms.storage import fileio
 
@@ -36,6 +46,7 @@ class Archive:
 
     def __init__(self, path: str, number: int, config: ReadConfig):
         self.path, self.number, self.config = path, number, config
+        self.listed = listed_identity(path)
         self.name = posixpath.basename(path.rstrip("/"))
         stem = self.name.split(".")[0]
         self.top = f"{stem}/"  # a top folder named as the archive is not a label
@@ -68,7 +79,11 @@ class Archive:
     def _row(self, entry: Entry, fields: dict) -> TreeItem:
         fields.update(image_uri=self.uri(entry), key=f"{self.name}#{entry.name}")
         row = record_row(fields, None, "", self.path, self.number, self.config)
-        return row._replace(member=entry.member) if isinstance(row, ManifestRow) else row
+        if not isinstance(row, ManifestRow):  # an error row: of the member, not the archive
+            return row._replace(source=fields["image_uri"]) if isinstance(row, ErrorRow) else row
+        # Ordered as the archive holds its members: the first of two with one key is the first.
+        position = row_position(self.number, entry.member.offset)
+        return row._replace(member=entry.member._replace(listed=self.listed), position=position)
 
     def _folder_row(self, entry: Entry) -> TreeItem:
         parts = entry.name.removeprefix(self.top).split("/")

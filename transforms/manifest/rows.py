@@ -54,7 +54,9 @@ class ManifestRow(NamedTuple):
     @property
     def source(self) -> str:
         """Where the row came from, for error reports (see `record_source`); in a class-folder
-        tree, the image path."""
+        tree or an archive, the image's path or member URI."""
+        if self.member is not None:
+            return self.image_uri
         stored = self.position & _OFFSET_MASK
         return record_source(self.source_path, stored - 1) if stored else self.image_uri
 
