@@ -207,3 +207,23 @@ def test_a_member_of_an_archive_rewritten_since_its_listing_is_not_read(tmp_path
     with pytest.raises(RowError) as error:
         read_image(row.image_uri, 1 << 30, row.member)
     assert error.value.reason == Reason.CHANGED_ARCHIVE
+
+
+def test_archives_kept_in_order_are_shards_of_runs_alike_on_both_runners(tmp_path, tree):
+    """`--archive_order keep`: each shard holds runs of its archives' members in the order the
+    archives hold them, the archives laid end to end; the same bytes on both runners."""
+    images = [path.read_bytes() for path in sorted(tree.rglob("*.jpg"))]
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    for shard in range(4):
+        samples = [(image, index % 3, "{}") for index, image in enumerate(images[shard::4])]
+        _webdataset(shards / f"{shard:06d}.tar", samples)
+    written = {}
+    for runner, flags in RUNNERS.items():
+        result = _convert(shards, tmp_path / runner, "--archive_order", "keep", *flags)
+        assert result.info.errors_by_reason == {}
+        files = sorted(Path(result.folder).glob("train-*"))
+        written[runner] = [path.read_bytes() for path in files]
+    assert written["local"] == written["beam"]
+    keys = [key for key, _, _ in _records(str(tmp_path / "local" / "versions" / "*"))]
+    assert keys == sorted(keys) and len(keys) == 20  # archive after archive, each in its order

@@ -25,6 +25,14 @@ def test_the_conversion_s_flags_become_options_and_the_rest_go_to_beam_in_order(
     assert options.channels == 3 and options.progress and beam_args == []
 
 
+def test_manifests_given_by_one_flag_or_the_flag_again_are_all_read():
+    """`--manifest a --manifest b` once kept only b: the train tar without the val tar."""
+    options, _ = parse_args(
+        ["--manifest", "a.tar", "--manifest", "b.tar", "c.csv", "--output", "o"]
+    )
+    assert options.manifest == ["a.tar", "b.tar", "c.csv"]
+
+
 @pytest.mark.parametrize(
     "switch, value",
     [

@@ -239,7 +239,8 @@ def _never_read(path):
 def test_a_gs_tree_is_listed_folder_by_folder_as_a_local_walk_lists_it(tmp_path, gcs, faulty_gcs):
     """The same tree, local and on the bucket: the same rows, errors and skipped files (a
     folder below <split>/<label>/ is skipped whole, as the local walk skips it); the launcher's
-    check of the bucket's tree lists one object, not the tree."""
+    check of the bucket's tree lists its top folder (whether it is a folder of archives) and
+    one object, not the tree."""
     tree = tmp_path / "tree"
     for relative in (
         "cat/1.jpg",
@@ -255,7 +256,8 @@ def test_a_gs_tree_is_listed_folder_by_folder_as_a_local_walk_lists_it(tmp_path,
     proxy = faulty_gcs(f"{tmp_path.name}-tree/")  # no faults: it counts the requests
     (manifest,) = check_manifests([f"{root}/"], ReadConfig())
     listings = [target for (_, target) in proxy._sent if "/o?" in target]
-    assert len(listings) == 1 and "maxResults=1" in listings[0] and manifest.kind == "tree"
+    top, check = listings
+    assert "delimiter=%2F" in top and "maxResults=1" in check and manifest.kind == "tree"
 
     def seen(items, base):
         return sorted(

@@ -11,9 +11,9 @@ from tfrecord_pipeline.transforms.errors import ErrorRow, Reason
 from tfrecord_pipeline.transforms.manifest.labels import LabelMap
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, row_position
 from tfrecord_pipeline.transforms.plan.sharding import ShardId, record_order
+from tfrecord_pipeline.transforms.write.in_flight import ordered_map
 from tfrecord_pipeline.transforms.write.shard_writer import (
     WriteConfig,
-    ordered_map,
     ordered_unique,
     write_shard,
 )
@@ -55,7 +55,7 @@ def test_rows_come_in_record_order_and_a_key_seen_earlier_in_the_manifests_is_an
         manifest_row(key)._replace(position=row_position(0, 10 + n)) for n, key in enumerate(keys)
     ]
     again = rows[5]._replace(position=row_position(0, 1))  # the same key, earlier in the file
-    out = list(ordered_unique([*reversed(rows), again]))
+    out = list(ordered_unique([*reversed(rows), again], 1))
     kept = [row for row in out if isinstance(row, ManifestRow)]
     assert [row.key for row in kept] == sorted(keys, key=record_order)
     assert kept[[row.key for row in kept].index("k5")] == again

@@ -7,6 +7,7 @@ from tfrecord_pipeline.transforms.plan.sharding import (
     MAX_PIECE_ROWS,
     MIN_SHARED_PIECE_ROWS,
     ShardId,
+    kept_point,
     local_pieces,
     piece_of,
     record_order,
@@ -50,3 +51,14 @@ def test_a_shard_over_its_share_of_the_cores_or_a_writers_rows_is_written_in_pie
     assert local_pieces(small, small, 2) == 1
     assert local_pieces(10 * MAX_PIECE_ROWS, 40 * MAX_PIECE_ROWS, 2) == 10
     assert local_pieces(10 * MAX_PIECE_ROWS + 1, 10 * MAX_PIECE_ROWS + 1, 1) == 11
+
+
+def test_kept_members_cut_the_archives_laid_end_to_end_into_equal_shares():
+    """Two archives of 100 bytes, 4 shards: each archive gives two shards, cut at its middle;
+    a member's place in its shard grows with its offset."""
+    shards = [
+        kept_point(number, offset, 100, 2, 4)[0] for number in (0, 1) for offset in (0, 49, 50, 99)
+    ]
+    assert shards == [0, 0, 1, 1, 2, 2, 3, 3]
+    places = [kept_point(0, offset, 100, 2, 4)[1] for offset in range(0, 50, 7)]
+    assert places == sorted(places) and places[0] == 0 and places[-1] < 1 << 64

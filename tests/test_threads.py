@@ -1,14 +1,11 @@
 """transforms/write/threads.py: how many image threads a shard writer runs, and
-shard_writer.images_in_flight: how many images they hold."""
+in_flight.images_in_flight: how many images they hold."""
 
 import math
 
 from tfrecord_pipeline.transforms.image.config import ImageConfig
-from tfrecord_pipeline.transforms.write.shard_writer import (
-    IN_FLIGHT_PER_THREAD,
-    WriteConfig,
-    images_in_flight,
-)
+from tfrecord_pipeline.transforms.write.in_flight import IN_FLIGHT_PER_THREAD, images_in_flight
+from tfrecord_pipeline.transforms.write.shard_writer import WriteConfig
 from tfrecord_pipeline.transforms.write.threads import (
     DECODING_US,
     PASS_THROUGH_US,

@@ -52,6 +52,8 @@ class Conversion(NamedTuple):
         options = self.options
         manifests = check_manifests(options.manifest, self.read)
         read_config = detection_config(manifests, self.read)
+        if options.archive_order == "keep":
+            read_config = read_config._replace(keep_order=len(manifests))
         coco = [manifest.path for manifest in manifests if manifest.kind == "coco"]
         if coco and len(coco) < len(manifests):
             other = next(m.path for m in manifests if m.kind != "coco")

@@ -21,7 +21,7 @@ from tfrecord_pipeline.transforms.image.config import (
     VALIDATE_SPELLINGS,
     ImageConfig,
 )
-from tfrecord_pipeline.transforms.plan.sharding import DEFAULT_TARGET_SHARD_MB
+from tfrecord_pipeline.transforms.plan.sharding import ARCHIVE_ORDERS, DEFAULT_TARGET_SHARD_MB
 from tfrecord_pipeline.transforms.tfrecord.records import MAX_RECORD_BYTES
 from tfrecord_pipeline.transforms.write.shard_writer import (
     DEFAULT_MAX_FILE_MB,
@@ -103,6 +103,12 @@ WORK = grouped(
            "from a fixed sample of 64 file sizes per split); on Beam, larger shards are written "
            "in pieces of about this size", POSITIVE,
            value="M", brief="shard size (MB) aimed at without --num_shards"),
+    Option("--archive_order", choice(ARCHIVE_ORDERS), "mix",
+           "how archives' members are sharded (docs/inputs.md#archive-order): `mix`, by key hash "
+           "as loose files are (classes mixed in every shard; a read a member); `keep`, in each "
+           "archive's order, a shard a run of archives or a slice of one, read as one stream "
+           "(WebDataset shards, shuffled when written; piles on `gs://`: a request a run, not a "
+           "member)", value="|".join(ARCHIVE_ORDERS)),
     "runners",
     Option("--threads", INT, 0, "image threads per shard writer (docs/runners.md)", _COUNT,
            value="N", said="automatic", scope=RUN),

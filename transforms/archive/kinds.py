@@ -49,7 +49,7 @@ def is_archive_name(path: str) -> bool:
 
 def read_entries(path: str) -> Iterator[Entry | Refused]:
     """Every member of the archive at `path`."""
-    with fileio.open_bytes(path, ARCHIVE_READ_BYTES) as stream:
+    with fileio.open_bytes(path, ARCHIVE_READ_BYTES, ARCHIVE_READ_BYTES * 2) as stream:
         size = stream.seek(0, 2)
         stream.seek(0)
         kind = archive_kind(stream.read(HEAD_BYTES))

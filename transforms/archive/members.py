@@ -38,6 +38,9 @@ class Member(NamedTuple):
     # The container's fileio.identity when it was listed: a local archive rewritten since is
     # not read at offsets that may now hold another member.
     listed: str = ""
+    # With --archive_order keep: (its archive's size, the run's manifests), which place it in
+    # the run's order (transforms/plan/sharding.py kept_point); () when mixed by key hash.
+    kept: tuple[int, int] = ()
 
     @property
     def end(self) -> int:
@@ -67,15 +70,21 @@ def listed_identity(path: str) -> str:
     return "" if fileio.is_remote(path) else fileio.identity(path)
 
 
-def read_member(member: Member, uri: str, max_bytes: int) -> bytes:
-    """The member's bytes; RowError when it is over `max_bytes` (never read), lies past its
-    archive's end, or does not inflate to its size and CRC (a zip bomb's lying header)."""
+def check_size(member: Member, uri: str, max_bytes: int) -> None:
+    """RowError when the member is over `max_bytes`: it is never read."""
     if member.size > max_bytes:
         raise RowError(
             Reason.FILE_TOO_LARGE,
             f"{uri}: {member.size:,} bytes, over the limit of {max_bytes:,} bytes (--max_file_mb)",
         )
-    data = _read_range(member.container, member.offset, member.end, member.listed)
+
+
+def read_member(member: Member, uri: str, max_bytes: int, raw: bytes | None = None) -> bytes:
+    """The member's bytes (from `raw`, its stored bytes [offset, end) when read already, else
+    read here); RowError when it is over `max_bytes` (never read), lies past its archive's
+    end, or does not inflate to its size and CRC (a zip bomb's lying header)."""
+    check_size(member, uri, max_bytes)
+    data = raw if raw is not None else _read_range(*member[:2], member.end, member.listed)
     if data is None:
         message = f"{uri}: the archive changed after it was listed; convert again"
         raise RowError(Reason.CHANGED_ARCHIVE, message)

@@ -23,7 +23,7 @@ from tfrecord_pipeline.transforms.plan.dataset import (
 )
 from tfrecord_pipeline.transforms.plan.dedup import content_digest, keep_first
 from tfrecord_pipeline.transforms.plan.grouping import group_by_shard
-from tfrecord_pipeline.transforms.plan.sharding import ShardCounts, piece_of
+from tfrecord_pipeline.transforms.plan.sharding import ShardCounts, row_piece
 from tfrecord_pipeline.transforms.progress import SILENT, Progress
 
 
@@ -104,7 +104,7 @@ class _AssignShardFn(beam.DoFn):
             pieces = plan.pieces_of(shard.split)
             by_piece: dict[int, list[ManifestRow]] = {}
             for row in rows:
-                by_piece.setdefault(piece_of(row.key, pieces) if pieces > 1 else 0, []).append(row)
+                by_piece.setdefault(row_piece(row, shard.count, pieces), []).append(row)
             for piece, piece_rows in by_piece.items():
                 yield (*shard, piece, pieces), RowBatch(tuple(piece_rows))
 

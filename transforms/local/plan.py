@@ -11,7 +11,7 @@ from tfrecord_pipeline.transforms.local.row_buckets import RowBuckets, bucket_co
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
 from tfrecord_pipeline.transforms.plan.dedup import content_digest, first_of_each
 from tfrecord_pipeline.transforms.storage import fileio
-from tfrecord_pipeline.transforms.write.shard_writer import IN_FLIGHT_PER_THREAD, ordered_map
+from tfrecord_pipeline.transforms.write.in_flight import IN_FLIGHT_PER_THREAD, ordered_map
 from tfrecord_pipeline.transforms.write.threads import REMOTE_THREADS_PER_CORE, available_cores
 
 DIGESTS = "digests"  # --dedup's buckets (with a number each): rows with their image's digest

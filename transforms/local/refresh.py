@@ -28,8 +28,9 @@ from tfrecord_pipeline.transforms.progress import Progress
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.storage.file_checks import check_shards
 from tfrecord_pipeline.transforms.write.carried import assemble, stage_past
+from tfrecord_pipeline.transforms.write.in_flight import ordered_map
 from tfrecord_pipeline.transforms.write.published import PublishedVersion, listed_keys
-from tfrecord_pipeline.transforms.write.shard_writer import ShardResult, ordered_map
+from tfrecord_pipeline.transforms.write.shard_writer import ShardResult
 from tfrecord_pipeline.transforms.write.threads import REMOTE_THREADS_PER_CORE
 
 

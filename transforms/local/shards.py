@@ -20,7 +20,7 @@ from tfrecord_pipeline.transforms.local.row_buckets import RowBuckets, TakenRows
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
 from tfrecord_pipeline.transforms.plan.grouping import all_shards, shards_of
-from tfrecord_pipeline.transforms.plan.sharding import Piece, local_pieces, piece_of
+from tfrecord_pipeline.transforms.plan.sharding import Piece, local_pieces, row_piece
 from tfrecord_pipeline.transforms.progress import Progress
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.write.shard_writer import ShardResult, WriteConfig
@@ -57,7 +57,7 @@ def bucket_rows(
     first = []
     for shard, row in shards_of(rows, plan, reject):
         count = pieces[shard.split]
-        buckets.add((shard, Piece(piece_of(row.key, count) if count > 1 else 0, count)), row)
+        buckets.add((shard, Piece(row_piece(row, shard.count, count), count)), row)
         first = first or [row]
     return first
 

@@ -44,8 +44,12 @@ JSON_LABEL = "label"
 class Archive:
     """One archive being read into rows: its path (absolute), its place among the manifests."""
 
-    def __init__(self, path: str, number: int, config: ReadConfig):
+    def __init__(self, path: str, number: int, size: int, config: ReadConfig):
         self.path, self.number, self.config = path, number, config
+        self.kept = (size, config.keep_order) if config.keep_order else ()
+        # Kept in order, two members of one name may go to two shards, where no shard writer
+        # sees both: the second is told here (mixed, they meet in one shard, as keys do).
+        self.seen: set[str] = set()
         self.listed = listed_identity(path)
         self.name = posixpath.basename(path.rstrip("/"))
         stem = self.name.split(".")[0]
@@ -78,12 +82,18 @@ class Archive:
 
     def _row(self, entry: Entry, fields: dict) -> TreeItem:
         fields.update(image_uri=self.uri(entry), key=f"{self.name}#{entry.name}")
+        if self.kept:
+            if fields["key"] in self.seen:
+                message = "a second member of this name in the archive: the first is converted"
+                return ErrorRow(fields["key"], fields["image_uri"], Reason.DUPLICATE_KEY, message)
+            self.seen.add(fields["key"])
         row = record_row(fields, None, "", self.path, self.number, self.config)
         if not isinstance(row, ManifestRow):  # an error row: of the member, not the archive
             return row._replace(source=fields["image_uri"]) if isinstance(row, ErrorRow) else row
         # Ordered as the archive holds its members: the first of two with one key is the first.
         position = row_position(self.number, entry.member.offset)
-        return row._replace(member=entry.member._replace(listed=self.listed), position=position)
+        member = entry.member._replace(listed=self.listed, kept=self.kept)
+        return row._replace(member=member, position=position)
 
     def _folder_row(self, entry: Entry) -> TreeItem:
         parts = entry.name.removeprefix(self.top).split("/")
@@ -144,7 +154,8 @@ def _sample_key(item: Entry | Refused) -> object:
     return (folder, base.split(".")[0])
 
 
-def read_archive(path: str, number: int, config: ReadConfig) -> Iterator[TreeItem]:
-    """Every row, error row and skipped file of the archive at `path`, listed in one pass."""
+def read_archive(path: str, number: int, size: int, config: ReadConfig) -> Iterator[TreeItem]:
+    """Every row, error row and skipped file of the archive at `path`, of `size` bytes when
+    the launcher looked, listed in one pass."""
     path = fileio.absolute(path)
-    yield from Archive(path, number, config).rows(read_entries(path))
+    yield from Archive(path, number, size, config).rows(read_entries(path))

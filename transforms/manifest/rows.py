@@ -27,6 +27,9 @@ class ReadConfig(NamedTuple):
     detection: bool = False  # rows list objects (transforms/image/detection.py), not one label
     drop_negatives: bool = False  # a detection row with no objects is counted, not converted
     masks: bool = False  # a detection row's objects keep their masks (transforms/image/masks.py)
+    # --archive_order keep: the run's manifest count, which archive members are placed among
+    # (transforms/plan/sharding.py kept_point); 0: members are mixed by key hash.
+    keep_order: int = 0
 
 
 class ManifestRow(NamedTuple):
@@ -57,7 +60,7 @@ class ManifestRow(NamedTuple):
         tree or an archive, the image's path or member URI."""
         if self.member is not None:
             return self.image_uri
-        stored = self.position & _OFFSET_MASK
+        stored = self.position & OFFSET_MASK
         return record_source(self.source_path, stored - 1) if stored else self.image_uri
 
 
@@ -70,7 +73,7 @@ def row_labels(row: ManifestRow) -> tuple[str, ...]:
 
 
 _OFFSET_BITS = 48  # a byte offset in a manifest of up to 256 TB
-_OFFSET_MASK = (1 << _OFFSET_BITS) - 1
+OFFSET_MASK = (1 << _OFFSET_BITS) - 1
 
 
 def row_position(manifest_number: int, offset: int | None) -> int:

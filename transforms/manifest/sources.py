@@ -223,5 +223,5 @@ def read_all(manifest: ManifestFile, config: ReadConfig) -> Iterator[trees.TreeI
     if manifest.kind == "coco":
         return read_coco(manifest, config)
     if manifest.kind == "archive":
-        return read_archive(manifest.path, manifest.number, config)
+        return read_archive(manifest.path, manifest.number, manifest.size, config)
     return read_piece(manifest, manifest.body, manifest.size, config)

@@ -1,4 +1,5 @@
-"""Rows to the shards a decided plan gives them: each row's shard from its key's hash, the
+"""Rows to the shards a decided plan gives them: each row's shard from its key's hash (or its
+place in its archive: transforms/plan/sharding.py `row_shard`), the
 rows whose labels the plan cannot give an id (or whose category has a second name) as error
 rows, and every planned shard, so that one no row goes to is still written.
 
@@ -11,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from tfrecord_pipeline.transforms.errors import ErrorRow, Reason, RowError, shown
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, error_row, row_labels
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
-from tfrecord_pipeline.transforms.plan.sharding import ShardId, shard_for
+from tfrecord_pipeline.transforms.plan.sharding import ShardId, row_shard
 
 
 def group_by_shard(
@@ -40,7 +41,7 @@ def shards_of(
         except RowError as error:
             reject(error_row(row, error.reason, error.message))
             continue
-        yield shard_for(row.key, row.split, shard_counts[row.split]), row
+        yield row_shard(row, shard_counts[row.split]), row
 
 
 def check_names(row: ManifestRow, names: dict[str, tuple[int, str]]) -> None:

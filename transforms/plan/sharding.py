@@ -10,10 +10,12 @@ from typing import NamedTuple
 
 from tfrecord_pipeline.transforms.errors import UserError
 from tfrecord_pipeline.transforms.keys import ORDER_SALT, SHARD_SALT, key_hash
+from tfrecord_pipeline.transforms.manifest.rows import OFFSET_MASK, ManifestRow, manifest_number
 from tfrecord_pipeline.transforms.manifest.splits import SPLIT_RULE, is_split_name
 from tfrecord_pipeline.transforms.storage.joins import COMPOSE_LIMIT
 
 DEFAULT_TARGET_SHARD_MB = 150
+ARCHIVE_ORDERS = ("mix", "keep")  # --archive_order: by key hash, or as each archive holds them
 MAX_SHARDS = 99999  # five digits in the file name
 MAX_PIECES = COMPOSE_LIMIT  # a shard's pieces are joined by one compose request
 # A piece the local runner cuts only to share a shard over its cores holds at least this many
@@ -74,6 +76,46 @@ def shard_for(key: str, split: str, num_shards: int) -> ShardId:
 def record_order(key: str) -> tuple[int, str]:
     """Sort key of a record inside its shard: a fixed pseudo-random order that mixes labels."""
     return (key_hash(key, ORDER_SALT), key)
+
+
+def kept_point(number: int, offset: int, size: int, manifests: int, count: int) -> tuple[int, int]:
+    """`--archive_order keep`: where the member at byte `offset` of manifest number `number`,
+    an archive of `size` bytes, falls when the manifests are laid end to end, each an equal
+    share of a split's `count` shards: its shard, and its place in it (a 64-bit fraction, as
+    `record_order`'s hash is). A shard is then a run of whole archives, or a slice of one, read
+    as one stream; exact integers, so every runner cuts at the same member."""
+    shard, rest = divmod((number * size + offset) * count, manifests * size)
+    return shard, (rest << 64) // (manifests * size)
+
+
+def row_shard(row: ManifestRow, count: int) -> ShardId:
+    """The row's shard among its split's `count`: by its key's hash, or (a member of an archive
+    kept in order) by its place in the archive (`kept_point`)."""
+    if not (row.member and row.member.kept):
+        return shard_for(row.key, row.split, count)
+    return ShardId(row.split, _kept(row, count)[0], count)
+
+
+def row_order(row: ManifestRow, count: int) -> tuple[int, str]:
+    """The row's sort key in its shard (of its split's `count`): `record_order`, or a kept
+    member's place in its archive."""
+    if not (row.member and row.member.kept):
+        return record_order(row.key)
+    return _kept(row, count)[1], row.key
+
+
+def row_piece(row: ManifestRow, count: int, pieces: int) -> int:
+    """The piece of its shard (of a split's `count`) the row goes to: `piece_of` its key, or
+    a kept member's contiguous range of its place (0 of 1 piece either way)."""
+    if not (row.member and row.member.kept):
+        return piece_of(row.key, pieces)
+    return _kept(row, count)[1] * pieces >> 64
+
+
+def _kept(row: ManifestRow, count: int) -> tuple[int, int]:
+    size, manifests = row.member.kept
+    offset = (row.position & OFFSET_MASK) - 1
+    return kept_point(manifest_number(row), offset, size, manifests, count)
 
 
 def shards_for_bytes(estimated_bytes: float, target_shard_mb: float) -> int:

@@ -121,12 +121,18 @@ class RangeReader(io.RawIOBase):
     asks the bytes asked. The answers come on a connection of the reader's own, closed with it or
     when it leaves an answer unread (a seek elsewhere): the store then sends no more than the
     connection's buffers hold. A transient failure (retried as any read here) asks again from
-    where the read stopped."""
+    where the read stopped.
 
-    def __init__(self, path: str):
+    An archive is read as one stream: `stop`, where every ask ends (a run of members, not the
+    rest of the object), and `read_through`, the longest forward seek that reads on through
+    the answer rather than leaving it for a new request (the headers and members a listing
+    or a run passes over)."""
+
+    def __init__(self, path: str, stop: int | None = None, read_through: int = 0):
         super().__init__()
         self._path = path
-        self._size = stat(path).size
+        self._size = stat(path).size if stop is None else stop
+        self._read_through = read_through
         self._position = 0
         self._end = -1  # where the range last asked ends (-1: none, or left by a seek)
         self._connection = None
@@ -144,11 +150,20 @@ class RangeReader(io.RawIOBase):
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self._size}[whence]
         position = max(0, base + offset)
-        if position != self._position:
+        ahead = position - self._position
+        if self._answer is not None and 0 < ahead <= self._read_through:
+            self._pass(ahead)
+        elif position != self._position:
             self._drop()
             self._end = -1
         self._position = position
         return position
+
+    def _pass(self, count: int) -> None:
+        """Reads `count` bytes on from the position and drops them, a megabyte at a time."""
+        skipped = bytearray(min(count, 1 << 20))
+        while count and (read := self.readinto(memoryview(skipped)[: min(count, len(skipped))])):
+            count -= read
 
     def readinto(self, buffer) -> int:
         if self._position >= self._size or not len(buffer):

@@ -67,12 +67,26 @@ def _read_filesystem(path: str, max_bytes: int | None) -> bytes:
     return data
 
 
-def open_stream(path: str, chunk_bytes: int) -> BinaryIO:
+def open_stream(path: str, chunk_bytes: int, read_through: int = 0) -> BinaryIO:
     """A seekable stream of an object: on Cloud Storage read `chunk_bytes` at a time from
-    ranged requests (gcs.RangeReader), never downloaded whole."""
+    ranged requests (gcs.RangeReader, which reads on through forward seeks of up to
+    `read_through` bytes), never downloaded whole."""
     if gcs.is_gcs(path):
-        return io.BufferedReader(gcs.RangeReader(path), buffer_size=chunk_bytes)
+        reader = gcs.RangeReader(path, read_through=read_through)
+        return io.BufferedReader(reader, buffer_size=chunk_bytes)
     return filesystems(path).open(path, compression_type=_RAW)
+
+
+def open_range(path: str, start: int, stop: int, read_through: int) -> BinaryIO:
+    """Bytes [start, stop) of an object as one stream from `start`: on Cloud Storage one ranged
+    request, read as asked, reading on through forward seeks of up to `read_through` bytes
+    (gcs.RangeReader)."""
+    if gcs.is_gcs(path):
+        stream = gcs.RangeReader(path, stop=stop, read_through=read_through)
+    else:
+        stream = filesystems(path).open(path, compression_type=_RAW)
+    stream.seek(start)
+    return stream
 
 
 def read_range(path: str, start: int, end: int) -> bytes:

@@ -9,11 +9,11 @@ moves the files of the attempts whose results it received into the version
 
 import functools
 import posixpath
-from collections import deque
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
+from tfrecord_pipeline.transforms.archive.runs import with_runs
 from tfrecord_pipeline.transforms.errors import ErrorRow, Reason, RowError
 from tfrecord_pipeline.transforms.image.config import ImageConfig, StoredImage
 from tfrecord_pipeline.transforms.image.files import read_image
@@ -23,7 +23,7 @@ from tfrecord_pipeline.transforms.manifest.labels import LabelMap
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, error_row, row_labels
 from tfrecord_pipeline.transforms.plan.fingerprints import fingerprint
 from tfrecord_pipeline.transforms.plan.rows_files import PastRecord, rows_file_name, write_rows_file
-from tfrecord_pipeline.transforms.plan.sharding import WHOLE, Piece, ShardId, record_order
+from tfrecord_pipeline.transforms.plan.sharding import WHOLE, Piece, ShardId, row_order
 from tfrecord_pipeline.transforms.progress import SILENT, Progress
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.tfrecord.examples import (
@@ -33,13 +33,12 @@ from tfrecord_pipeline.transforms.tfrecord.examples import (
 )
 from tfrecord_pipeline.transforms.tfrecord.records import MAX_RECORD_BYTES
 from tfrecord_pipeline.transforms.write.formats import ShardFormat
+from tfrecord_pipeline.transforms.write.in_flight import images_in_flight, ordered_map
 
 # DALI index files go in a folder of their own: beside the shards, `<split>-*` (the glob TPU
 # reference readers list a split's shards with) would match them too.
 INDEX_DIR = "index"
 INDEX_SUFFIX = ".idx"  # a staged shard's index file is its staged name and this
-IN_FLIGHT_PER_THREAD = 8  # images a writer holds a thread while its threads are few
-QUEUED_IMAGES = 64  # and beyond one a thread, at most, however many threads: images_in_flight
 DEFAULT_READ_LATENCY_MS = 40.0  # Cloud Storage's time to first byte, as the README models it
 # Larger image files are error rows, read no further than the limit. Above any photograph a
 # camera writes (a 100-megapixel JPEG is 30-60 MB, its PNG 150-200 MB), far below the memory
@@ -113,15 +112,19 @@ def object_labels(
 
 
 def make_record(
-    row: ManifestRow, labels: LabelMap, config: WriteConfig
+    row: ManifestRow, labels: LabelMap, config: WriteConfig, data: bytes | None = None
 ) -> tuple[bytes, tuple[int, ...], str, int]:
     """The serialized Example for a row, the label ids it holds, its fingerprint and the boxes
-    it dropped; raises RowError. Labels are looked up before the image is read."""
+    it dropped; raises RowError. Labels are looked up before the image is read (`data`: its
+    bytes, read already in a run of its archive's members)."""
     if row.objects is None:
         label_fields, label_ids = class_labels(row, labels)
     else:
         ids = {label: labels.id_of(label) for label in row_labels(row)}
-    data, identity = read_image(row.image_uri, config.max_file_bytes, row.member)
+    if data is None:
+        data, identity = read_image(row.image_uri, config.max_file_bytes, row.member)
+    else:
+        identity = row.member.identity
     stored = normalise(data, config.image)
     dropped = 0
     if row.objects is not None:
@@ -136,12 +139,13 @@ def make_record(
     return record, label_ids, fingerprint(row, identity), dropped
 
 
-def ordered_unique(rows: Iterable[ManifestRow]) -> Iterator[ManifestRow | ErrorRow]:
-    """Rows in record order; a key seen before (earlier in the manifests) becomes an error."""
+def ordered_unique(rows: Iterable[ManifestRow], count: int) -> Iterator[ManifestRow | ErrorRow]:
+    """Rows in record order (`row_order` in a split of `count` shards); a key seen before
+    (earlier in the manifests) becomes an error."""
     # Two stable sorts, not one by (record_order, position): the pair's sort keys would hold
     # ~180 bytes a row at once (180 MB for a shard of 10^6 rows), record_order's alone ~90.
     ordered = sorted(rows, key=lambda r: r.position)
-    ordered.sort(key=lambda r: record_order(r.key))
+    ordered.sort(key=lambda r: row_order(r, count))
     previous = None
     for row in ordered:
         if previous is not None and row.key == previous.key:
@@ -151,40 +155,18 @@ def ordered_unique(rows: Iterable[ManifestRow]) -> Iterator[ManifestRow | ErrorR
             yield row
 
 
-def _record_or_error(item: ManifestRow | ErrorRow, labels: LabelMap, config: WriteConfig):
-    """On a pool thread: (row or error, record or None, label ids, fingerprint, boxes dropped)."""
+def _record_or_error(pair: tuple, labels: LabelMap, config: WriteConfig):
+    """On a pool thread: (row or error, record or None, label ids, fingerprint, boxes dropped),
+    from a row (or error) and its image's bytes (or why it has none) when read already."""
+    item, data = pair
+    if isinstance(data, RowError):
+        item, data = error_row(item, data.reason, data.message), None
     if isinstance(item, ErrorRow):
         return item, None, None, None, 0
     try:
-        return item, *make_record(item, labels, config)
+        return item, *make_record(item, labels, config, data)
     except RowError as error:
         return error_row(item, error.reason, error.message), None, None, None, 0
-
-
-def images_in_flight(threads: int) -> int:
-    """Images a writer on `threads` threads holds at most (being read or converted, or waiting
-    to be written): one a thread, and a queue that lets threads go on while the next image to be
-    written is slow: 7 a thread while they are few, never over QUEUED_IMAGES, so memory grows by
-    one image a thread (8 a thread would be 1,600 images at 200 threads)."""
-    return threads + min((IN_FLIGHT_PER_THREAD - 1) * threads, QUEUED_IMAGES)
-
-
-def ordered_map(pool: Executor | None, function, items: Iterable, window: int) -> Iterator:
-    """`map` over a thread pool with at most `window` results in flight, in input order.
-
-    The order makes the shard deterministic; the window bounds memory to a few images
-    however long the shard is.
-    """
-    if pool is None:
-        yield from map(function, items)
-        return
-    pending: deque = deque()
-    for item in items:
-        pending.append(pool.submit(function, item))
-        if len(pending) >= window:
-            yield pending.popleft().result()
-    while pending:
-        yield pending.popleft().result()
 
 
 def write_shard(
@@ -216,7 +198,8 @@ def write_shard(
     convert = functools.partial(_record_or_error, labels=labels, config=config)
     try:
         in_flight = images_in_flight(threads)
-        converted = ordered_map(pool, convert, ordered_unique(rows), in_flight)
+        items = with_runs(ordered_unique(rows, shard.count), config.max_file_bytes)
+        converted = ordered_map(pool, convert, items, in_flight)
         for item, record, label_ids, digest, dropped in converted:
             count.add(1)
             if record is None:
