@@ -15,10 +15,12 @@ from tfrecord_pipeline.transforms.write.shard_writer import WriteConfig
 def conversion_job(conversion: Conversion, target: Target, write: WriteConfig) -> Job:
     """The job of `conversion` into `target`, its shards written as `write` says: the
     version it starts from read (its labels are inherited; --incremental refreshes it when
-    its options allow), the manifests' starts checked."""
+    its options allow), the manifests' starts checked; a container read in order is unpacked
+    into the run's staging folder (transforms/archive/unpack.py), deleted at the commit."""
     options = conversion.options
     previous = previous_version(target, options.label_offset)
     manifests, read_config = conversion.manifests()
+    read_config = read_config._replace(unpack_to=target.staging)
     inherited = previous.labels() if previous else None
     refreshing = options.incremental and refreshable(previous, options.recorded())
     return Job(

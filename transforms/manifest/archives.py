@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 
 from tfrecord_pipeline.transforms.archive.kinds import read_entries
 from tfrecord_pipeline.transforms.archive.members import Entry, Refused, read_member
+from tfrecord_pipeline.transforms.archive.unpack import Unpacked
 from tfrecord_pipeline.transforms.errors import ErrorRow, Reason, RowError
 from tfrecord_pipeline.transforms.manifest.fields import record_row
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, ReadConfig, SkippedFile
@@ -32,10 +33,11 @@ JSON_LABEL = "label"
 
 
 class Archive:
-    """One archive being read into rows: its path (absolute), its place among the manifests."""
+    """One archive being read into rows: its path (absolute), its place among the manifests;
+    `read` reads a member's bytes (a compressed tar's from the file it is unpacked into)."""
 
-    def __init__(self, path: str, number: int, config: ReadConfig):
-        self.path, self.number, self.config = path, number, config
+    def __init__(self, path: str, number: int, config: ReadConfig, read=read_member):
+        self.path, self.number, self.config, self.read = path, number, config, read
         self.name = posixpath.basename(path.rstrip("/"))
         stem = self.name.split(".")[0]
         self.top = f"{stem}/"  # a top folder named as the archive is not a label
@@ -91,7 +93,7 @@ class Archive:
         return self._row(entry, fields)
 
     def _text(self, entry: Entry) -> str:
-        return read_member(entry.member, self.uri(entry), SIDECAR_BYTES).decode("utf-8", "replace")
+        return self.read(entry.member, self.uri(entry), SIDECAR_BYTES).decode("utf-8", "replace")
 
 
 def _sidecar_fields(texts: dict[str, str], config: ReadConfig) -> dict:
@@ -130,6 +132,12 @@ def _sample_key(item: Entry | Refused) -> object:
 
 
 def read_archive(path: str, number: int, config: ReadConfig) -> Iterator[TreeItem]:
-    """Every row, error row and skipped file of the archive at `path`, listed in one pass."""
+    """Every row, error row and skipped file of the archive at `path`, listed in one pass (a
+    compressed tar unpacked into the run's staging folder as it is)."""
     path = fileio.absolute(path)
-    yield from Archive(path, number, config).rows(read_entries(path))
+    if not config.unpack_to:
+        yield from Archive(path, number, config).rows(read_entries(path))
+        return
+    with Unpacked(config.unpack_to, path, config.max_file_bytes) as unpacked:
+        archive = Archive(path, number, config, unpacked.read)
+        yield from archive.rows(read_entries(path, unpacked))

@@ -27,6 +27,11 @@ class ReadConfig(NamedTuple):
     detection: bool = False  # rows list objects (transforms/image/detection.py), not one label
     drop_negatives: bool = False  # a detection row with no objects is counted, not converted
     masks: bool = False  # a detection row's objects keep their masks (transforms/image/masks.py)
+    # The run's staging folder, where a container read in order (a .tar.gz, a Parquet or Arrow
+    # file of image bytes) is unpacked (transforms/archive/unpack.py), and the largest image
+    # unpacked (--max_file_mb; a larger one is a file_too_large row, never copied).
+    unpack_to: str = ""
+    max_file_bytes: int = 0
 
 
 class ManifestRow(NamedTuple):
