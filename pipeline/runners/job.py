@@ -8,6 +8,7 @@ from tfrecord_pipeline.dataset.commit import commit_dataset
 from tfrecord_pipeline.dataset.previous import previous_version
 from tfrecord_pipeline.dataset.publish import Target
 from tfrecord_pipeline.runners.refreshable import refreshable
+from tfrecord_pipeline.transforms.manifest.embedded import declared_names
 from tfrecord_pipeline.transforms.stages import Job
 from tfrecord_pipeline.transforms.write.shard_writer import WriteConfig
 
@@ -26,7 +27,7 @@ def conversion_job(conversion: Conversion, target: Target, write: WriteConfig) -
     return Job(
         manifests=manifests,
         read=read_config,
-        plan=conversion.plan_config(inherited, read_config.detection),
+        plan=conversion.plan_config(inherited, read_config.detection, declared_names(manifests)),
         write=write,
         dedup=options.dedup,
         max_file_bytes=options.max_file_bytes,

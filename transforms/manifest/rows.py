@@ -97,7 +97,7 @@ def record_source(path: str, offset: int) -> str:
     Parquet row, `<file>#images[<index>]` for an image of a COCO file, all counted from 0."""
     if path.endswith(COCO_IMAGES):
         return f"{path}[{offset}]"
-    mark = "#" if path.lower().endswith(PARQUET_SUFFIX) else "@"
+    mark = "#" if path.lower().endswith((PARQUET_SUFFIX, ".arrow")) else "@"
     return f"{path}{mark}{offset}"
 
 
