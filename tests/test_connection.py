@@ -17,7 +17,8 @@ from conftest import make_images, write_manifest
 from scripted_server import response
 
 from tfrecord_pipeline.runners.convert import run
-from tfrecord_pipeline.transforms.storage import connection, gcs, jsonapi, retry
+from tfrecord_pipeline.transforms.storage import connection, jsonapi, retry
+from tfrecord_pipeline.transforms.storage.range_reader import RangeReader
 from tfrecord_pipeline.transforms.tfrecord.records import crc32c_of
 
 DATA = bytes(range(256)) * 160  # 40 KB
@@ -166,7 +167,7 @@ def _range_answer(honour: bool):
 
 def test_a_range_is_read_from_its_206_answer(scripted_store):
     scripted_store(_range_answer(honour=True))
-    assert io.BufferedReader(gcs.RangeReader("gs://b/m.csv"), 7000).read() == DATA
+    assert io.BufferedReader(RangeReader("gs://b/m.csv"), 7000).read() == DATA
 
 
 @pytest.mark.parametrize("buffer", [7000, 2 * len(DATA)])
@@ -174,7 +175,7 @@ def test_a_server_ignoring_the_range_never_gives_other_bytes_than_those_asked(
     scripted_store, buffer
 ):
     scripted_store(_range_answer(honour=False))
-    reader = io.BufferedReader(gcs.RangeReader("gs://b/m.csv"), buffer)
+    reader = io.BufferedReader(RangeReader("gs://b/m.csv"), buffer)
     reader.seek(100)
     with pytest.raises(OSError, match="Range"):
         reader.read(10)
@@ -208,7 +209,7 @@ def test_a_read_from_the_start_is_one_request_asked_again_from_where_a_cut_stopp
     monkeypatch.setattr(retry, "FIRST_DELAY_S", 0)
     asked = []
     server = scripted_store(_ranges_cut_once(17000, asked))
-    with io.BufferedReader(gcs.RangeReader("gs://b/m.csv"), 7000) as reader:
+    with io.BufferedReader(RangeReader("gs://b/m.csv"), 7000) as reader:
         assert b"".join(iter(lambda: reader.read(7000), b"")) == DATA
     end = len(DATA) - 1
     assert asked == [f"bytes=0-{end}", f"bytes=17000-{end}"]
@@ -218,7 +219,7 @@ def test_a_read_from_the_start_is_one_request_asked_again_from_where_a_cut_stopp
 def test_a_seek_elsewhere_leaves_the_answer_unread_and_asks_the_bytes_there(scripted_store):
     asked = []
     scripted_store(_ranges_cut_once(-1, asked))
-    with io.BufferedReader(gcs.RangeReader("gs://b/m.csv"), 7000) as reader:
+    with io.BufferedReader(RangeReader("gs://b/m.csv"), 7000) as reader:
         assert reader.seek(30000) == 30000 and reader.read(5) == DATA[30000:30005]
         assert reader.read(7000) == DATA[30005:37005]  # where that range ended: the rest
         assert reader.seek(100) == 100 and reader.read(5) == DATA[100:105]

@@ -16,6 +16,7 @@ from tls_proxy import TOKEN, TlsProxy
 
 from tfrecord_pipeline.transforms.storage import connection, jsonapi, retry
 from tfrecord_pipeline.transforms.storage import gcs as store
+from tfrecord_pipeline.transforms.storage.range_reader import RangeReader
 from tfrecord_pipeline.transforms.storage.retry import CorruptTransferError, is_transient
 from tfrecord_pipeline.transforms.tfrecord.records import crc32c_of
 
@@ -188,7 +189,7 @@ def test_an_object_named_with_any_character_is_read_stated_ranged_and_listed(obj
     data = DATA[: 1000 + len(name)]
     assert jsonapi.media(path, None) == (data, crc32c_of(data))
     assert store.stat(path) == store.Stat(len(data), store.identity(len(data), crc32c_of(data)))
-    assert io.BufferedReader(store.RangeReader(path), 300).read() == data
+    assert io.BufferedReader(RangeReader(path), 300).read() == data
     bucket, key = store.split(path)
     assert jsonapi.list_page(bucket, key, "", None, None).names == [key]
     assert store.holds_objects(f"gs://{bucket}/{objects.prefix}")
@@ -214,7 +215,7 @@ def test_an_object_stored_gzipped_is_its_stored_bytes_matching_their_crc32c(gcs,
     assert jsonapi.media(path, None) == (stored, crc32c_of(stored))
     assert jsonapi.media(path, len(stored)) == (stored, crc32c_of(stored))
     assert store.stat(path).size == len(stored)
-    assert io.BufferedReader(store.RangeReader(path), 100).read() == stored
+    assert io.BufferedReader(RangeReader(path), 100).read() == stored
 
 
 def test_a_proxy_named_with_credentials_is_asked_with_them(objects, over_tls, monkeypatch):

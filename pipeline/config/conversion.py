@@ -66,11 +66,16 @@ class Conversion(NamedTuple):
             raise UserError(f"{flag} is for classification; {manifests[0].path} lists objects")
         return manifests, read_config
 
-    def plan_config(self, inherited: LabelMap | None, detection: bool) -> PlanConfig:
+    def plan_config(
+        self, inherited: LabelMap | None, detection: bool, declared: tuple[str, ...] = ()
+    ) -> PlanConfig:
         """The planner's config: label ids from `--label_map`, else `inherited` (the published
-        version's), else new; `detection` as the manifests say."""
+        version's), else the names the manifests `declared` at their ids, else new;
+        `detection` as the manifests say."""
         options = self.options
-        labels = LabelSource(self.label_map, options.label_offset, inherited, options.freeze_labels)
+        labels = LabelSource(
+            self.label_map, options.label_offset, inherited, options.freeze_labels, declared
+        )
         return PlanConfig(
             labels,
             self.shard_counts,

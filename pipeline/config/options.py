@@ -56,6 +56,7 @@ class _Options:
             image_root=image_root,
             drop_negatives=self.drop_negatives,
             masks=self.masks,
+            max_file_bytes=self.max_file_bytes,
         )
 
     def image_config(self) -> ImageConfig:

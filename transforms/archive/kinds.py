@@ -1,7 +1,8 @@
 """What an archive is, told by its first bytes, and its members.
 
-A manifest named `.tar`, `.zip` or anything its content shows to be one (a WebDataset shard
-named `.tar`, a zip saved as `.bin`) is read as an archive; a folder that holds archives and
+A manifest named `.tar`, `.zip`, `.tar.gz`, `.tgz` or anything its content shows to be one (a
+WebDataset shard named `.tar`, a zip saved as `.bin`) is read as an archive (a gzip-compressed
+one unpacked as it is listed: transforms/archive/gzipped.py); a folder that holds archives and
 no subfolders is its archives (a folder of WebDataset shards).
 """
 
@@ -9,8 +10,10 @@ import os
 import tarfile
 from collections.abc import Iterator
 
+from tfrecord_pipeline.transforms.archive.gzipped import gzip_tar_entries
 from tfrecord_pipeline.transforms.archive.members import ARCHIVE_SUFFIXES, Entry, Refused
 from tfrecord_pipeline.transforms.archive.tars import tar_entries
+from tfrecord_pipeline.transforms.archive.unpack import Unpacked
 from tfrecord_pipeline.transforms.archive.zips import zip_entries
 from tfrecord_pipeline.transforms.errors import Reason
 from tfrecord_pipeline.transforms.storage import fileio, gcs
@@ -19,7 +22,7 @@ from tfrecord_pipeline.transforms.storage import fileio, gcs
 # so listing one streams it, a read per 8 MiB rather than per member.
 ARCHIVE_READ_BYTES = 8 << 20
 HEAD_BYTES = tarfile.BLOCKSIZE
-COMPRESSED = "a compressed tar (.tar.gz): unpack it (gunzip) and convert the .tar"
+COMPRESSED = "a compressed tar (.tar.gz) is read only as a manifest: unpack it (gunzip)"
 
 
 def archive_kind(head: bytes) -> str | None:
@@ -47,8 +50,9 @@ def is_archive_name(path: str) -> bool:
     return path.lower().endswith((*ARCHIVE_SUFFIXES, ".tgz", ".tar.gz"))
 
 
-def read_entries(path: str) -> Iterator[Entry | Refused]:
-    """Every member of the archive at `path`."""
+def read_entries(path: str, unpacked: Unpacked | None = None) -> Iterator[Entry | Refused]:
+    """Every member of the archive at `path`; a compressed tar's unpacked into `unpacked`
+    (without one, as when a manifest names one of its members, it is refused)."""
     with fileio.open_bytes(path, ARCHIVE_READ_BYTES, ARCHIVE_READ_BYTES * 2) as stream:
         size = stream.seek(0, 2)
         stream.seek(0)
@@ -59,6 +63,9 @@ def read_entries(path: str) -> Iterator[Entry | Refused]:
             yield from zip_entries(stream, size, path)
         elif kind == "tar":
             yield from tar_entries(stream, size, path)
+        elif kind == "gzip" and unpacked is not None:
+            stream.seek(0)
+            yield from gzip_tar_entries(stream, unpacked)
         else:
             message = COMPRESSED if kind == "gzip" else "not a tar or zip archive"
             yield Refused("", Reason.CORRUPT_ARCHIVE, message)

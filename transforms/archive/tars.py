@@ -1,7 +1,7 @@
 """A tar's members, listed from its headers alone (ustar, pax and GNU, as `tarfile` reads them).
 
 Listing seeks from header to header: a local tar's image bytes are not read, an object's are
-read once as one stream of large ranged reads (transforms/storage/gcs.py RangeReader). A tar
+read once as one stream of large ranged reads (transforms/storage/range_reader.py). A tar
 inside the tar (ImageNet's train tar holds one per class) is listed in place, its members under
 a folder named for it, down to MAX_NESTING. Nothing here trusts a header: a member that is not
 a regular file, has a name that is not UTF-8 or leaves the archive (`..`, `/`), or runs past
@@ -91,7 +91,7 @@ def tar_entries(
 
 def _member(info: tarfile.TarInfo, stream, size, container, base, depth):
     name = info.name
-    refused = _refused_name(name) or _refused_kind(info)
+    refused = refusal(info)
     if refused:
         yield Refused(name, *refused)
         return
@@ -106,7 +106,7 @@ def _member(info: tarfile.TarInfo, stream, size, container, base, depth):
             message = f"a tar nested over {MAX_NESTING} deep is not read"
             yield Refused(name, Reason.NESTED_TOO_DEEP, message)
             return
-        folder = posixpath.splitext(_clean(name))[0]
+        folder = posixpath.splitext(clean(name))[0]
         for item in tar_entries(stream, info.size, container, start, depth + 1):
             held = f"{name}#{item.held_as}" if item.held_as else name
             if isinstance(item, Entry):
@@ -117,11 +117,18 @@ def _member(info: tarfile.TarInfo, stream, size, container, base, depth):
     # Known again, as a loose file is, by its size and modification time (its header's).
     identity = f"{info.size}:{info.mtime}"
     member = Member(container, start, info.size, info.size, identity=identity)
-    yield Entry(_clean(name), name, member)
+    yield Entry(clean(name), name, member)
 
 
-def _clean(name: str) -> str:
+def clean(name: str) -> str:
+    """A member's name as its path below the archive: no leading `./` or `/`."""
     return name.removeprefix("./").strip("/")
+
+
+def refusal(info: tarfile.TarInfo) -> tuple[Reason, str] | None:
+    """Why a member cannot be an image file (its name or its kind), or None: one rule for a
+    tar listed in place and a compressed one unpacked (transforms/archive/gzipped.py)."""
+    return _refused_name(info.name) or _refused_kind(info)
 
 
 def _refused_name(name: str) -> tuple[Reason, str] | None:

@@ -140,7 +140,7 @@ class ReadManifests(beam.PTransform):
     ):
         super().__init__()
         self._files = [m for m in manifests if m.kind not in WHOLE_KINDS]
-        self._documents = [m for m in manifests if m.kind in ("coco", "archive")]
+        self._documents = [m for m in manifests if m.kind in ("coco", "archive", "arrow")]
         self._trees = [tree_root(m.path, m.number) for m in manifests if m.kind == "tree"]
         self._config = config
         self._piece_bytes = piece_bytes or PIECE_BYTES

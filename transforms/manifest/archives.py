@@ -25,6 +25,7 @@ from tfrecord_pipeline.transforms.archive.members import (
     listed_identity,
     read_member,
 )
+from tfrecord_pipeline.transforms.archive.unpack import Unpacked
 from tfrecord_pipeline.transforms.errors import ErrorRow, Reason, RowError
 from tfrecord_pipeline.transforms.manifest.fields import record_row
 from tfrecord_pipeline.transforms.manifest.rows import (
@@ -42,10 +43,11 @@ JSON_LABEL = "label"
 
 
 class Archive:
-    """One archive being read into rows: its path (absolute), its place among the manifests."""
+    """One archive being read into rows: its path (absolute), its place among the manifests;
+    `read` reads a member's bytes (a compressed tar's from the file it is unpacked into)."""
 
-    def __init__(self, path: str, number: int, size: int, config: ReadConfig):
-        self.path, self.number, self.config = path, number, config
+    def __init__(self, path: str, number: int, size: int, config: ReadConfig, read=read_member):
+        self.path, self.number, self.config, self.read = path, number, config, read
         self.kept = (size, config.keep_order) if config.keep_order else ()
         # Kept in order, two members of one name may go to two shards, where no shard writer
         # sees both: the second is told here (mixed, they meet in one shard, as keys do).
@@ -92,7 +94,8 @@ class Archive:
             return row._replace(source=fields["image_uri"]) if isinstance(row, ErrorRow) else row
         # Ordered as the archive holds its members: the first of two with one key is the first.
         position = row_position(self.number, entry.member.offset)
-        member = entry.member._replace(listed=self.listed, kept=self.kept)
+        in_place = entry.member.container == self.path  # not a staged copy (unpack.py)
+        member = entry.member._replace(listed=self.listed if in_place else "", kept=self.kept)
         return row._replace(member=member, position=position)
 
     def _folder_row(self, entry: Entry) -> TreeItem:
@@ -116,7 +119,7 @@ class Archive:
         return self._row(entry, fields)
 
     def _text(self, entry: Entry) -> str:
-        return read_member(entry.member, self.uri(entry), SIDECAR_BYTES).decode("utf-8", "replace")
+        return self.read(entry.member, self.uri(entry), SIDECAR_BYTES).decode("utf-8", "replace")
 
 
 def _sidecar_fields(texts: dict[str, str], config: ReadConfig) -> dict:
@@ -156,6 +159,12 @@ def _sample_key(item: Entry | Refused) -> object:
 
 def read_archive(path: str, number: int, size: int, config: ReadConfig) -> Iterator[TreeItem]:
     """Every row, error row and skipped file of the archive at `path`, of `size` bytes when
-    the launcher looked, listed in one pass."""
+    the launcher looked, listed in one pass (a compressed tar unpacked into the run's staging
+    folder as it is)."""
     path = fileio.absolute(path)
-    yield from Archive(path, number, size, config).rows(read_entries(path))
+    if not config.unpack_to:
+        yield from Archive(path, number, size, config).rows(read_entries(path))
+        return
+    with Unpacked(config.unpack_to, path, config.max_file_bytes) as unpacked:
+        archive = Archive(path, number, size, config, unpacked.read)
+        yield from archive.rows(read_entries(path, unpacked))

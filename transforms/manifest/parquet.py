@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from typing import BinaryIO, NamedTuple
 
 from tfrecord_pipeline.transforms.errors import Reason, RowError, UserError
-from tfrecord_pipeline.transforms.manifest.fields import IMAGE_ALIAS, IMAGE_COLUMN, check_columns
+from tfrecord_pipeline.transforms.manifest.embedded import Embedded, checked_schema
+from tfrecord_pipeline.transforms.manifest.fields import IMAGE_ALIAS, IMAGE_COLUMN
 from tfrecord_pipeline.transforms.manifest.rows import ReadConfig
 from tfrecord_pipeline.transforms.storage import fileio, retry
 
@@ -24,6 +25,7 @@ BUFFER_BYTES = 1 << 20  # pages are read through a buffer of this size, not colu
 class Footer(NamedTuple):
     columns: tuple[str, ...]  # every top-level column of the schema
     rows: int
+    schema: object = None  # pyarrow.Schema
 
 
 def read_footer(stream: BinaryIO, path: str) -> Footer:
@@ -34,15 +36,20 @@ def read_footer(stream: BinaryIO, path: str) -> Footer:
         metadata = _open(stream).metadata
     except (pyarrow.ArrowInvalid, pyarrow.ArrowNotImplementedError) as error:
         raise UserError(f"{path}: not a readable Parquet file ({error})") from None
-    return Footer(tuple(metadata.schema.to_arrow_schema().names), metadata.num_rows)
+    schema = metadata.schema.to_arrow_schema()
+    return Footer(tuple(schema.names), metadata.num_rows, schema)
 
 
-def usable_columns(stream: BinaryIO, path: str, config: ReadConfig) -> tuple[tuple[str, ...], int]:
-    """The columns a row can use and the row count, from the footer alone; a schema without a
-    required column is a UserError."""
+def usable_columns(
+    stream: BinaryIO, path: str, config: ReadConfig
+) -> tuple[tuple[str, ...], int, Embedded | None]:
+    """The columns a row can use, the row count and where the file holds its images (if it
+    does: transforms/manifest/embedded.py), from the footer alone; a schema without a required
+    column is a UserError."""
     footer = read_footer(stream, path)
-    check_columns(path, footer.columns, config)
-    return wanted_columns(footer.columns, config), footer.rows
+    found = checked_schema(footer.schema, path, config)
+    columns = wanted_columns(footer.columns, config) + ((found.column,) if found else ())
+    return columns, footer.rows, found
 
 
 def wanted_columns(columns: tuple[str, ...], config: ReadConfig) -> tuple[str, ...]:
@@ -66,11 +73,11 @@ def _group_start(group) -> int:
 
 
 def piece_records(
-    stream: BinaryIO, start: int, end: int, columns: tuple[str, ...]
+    stream: BinaryIO, start: int, end: int, columns: tuple[str, ...], rows: int = ROWS_PER_READ
 ) -> Iterator[tuple[int, int, dict | RowError]]:
     """(row group offset, row index, fields) of every row of the row groups that begin in
-    [start, end). A row group that cannot be decoded (corrupt pages) is one RowError at its
-    first row, after any rows of it already read."""
+    [start, end), `rows` decoded at a time. A row group that cannot be decoded (corrupt pages)
+    is one RowError at its first row, after any rows of it already read."""
     import pyarrow
 
     reader = _open(stream)
@@ -80,7 +87,7 @@ def piece_records(
         offset = _group_start(group)
         if start <= offset < end:
             row = first_row
-            batches = reader.iter_batches(ROWS_PER_READ, row_groups=[index], columns=list(columns))
+            batches = reader.iter_batches(rows, row_groups=[index], columns=list(columns))
             try:
                 for batch in batches:
                     for fields in batch.to_pylist():

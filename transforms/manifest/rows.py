@@ -30,6 +30,11 @@ class ReadConfig(NamedTuple):
     # --archive_order keep: the run's manifest count, which archive members are placed among
     # (transforms/plan/sharding.py kept_point); 0: members are mixed by key hash.
     keep_order: int = 0
+    # The run's staging folder, where a container read in order (a .tar.gz, a Parquet or Arrow
+    # file of image bytes) is unpacked (transforms/archive/unpack.py), and the largest image
+    # unpacked (--max_file_mb; a larger one is a file_too_large row, never copied).
+    unpack_to: str = ""
+    max_file_bytes: int = 0
 
 
 class ManifestRow(NamedTuple):
@@ -97,7 +102,7 @@ def record_source(path: str, offset: int) -> str:
     Parquet row, `<file>#images[<index>]` for an image of a COCO file, all counted from 0."""
     if path.endswith(COCO_IMAGES):
         return f"{path}[{offset}]"
-    mark = "#" if path.lower().endswith(PARQUET_SUFFIX) else "@"
+    mark = "#" if path.lower().endswith((PARQUET_SUFFIX, ".arrow")) else "@"
     return f"{path}{mark}{offset}"
 
 

@@ -24,9 +24,10 @@ from tfrecord_pipeline.transforms.archive.kinds import (
     is_archive_name,
 )
 from tfrecord_pipeline.transforms.errors import ErrorRow, UserError
-from tfrecord_pipeline.transforms.manifest import parquet, pieces, trees
+from tfrecord_pipeline.transforms.manifest import arrow, embedded, parquet, pieces, trees
 from tfrecord_pipeline.transforms.manifest.archives import read_archive
 from tfrecord_pipeline.transforms.manifest.coco import CocoImage, read_images
+from tfrecord_pipeline.transforms.manifest.embedded import Embedded, unpacking
 from tfrecord_pipeline.transforms.manifest.fields import record_row
 from tfrecord_pipeline.transforms.manifest.lines import line_records
 from tfrecord_pipeline.transforms.manifest.rows import (
@@ -39,7 +40,7 @@ from tfrecord_pipeline.transforms.manifest.rows import (
 from tfrecord_pipeline.transforms.manifest.starts import HEAD_BYTES, json_kind, read_start
 from tfrecord_pipeline.transforms.storage import fileio
 
-WHOLE_KINDS = ("tree", "coco", "archive")  # read by one reader each, never in pieces
+WHOLE_KINDS = ("tree", "coco", "archive", "arrow")  # read by one reader each, never in pieces
 Item = ManifestRow | ErrorRow | DroppedNegative
 
 
@@ -48,12 +49,13 @@ class ManifestFile(NamedTuple):
 
     number: int  # its place among the manifests, which decides the "first" of a repeated key
     path: str
-    kind: str  # "csv", "jsonl", "parquet", read in pieces; "coco", "archive" (a tar or zip)
-    # read whole; or "tree" (a class-folder root)
+    kind: str  # "csv", "jsonl", "parquet", read in pieces; "coco", "archive" (a tar or zip),
+    # "arrow" (an Arrow IPC file or stream) read whole; or "tree" (a class-folder root)
     columns: tuple[str, ...] = ()  # a CSV's header; the Parquet columns a row can use
     body: int = 0  # the byte where records begin (after a CSV's header line)
     size: int = 0  # the file's size in bytes when the launcher looked: where reading ends
     detection: bool = False  # its rows list objects: a COCO file, or JSONL whose first row does
+    embedded: Embedded | None = None  # where a Parquet or Arrow file holds its images, if it does
 
 
 def detection_config(manifests: list[ManifestFile], config: ReadConfig) -> ReadConfig:
@@ -88,7 +90,7 @@ def _expand(patterns: list[str]) -> list[str]:
     paths = []
     for pattern in patterns:
         if fileio.is_dir(pattern):
-            paths += archives_in(pattern) or [pattern]
+            paths += archives_in(pattern) or arrow.saved_dataset(pattern) or [pattern]
         elif local_glob.has_magic(pattern):
             matched = fileio.glob(pattern)
             if not matched:
@@ -113,6 +115,8 @@ def manifest_kind(path: str) -> str:
         return "jsonl"
     if lower.endswith(PARQUET_SUFFIX):
         return "parquet"
+    if lower.endswith(arrow.ARROW_SUFFIX):
+        return "arrow"
     if is_archive_name(lower) or holds_an_archive(path):
         return "archive"
     named_as_folder = path.endswith("/") or not posixpath.splitext(path)[1]
@@ -136,11 +140,14 @@ def describe(path: str, number: int, config: ReadConfig) -> ManifestFile:
     try:
         with fileio.open_bytes(path, HEAD_BYTES) as stream:
             size = stream.seek(0, io.SEEK_END)
-            detection = False
+            detection, found = False, None
             if kind == "jsonl":
                 kind, detection = json_kind(stream, size)
             if kind == "parquet":
-                columns, has_rows = parquet.usable_columns(stream, path, config)
+                columns, has_rows, found = parquet.usable_columns(stream, path, config)
+                body = 0
+            elif kind == "arrow":
+                columns, has_rows, found = arrow.usable_columns(stream, path, config)
                 body = 0
             elif kind == "coco":
                 columns, body, has_rows = (), 0, True  # its images are counted where read
@@ -154,7 +161,7 @@ def describe(path: str, number: int, config: ReadConfig) -> ManifestFile:
         raise UserError(f"{path}: cannot read manifest ({error})") from None
     if not has_rows:
         raise UserError(f"{path}: the manifest has no rows")
-    return ManifestFile(number, path, kind, columns, body, size, detection)
+    return ManifestFile(number, path, kind, columns, body, size, detection, found)
 
 
 def _archive(path: str, number: int) -> ManifestFile:
@@ -186,13 +193,16 @@ def read_piece(
     path, number = manifest.path, manifest.number
     with fileio.open_bytes(path, pieces.READ_BYTES) as stream:
         if manifest.kind == "parquet":
-            claimed = None
-            for group, row, fields in parquet.piece_records(stream, start, end, manifest.columns):
-                if claim is not None and group != claimed:
-                    if not claim(group):
-                        return
-                    claimed = group
-                yield record_row(fields, row, folder, path, number, config)
+            claimed, found = None, manifest.embedded
+            rows = embedded.ROWS_PER_READ if found else parquet.ROWS_PER_READ
+            records = parquet.piece_records(stream, start, end, manifest.columns, rows)
+            with unpacking(path, number, found, config, start) as to_row:
+                for group, row, fields in records:
+                    if claim is not None and group != claimed:
+                        if not claim(group):
+                            return
+                        claimed = group
+                    yield to_row(fields, row, folder)
         else:
             lines = pieces.piece_lines(stream.seek, stream.read, start, end, manifest.body)
             for offset, fields in line_records(lines, manifest.kind, manifest.columns):
@@ -224,4 +234,6 @@ def read_all(manifest: ManifestFile, config: ReadConfig) -> Iterator[trees.TreeI
         return read_coco(manifest, config)
     if manifest.kind == "archive":
         return read_archive(manifest.path, manifest.number, manifest.size, config)
+    if manifest.kind == "arrow":
+        return arrow.read_arrow(manifest, config)
     return read_piece(manifest, manifest.body, manifest.size, config)

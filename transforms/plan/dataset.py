@@ -147,18 +147,23 @@ class DatasetPlan(NamedTuple):
 
 class LabelSource(NamedTuple):
     """Where label ids come from: `--label_map` (pinned), else the published version's ids
-    (inherited, extended with new labels unless frozen), else the labels seen (first version)."""
+    (inherited, extended with new labels unless frozen), else the names the manifests declare
+    in id order (a Hugging Face ClassLabel's; other labels seen after them), else the labels
+    seen (first version)."""
 
     pinned: LabelMap | None = None
     offset: int = 0
     inherited: LabelMap | None = None
     frozen: bool = False
+    declared: tuple[str, ...] = ()
 
     def label_map(self, labels: frozenset) -> LabelMap:
         if self.pinned:
             return self.pinned
         if self.inherited:
             return inherited_label_map(self.inherited, labels, self.frozen)
+        if self.declared:
+            return inherited_label_map(LabelMap(self.declared, self.offset), labels, False)
         return label_map_from_labels(labels, self.offset)
 
 

@@ -114,7 +114,9 @@ def row_piece(row: ManifestRow, count: int, pieces: int) -> int:
 
 def _kept(row: ManifestRow, count: int) -> tuple[int, int]:
     size, manifests = row.member.kept
-    offset = (row.position & OFFSET_MASK) - 1
+    # A compressed tar's member lies in its unpacked copy, which may run past the archive's
+    # size: its place is clamped into the archive's share.
+    offset = min((row.position & OFFSET_MASK) - 1, size - 1)
     return kept_point(manifest_number(row), offset, size, manifests, count)
 
 

@@ -91,9 +91,9 @@ def read_text(path: str) -> str:
 
 def open_bytes(path: str, chunk_bytes: int, read_through: int = 0) -> BinaryIO:
     """A seekable binary stream that reads what it is asked and no more: a local regular file
-    unbuffered; a `gs://` object `chunk_bytes` at a time from ranged requests (gcs.RangeReader,
-    retried as every read of an object), never downloaded whole. For manifests, which can be
-    many gigabytes, and archives (`read_through`: gcs.RangeReader)."""
+    unbuffered; a `gs://` object `chunk_bytes` at a time from ranged requests (RangeReader,
+    transforms/storage/range_reader.py, retried as every read of an object), never downloaded
+    whole. For manifests, which can be many gigabytes, and archives (`read_through`)."""
     if is_remote(path):
         return remote.open_stream(path, chunk_bytes, read_through)
     descriptor, _ = disk.open_regular(path)

@@ -19,7 +19,7 @@ import io
 import re
 from typing import BinaryIO
 
-from tfrecord_pipeline.transforms.storage import arrow, gcs, jsonapi
+from tfrecord_pipeline.transforms.storage import arrow, gcs, jsonapi, range_reader
 from tfrecord_pipeline.transforms.storage.disk import check_size
 from tfrecord_pipeline.transforms.storage.retry import retried
 
@@ -69,10 +69,10 @@ def _read_filesystem(path: str, max_bytes: int | None) -> bytes:
 
 def open_stream(path: str, chunk_bytes: int, read_through: int = 0) -> BinaryIO:
     """A seekable stream of an object: on Cloud Storage read `chunk_bytes` at a time from
-    ranged requests (gcs.RangeReader, which reads on through forward seeks of up to
+    ranged requests (range_reader.RangeReader, which reads on through forward seeks of up to
     `read_through` bytes), never downloaded whole."""
     if gcs.is_gcs(path):
-        reader = gcs.RangeReader(path, read_through=read_through)
+        reader = range_reader.RangeReader(path, read_through=read_through)
         return io.BufferedReader(reader, buffer_size=chunk_bytes)
     return filesystems(path).open(path, compression_type=_RAW)
 
@@ -80,9 +80,9 @@ def open_stream(path: str, chunk_bytes: int, read_through: int = 0) -> BinaryIO:
 def open_range(path: str, start: int, stop: int, read_through: int) -> BinaryIO:
     """Bytes [start, stop) of an object as one stream from `start`: on Cloud Storage one ranged
     request, read as asked, reading on through forward seeks of up to `read_through` bytes
-    (gcs.RangeReader)."""
+    (range_reader.RangeReader)."""
     if gcs.is_gcs(path):
-        stream = gcs.RangeReader(path, stop=stop, read_through=read_through)
+        stream = range_reader.RangeReader(path, stop=stop, read_through=read_through)
     else:
         stream = filesystems(path).open(path, compression_type=_RAW)
     stream.seek(start)
