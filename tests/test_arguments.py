@@ -62,3 +62,8 @@ def test_a_number_flag_takes_only_a_finite_number(flag, value):
     ended in a traceback where the size in bytes was made."""
     with pytest.raises(UserError, match=f"argument {flag}: expected a finite number"):
         parse_args([*NEEDED, f"{flag}={value}"])
+
+
+def test_manifest_given_again_adds_to_the_manifests_rather_than_replacing_them():
+    argv = ["--manifest", "train.tar", "--manifest", "val.tar", "b.csv", "--output", "out"]
+    assert parse_args(argv)[0].manifest == ["train.tar", "val.tar", "b.csv"]

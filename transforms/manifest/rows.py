@@ -27,6 +27,7 @@ class ReadConfig(NamedTuple):
     detection: bool = False  # rows list objects (transforms/image/detection.py), not one label
     drop_negatives: bool = False  # a detection row with no objects is counted, not converted
     masks: bool = False  # a detection row's objects keep their masks (transforms/image/masks.py)
+    ground_truth: str = ""  # --ground_truth, absolute: a flat archive's labels, read where it is
 
 
 class ManifestRow(NamedTuple):
