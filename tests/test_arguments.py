@@ -25,14 +25,6 @@ def test_the_conversion_s_flags_become_options_and_the_rest_go_to_beam_in_order(
     assert options.channels == 3 and options.progress and beam_args == []
 
 
-def test_manifests_given_by_one_flag_or_the_flag_again_are_all_read():
-    """`--manifest a --manifest b` once kept only b: the train tar without the val tar."""
-    options, _ = parse_args(
-        ["--manifest", "a.tar", "--manifest", "b.tar", "c.csv", "--output", "o"]
-    )
-    assert options.manifest == ["a.tar", "b.tar", "c.csv"]
-
-
 @pytest.mark.parametrize(
     "switch, value",
     [
@@ -70,3 +62,8 @@ def test_a_number_flag_takes_only_a_finite_number(flag, value):
     ended in a traceback where the size in bytes was made."""
     with pytest.raises(UserError, match=f"argument {flag}: expected a finite number"):
         parse_args([*NEEDED, f"{flag}={value}"])
+
+
+def test_manifest_given_again_adds_to_the_manifests_rather_than_replacing_them():
+    argv = ["--manifest", "train.tar", "--manifest", "val.tar", "b.csv", "--output", "out"]
+    assert parse_args(argv)[0].manifest == ["train.tar", "val.tar", "b.csv"]

@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import arguments
+from conftest import BEAM, arguments, command, version_files
+from made_archives import SYNSETS, imagenet_tars
 from model_garden import dataloader
 
 from tfrecord_pipeline.cli.main import main
@@ -287,6 +288,56 @@ def test_tpu_imagenet_preset_gives_the_reference_readers_labels_from_0(tmp_path)
     one_hot = tf.one_hot(labels, 5).numpy()  # efficientnet's target: one 1 in every row
     assert (one_hot.sum(axis=1) == 1).all()
     assert len(list(folder.glob("train-*"))) == len(list(folder.glob("validation-*"))) == 2
+
+
+@pytest.mark.slow
+def test_imagenet_s_official_tars_convert_in_one_command_alike_on_both_runners(tmp_path):
+    """The train tar of per-synset tars and the flat validation tar with synset_labels.txt,
+    as docs/inputs.md#imagenet converts them: the same shards from the local runner and
+    DirectRunner, read by the reference parsing with ids from 0 by sorted synset."""
+    tars = imagenet_tars(tmp_path / "imagenet")
+    given = [*tars["ground_truth"].read_text().split()]
+    flags = arguments(
+        "convert --preset tpu-imagenet --manifest {train} --manifest {validation}"
+        " --ground_truth {ground_truth} --num_shards train=2,validation=1 --no_progress",
+        **tars,
+    )
+    versions = []
+    for name, runner in (("local", []), ("beam", BEAM)):
+        done = command(*flags, "--output", tmp_path / name, *runner)
+        assert done.returncode == 0 and done.stderr == "", done.stderr
+        versions.append(_published(tmp_path / name))
+    shards = [
+        {k: v for k, v in version_files(v).items() if k.endswith(".tfrecord")} for v in versions
+    ]
+    assert shards[0] == shards[1]
+    assert sorted(shards[0]) == [
+        "train-00000-of-00002.tfrecord",
+        "train-00001-of-00002.tfrecord",
+        "validation-00000-of-00001.tfrecord",
+    ]
+    folder = versions[0]
+    assert (folder / "labels.txt").read_text().split() == list(SYNSETS)
+    train = _reference_labels(folder, "train-*")
+    assert sorted(train) == [0, 0, 0, 1, 1, 1, 2, 2, 2]  # synset i is 1 + i in the records
+    validation = _parsed_labels(folder, "validation-*")
+    names = [f"ILSVRC2012_img_val.tar#ILSVRC2012_val_{n:08d}.JPEG" for n in range(1, 6)]
+    ids = [SYNSETS.index(synset) + 1 for synset in given]  # line n labels the nth name
+    assert validation == dict(zip(names, ids, strict=True))
+    assert sorted(_reference_labels(folder, "validation-*")) == sorted(
+        SYNSETS.index(synset) for synset in given
+    )
+
+
+def _parsed_labels(folder: Path, pattern: str) -> dict[str, int]:
+    """Each record's `image/class/label` as TensorFlow reads it, by `image/source_id`."""
+    spec = {
+        "image/source_id": tf.io.FixedLenFeature([], tf.string),
+        "image/class/label": tf.io.FixedLenFeature([], tf.int64),
+    }
+    files = sorted(str(path) for path in folder.glob(pattern))
+    parsed = [tf.io.parse_single_example(r, spec) for r in tf.data.TFRecordDataset(files)]
+    return {p["image/source_id"].numpy().decode(): int(p["image/class/label"]) for p in parsed}
 
 
 def test_offset_0_under_the_preset_warns_and_the_readers_would_read_minus_1(tmp_path):

@@ -156,3 +156,15 @@ def test_a_refresh_says_what_it_kept_converted_and_dropped_and_rates_only_the_co
         f"shards {shards} carried, 0 rewritten, 0 new"
     ) in stdout.splitlines()
     assert end[1] == "26" and end[2] is None  # nothing converted: no rate
+
+
+def test_an_archive_that_gave_no_rows_for_being_flat_is_told_in_one_line():
+    info = _info({"train": _split(9, 1)}, errors=1, skipped_files=5)
+    info.errors_by_reason = {"flat_archive": 1}
+    lines = format_summary(info, "v").splitlines()
+    told = [line for line in lines if "--ground_truth" in line]
+    assert told == [
+        "an archive gave no rows: its images lie at its top, in no class folder; label them "
+        "with --ground_truth FILE (docs/inputs.md#archives)"
+    ]
+    assert not any("--ground_truth" in line for line in format_summary(_info({}), "v").split())

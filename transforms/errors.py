@@ -67,6 +67,10 @@ class Reason(str, enum.Enum):
     OVERLAPPING_MEMBER = "overlapping_member"  # a zip member over the bytes of the one before
     NESTED_TOO_DEEP = "nested_too_deep"  # a tar inside tars deeper than the limit
     CHANGED_ARCHIVE = "changed_archive"  # rewritten between its listing and a member's read
+    FLAT_ARCHIVE = "flat_archive"  # an archive of images at its top and no class folders, and
+    # no --ground_truth: it gave no rows (one error row for the archive; its images are skipped)
+    GROUND_TRUTH_MISMATCH = "ground_truth_mismatch"  # a flat archive's image, when --ground_truth
+    # has more or fewer lines than the archive has images at its top
 
 
 def shown(value: object, limit: int = 80) -> str:

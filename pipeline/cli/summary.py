@@ -42,6 +42,12 @@ def format_summary(info: DatasetInfo, folder: str) -> str:
     if info.errors:
         reasons = ", ".join(f"{r}: {n:,}" for r, n in info.errors_by_reason.items())
         lines.append(f"rejected rows by reason: {reasons}  (errors/*.jsonl)")
+    if flat := info.errors_by_reason.get("flat_archive"):
+        archives = "an archive gave" if flat == 1 else f"{flat:,} archives gave"
+        lines.append(
+            f"{archives} no rows: its images lie at its top, in no class folder; label them "
+            "with --ground_truth FILE (docs/inputs.md#archives)"
+        )
     if info.skipped_files:
         lines.append(f"{info.skipped_files:,} non-image files or deeper folders skipped in trees")
     if info.boxes_dropped:

@@ -31,7 +31,9 @@ _PRINTABLE = Check(
 INPUT_OUTPUT = grouped(
     "input",
     Option("--manifest", PATHS, REQUIRED,
-           "CSV, JSONL or Parquet files, globs, or class-folder roots (local or `gs://`)",
+           "CSV, JSONL, Parquet or COCO files, globs, class-folder roots, tar or zip archives or "
+           "folders of them (docs/inputs.md#archives), local or `gs://`; the flag may be given "
+           "again for more",
            value="M", brief="CSV, JSONL, Parquet or COCO files, globs, class-folder roots",
            scope=RUN, label="Manifests"),
     Option("--image_root", TEXT, None,
@@ -46,6 +48,11 @@ INPUT_OUTPUT = grouped(
            "pin label ids to a `labels.txt` (one name per line, id = line number + offset); a "
            "label missing from it is an error row",
            value="FILE", brief="fix label ids by a labels.txt, one name per line"),
+    Option("--ground_truth", TEXT, None,
+           "the labels of a flat archive's images (at its top, in no class folder), one a line in "
+           "the order of the images' names, as `synset_labels.txt` labels ImageNet's validation "
+           "tar (docs/inputs.md#imagenet)",
+           value="FILE", brief="a flat archive's labels, one a line in the images' name order"),
     Option("--label_offset", INT, None,
            "first id for name labels (1 for the TPU ImageNet readers). Labels that are all "
            "integers are used as ids unchanged", Check(lambda k: k >= 0, "must be 0 or more"),

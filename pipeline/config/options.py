@@ -12,6 +12,7 @@ from tfrecord_pipeline.config.option import DATASET, Option
 from tfrecord_pipeline.config.presets import PRESETS
 from tfrecord_pipeline.transforms.errors import UserError
 from tfrecord_pipeline.transforms.image.config import ImageConfig
+from tfrecord_pipeline.transforms.manifest.ground_truth import read_ground_truth
 from tfrecord_pipeline.transforms.manifest.labels import MAX_LABELS, LabelMap, parse_label_map
 from tfrecord_pipeline.transforms.manifest.rows import FEATURE_TYPES, ReadConfig
 from tfrecord_pipeline.transforms.manifest.splits import parse_split_spec
@@ -30,7 +31,7 @@ class _Options:
         one = isinstance(self.manifest, str | os.PathLike)
         self.manifest = [os.fspath(path) for path in ([self.manifest] if one else self.manifest)]
         self.output = os.fspath(self.output)
-        for name in ("image_root", "label_map"):
+        for name in ("image_root", "label_map", "ground_truth"):
             if getattr(self, name) is not None:
                 setattr(self, name, os.fspath(getattr(self, name)))
         for name, value in normalised(vars(self)).items():
@@ -57,7 +58,16 @@ class _Options:
             drop_negatives=self.drop_negatives,
             masks=self.masks,
             max_file_bytes=self.max_file_bytes,
+            ground_truth=self.checked_ground_truth(),
         )
+
+    def checked_ground_truth(self) -> str:
+        """`--ground_truth`'s absolute path, the file checked here (read_ground_truth) and read
+        again where a flat archive is read: its lines are not carried to the workers."""
+        if not self.ground_truth:
+            return ""
+        read_ground_truth(self.ground_truth, names_only=self.preset == "tpu-imagenet")
+        return fileio.absolute(self.ground_truth)
 
     def image_config(self) -> ImageConfig:
         return ImageConfig(

@@ -47,7 +47,8 @@ OFF_SWITCH = Kind({"action": "store_false"}, bool)  # `--no_x` clears field `x`
 INT = Kind({"type": int}, int, "^[0-9]+$")
 FLOAT = Kind({"type": _finite}, float, r"^[0-9]*\.?[0-9]+$")
 TEXT = Kind({}, str)
-PATHS = Kind({"nargs": "+", "action": "extend"}, list[str])  # one or more, the flag given again too
+# One or more, the flag given once or again for more (`--manifest a.tar --manifest b.tar`).
+PATHS = Kind({"nargs": "+", "action": "extend"}, list[str])
 REPEATED = Kind({"action": "append"}, list[str])  # the flag given again for each
 
 

@@ -4,9 +4,18 @@
   top folder named as the archive (what `zip -r cats.zip cats/` makes) if it has one. A tar
   inside the archive is a folder named for it: ImageNet's train tar, a tar per synset, gives
   each image its synset as its label.
+- Flat: images at the top, labelled by `--ground_truth`'s lines in the order of their names
+  (ImageNet's validation tar: transforms/manifest/ground_truth.py). Without it they are
+  skipped, and an archive that so gives no row at all is one `flat_archive` error row, which
+  the run's summary explains.
 - WebDataset: members that share a key (`shard/000123.jpg`, `000123.cls`, `000123.json`) are
   one sample; its label is its `.cls` (an integer id), else its `.txt`, else the `label` field
   of its `.json`; `--feature NAME:TYPE` takes a `.NAME` member's text, or the JSON's field.
+
+A row without a split of its own takes the one its archive's file name says, a word of it
+(split at `_`, `-`, `.`) being `train`, `val` or `validation` (both `validation`, as the TPU
+readers name it) or `test`: ILSVRC2012_img_train.tar's rows are `train`, ILSVRC2012_img_val.tar's
+`validation`; a name with none, or two, says none.
 
 Each row's image is `<archive>#<member>` (docs/inputs.md#archives), its key the archive's file
 name, `#`, and the member's path, and it carries where the member's bytes are (`Member`), so a
@@ -16,6 +25,7 @@ shard writer reads it with one ranged read and no listing.
 import itertools
 import json
 import posixpath
+import re
 from collections.abc import Iterable, Iterator
 
 from tfrecord_pipeline.transforms.archive.kinds import read_entries
@@ -28,6 +38,7 @@ from tfrecord_pipeline.transforms.archive.members import (
 from tfrecord_pipeline.transforms.archive.unpack import Unpacked
 from tfrecord_pipeline.transforms.errors import ErrorRow, Reason, RowError
 from tfrecord_pipeline.transforms.manifest.fields import record_row
+from tfrecord_pipeline.transforms.manifest.ground_truth import mismatch, read_ground_truth
 from tfrecord_pipeline.transforms.manifest.rows import (
     ManifestRow,
     ReadConfig,
@@ -40,6 +51,11 @@ from tfrecord_pipeline.transforms.storage import fileio
 SIDECARS = (".cls", ".txt", ".json")  # a WebDataset sample's label, in the order looked for
 SIDECAR_BYTES = 1 << 20  # a label or feature member larger than this is not read
 JSON_LABEL = "label"
+SPLIT_WORDS = {"train": "train", "val": "validation", "validation": "validation", "test": "test"}
+FLAT = (
+    "{count:,} images at its top and no class folders: give their labels, one a line in the "
+    "order of their names, with --ground_truth FILE (docs/inputs.md#archives)"
+)
 
 
 class Archive:
@@ -56,12 +72,18 @@ class Archive:
         self.name = posixpath.basename(path.rstrip("/"))
         stem = self.name.split(".")[0]
         self.top = f"{stem}/"  # a top folder named as the archive is not a label
+        self.split = named_split(self.name)
 
     def rows(self, entries: Iterable[Entry | Refused]) -> Iterator[TreeItem]:
+        flat: list[Entry] = []  # images at the top, labelled once all are known
+        given = False  # whether the archive gave a row or an error row
         for _, group in itertools.groupby(entries, key=_sample_key):
-            yield from self._sample(list(group))
+            for item in self._sample(list(group), flat):
+                given = given or not isinstance(item, SkippedFile)
+                yield item
+        yield from self._flat(flat, given)
 
-    def _sample(self, group: list[Entry | Refused]) -> Iterator[TreeItem]:
+    def _sample(self, group: list[Entry | Refused], flat: list[Entry]) -> Iterator[TreeItem]:
         if isinstance(group[0], Refused):
             yield self._refused(group[0])
             return
@@ -73,17 +95,49 @@ class Archive:
             if entry not in images and not (labelled and entry in sidecars.values()):
                 yield SkippedFile(self.uri(entry))
         for image in images:
-            yield self._sample_row(image, sidecars) if labelled else self._folder_row(image)
+            if labelled:
+                yield self._sample_row(image, sidecars)
+            elif "/" not in image.name.removeprefix(self.top):
+                flat.append(image)
+            else:
+                yield self._folder_row(image)
+
+    def _flat(self, flat: list[Entry], given: bool) -> Iterator[TreeItem]:
+        """The rows of the images at the top, labelled by --ground_truth's lines in the order
+        of their names; without it, skipped files (and, if the archive gave nothing else, one
+        `flat_archive` error row saying why it gave no rows)."""
+        if not flat:
+            return
+        if not self.config.ground_truth:
+            yield from (SkippedFile(self.uri(entry)) for entry in flat)
+            if not given:
+                message = FLAT.format(count=len(flat))
+                yield ErrorRow(self.name, self.path, Reason.FLAT_ARCHIVE, message)
+            return
+        labels = read_ground_truth(self.config.ground_truth)
+        flat.sort(key=lambda entry: entry.name)
+        if len(labels) != len(flat):
+            for entry in flat:
+                key, uri = self.key(entry), self.uri(entry)
+                yield mismatch(key, uri, len(labels), len(flat), self.name, self.split)
+            return
+        for entry, label in zip(flat, labels, strict=True):
+            yield self._row(entry, {"label": label})
 
     def uri(self, entry: Entry | Refused) -> str:
         return f"{self.path}#{entry.held_as}" if entry.held_as else self.path
+
+    def key(self, entry: Entry) -> str:
+        return f"{self.name}#{entry.name}"
 
     def _refused(self, refused: Refused) -> ErrorRow:
         key = f"{self.name}#{refused.held_as}" if refused.held_as else self.name
         return ErrorRow(key, self.uri(refused), refused.reason, refused.message)
 
     def _row(self, entry: Entry, fields: dict) -> TreeItem:
-        fields.update(image_uri=self.uri(entry), key=f"{self.name}#{entry.name}")
+        fields.update(image_uri=self.uri(entry), key=self.key(entry))
+        if self.split:
+            fields.setdefault("split", self.split)
         if self.kept:
             if fields["key"] in self.seen:
                 message = "a second member of this name in the archive: the first is converted"
@@ -113,9 +167,7 @@ class Archive:
             texts = {suffix: self._text(e) for suffix, e in sidecars.items()}
             fields = _sidecar_fields(texts, self.config)
         except RowError as error:
-            return ErrorRow(
-                f"{self.name}#{entry.name}", self.uri(entry), error.reason, error.message
-            )
+            return ErrorRow(self.key(entry), self.uri(entry), error.reason, error.message)
         return self._row(entry, fields)
 
     def _text(self, entry: Entry) -> str:
@@ -142,6 +194,13 @@ def _sidecar_fields(texts: dict[str, str], config: ReadConfig) -> dict:
         if value is not None:
             fields[column] = value.strip() if isinstance(value, str) else value
     return fields
+
+
+def named_split(name: str) -> str:
+    """The split an archive's file name says (see the module's docstring), else ""."""
+    words = re.split(r"[-_.]", name.lower())
+    said = {SPLIT_WORDS[word] for word in words if word in SPLIT_WORDS}
+    return said.pop() if len(said) == 1 else ""
 
 
 def _suffix(name: str) -> str:

@@ -35,6 +35,7 @@ class ReadConfig(NamedTuple):
     # unpacked (--max_file_mb; a larger one is a file_too_large row, never copied).
     unpack_to: str = ""
     max_file_bytes: int = 0
+    ground_truth: str = ""  # --ground_truth, absolute: a flat archive's labels, read where it is
 
 
 class ManifestRow(NamedTuple):
