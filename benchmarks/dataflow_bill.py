@@ -8,7 +8,8 @@ gcsio, each in a bare process on 16 threads against the Cloud Storage emulator o
 CPU of writing an image in a Beam worker (benchmarks/writer_cpu.py, the portable runner's SDK
 harness process, its whole tree, local images, pass-through and re-encoding), the bytes a row
 takes through the shuffle (benchmarks/dataflow_costs.py), and the requests a read makes
-(benchmarks/read_requests.py, counted in the emulator's request log).
+(benchmarks/read_requests.py, counted in the emulator's request log); for a folder of tars on
+`gs://`, the requests a whole conversion makes per image (benchmarks/archive_requests.py).
 
 Modelled: a vCPU of a Dataflow worker spends the sum of those CPU figures on an image; a request
 waits LATENCY_MS; a reader keeping k reads in flight a vCPU is bound by the larger of its CPU
@@ -27,11 +28,13 @@ SOURCES = {
     "re-encoded": "writer-cpu-2000-resize_short_side-256-jpeg_quality-90.json",
     "shuffle": "dataflow-costs.json",
     "requests": "read-requests.json",
+    "archives": "archive-requests.json",
 }
 ENGINE = "PortableRunner"  # an SDK harness in a process of its own: a Dataflow Runner v2 worker
 LATENCY_MS = 40  # a small object's request from a worker, first byte to last
 BUSY = 0.8  # the share of a worker's vCPU time the job's work gets (agents, start, tail)
 ROWS = (10**6, 10**7, 10**8)
+HEADS = [f"10^{round(math.log10(rows))} images" for rows in ROWS]
 KINDS = ("pass-through", "re-encoded")  # re-encoded: --resize_short_side 256 --jpeg_quality 90
 SHARD_MB = 150  # the default shard size
 SHARD_REQUESTS = 27  # a shard's writes: 8 MB upload chunks, then its and its rows file's moves
@@ -188,16 +191,21 @@ def per_image_table(measured: dict) -> str:
 
 def bill_table(measured: dict, prices: Prices) -> str:
     """Worker-hours and dollars for each reader and kind of conversion, at each size."""
-    heads = [f"10^{round(math.log10(rows))} images" for rows in ROWS]
-    lines = ["| pipeline | " + " | ".join(heads) + " |", "|---|" + "---:|" * len(heads)]
+    lines = ["| pipeline | " + " | ".join(HEADS) + " |", "|---|" + "---:|" * len(HEADS)]
     for reader in READERS:
         for kind, image in images(measured, reader).items():
-            cells = []
-            for rows in ROWS:
-                cost = bill(image, rows, reader, measured, prices)
-                cells.append(f"{figure(cost.worker_hours)} worker-h, ${figure(cost.dollars)}")
-            lines.append(f"| {reader.label}, {kind} | " + " | ".join(cells) + " |")
+            lines.append(
+                f"| {reader.label}, {kind} | {bill_cells(image, reader, measured, prices)}"
+            )
     return "\n".join(lines)
+
+
+def bill_cells(image: Image, reader: Reader, measured: dict, prices: Prices) -> str:
+    """An image's worker-hours and dollars at each size, as a table row's cells."""
+    costs = [bill(image, rows, reader, measured, prices) for rows in ROWS]
+    return (
+        " | ".join(f"{figure(c.worker_hours)} worker-h, ${figure(c.dollars)}" for c in costs) + " |"
+    )
 
 
 def prices_line(prices: Prices) -> str:
@@ -216,8 +224,15 @@ def prices_line(prices: Prices) -> str:
 
 def markdown(measured: dict, prices: Prices = PRICES) -> str:
     """What docs/costs.md holds between its markers."""
+    from archive_bill import archive_table  # it builds on this module's model
+
     return "\n\n".join(
-        [per_image_table(measured), bill_table(measured, prices), prices_line(prices)]
+        [
+            per_image_table(measured),
+            bill_table(measured, prices),
+            archive_table(measured, prices),
+            prices_line(prices),
+        ]
     )
 
 

@@ -13,7 +13,8 @@ after the delay: an asyncio sleep, which holds no thread, so one process on one 
 thousands of requests a second. Every other request (listings, uploads, ranged reads, conditional
 reads, objects not copied) is forwarded to the emulator unchanged, without the delay.
 `POST /_delay?ms=N` sets the delay while it runs; `GET /_counts` tells how many requests it
-answered from memory (media, metadata) and how many it forwarded, by method.
+answered from memory (media, metadata) and how many it forwarded, by method, and the bytes of
+the forwarded answers' bodies.
 
     python benchmarks/latency_store.py EMULATOR_URL BUCKET PREFIX [DELAY_MS]
 
@@ -106,7 +107,9 @@ class LatencyStore:
         stored = self.objects.get(key) if key else None
         if stored is None:
             self.counts[f"forwarded {request.method}"] += 1
-            return await self.forward(request)
+            answer = await self.forward(request)
+            self.counts[f"forwarded {request.method} bytes"] += len(answer.body or b"")
+            return answer
         await asyncio.sleep(self.delay_s)
         if request.query.get("alt") == "media":
             self.counts["media"] += 1

@@ -359,3 +359,39 @@ def test_one_tiny_many_rows_sitting_measures_every_run(tmp_path, monkeypatch):
     assert set(report["rss_ratio"]) == {"every core", *many_rows.MEETING}
     assert all(ratio > 0 for ratio in report["rss_ratio"].values())
     assert set(report["speedup"]) == {20, 40}
+
+
+@pytest.mark.bench
+def test_one_tiny_archives_sitting_measures_every_run_and_both_tars_memory(tmp_path, monkeypatch):
+    """Every run writes one record an image (the script reads them back); the Hugging Face peer
+    runs only where `make bench-peers` made .venv-peers, and says why it did not."""
+    import archives
+
+    monkeypatch.setenv("CORPUS_DIR", str(tmp_path))
+    report = archives.main(12, 1, small_mb=0.2, big_mb=0.6)
+    runs = report["runs"]
+    ran = {name: run for name, run in runs.items() if "skipped" not in run}
+    assert set(runs) - set(ran) <= {archives.HF}
+    assert all(run["images_per_s"] > 0 and run["cpu_us_per_image"] > 0 for run in ran.values())
+    assert all("skipped: not installed" in runs[name]["skipped"] for name in set(runs) - set(ran))
+    assert report["ratios"]["CPU per image, one tar / loose files"] > 0
+    memory = report["memory"]
+    assert memory["big"]["images"] > memory["small"]["images"] > 0
+    assert memory["big_over_small"] > 0
+
+
+def test_one_tiny_archive_requests_sitting_counts_the_listing_and_each_member_s_read():
+    """A folder of tars on gs://: the listing streams each tar once (bytes about its size), then
+    each image is read with a ranged GET of its own; a WebDataset shard's listing also reads
+    each sample's .cls with a GET of its own. What the issue's target is measured against."""
+    import archive_requests
+
+    report = archive_requests.main(12)
+    for name, counts in report["layouts"].items():
+        assert counts["member_reads"]["gets"] == 12, name
+        assert 1.0 <= counts["listing"]["bytes_over_archives"] < 1.01, name
+        assert counts["member_reads"]["bytes_over_archives"] < 1.0, name
+    shards = report["layouts"]["WebDataset shards"]["listing"]["gets"]
+    tars = report["layouts"]["class-folder tars"]["listing"]["gets"]
+    assert shards - tars == 12  # a GET a sample's .cls
+    assert "| WebDataset shards | whole run |" in archive_requests.markdown(report)
