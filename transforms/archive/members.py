@@ -59,12 +59,14 @@ class Refused(NamedTuple):
 
 
 def read_member(member: Member, uri: str, max_bytes: int) -> bytes:
-    """The member's bytes; RowError when it is over `max_bytes` (never read), lies past its
+    """The member's bytes; RowError when it is over `max_bytes` as read or as stored (never
+    read: a small size declared over huge stored bytes would be read whole), lies past its
     archive's end, or does not inflate to its size and CRC (a zip bomb's lying header)."""
-    if member.size > max_bytes:
+    largest = max(member.size, member.stored)
+    if largest > max_bytes:
         raise RowError(
             Reason.FILE_TOO_LARGE,
-            f"{uri}: {member.size:,} bytes, over the limit of {max_bytes:,} bytes (--max_file_mb)",
+            f"{uri}: {largest:,} bytes, over the limit of {max_bytes:,} bytes (--max_file_mb)",
         )
     data = _read_range(member.container, member.offset, member.end)
     if member.header:
