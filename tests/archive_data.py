@@ -41,6 +41,22 @@ def tar_header(info: tarfile.TarInfo) -> bytes:
     return info.tobuf(tarfile.GNU_FORMAT, "utf-8", "surrogateescape")
 
 
+def looping_tar(members) -> bytes:
+    """A tar of `members` (three or more) whose last one's size, below zero in base-256,
+    leads tarfile back to the second one's header: b, c, b, c... for ever, unless refused."""
+    data = bytearray(tar_bytes(members))
+    at = [0]
+    for info, _ in members:
+        at.append(
+            at[-1] + tarfile.BLOCKSIZE + -(-info.size // tarfile.BLOCKSIZE) * tarfile.BLOCKSIZE
+        )
+    last = members[-1][0]
+    back = tarfile.TarInfo(last.name)
+    back.mtime, back.size = last.mtime, at[1] - (at[-2] + tarfile.BLOCKSIZE)
+    data[at[-2] : at[-2] + tarfile.BLOCKSIZE] = tar_header(back)
+    return bytes(data)
+
+
 def with_checksum(header: bytearray) -> bytes:
     """A header block patched by hand, its checksum made right again."""
     header[148:156] = b" " * 8
