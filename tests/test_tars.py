@@ -18,7 +18,7 @@ from archive_data import (
 from archive_data import with_checksum as checksummed
 
 from tfrecord_pipeline.transforms.archive.members import Entry, Refused, read_member
-from tfrecord_pipeline.transforms.archive.tars import MAX_NESTING, tar_entries
+from tfrecord_pipeline.transforms.archive.tars import MAX_HEADER_BYTES, MAX_NESTING, tar_entries
 from tfrecord_pipeline.transforms.errors import Reason
 
 IMAGE = b"\xff\xd8 a jpeg's bytes \xff\xd9"
@@ -127,6 +127,22 @@ def test_an_old_gnu_sparse_header_cut_in_its_extension_is_corrupt(tmp_path):
     sparse[482] = 1  # "an extension block follows"
     data = tar_bytes([GOOD])[:1024] + checksummed(sparse) + b"\0" * 100
     items = _listed(tmp_path, data)
+    assert _names(items) == ["cat/0.jpg"]
+    assert _reasons(items) == {"": Reason.CORRUPT_ARCHIVE}
+
+
+def test_a_sparse_map_over_the_header_budget_is_corrupt(tmp_path):
+    """tarfile keeps an old GNU sparse header's map, extension block after extension block,
+    whatever its length: 100 MB of them took 325 MB of memory, a larger archive more."""
+    sparse = bytearray(tar_header(tar_member("cat/s.jpg", kind=tarfile.GNUTYPE_SPARSE)[0]))
+    sparse[482] = 1  # "an extension block follows"
+    extension = bytearray(tarfile.BLOCKSIZE)
+    for at in range(0, 21 * 24, 24):  # 21 (offset, length) pairs, then "another follows"
+        extension[at : at + 24] = b"%011o\0%011o\0" % (at + 1, 1)
+    extension[504] = 1
+    blocks = (MAX_HEADER_BYTES // tarfile.BLOCKSIZE) + 1
+    data = tar_bytes([GOOD])[:1024] + checksummed(sparse) + bytes(extension) * blocks
+    items = _listed(tmp_path, data + bytes(2 * tarfile.BLOCKSIZE))
     assert _names(items) == ["cat/0.jpg"]
     assert _reasons(items) == {"": Reason.CORRUPT_ARCHIVE}
 

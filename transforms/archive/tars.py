@@ -6,8 +6,8 @@ inside the tar (ImageNet's train tar holds one per class) is listed in place, it
 a folder named for it, down to MAX_NESTING. Nothing here trusts a header: a member that is not
 a regular file, has a name that is not UTF-8 or leaves the archive (`..`, `/`), or runs past
 the end (or, by a size below zero, back before itself) is `Refused`, and a header that cannot be
-read refuses the rest of the archive (a long-name or pax header over MAX_HEADER_BYTES is one).
-Each member is forgotten once listed, so a tar of a million members lists in the memory of one.
+read (or a member's headers over MAX_HEADER_BYTES) refuses the rest of the archive. Each member
+is forgotten once listed, so a tar of a million members lists in the memory of one.
 """
 
 import io
@@ -20,7 +20,9 @@ from tfrecord_pipeline.transforms.errors import Reason
 
 MAX_NESTING = 2  # tars in a tar in a tar are listed; one level deeper is refused
 BLOCK = tarfile.BLOCKSIZE
-# tarfile reads a long name or pax header whole, in one read of the size its header declares.
+# The most a member's headers (its long name, pax records, sparse map) are read for: tarfile
+# reads a long name or pax header whole, in one read of the size it declares, and keeps a sparse
+# map of any length, 3 bytes of memory for every byte of it.
 MAX_HEADER_BYTES = 16 << 20
 # What tarfile raises on a header it cannot parse: its own errors, and bare ones from its sparse
 # and pax parsers (an extension block cut short, `int()` of a field that is not a number).
@@ -29,11 +31,13 @@ UNREADABLE = (tarfile.TarError, EOFError, ValueError, IndexError)
 
 class Window(io.RawIOBase):
     """Bytes [start, start + size) of a seekable stream, as a stream of their own: a nested
-    tar read in place, which cannot read on into its outer archive's next member."""
+    tar read in place, which cannot read on into its outer archive's next member. tarfile
+    reads nothing through it but headers: `budget` is what the next member's may still take."""
 
     def __init__(self, stream, start: int, size: int):
         super().__init__()
         self._stream, self._start, self._size, self._at = stream, start, size, 0
+        self.budget = MAX_HEADER_BYTES
 
     def readable(self) -> bool:
         return True
@@ -52,8 +56,9 @@ class Window(io.RawIOBase):
     def read(self, size: int = -1) -> bytes:
         left = max(0, self._size - self._at)
         size = left if size is None or size < 0 else min(size, left)
-        if size > MAX_HEADER_BYTES:  # tarfile reads headers only, never a member's bytes
-            raise tarfile.ReadError(f"a header of {size:,} bytes")
+        if size > self.budget:
+            raise tarfile.ReadError(f"a member's headers over {MAX_HEADER_BYTES:,} bytes")
+        self.budget -= size
         if not size:
             return b""
         self._stream.seek(self._start + self._at)
@@ -81,6 +86,7 @@ def tar_entries(
         yield Refused("", Reason.CORRUPT_ARCHIVE, f"not a readable tar ({error})")
         return
     while True:
+        window.budget = MAX_HEADER_BYTES
         try:
             info = tar.next()
         except UNREADABLE as error:  # a header cut short, or one tarfile cannot parse
