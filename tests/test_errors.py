@@ -1,6 +1,9 @@
-"""transforms/errors.py: an error row as `errors/` stores it, and a value named in a message."""
+"""transforms/errors.py: an error row as `errors/` stores it, a value named in a message, and
+every reason code documented."""
 
 import json
+import re
+from pathlib import Path
 
 from tfrecord_pipeline.transforms.errors import ErrorRow, Reason, shown
 
@@ -35,3 +38,15 @@ def test_a_value_in_a_message_is_its_repr_cut_to_the_limit_with_its_length():
     assert shown("x" * 78) == repr("x" * 78)  # 80 characters with the quotes: whole
     assert shown("x" * 79) == f"'{'x' * 79}"[:80] + "... (81 characters)"
     assert shown(list(range(1000)), 10) == "[0, 1, 2, ... (4,890 characters)"
+
+
+def test_every_reason_code_has_a_row_in_the_troubleshooting_table():
+    page = Path(__file__).parents[1] / "docs" / "troubleshooting.md"
+    table = page.read_text().split("## Reason codes", 1)[1]
+    documented = {
+        code
+        for line in table.splitlines()
+        if line.startswith("| `")
+        for code in re.findall(r"`([a-z_]+)`", line.split(" | ")[0])
+    }
+    assert {reason.value for reason in Reason} <= documented

@@ -15,7 +15,7 @@ import zlib
 from collections.abc import Iterator
 
 from tfrecord_pipeline.transforms.archive.members import Entry, Refused
-from tfrecord_pipeline.transforms.archive.tars import clean, refusal
+from tfrecord_pipeline.transforms.archive.tars import clean, refusal, shown_name
 from tfrecord_pipeline.transforms.archive.unpack import Unpacked
 from tfrecord_pipeline.transforms.errors import Reason
 from tfrecord_pipeline.transforms.storage import fileio, retry
@@ -53,7 +53,7 @@ def _member(tar: tarfile.TarFile, info: tarfile.TarInfo, unpacked: Unpacked):
     name = info.name
     refused = refusal(info)
     if refused:
-        return Refused(name, *refused)
+        return Refused(shown_name(name), *refused)
     if info.isdir():
         return None
     if name.lower().endswith(".tar"):

@@ -71,11 +71,13 @@ def listed_identity(path: str) -> str:
 
 
 def check_size(member: Member, uri: str, max_bytes: int) -> None:
-    """RowError when the member is over `max_bytes`: it is never read."""
-    if member.size > max_bytes:
+    """RowError when the member is over `max_bytes` as read or as stored: it is never read (a
+    small size declared over huge stored bytes would be read whole)."""
+    largest = max(member.size, member.stored)
+    if largest > max_bytes:
         raise RowError(
             Reason.FILE_TOO_LARGE,
-            f"{uri}: {member.size:,} bytes, over the limit of {max_bytes:,} bytes (--max_file_mb)",
+            f"{uri}: {largest:,} bytes, over the limit of {max_bytes:,} bytes (--max_file_mb)",
         )
 
 

@@ -5,8 +5,9 @@ read once as one stream of large ranged reads (transforms/storage/range_reader.p
 inside the tar (ImageNet's train tar holds one per class) is listed in place, its members under
 a folder named for it, down to MAX_NESTING. Nothing here trusts a header: a member that is not
 a regular file, has a name that is not UTF-8 or leaves the archive (`..`, `/`), or runs past
-the end is `Refused`, and a header that cannot be read refuses the rest of the archive. Each
-member is forgotten once listed, so a tar of a million members lists in the memory of one.
+the end (or, by a size below zero, back before itself) is `Refused`, and a header that cannot be
+read (or a member's headers over MAX_HEADER_BYTES) refuses the rest of the archive. Each member
+is forgotten once listed, so a tar of a million members lists in the memory of one.
 """
 
 import io
@@ -19,15 +20,24 @@ from tfrecord_pipeline.transforms.errors import Reason
 
 MAX_NESTING = 2  # tars in a tar in a tar are listed; one level deeper is refused
 BLOCK = tarfile.BLOCKSIZE
+# The most a member's headers (its long name, pax records, sparse map) are read for: tarfile
+# reads a long name or pax header whole, in one read of the size it declares, and keeps a sparse
+# map of any length, 3 bytes of memory for every byte of it.
+MAX_HEADER_BYTES = 16 << 20
+# What tarfile raises on a header it cannot parse: its own errors, and bare ones from its sparse
+# and pax parsers (an extension block cut short, `int()` of a field that is not a number).
+UNREADABLE = (tarfile.TarError, EOFError, ValueError, IndexError)
 
 
 class Window(io.RawIOBase):
     """Bytes [start, start + size) of a seekable stream, as a stream of their own: a nested
-    tar read in place, which cannot read on into its outer archive's next member."""
+    tar read in place, which cannot read on into its outer archive's next member. tarfile
+    reads nothing through it but headers: `budget` is what the next member's may still take."""
 
     def __init__(self, stream, start: int, size: int):
         super().__init__()
         self._stream, self._start, self._size, self._at = stream, start, size, 0
+        self.budget = MAX_HEADER_BYTES
 
     def readable(self) -> bool:
         return True
@@ -46,6 +56,9 @@ class Window(io.RawIOBase):
     def read(self, size: int = -1) -> bytes:
         left = max(0, self._size - self._at)
         size = left if size is None or size < 0 else min(size, left)
+        if size > self.budget:
+            raise tarfile.ReadError(f"a member's headers over {MAX_HEADER_BYTES:,} bytes")
+        self.budget -= size
         if not size:
             return b""
         self._stream.seek(self._start + self._at)
@@ -69,21 +82,22 @@ def tar_entries(
         tar = tarfile.open(  # noqa: SIM115 - closing it would close nothing of ours
             fileobj=window, mode="r:", encoding="utf-8", errors="surrogateescape"
         )
-    except (tarfile.TarError, EOFError) as error:
+    except UNREADABLE as error:
         yield Refused("", Reason.CORRUPT_ARCHIVE, f"not a readable tar ({error})")
         return
     while True:
+        window.budget = MAX_HEADER_BYTES
         try:
             info = tar.next()
-        except (tarfile.TarError, EOFError) as error:  # a header past the end: cut short
+        except UNREADABLE as error:  # a header cut short, or one tarfile cannot parse
             yield Refused("", Reason.CORRUPT_ARCHIVE, f"cut short at byte {tar.offset:,} ({error})")
             return
         if info is None:
             break
         tar.members.clear()  # tarfile keeps every member it lists; one is held at a time
         yield from _member(info, stream, size, container, base, depth)
-        if info.isreg() and info.offset_data + info.size > size:
-            return  # its bytes run past the end: nothing can follow
+        if info.size < 0 or info.isreg() and info.offset_data + info.size > size:
+            return  # its bytes run past the end, or back before it: nothing can follow
     end = _end_of_archive(window, tar.offset)
     if end is not None:
         yield end
@@ -93,7 +107,10 @@ def _member(info: tarfile.TarInfo, stream, size, container, base, depth):
     name = info.name
     refused = refusal(info)
     if refused:
-        yield Refused(name, *refused)
+        yield Refused(shown_name(name), *refused)
+        return
+    if info.size < 0:  # in base-256: tarfile would go back to an earlier header, and loop
+        yield Refused(name, Reason.CORRUPT_ARCHIVE, f"a size below zero ({info.size:,})")
         return
     if info.isdir():
         return
@@ -118,6 +135,13 @@ def _member(info: tarfile.TarInfo, stream, size, container, base, depth):
     identity = f"{info.size}:{info.mtime}"
     member = Member(container, start, info.size, info.size, identity=identity)
     yield Entry(clean(name), name, member)
+
+
+def shown_name(name: str) -> str:
+    """A name as an error row can hold it: bytes that are not UTF-8 (which tarfile hands
+    back as lone surrogates, unwritable as UTF-8) shown as escapes."""
+    raw = name.encode("utf-8", "surrogateescape")
+    return raw.decode("utf-8", "backslashreplace")
 
 
 def clean(name: str) -> str:

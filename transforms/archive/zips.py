@@ -76,7 +76,8 @@ def _entry(fields, name_bytes, extra, container, size, ends_at):
         return None
     if name.startswith("/") or ".." in name.replace("\\", "/").split("/"):
         return Refused(name, Reason.UNSAFE_MEMBER, "a member's name that leaves the archive")
-    if mode and not stat.S_ISREG(mode):
+    # A mode of permissions alone, no file type (zipfile's writestr: 0o600), is a file's.
+    if stat.S_IFMT(mode) not in (0, stat.S_IFREG):
         return Refused(name, Reason.NOT_A_FILE, "a link or special member, not a regular file")
     if flags & _ENCRYPTED:
         return Refused(name, Reason.ENCRYPTED_MEMBER, "an encrypted member")
@@ -99,7 +100,8 @@ def _zip64(extra: bytes, stored: int, length: int, offset: int) -> tuple[int, in
     while at + 4 <= len(extra):
         kind, field_size = struct.unpack_from("<2H", extra, at)
         if kind == _ZIP64_EXTRA:
-            values = iter(struct.unpack_from(f"<{field_size // 8}Q", extra, at + 4))
+            held = min(field_size, len(extra) - at - 4) // 8  # not past the extra's end
+            values = iter(struct.unpack_from(f"<{held}Q", extra, at + 4))
             length = next(values, length) if length == 0xFFFFFFFF else length
             stored = next(values, stored) if stored == 0xFFFFFFFF else stored
             offset = next(values, offset) if offset == 0xFFFFFFFF else offset
