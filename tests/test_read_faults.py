@@ -244,7 +244,7 @@ def test_a_gs_folder_tree_listed_through_faults_gives_the_bytes_of_a_clean_listi
     prefix = f"tree-{tmp_path.name}"
     tree = gcs(tmp_path / "tree" / "images", prefix) + "/"
     clean, _ = convert(tree, "--num_shards", "2", output=tmp_path / "clean")
-    proxy = faulty_gcs(f"{prefix}/", rate=0.35, seed=3, listings_too=True)
+    proxy = faulty_gcs(f"{prefix}/", rate=0.35, seed=7, listings_too=True)
     faulty, info = convert(tree, "--num_shards", "2", output=tmp_path / "faulty")
 
     assert info.records == 20 and _files(faulty) == _files(clean)

@@ -15,23 +15,53 @@ import zlib
 from collections.abc import Iterator
 
 from tfrecord_pipeline.transforms.archive.members import Entry, Refused
-from tfrecord_pipeline.transforms.archive.tars import clean, refusal, shown_name
+from tfrecord_pipeline.transforms.archive.tars import (
+    MAX_HEADER_BYTES,
+    clean,
+    refusal,
+    shown_name,
+)
 from tfrecord_pipeline.transforms.archive.unpack import Unpacked
 from tfrecord_pipeline.transforms.errors import Reason
 from tfrecord_pipeline.transforms.storage import fileio, retry
 
 # What a damaged stream raises: tarfile's errors, zlib's, gzip's (an OSError), a short read.
 DAMAGED = (tarfile.TarError, EOFError, OSError, zlib.error)
-NESTED = "a tar inside a compressed tar is not read: unpack the outer one (gunzip)"
+NESTED = "a tar inside a tar read as a stream is not read: unpack the outer one"
+# Headers tarfile reads whole into memory as it meets them: a name or pax record, a sparse map.
+_WHOLE_HEADERS = {tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE}
+_WHOLE_HEADERS |= {tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE}
 
 
-def gzip_tar_entries(stream, unpacked: Unpacked) -> Iterator[Entry | Refused]:
-    """Every member of the compressed tar read from `stream`, in archive order, each image
+class _BoundedInfo(tarfile.TarInfo):
+    """A member header that refuses, before tarfile reads it, a name or pax header declaring
+    over MAX_HEADER_BYTES (in a compressed tar, a gigabyte of zeros is a megabyte: a bomb in
+    the header, where no member size limit looks) and an old GNU sparse member, whose map
+    tarfile reads a block at a time for as long as it goes on. A stream cannot be read back,
+    so the rest of the archive is refused (tars.py bounds a seekable tar's headers itself)."""
+
+    def _proc_member(self, tarfile_):
+        if self.type in _WHOLE_HEADERS and self.size > MAX_HEADER_BYTES:
+            raise tarfile.HeaderError(f"a header declaring {self.size:,} bytes")
+        if self.type == tarfile.GNUTYPE_SPARSE:
+            raise tarfile.HeaderError("a sparse member")
+        return super()._proc_member(tarfile_)
+
+
+def streamed_tar_entries(
+    stream, unpacked: Unpacked, compressed: bool = True
+) -> Iterator[Entry | Refused]:
+    """Every member of the compressed tar (or, not `compressed`, the tar spooled from an
+    object store: --archive_order keep) read from `stream`, in archive order, each image
     member's bytes appended to `unpacked`."""
     members = 0
     try:
         tar = tarfile.open(  # noqa: SIM115 - closing it would close nothing of ours
-            fileobj=stream, mode="r|gz", encoding="utf-8", errors="surrogateescape"
+            fileobj=stream,
+            mode="r|gz" if compressed else "r|",
+            tarinfo=_BoundedInfo,
+            encoding="utf-8",
+            errors="surrogateescape",
         )
         while (info := tar.next()) is not None:
             tar.members.clear()  # tarfile keeps every member it lists; one is held at a time
@@ -43,7 +73,8 @@ def gzip_tar_entries(stream, unpacked: Unpacked) -> Iterator[Entry | Refused]:
         if isinstance(error, fileio.UNAVAILABLE) or retry.is_transient(error):
             raise  # the store's failure, not the archive's: the listing is retried
         said = " ".join(str(error).split()) or type(error).__name__
-        message = f"not a readable compressed tar after {members:,} members ({said})"
+        kind = "compressed tar" if compressed else "tar"
+        message = f"not a readable {kind} after {members:,} members ({said})"
         yield Refused("", Reason.CORRUPT_ARCHIVE, message)
 
 

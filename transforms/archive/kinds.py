@@ -10,9 +10,9 @@ import os
 import tarfile
 from collections.abc import Iterator
 
-from tfrecord_pipeline.transforms.archive.gzipped import gzip_tar_entries
+from tfrecord_pipeline.transforms.archive.gzipped import streamed_tar_entries
 from tfrecord_pipeline.transforms.archive.members import ARCHIVE_SUFFIXES, Entry, Refused
-from tfrecord_pipeline.transforms.archive.tars import tar_entries
+from tfrecord_pipeline.transforms.archive.tars import Keep, tar_entries
 from tfrecord_pipeline.transforms.archive.unpack import Unpacked
 from tfrecord_pipeline.transforms.archive.zips import zip_entries
 from tfrecord_pipeline.transforms.errors import Reason
@@ -50,10 +50,19 @@ def is_archive_name(path: str) -> bool:
     return path.lower().endswith((*ARCHIVE_SUFFIXES, ".tgz", ".tar.gz"))
 
 
-def read_entries(path: str, unpacked: Unpacked | None = None) -> Iterator[Entry | Refused]:
+def read_entries(
+    path: str,
+    unpacked: Unpacked | None = None,
+    keep: Keep | None = None,
+    spool: bool = False,
+    size: int | None = None,
+) -> Iterator[Entry | Refused]:
     """Every member of the archive at `path`; a compressed tar's unpacked into `unpacked`
-    (without one, as when a manifest names one of its members, it is refused)."""
-    with fileio.open_bytes(path, ARCHIVE_READ_BYTES, ARCHIVE_READ_BYTES * 2) as stream:
+    (without one, as when a manifest names one of its members, it is refused), and with
+    `spool` a tar's too, so that its bytes are read from the object store once; a tar's
+    members `keep` asks for with their bytes (tars.py `tar_entries`). `size`: the archive's, as
+    the launcher found it (an object's then costs no stat)."""
+    with fileio.open_bytes(path, ARCHIVE_READ_BYTES, ARCHIVE_READ_BYTES * 2, size) as stream:
         size = stream.seek(0, 2)
         stream.seek(0)
         kind = archive_kind(stream.read(HEAD_BYTES))
@@ -61,11 +70,11 @@ def read_entries(path: str, unpacked: Unpacked | None = None) -> Iterator[Entry 
             kind = "zip"  # data before its first member (a self-extracting zip)
         if kind == "zip":
             yield from zip_entries(stream, size, path)
-        elif kind == "tar":
-            yield from tar_entries(stream, size, path)
-        elif kind == "gzip" and unpacked is not None:
+        elif kind == "tar" and not (spool and unpacked is not None):
+            yield from tar_entries(stream, size, path, keep=keep)
+        elif kind in ("tar", "gzip") and unpacked is not None:
             stream.seek(0)
-            yield from gzip_tar_entries(stream, unpacked)
+            yield from streamed_tar_entries(stream, unpacked, compressed=kind == "gzip")
         else:
             message = COMPRESSED if kind == "gzip" else "not a tar or zip archive"
             yield Refused("", Reason.CORRUPT_ARCHIVE, message)
@@ -75,9 +84,7 @@ def archives_in(folder: str) -> list[str]:
     """The archives a folder holds when it holds archives and no subfolder (a folder of
     WebDataset shards); else none: it is a class-folder tree."""
     if fileio.is_remote(folder):
-        listed = list(gcs.list_folder(fileio.join(folder, "")))
-        names = [name for name, is_folder in listed if not is_folder]
-        folders = any(is_folder for _, is_folder in listed)
+        names, folders = gcs.folder_names(fileio.join(folder, ""))
     else:
         names = [
             name for name in fileio.names_in(folder) if os.path.isfile(fileio.join(folder, name))

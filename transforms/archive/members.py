@@ -49,11 +49,13 @@ class Member(NamedTuple):
 
 class Entry(NamedTuple):
     """A regular file in an archive: its name ('/'-separated; a nested tar's members under a
-    folder named for it), the name as the archive holds it (for its URI), and its bytes."""
+    folder named for it), the name as the archive holds it (for its URI), where its bytes are,
+    and, when the listing was asked for them (a WebDataset sample's label), the bytes."""
 
     name: str
     held_as: str
     member: Member
+    data: bytes | None = None
 
 
 class Refused(NamedTuple):

@@ -13,11 +13,12 @@ is forgotten once listed, so a tar of a million members lists in the memory of o
 import io
 import posixpath
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from tfrecord_pipeline.transforms.archive.members import Entry, Member, Refused
 from tfrecord_pipeline.transforms.errors import Reason
 
+Keep = Callable[[str, int], bool]  # which members a listing reads: (name, size) -> yes
 MAX_NESTING = 2  # tars in a tar in a tar are listed; one level deeper is refused
 BLOCK = tarfile.BLOCKSIZE
 # The most a member's headers (its long name, pax records, sparse map) are read for: tarfile
@@ -73,10 +74,11 @@ class Window(io.RawIOBase):
 
 
 def tar_entries(
-    stream, size: int, container: str, base: int = 0, depth: int = 0
+    stream, size: int, container: str, base: int = 0, depth: int = 0, keep: Keep | None = None
 ) -> Iterator[Entry | Refused]:
     """Every member of the tar at bytes [base, base + size) of `stream` (the archive file
-    `container`), in archive order."""
+    `container`), in archive order; those `keep(name, size)` asks for with their bytes, read
+    as the listing passes them (on an object store, no request of their own)."""
     window = Window(stream, base, size)
     try:
         tar = tarfile.open(  # noqa: SIM115 - closing it would close nothing of ours
@@ -95,7 +97,7 @@ def tar_entries(
         if info is None:
             break
         tar.members.clear()  # tarfile keeps every member it lists; one is held at a time
-        yield from _member(info, stream, size, container, base, depth)
+        yield from _member(info, stream, size, container, base, depth, keep)
         if info.size < 0 or info.isreg() and info.offset_data + info.size > size:
             return  # its bytes run past the end, or back before it: nothing can follow
     end = _end_of_archive(window, tar.offset)
@@ -103,7 +105,7 @@ def tar_entries(
         yield end
 
 
-def _member(info: tarfile.TarInfo, stream, size, container, base, depth):
+def _member(info: tarfile.TarInfo, stream, size, container, base, depth, keep):
     name = info.name
     refused = refusal(info)
     if refused:
@@ -124,17 +126,21 @@ def _member(info: tarfile.TarInfo, stream, size, container, base, depth):
             yield Refused(name, Reason.NESTED_TOO_DEEP, message)
             return
         folder = posixpath.splitext(clean(name))[0]
-        for item in tar_entries(stream, info.size, container, start, depth + 1):
+        for item in tar_entries(stream, info.size, container, start, depth + 1, keep):
             held = f"{name}#{item.held_as}" if item.held_as else name
             if isinstance(item, Entry):
-                yield Entry(f"{folder}/{item.name}", held, item.member)
+                yield item._replace(name=f"{folder}/{item.name}", held_as=held)
             else:
                 yield item._replace(held_as=held)
         return
     # Known again, as a loose file is, by its size and modification time (its header's).
     identity = f"{info.size}:{info.mtime}"
     member = Member(container, start, info.size, info.size, identity=identity)
-    yield Entry(clean(name), name, member)
+    data = None
+    if keep is not None and keep(clean(name), info.size):
+        stream.seek(start)
+        data = stream.read(info.size)
+    yield Entry(clean(name), name, member, data)
 
 
 def shown_name(name: str) -> str:

@@ -65,6 +65,7 @@ class Archive:
     def __init__(self, path: str, number: int, size: int, config: ReadConfig, read=read_member):
         self.path, self.number, self.config, self.read = path, number, config, read
         self.kept = (size, config.keep_order) if config.keep_order else ()
+        self.wanted = {*SIDECARS, *(f".{column}" for column, _ in config.features)}
         # Kept in order, two members of one name may go to two shards, where no shard writer
         # sees both: the second is told here (mixed, they meet in one shard, as keys do).
         self.seen: set[str] = set()
@@ -88,8 +89,7 @@ class Archive:
             yield self._refused(group[0])
             return
         images = [e for e in group if _suffix(e.name) in IMAGE_EXTENSIONS]
-        wanted = {*SIDECARS, *(f".{column}" for column, _ in self.config.features)}
-        sidecars = {_suffix(e.name): e for e in group if _suffix(e.name) in wanted}
+        sidecars = {_suffix(e.name): e for e in group if _suffix(e.name) in self.wanted}
         labelled = images and any(suffix in sidecars for suffix in SIDECARS)
         for entry in group:
             if entry not in images and not (labelled and entry in sidecars.values()):
@@ -171,7 +171,17 @@ class Archive:
         return self._row(entry, fields)
 
     def _text(self, entry: Entry) -> str:
-        return self.read(entry.member, self.uri(entry), SIDECAR_BYTES).decode("utf-8", "replace")
+        """A label or feature member's text: the bytes the listing read as it passed them (a
+        tar's), else one read of its own."""
+        data = entry.data
+        if data is None or len(data) != entry.member.size:
+            data = self.read(entry.member, self.uri(entry), SIDECAR_BYTES)
+        return data.decode("utf-8", "replace")
+
+    def keeps(self, name: str, size: int) -> bool:
+        """Whether the listing reads a member's bytes as it passes it (tars.py `Keep`): a
+        sample's label or feature member, small enough."""
+        return size <= SIDECAR_BYTES and _suffix(name) in self.wanted
 
 
 def _sidecar_fields(texts: dict[str, str], config: ReadConfig) -> dict:
@@ -218,12 +228,16 @@ def _sample_key(item: Entry | Refused) -> object:
 
 def read_archive(path: str, number: int, size: int, config: ReadConfig) -> Iterator[TreeItem]:
     """Every row, error row and skipped file of the archive at `path`, of `size` bytes when
-    the launcher looked, listed in one pass (a compressed tar unpacked into the run's staging
-    folder as it is)."""
+    the launcher looked, listed in one pass: a compressed tar unpacked into the run's staging
+    folder as it is, and so a tar on an object store kept in order (--archive_order keep), whose
+    bytes the listing reads whole anyway: its shards' runs then read the staged copy, and the
+    archive is read once."""
     path = fileio.absolute(path)
     if not config.unpack_to:
-        yield from Archive(path, number, size, config).rows(read_entries(path))
+        archive = Archive(path, number, size, config)
+        yield from archive.rows(read_entries(path, keep=archive.keeps, size=size or None))
         return
+    spool = bool(config.keep_order) and fileio.is_remote(path)
     with Unpacked(config.unpack_to, path, config.max_file_bytes) as unpacked:
         archive = Archive(path, number, size, config, unpacked.read)
-        yield from archive.rows(read_entries(path, unpacked))
+        yield from archive.rows(read_entries(path, unpacked, archive.keeps, spool, size or None))

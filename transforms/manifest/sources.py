@@ -38,7 +38,7 @@ from tfrecord_pipeline.transforms.manifest.rows import (
     ReadConfig,
 )
 from tfrecord_pipeline.transforms.manifest.starts import HEAD_BYTES, json_kind, read_start
-from tfrecord_pipeline.transforms.storage import fileio
+from tfrecord_pipeline.transforms.storage import fileio, gcs
 
 WHOLE_KINDS = ("tree", "coco", "archive", "arrow")  # read by one reader each, never in pieces
 Item = ManifestRow | ErrorRow | DroppedNegative
@@ -168,7 +168,8 @@ def _archive(path: str, number: int) -> ManifestFile:
     """An archive, checked to be there: what it holds is told by its rows (a garbage or
     compressed file is an error row, as a member is; the launcher reads no member)."""
     try:
-        size = fileio.size(path)
+        listed = gcs.listed_size(path) if gcs.is_gcs(path) else None  # of a folder or a glob
+        size = fileio.size(path) if listed is None else listed
     except fileio.MISSING:
         raise UserError(f"--manifest: {fileio.not_there(path)}") from None
     except fileio.UNAVAILABLE:

@@ -89,13 +89,16 @@ def read_text(path: str) -> str:
     return read_bytes(path).decode("utf-8-sig")
 
 
-def open_bytes(path: str, chunk_bytes: int, read_through: int = 0) -> BinaryIO:
+def open_bytes(
+    path: str, chunk_bytes: int, read_through: int = 0, size: int | None = None
+) -> BinaryIO:
     """A seekable binary stream that reads what it is asked and no more: a local regular file
     unbuffered; a `gs://` object `chunk_bytes` at a time from ranged requests (RangeReader,
     transforms/storage/range_reader.py, retried as every read of an object), never downloaded
-    whole. For manifests, which can be many gigabytes, and archives (`read_through`)."""
+    whole. For manifests, which can be many gigabytes, and archives (`read_through`; `size`,
+    when known, spares an object's stat)."""
     if is_remote(path):
-        return remote.open_stream(path, chunk_bytes, read_through)
+        return remote.open_stream(path, chunk_bytes, read_through, size)
     descriptor, _ = disk.open_regular(path)
     return open(descriptor, "rb", buffering=0)  # noqa: SIM115 - the caller's to close
 

@@ -127,7 +127,7 @@ def list_folder(folder: str) -> Iterator[tuple[str, bool]]:
     token, subfolders = None, set()
     while True:
         page = functools.partial(jsonapi.list_page, bucket, prefix, "/", token, None)
-        names, prefixes, token = retried(page, folder)
+        names, prefixes, token, _ = retried(page, folder)
         subfolders.update(prefixes)
         # The folder's own placeholder object (named `prefix`) is not in it.
         yield from ((name[len(prefix) :], False) for name in names if name != prefix)
@@ -135,6 +135,35 @@ def list_folder(folder: str) -> Iterator[tuple[str, bool]]:
             break
     for sub in sorted(subfolders):
         yield sub[len(prefix) :].rstrip("/"), True
+
+
+# The sizes of objects a listing of this process saw (a folder of archives, a glob): the
+# launcher takes an archive's size from them rather than a request of its own.
+_LISTED_SIZES: dict[str, int] = {}
+
+
+def remember_sizes(base: str, names: list[str], sizes) -> None:
+    _LISTED_SIZES.update(zip((base + name for name in names), sizes, strict=True))
+
+
+def listed_size(path: str) -> int | None:
+    """An object's size as a listing of this process saw it, if one did."""
+    return _LISTED_SIZES.get(path)
+
+
+def folder_names(folder: str) -> tuple[list[str], bool]:
+    """The objects directly in a `gs://` folder (their sizes remembered: `listed_size`), and
+    whether it has subfolders: a page at a time, each one request."""
+    bucket, prefix = folder_prefix(folder)
+    token, names, subfolders = None, [], False
+    while True:
+        page = functools.partial(jsonapi.list_page, bucket, prefix, "/", token, None)
+        listed = retried(page, folder)
+        remember_sizes(f"gs://{bucket}/", listed.names, listed.sizes)
+        names += (name[len(prefix) :] for name in listed.names if name != prefix)
+        subfolders, token = subfolders or bool(listed.prefixes), listed.next_token
+        if not token:
+            return names, subfolders
 
 
 def holds_objects(folder: str) -> bool:

@@ -94,6 +94,7 @@ class Page(NamedTuple):
     names: list[str]
     prefixes: list[str]
     next_token: str | None
+    sizes: list[int] | tuple = ()  # the names' sizes, in their order
 
 
 def list_page(
@@ -101,12 +102,13 @@ def list_page(
 ) -> Page:
     """One page of the names in `bucket` starting with `prefix` (and, with a `delimiter`, the
     prefixes ending at it), and the token of the next page (None after the last)."""
-    query = {"prefix": prefix, "fields": "items(name),prefixes,nextPageToken"}
+    query = {"prefix": prefix, "fields": "items(name,size),prefixes,nextPageToken"}
     query.update({"delimiter": delimiter} if delimiter else {})
     query.update({"maxResults": str(max_results)} if max_results else {})
     page = _listing(bucket, query, token)
-    names = [item["name"] for item in page.get("items", ())]
-    return Page(names, page.get("prefixes", []), page.get("nextPageToken"))
+    items = page.get("items", ())
+    names, sizes = [item["name"] for item in items], [int(item["size"]) for item in items]
+    return Page(names, page.get("prefixes", []), page.get("nextPageToken"), sizes)
 
 
 class Listed(NamedTuple):

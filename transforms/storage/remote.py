@@ -67,12 +67,14 @@ def _read_filesystem(path: str, max_bytes: int | None) -> bytes:
     return data
 
 
-def open_stream(path: str, chunk_bytes: int, read_through: int = 0) -> BinaryIO:
+def open_stream(
+    path: str, chunk_bytes: int, read_through: int = 0, size: int | None = None
+) -> BinaryIO:
     """A seekable stream of an object: on Cloud Storage read `chunk_bytes` at a time from
     ranged requests (range_reader.RangeReader, which reads on through forward seeks of up to
     `read_through` bytes), never downloaded whole."""
     if gcs.is_gcs(path):
-        reader = range_reader.RangeReader(path, read_through=read_through)
+        reader = range_reader.RangeReader(path, stop=size, read_through=read_through)
         return io.BufferedReader(reader, buffer_size=chunk_bytes)
     return filesystems(path).open(path, compression_type=_RAW)
 
@@ -208,7 +210,9 @@ def glob(pattern: str) -> list[str]:
     found, token = [], None
     while True:
         page = functools.partial(jsonapi.list_page, bucket, prefix, "", token, None)
-        names, _, token = retried(page, pattern)
-        found += (path for name in names if matches(path := f"gs://{bucket}/{name}"))
+        listed = retried(page, pattern)
+        gcs.remember_sizes(f"gs://{bucket}/", listed.names, listed.sizes)
+        found += (path for name in listed.names if matches(path := f"gs://{bucket}/{name}"))
+        token = listed.next_token
         if not token:
             return sorted(found)
