@@ -8,15 +8,12 @@ from dataflow_bill import HEADS, READERS, Prices, bill_cells, images, reads_need
 
 def archive_table(measured: dict, prices: Prices) -> str:
     """This converter on folders of tars on `gs://`, pass-through: a loose image's figures but
-    the requests an image its whole run made (counted); then one request an archive (the
-    target: what the converter does not do yet)."""
+    the requests an image its whole run made, counted for each case."""
     archives = measured["archives"]
     cases = {
         f"{name} (counted)": n["whole_run"]["gets_per_image"]
         for name, n in archives["layouts"].items()
     }
-    each = archives["images_per_archive"]
-    cases[f"target: one streamed request per tar of {each} images (modelled)"] = 1 / each
     lines = [
         f"| tars, pass-through | requests an image | {' | '.join(HEADS)} |",
         "|---|---:|---:|---:|---:|",

@@ -2,9 +2,10 @@
 `gs://`, counted against the Cloud Storage emulator: `python benchmarks/archive_requests.py 2000`
 (N images of the benchmark corpus, in tars of SHARD_IMAGES each).
 
-For each layout (WebDataset shards: key.jpg + key.cls; class-folder tars: label/name.jpg) the
-tars are uploaded to the emulator and read through benchmarks/latency_store.py with no delay and
-nothing held in memory, which forwards every request and counts the bytes of its answers. Two
+For each case (WebDataset shards, key.jpg + key.cls, mixed into shards by key hash and kept in
+their order, `--archive_order keep`; class-folder tars, label/name.jpg, mixed) the tars are
+uploaded to the emulator and read through benchmarks/latency_store.py with no delay and nothing
+held in memory, which forwards every request and counts the bytes of its answers. Two
 fresh processes are counted: the manifest step alone (the launcher's check of `--manifest`, then
 every archive listed into rows, as a conversion lists them: transforms/manifest/sources.py) and
 a whole `tfrecord-pipeline convert` of the folder to a local output. Requests are GETs in the
@@ -31,17 +32,22 @@ from writer_cpu import records_of
 
 HERE = Path(__file__).resolve().parent
 GET = re.compile(rb'^"GET /\S* HTTP/1\.[01]" \d{3} ', re.M)  # a GET in the server's log
-LAYOUTS = {
-    "WebDataset shards": archive_inputs.webdataset_shards,
-    "class-folder tars": archive_inputs.class_folder_tars,
+KEEP = ("--archive_order", "keep")
+LAYOUTS = {  # (the tars, the conversion's flags)
+    "WebDataset shards, mixed": (archive_inputs.webdataset_shards, ()),
+    "WebDataset shards, kept in order": (archive_inputs.webdataset_shards, KEEP),
+    "class-folder tars, mixed": (archive_inputs.class_folder_tars, ()),
 }
-# The manifest step alone: what a conversion runs before its shard writers start.
+# The manifest step alone: what a conversion runs before its shard writers start (its staging
+# folder a temporary one: a tar kept in order is copied there as it is listed).
 LISTING = (
-    "import sys\n"
+    "import sys, tempfile\n"
     "from tfrecord_pipeline.transforms.manifest.rows import ReadConfig\n"
     "from tfrecord_pipeline.transforms.manifest.sources import check_manifests, read_all\n"
-    "config = ReadConfig()\n"
-    "print(sum(1 for m in check_manifests([sys.argv[1]], config) for _ in read_all(m, config)))\n"
+    "config = ReadConfig(unpack_to=tempfile.mkdtemp(), max_file_bytes=256 << 20)\n"
+    "manifests = check_manifests([sys.argv[1]], config)\n"
+    "config = config._replace(keep_order=len(manifests) if sys.argv[2:] else 0)\n"
+    "print(sum(1 for m in manifests for _ in read_all(m, config)))\n"
 )
 
 
@@ -71,9 +77,10 @@ def per_image(counts: dict, images: int, archive_bytes: int) -> dict:
 
 def layout(name: str, manifest: Path, count: int, log: Path, env: dict, bucket) -> dict:
     """The counts of one layout's listing, member reads and whole run."""
+    make, flags = LAYOUTS[name]
     with tempfile.TemporaryDirectory() as folder:
-        tars = LAYOUTS[name](manifest, Path(folder) / "tars")
-        prefix = name.replace(" ", "-")
+        tars = make(manifest, Path(folder) / "tars")
+        prefix = name.replace(" ", "-").replace(",", "")
         archive_bytes, archives = 0, sorted(tars.iterdir())
         for tar in archives:
             bucket.blob(f"{prefix}/{tar.name}").upload_from_filename(str(tar))
@@ -81,10 +88,10 @@ def layout(name: str, manifest: Path, count: int, log: Path, env: dict, bucket) 
         source = f"gs://{BUCKET}/{prefix}/"  # a folder on gs:// ends in /
         with running(env["STORAGE_EMULATOR_HOST"], "nothing-held/", 0) as store:
             through = {**env, "STORAGE_EMULATOR_HOST": store}
-            listing = [sys.executable, "-c", LISTING, source]
+            listing = [sys.executable, "-c", LISTING, source, *flags[1:]]
             listed = run_counted(listing, log, store, through)
             out = Path(folder) / "out"
-            convert = [CLI, "convert", "--manifest", source, "--output", str(out), *CONVERT]
+            convert = [CLI, "convert", "--manifest", source, "--output", str(out), *CONVERT, *flags]
             whole = run_counted(convert, log, store, through)
         if records_of(out) != count:
             raise RuntimeError(f"{name}: {records_of(out)} records of {count} images")
