@@ -227,3 +227,25 @@ def test_archives_kept_in_order_are_shards_of_runs_alike_on_both_runners(tmp_pat
     assert written["local"] == written["beam"]
     keys = [key for key, _, _ in _records(str(tmp_path / "local" / "versions" / "*"))]
     assert keys == sorted(keys) and len(keys) == 20  # archive after archive, each in its order
+
+
+def test_archives_listed_on_the_writer_processes_give_what_one_process_gives(tmp_path, tree):
+    """Several archives on this disk are each listed by a pool process (a compressed one
+    unpacked there): the same records, skipped files and error rows as one process lists."""
+    (tree / "notes.txt").write_text("skipped")
+    folder = tmp_path / "archives"
+    folder.mkdir()
+    for label in sorted(path.name for path in tree.iterdir() if path.is_dir()):
+        with tarfile.open(folder / f"{label}.tar.gz", "w:gz") as archive:
+            archive.add(tree / label, arcname=f"{label}/{label}")
+            archive.add(tree / "notes.txt", arcname=f"{label}/notes.txt")
+    (folder / "broken.tar").write_bytes(b"not a tar")
+    made = {}
+    for processes in ("1", "2"):
+        result = _convert(folder, tmp_path / processes, "--processes", processes)
+        files = sorted(Path(result.folder).glob("train-*"))
+        info = result.info
+        made[processes] = ([path.read_bytes() for path in files], info.skipped_files, info.errors)
+    assert made["1"] == made["2"]
+    records, skipped, errors = made["2"]
+    assert skipped == 4 and errors == 1 and sum(map(len, records)) > 0

@@ -2,6 +2,7 @@
 tar of tars (ImageNet's train tar), a flat archive labelled by --ground_truth (ImageNet's
 validation tar), WebDataset shards; and the split an archive's name says."""
 
+import io
 import tarfile
 
 import pytest
@@ -99,3 +100,15 @@ def test_webdataset_shards_as_tar_writer_writes_them_give_cls_labels_and_json_fe
     assert [row.label for row in rows] == ["0", "1", "2", "0", "0", "1"]
     assert {dict(row.features)["photographer"] for row in rows} == {b"p0", b"p1"}
     assert rows[4].key == "000001.tar#000004.jpg" and rows[0].split == "train"
+
+
+def test_a_sample_labelled_only_by_its_json_takes_the_field_label_field_names(tmp_path):
+    archive = tmp_path / "000000.tar"
+    with tarfile.open(archive, "w") as tar:
+        for name, data in (("a.jpg", b"image"), ("a.json", b'{"species": "cat", "label": 7}')):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    (named,) = _rows(read_manifest(archive, config=ReadConfig(label_field="species")))
+    (default,) = _rows(read_manifest(archive))
+    assert (named.label, default.label) == ("cat", "7")

@@ -53,6 +53,9 @@ INPUT_OUTPUT = grouped(
            "the order of the images' names, as `synset_labels.txt` labels ImageNet's validation "
            "tar (docs/inputs.md#imagenet)",
            value="FILE", brief="a flat archive's labels, one a line in the images' name order"),
+    Option("--label_field", TEXT, "label",
+           "the field of a WebDataset sample's `.json` member that holds its label, when it has "
+           "no `.cls` or `.txt` (docs/inputs.md#webdataset-shards)", _PRINTABLE, value="NAME"),
     Option("--label_offset", INT, None,
            "first id for name labels (1 for the TPU ImageNet readers). Labels that are all "
            "integers are used as ids unchanged", Check(lambda k: k >= 0, "must be 0 or more"),

@@ -59,6 +59,7 @@ class _Options:
             masks=self.masks,
             max_file_bytes=self.max_file_bytes,
             ground_truth=self.checked_ground_truth(),
+            label_field=self.label_field,
         )
 
     def checked_ground_truth(self) -> str:

@@ -117,7 +117,8 @@ def read_manifests(run: LocalRun) -> None:
     staging = job.write.staging
     reads = read_on(run.pool, there, job.read, counting, run.buckets, ARRIVED, staging)
     run.skipped, negatives = read_rows(here, job.read, run.errors, keep)
-    run.negatives = negatives + gather(reads, counted, run.buckets, run.errors)
+    skipped, negatives_there = gather(reads, counted, run.buckets, run.errors)
+    run.skipped, run.negatives = run.skipped + skipped, negatives + negatives_there
 
 
 @FORMS.of("PlanDataset")

@@ -6,6 +6,8 @@ counts its range's rows for the plan (a PlanAccumulator, merged here: the plan i
 the rows, not of who counted them), spills them into the run's row buckets' folder for this
 process to adopt (transforms/local/row_buckets.py), and its error rows into staging.
 
+Archives on this machine's disk, when there are several, are each read whole by a process
+(archives are the unit of parallel work: a compressed tar's listing decompresses and copies it).
 Folder trees, COCO files (one JSON document), small manifests and those on an object store (a
 worker would authenticate all over again) are read here, while the processes read theirs.
 """
@@ -36,13 +38,15 @@ BATCH_ROWS = 10_000
 
 
 class RangeRead(NamedTuple):
-    """What a process read in a range: its rows counted, their spilled batches in their
-    bucket, its error rows, and how many negatives --drop_negatives left out."""
+    """What a process read in a range (or an archive): its rows counted, their spilled
+    batches in their bucket, its error rows, how many negatives --drop_negatives left out, and
+    how many files an archive skipped."""
 
     counted: PlanAccumulator
     rows: list[tuple[Hashable, Spilled]]
     errors: SpilledErrors
     negatives: int
+    skipped: int = 0
 
 
 def split_reads(
@@ -51,7 +55,11 @@ def split_reads(
     """The manifests read here (of one read in ranges, its first range: the manifest as if it
     ended there), and the byte ranges of those read in ranges, for the processes."""
     here, there = [], []
+    archives = [m for m in manifests if m.kind == "archive" and not fileio.is_remote(m.path)]
     for manifest in manifests:
+        if len(archives) > 1 and manifest in archives:
+            there.append((manifest, 0, manifest.size))  # read whole, by a process
+            continue
         bounds = range_bounds(manifest, processes)
         here.append(manifest._replace(size=bounds[1]) if len(bounds) > 2 else manifest)
         there += [(manifest, start, end) for start, end in itertools.pairwise(bounds[1:])]
@@ -101,30 +109,34 @@ def read_range(
     """On a pool process: the rows of the byte range [start, end) of `manifest`, counted and
     spilled into `bucket` in `folder` (in an accumulator `counting` makes); its error rows
     spilled into `staging` when many."""
-    counted, errors, negatives = counting(), ErrorSink(staging), 0
+    counted, errors, negatives, skipped = counting(), ErrorSink(staging), 0, 0
     rows = RowBuckets(BATCH_ROWS, folder)
-    for item in errors.passed(read_piece(manifest, start, end, config)):
+    whole = manifest.kind in WHOLE_KINDS  # an archive, read whole
+    read = read_all(manifest, config) if whole else read_piece(manifest, start, end, config)
+    for item in errors.passed(read):
         if isinstance(item, ManifestRow):
             counted.add(item)
             rows.add(bucket, item)
-        else:  # a negative --drop_negatives left out (a range holds no folder tree's files)
+        elif isinstance(item, SkippedFile):
+            skipped += 1
+        else:  # a negative --drop_negatives left out
             negatives += 1
-    return RangeRead(counted, rows.spill_all(), errors.spilled(), negatives)
+    return RangeRead(counted, rows.spill_all(), errors.spilled(), negatives, skipped)
 
 
 def gather(
     reads: Iterator[RangeRead], counted: PlanAccumulator, buckets: RowBuckets, errors: ErrorSink
-) -> int:
+) -> tuple[int, int]:
     """The processes' reads merged into this process's `counted`, `buckets` and `errors`;
-    returns their negatives."""
-    negatives = 0
+    returns their skipped files and negatives."""
+    skipped = negatives = 0
     for read in reads:
         counted.merge(read.counted)
         for bucket, batch in read.rows:
             buckets.adopt(bucket, batch)
         errors.adopt(read.errors)
-        negatives += read.negatives
-    return negatives
+        skipped, negatives = skipped + read.skipped, negatives + read.negatives
+    return skipped, negatives
 
 
 def read_rows(

@@ -50,7 +50,6 @@ from tfrecord_pipeline.transforms.storage import fileio
 
 SIDECARS = (".cls", ".txt", ".json")  # a WebDataset sample's label, in the order looked for
 SIDECAR_BYTES = 1 << 20  # a label or feature member larger than this is not read
-JSON_LABEL = "label"
 SPLIT_WORDS = {"train": "train", "val": "validation", "validation": "validation", "test": "test"}
 FLAT = (
     "{count:,} images at its top and no class folders: give their labels, one a line in the "
@@ -197,8 +196,8 @@ def _sidecar_fields(texts: dict[str, str], config: ReadConfig) -> dict:
     label = next((texts[suffix].strip() for suffix in (".cls", ".txt") if suffix in texts), None)
     if label is not None:
         fields["label"] = label
-    elif JSON_LABEL in document:
-        fields["label"] = document[JSON_LABEL]
+    elif config.label_field in document:
+        fields["label"] = document[config.label_field]
     for column, _ in config.features:
         value = texts.get(f".{column}", document.get(column))
         if value is not None:

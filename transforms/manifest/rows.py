@@ -35,6 +35,7 @@ class ReadConfig(NamedTuple):
     # unpacked (--max_file_mb; a larger one is a file_too_large row, never copied).
     unpack_to: str = ""
     max_file_bytes: int = 0
+    label_field: str = "label"  # --label_field: a WebDataset sample's label in its .json
     ground_truth: str = ""  # --ground_truth, absolute: a flat archive's labels, read where it is
 
 
