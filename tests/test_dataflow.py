@@ -205,3 +205,33 @@ def test_the_dataflow_shard_writer_sizes_its_threads_per_sdk_process(job_graph):
     ]
     payload = beam_runner_api_pb2.ParDoPayload.FromString(writer.spec.payload)
     assert pickler.loads(payload.do_fn.payload)[0]._config.sdk_processes == 0
+
+
+def test_a_folder_of_archives_is_read_an_archive_a_worker_and_shuffles_no_image_bytes(
+    tmp_path, gcs
+):
+    """Each archive is one element of the whole-file read (the unit of parallel work); the
+    shuffles are the same row-level ones as a CSV's."""
+    import tarfile
+
+    make_images(tmp_path, per_class=2)
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    for number, label in enumerate(("chelsea", "coffee")):
+        with tarfile.open(shards / f"{number:06d}.tar", "w") as archive:
+            archive.add(tmp_path / "images" / label, arcname=label)
+    source = gcs(shards, "dataflow-archives")
+    argv = ["--manifest", f"{source}/", "--output", "gs://tfrp-test/df-archives"]
+    flags = _dataflow_flags("gs://tfrp-test", "--archive_order", "keep")
+    conversion = prepare(*parse_args([*argv, *flags]))
+    manifests, read = conversion.manifests()
+    assert [manifest.kind for manifest in manifests] == ["archive"] * 2 and read.keep_order == 2
+    components = launch(conversion, start(conversion.options.output)).job.proto_pipeline.components
+    names = {t.unique_name for t in components.transforms.values()}
+    assert any(name.startswith("ReadManifests/ReadWholeFiles/") for name in names)
+    shuffles = [t for t in components.transforms.values() if t.spec.urn == GBK]
+    producers = {_producer(components, next(iter(t.inputs.values()))) for t in shuffles}
+    # Beam's Create spreads the archives' descriptions (a path and a size each) over workers.
+    spread = "ReadManifests/ListWholeFiles/MaybeReshuffle/Reshuffle/ReshufflePerKey/"
+    producers = {name for name in producers if not name.startswith(spread)}
+    assert producers <= ROW_LEVEL_PRODUCERS | {PIECE_RESULTS_PRODUCER}

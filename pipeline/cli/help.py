@@ -30,17 +30,16 @@ Turn labelled images into sharded TFRecord files of tf.train.Example. Each run w
 version in DIR/versions/ and publishes it in DIR/LATEST, which readers follow.
 
 manifests (--manifest; local paths or gs://):
-  CSV, JSONL, Parquet  a row per image: image_uri (or url) and label; optional: split (train,
-                       validation, ...), key (a stable id) and --feature columns. Relative image
-                       paths are under the manifest's folder, or --image_root
+  CSV, JSONL, Parquet  a row per image: image_uri (or url), label; optional split, key, --feature
+                       columns; relative image paths are under the manifest's folder (--image_root)
   a folder             class folders: ROOT/<label>/<image> or ROOT/<split>/<label>/<image>
+  archives             tar, zip, .tar.gz (so laid out, or WebDataset shards), or a folder of them
   detection            a COCO instances .json, or JSONL rows with objects ([{"bbox": [...],
                        "label": ...}, ...]) and box_format (xywh, xyxy, or either _normalized)
 
 examples:
   tfrecord-pipeline convert --manifest labels.csv --output datasets/flowers
-  tfrecord-pipeline convert --manifest photos/ --output datasets/photos \\
-      --split train=0.9,validation=0.1 --num_shards 8
+  tfrecord-pipeline convert --manifest photos.zip --output photos --split train=0.9,validation=0.1
   tfrecord-pipeline convert --manifest gs://BUCKET/labels.csv --output gs://BUCKET/flowers \\
       --runner DataflowRunner --project PROJECT --region us-central1 \\
       --temp_location gs://BUCKET/tmp --setup_file ./setup.py"""

@@ -55,7 +55,8 @@ INPUT_OUTPUT = grouped(
            value="FILE", brief="a flat archive's labels, one a line in the images' name order"),
     Option("--label_field", TEXT, "label",
            "the field of a WebDataset sample's `.json` member that holds its label, when it has "
-           "no `.cls` or `.txt` (docs/inputs.md#webdataset-shards)", _PRINTABLE, value="NAME"),
+           "no `.cls` or `.txt` (docs/inputs.md#webdataset-shards)", _PRINTABLE, value="NAME",
+           brief="a WebDataset sample's .json label field"),
     Option("--label_offset", INT, None,
            "first id for name labels (1 for the TPU ImageNet readers). Labels that are all "
            "integers are used as ids unchanged", Check(lambda k: k >= 0, "must be 0 or more"),

@@ -108,7 +108,8 @@ WORK = grouped(
            "as loose files are (classes mixed in every shard; a read a member); `keep`, in each "
            "archive's order, a shard a run of archives or a slice of one, read as one stream "
            "(WebDataset shards, shuffled when written; piles on `gs://`: a request a run, not a "
-           "member)", value="|".join(ARCHIVE_ORDERS)),
+           "member)", value="|".join(ARCHIVE_ORDERS),
+           brief="keep: shards of archives in their own order"),
     "runners",
     Option("--threads", INT, 0, "image threads per shard writer (docs/runners.md)", _COUNT,
            value="N", said="automatic", scope=RUN),

@@ -86,10 +86,12 @@ def archives_in(folder: str) -> list[str]:
     if fileio.is_remote(folder):
         names, folders = gcs.folder_names(fileio.join(folder, ""))
     else:
-        names = [
-            name for name in fileio.names_in(folder) if os.path.isfile(fileio.join(folder, name))
-        ]
-        folders = any(os.path.isdir(fileio.join(folder, name)) for name in fileio.names_in(folder))
+        try:
+            listed = fileio.names_in(folder)
+        except OSError:
+            return []  # a folder that cannot be listed: the tree's check says why
+        names = [name for name in listed if os.path.isfile(fileio.join(folder, name))]
+        folders = any(os.path.isdir(fileio.join(folder, name)) for name in listed)
     archives = [fileio.join(folder, name) for name in names if is_archive_name(name)]
     return [] if folders else sorted(archives)
 

@@ -9,8 +9,9 @@
   skipped, and an archive that so gives no row at all is one `flat_archive` error row, which
   the run's summary explains.
 - WebDataset: members that share a key (`shard/000123.jpg`, `000123.cls`, `000123.json`) are
-  one sample; its label is its `.cls` (an integer id), else its `.txt`, else the `label` field
-  of its `.json`; `--feature NAME:TYPE` takes a `.NAME` member's text, or the JSON's field.
+  one sample; its label is its `.cls` (an integer id), else its `.txt`, else the field of its
+  `.json` that --label_field names; `--feature NAME:TYPE` takes a `.NAME` member's text, or the
+  JSON's field.
 
 A row without a split of its own takes the one its archive's file name says, a word of it
 (split at `_`, `-`, `.`) being `train`, `val` or `validation` (both `validation`, as the TPU

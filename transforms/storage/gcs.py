@@ -143,7 +143,8 @@ _LISTED_SIZES: dict[str, int] = {}
 
 
 def remember_sizes(base: str, names: list[str], sizes) -> None:
-    _LISTED_SIZES.update(zip((base + name for name in names), sizes, strict=True))
+    listed = zip((base + name for name in names), sizes, strict=True)
+    _LISTED_SIZES.update((path, size) for path, size in listed if size is not None)
 
 
 def listed_size(path: str) -> int | None:

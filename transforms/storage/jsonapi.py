@@ -94,7 +94,7 @@ class Page(NamedTuple):
     names: list[str]
     prefixes: list[str]
     next_token: str | None
-    sizes: list[int] | tuple = ()  # the names' sizes, in their order
+    sizes: list[int | None] | tuple = ()  # the names' sizes (None: not said), in their order
 
 
 def list_page(
@@ -107,7 +107,8 @@ def list_page(
     query.update({"maxResults": str(max_results)} if max_results else {})
     page = _listing(bucket, query, token)
     items = page.get("items", ())
-    names, sizes = [item["name"] for item in items], [int(item["size"]) for item in items]
+    names = [item["name"] for item in items]
+    sizes = [int(item["size"]) if "size" in item else None for item in items]
     return Page(names, page.get("prefixes", []), page.get("nextPageToken"), sizes)
 
 
