@@ -13,6 +13,7 @@ def archive_table(measured: dict, prices: Prices) -> str:
     cases = {
         f"{name} (counted)": n["whole_run"]["gets_per_image"]
         for name, n in archives["layouts"].items()
+        if "loose" not in name  # the loose rows above price those
     }
     lines = [
         f"| tars, pass-through | requests an image | {' | '.join(HEADS)} |",

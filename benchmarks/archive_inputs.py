@@ -59,6 +59,15 @@ def webdataset_shards(manifest: Path, folder: Path) -> Path:
     return folder
 
 
+def class_folders(manifest: Path, folder: Path) -> Path:
+    """The manifest's images as loose files, each under its label's folder: what the tars hold,
+    unpacked."""
+    for image, label in manifest_rows(str(manifest)):
+        (folder / label).mkdir(parents=True, exist_ok=True)
+        (folder / label / Path(image).name).write_bytes(Path(image).read_bytes())
+    return folder
+
+
 def distinct(jpeg: bytes, number: int) -> bytes:
     """The JPEG with a comment segment holding `number` after its SOI: other bytes, the same
     image."""

@@ -16,6 +16,7 @@ bytes. Writes benchmarks/results/archive-requests.json.
 
 import json
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -37,6 +38,7 @@ LAYOUTS = {  # (the tars, the conversion's flags)
     "WebDataset shards, mixed": (archive_inputs.webdataset_shards, ()),
     "WebDataset shards, kept in order": (archive_inputs.webdataset_shards, KEEP),
     "class-folder tars, mixed": (archive_inputs.class_folder_tars, ()),
+    "loose objects, class folders": (archive_inputs.class_folders, ()),  # what tars save
 }
 # The manifest step alone: what a conversion runs before its shard writers start (its staging
 # folder a temporary one: a tar kept in order is copied there as it is listed).
@@ -51,11 +53,14 @@ LISTING = (
 )
 
 
-def counted(log: Path, store: str) -> tuple[int, int]:
-    """(GETs the emulator logged, bytes the store forwarded) so far."""
+def counted(log: Path, store: str) -> tuple[int, int, float]:
+    """(GETs the emulator logged, bytes the store forwarded, CPU seconds of this process's
+    finished children: the conversions, with their own processes) so far."""
     with urllib.request.urlopen(f"{store}/_counts") as answer:
         forwarded = json.loads(answer.read())
-    return len(GET.findall(log.read_bytes())), forwarded.get("forwarded GET bytes", 0)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = children.ru_utime + children.ru_stime
+    return len(GET.findall(log.read_bytes())), forwarded.get("forwarded GET bytes", 0), cpu
 
 
 def run_counted(command: list[str], log: Path, store: str, env: dict) -> dict:
@@ -64,7 +69,11 @@ def run_counted(command: list[str], log: Path, store: str, env: dict) -> dict:
     if done.returncode:
         raise RuntimeError(f"{command[:3]} failed: {done.stderr.decode()[-2000:]}")
     after = counted(log, store)
-    return {"gets": after[0] - before[0], "bytes": after[1] - before[1]}
+    return {
+        "gets": after[0] - before[0],
+        "bytes": after[1] - before[1],
+        "cpu_s": after[2] - before[2],
+    }
 
 
 def per_image(counts: dict, images: int, archive_bytes: int) -> dict:
@@ -72,6 +81,7 @@ def per_image(counts: dict, images: int, archive_bytes: int) -> dict:
         **counts,
         "gets_per_image": round(counts["gets"] / images, 3),
         "bytes_over_archives": round(counts["bytes"] / archive_bytes, 3),
+        "cpu_us_per_image": round(counts["cpu_s"] / images * 1e6),
     }
 
 
@@ -81,9 +91,11 @@ def layout(name: str, manifest: Path, count: int, log: Path, env: dict, bucket) 
     with tempfile.TemporaryDirectory() as folder:
         tars = make(manifest, Path(folder) / "tars")
         prefix = name.replace(" ", "-").replace(",", "")
-        archive_bytes, archives = 0, sorted(tars.iterdir())
+        archive_bytes, archives = 0, sorted(path for path in tars.rglob("*") if path.is_file())
         for tar in archives:
-            bucket.blob(f"{prefix}/{tar.name}").upload_from_filename(str(tar))
+            bucket.blob(f"{prefix}/{tar.relative_to(tars).as_posix()}").upload_from_filename(
+                str(tar)
+            )
             archive_bytes += tar.stat().st_size
         source = f"gs://{BUCKET}/{prefix}/"  # a folder on gs:// ends in /
         with running(env["STORAGE_EMULATOR_HOST"], "nothing-held/", 0) as store:
@@ -121,15 +133,16 @@ def main(count: int, layouts: tuple[str, ...] = tuple(LAYOUTS)) -> dict:
 def markdown(report: dict) -> str:
     """The README's table: GETs an image and bytes over the tars' bytes, by part of the run."""
     lines = [
-        "| layout | part | GETs an image | bytes read / archive bytes |",
-        "|---|---|---:|---:|",
+        "| layout | part | GETs an image | bytes read / archive bytes | CPU an image |",
+        "|---|---|---:|---:|---:|",
     ]
     for name, counts in report["layouts"].items():
         for part in ("listing", "member_reads", "whole_run"):
             row = counts[part]
             label = part.replace("_", " ")
             lines.append(
-                f"| {name} | {label} | {row['gets_per_image']:g} | {row['bytes_over_archives']:g} |"
+                f"| {name} | {label} | {row['gets_per_image']:g} | {row['bytes_over_archives']:g}"
+                f" | {row['cpu_us_per_image']:,} µs |"
             )
     return "\n".join(lines)
 
