@@ -23,6 +23,8 @@ import sys
 import tarfile
 from pathlib import Path
 
+from peers import example
+
 SHARD_IMAGES = 100  # a WebDataset shard's samples
 
 
@@ -38,24 +40,6 @@ def label_ids(labels) -> dict[str, int]:
     return {name: i for i, name in enumerate(sorted(set(labels)))}
 
 
-def _example(data: bytes, label: int, text: str, name: str) -> bytes:
-    import tensorflow as tf
-
-    def feature(value):
-        if isinstance(value, int):
-            return tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))
-        return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value]))
-
-    features = {
-        "image/encoded": feature(data),
-        "image/format": feature(b"JPEG"),
-        "image/class/label": feature(label),
-        "image/class/text": feature(text.encode()),
-        "image/filename": feature(name.encode()),
-    }
-    return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
-
-
 def tar_loop(tar: str, out: Path) -> None:
     import tensorflow as tf
 
@@ -66,7 +50,7 @@ def tar_loop(tar: str, out: Path) -> None:
             for member in members:
                 label = member.name.split("/")[-2]
                 data = archive.extractfile(member).read()
-                writer.write(_example(data, labels[label], label, member.name))
+                writer.write(example(data, labels[label], label, member.name))
 
 
 def hf_loop(parquet: str, out: Path) -> None:
@@ -80,7 +64,7 @@ def hf_loop(parquet: str, out: Path) -> None:
         for row in dataset:
             image = row["image"]
             label = row["label"]
-            writer.write(_example(image["bytes"], label, names[label], image["path"] or ""))
+            writer.write(example(image["bytes"], label, names[label], image["path"] or ""))
 
 
 def hf_parquet(manifest: str, out: Path) -> None:

@@ -55,10 +55,13 @@ def copy(rows, out: Path) -> None:
 
 
 def _example(path: str, label: int, text: str):
-    import tensorflow as tf
-
     with open(path, "rb") as handle:
-        data = handle.read()
+        return example(handle.read(), label, text, os.path.basename(path))
+
+
+def example(data: bytes, label: int, text: str, name: str) -> bytes:
+    """The tf.train.Example a hand-written loop makes of an image: its bytes, label and name."""
+    import tensorflow as tf
 
     def feature(value):
         if isinstance(value, int):
@@ -70,7 +73,7 @@ def _example(path: str, label: int, text: str):
         "image/format": feature(b"JPEG"),
         "image/class/label": feature(label),
         "image/class/text": feature(text.encode()),
-        "image/filename": feature(os.path.basename(path).encode()),
+        "image/filename": feature(name.encode()),
     }
     return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
 
