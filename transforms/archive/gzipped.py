@@ -14,6 +14,7 @@ import tarfile
 import zlib
 from collections.abc import Iterator
 
+from tfrecord_pipeline.transforms.archive.headers import QuickInfo
 from tfrecord_pipeline.transforms.archive.members import Entry, Refused
 from tfrecord_pipeline.transforms.archive.tars import (
     MAX_HEADER_BYTES,
@@ -33,7 +34,7 @@ _WHOLE_HEADERS = {tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XH
 _WHOLE_HEADERS |= {tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE}
 
 
-class _BoundedInfo(tarfile.TarInfo):
+class _BoundedInfo(QuickInfo):
     """A member header that refuses, before tarfile reads it, a name or pax header declaring
     over MAX_HEADER_BYTES (in a compressed tar, a gigabyte of zeros is a megabyte: a bomb in
     the header, where no member size limit looks) and an old GNU sparse member, whose map

@@ -15,6 +15,7 @@ import posixpath
 import tarfile
 from collections.abc import Callable, Iterator
 
+from tfrecord_pipeline.transforms.archive.headers import QuickInfo
 from tfrecord_pipeline.transforms.archive.members import Entry, Member, Refused
 from tfrecord_pipeline.transforms.errors import Reason
 
@@ -82,7 +83,11 @@ def tar_entries(
     window = Window(stream, base, size)
     try:
         tar = tarfile.open(  # noqa: SIM115 - closing it would close nothing of ours
-            fileobj=window, mode="r:", encoding="utf-8", errors="surrogateescape"
+            fileobj=window,
+            mode="r:",
+            encoding="utf-8",
+            errors="surrogateescape",
+            tarinfo=QuickInfo,
         )
     except UNREADABLE as error:
         yield Refused("", Reason.CORRUPT_ARCHIVE, f"not a readable tar ({error})")

@@ -1,0 +1,66 @@
+"""transforms/archive/headers.py: a plain file's tar header parsed by the shortcut is the TarInfo
+tarfile's own parser makes of it, field for field, and any other header is tarfile's to parse
+(or refuse) as it would."""
+
+import random
+import tarfile
+
+import pytest
+
+from tfrecord_pipeline.transforms.archive.headers import QuickInfo
+
+FIELDS = list(tarfile.TarInfo.__slots__)  # every field frombuf may set; unset: None
+
+
+def _outcome(cls, buf: bytes):
+    try:
+        info = cls.frombuf(buf, "utf-8", "surrogateescape")
+    except tarfile.TarError as error:
+        return type(error).__name__
+    return {field: getattr(info, field, None) for field in FIELDS}
+
+
+def _header(name: str, tar_format: int, **fields) -> bytes:
+    info = tarfile.TarInfo(name)
+    for field, value in fields.items():
+        setattr(info, field, value)
+    return info.tobuf(tar_format, "utf-8", "surrogateescape")[-tarfile.BLOCKSIZE :]
+
+
+HEADERS = [
+    ("cat/0001.jpg", tarfile.USTAR_FORMAT, {"size": 12345, "mtime": 1_700_000_000}),
+    ("a/" * 60 + "long.jpg", tarfile.USTAR_FORMAT, {"size": 1}),  # a ustar prefix
+    ("chats/été.jpg", tarfile.USTAR_FORMAT, {"uname": "ö", "gname": "g", "mode": 0o600}),
+    ("big.jpg", tarfile.GNU_FORMAT, {"size": 8**11 - 1, "uid": 1000, "gid": 1000}),
+    ("00001.cls", tarfile.PAX_FORMAT, {"size": 2}),
+    ("v7folder/", tarfile.USTAR_FORMAT, {"type": tarfile.AREGTYPE}),
+    ("folder", tarfile.USTAR_FORMAT, {"type": tarfile.DIRTYPE}),
+    ("link.jpg", tarfile.USTAR_FORMAT, {"type": tarfile.SYMTYPE, "linkname": "0001.jpg"}),
+    ("cont.jpg", tarfile.USTAR_FORMAT, {"type": tarfile.CONTTYPE, "size": 3}),
+    ("huge.jpg", tarfile.GNU_FORMAT, {"size": 8**12}),  # base-256
+]
+
+
+@pytest.mark.parametrize(("name", "tar_format", "fields"), HEADERS)
+def test_each_kind_of_header_gives_tarfiles_own_tarinfo(name, tar_format, fields):
+    buf = _header(name, tar_format, **fields)
+    assert _outcome(QuickInfo, buf) == _outcome(tarfile.TarInfo, buf)
+
+
+def _checksummed(buf: bytearray) -> bytes:
+    buf[148:156] = b" " * 8
+    buf[148:156] = b"%06o\0 " % sum(buf)
+    return bytes(buf)
+
+
+def test_damaged_headers_meet_the_same_end_as_in_tarfile():
+    """Random bytes changed in plain files' headers, the checksum made right again or not: the
+    same TarInfo, or the same refusal."""
+    rng = random.Random(43)
+    bases = [_header(name, form, **fields) for name, form, fields in HEADERS[:5]]
+    for _ in range(3000):
+        buf = bytearray(rng.choice(bases))
+        for _ in range(rng.randint(1, 3)):
+            buf[rng.randrange(512)] = rng.choice([0, 32, 48, 55, 56, 128, 255, rng.randrange(256)])
+        buf = _checksummed(buf) if rng.random() < 0.8 else bytes(buf)
+        assert _outcome(QuickInfo, buf) == _outcome(tarfile.TarInfo, buf), buf
