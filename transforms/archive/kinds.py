@@ -84,7 +84,14 @@ def archives_in(folder: str) -> list[str]:
     """The archives a folder holds when it holds archives and no subfolder (a folder of
     WebDataset shards); else none: it is a class-folder tree."""
     if fileio.is_remote(folder):
-        names, folders = gcs.folder_names(fileio.join(folder, ""))
+        sizes: dict = {}
+        listed = list(gcs.list_folder(fileio.join(folder, ""), sizes))
+        names = [name for name, is_folder in listed if not is_folder]
+        folders = any(is_folder for _, is_folder in listed)
+        bucket = gcs.split(folder)[0]
+        for name, size in sizes.items():
+            if is_archive_name(name):
+                gcs.remember_size(f"gs://{bucket}/{name}", size)
     else:
         try:
             listed = fileio.names_in(folder)

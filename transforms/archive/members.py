@@ -88,7 +88,9 @@ def read_member(member: Member, uri: str, max_bytes: int, raw: bytes | None = No
     read here); RowError when it is over `max_bytes` (never read), lies past its archive's
     end, or does not inflate to its size and CRC (a zip bomb's lying header)."""
     check_size(member, uri, max_bytes)
-    data = raw if raw is not None else _read_range(*member[:2], member.end, member.listed)
+    data = raw
+    if data is None:
+        data = _read_range(member.container, member.offset, member.end, member.listed)
     if data is None:
         message = f"{uri}: the archive changed after it was listed; convert again"
         raise RowError(Reason.CHANGED_ARCHIVE, message)

@@ -55,9 +55,13 @@ def split_reads(
     """The manifests read here (of one read in ranges, its first range: the manifest as if it
     ended there), and the byte ranges of those read in ranges, for the processes."""
     here, there = [], []
-    archives = [m for m in manifests if m.kind == "archive" and not fileio.is_remote(m.path)]
+
+    def local_archive(manifest: ManifestFile) -> bool:
+        return manifest.kind == "archive" and not fileio.is_remote(manifest.path)
+
+    spread = sum(map(local_archive, manifests)) > 1
     for manifest in manifests:
-        if len(archives) > 1 and manifest in archives:
+        if spread and local_archive(manifest):
             there.append((manifest, 0, manifest.size))  # read whole, by a process
             continue
         bounds = range_bounds(manifest, processes)

@@ -91,7 +91,7 @@ def kept_point(number: int, offset: int, size: int, manifests: int, count: int) 
 def row_shard(row: ManifestRow, count: int) -> ShardId:
     """The row's shard among its split's `count`: by its key's hash, or (a member of an archive
     kept in order) by its place in the archive (`kept_point`)."""
-    if not (row.member and row.member.kept):
+    if not _is_kept(row):
         return shard_for(row.key, row.split, count)
     return ShardId(row.split, _kept(row, count)[0], count)
 
@@ -99,7 +99,7 @@ def row_shard(row: ManifestRow, count: int) -> ShardId:
 def row_order(row: ManifestRow, count: int) -> tuple[int, str]:
     """The row's sort key in its shard (of its split's `count`): `record_order`, or a kept
     member's place in its archive."""
-    if not (row.member and row.member.kept):
+    if not _is_kept(row):
         return record_order(row.key)
     return _kept(row, count)[1], row.key
 
@@ -107,9 +107,13 @@ def row_order(row: ManifestRow, count: int) -> tuple[int, str]:
 def row_piece(row: ManifestRow, count: int, pieces: int) -> int:
     """The piece of its shard (of a split's `count`) the row goes to: `piece_of` its key, or
     a kept member's contiguous range of its place (0 of 1 piece either way)."""
-    if not (row.member and row.member.kept):
+    if not _is_kept(row):
         return piece_of(row.key, pieces)
     return _kept(row, count)[1] * pieces >> 64
+
+
+def _is_kept(row: ManifestRow) -> bool:
+    return row.member is not None and bool(row.member.kept)
 
 
 def _kept(row: ManifestRow, count: int) -> tuple[int, int]:

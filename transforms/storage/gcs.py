@@ -119,16 +119,18 @@ def folder_prefix(folder: str) -> tuple[str, str]:
     return bucket, prefix.rstrip("/") + "/" if prefix.strip("/") else ""
 
 
-def list_folder(folder: str) -> Iterator[tuple[str, bool]]:
+def list_folder(folder: str, sizes: dict | None = None) -> Iterator[tuple[str, bool]]:
     """(name, whether a subfolder) of what is directly in a `gs://` folder: its objects as the
     listing streams them (in name order, a page at a time, each page one request), then its
-    subfolders (prefixes)."""
+    subfolders (prefixes); each object's size put in `sizes` by name, when given."""
     bucket, prefix = folder_prefix(folder)
     token, subfolders = None, set()
     while True:
         page = functools.partial(jsonapi.list_page, bucket, prefix, "/", token, None)
-        names, prefixes, token, _ = retried(page, folder)
+        names, prefixes, token, listed_sizes = retried(page, folder)
         subfolders.update(prefixes)
+        if sizes is not None:
+            sizes.update(zip(names, listed_sizes, strict=True))
         # The folder's own placeholder object (named `prefix`) is not in it.
         yield from ((name[len(prefix) :], False) for name in names if name != prefix)
         if not token:
@@ -137,34 +139,20 @@ def list_folder(folder: str) -> Iterator[tuple[str, bool]]:
         yield sub[len(prefix) :].rstrip("/"), True
 
 
-# The sizes of objects a listing of this process saw (a folder of archives, a glob): the
-# launcher takes an archive's size from them rather than a request of its own.
+# The sizes of archives the launcher's listings saw (a folder of archives, a glob), by path:
+# it takes an archive's size from them rather than a request of its own. Only the archives'
+# are kept (a listing of a tree's millions of images keeps none).
 _LISTED_SIZES: dict[str, int] = {}
 
 
-def remember_sizes(base: str, names: list[str], sizes) -> None:
-    listed = zip((base + name for name in names), sizes, strict=True)
-    _LISTED_SIZES.update((path, size) for path, size in listed if size is not None)
+def remember_size(path: str, size: int | None) -> None:
+    if size is not None:
+        _LISTED_SIZES[path] = size
 
 
 def listed_size(path: str) -> int | None:
-    """An object's size as a listing of this process saw it, if one did."""
+    """An archive's size as a listing of this process saw it, if one did."""
     return _LISTED_SIZES.get(path)
-
-
-def folder_names(folder: str) -> tuple[list[str], bool]:
-    """The objects directly in a `gs://` folder (their sizes remembered: `listed_size`), and
-    whether it has subfolders: a page at a time, each one request."""
-    bucket, prefix = folder_prefix(folder)
-    token, names, subfolders = None, [], False
-    while True:
-        page = functools.partial(jsonapi.list_page, bucket, prefix, "/", token, None)
-        listed = retried(page, folder)
-        remember_sizes(f"gs://{bucket}/", listed.names, listed.sizes)
-        names += (name[len(prefix) :] for name in listed.names if name != prefix)
-        subfolders, token = subfolders or bool(listed.prefixes), listed.next_token
-        if not token:
-            return names, subfolders
 
 
 def holds_objects(folder: str) -> bool:

@@ -211,8 +211,10 @@ def glob(pattern: str) -> list[str]:
     while True:
         page = functools.partial(jsonapi.list_page, bucket, prefix, "", token, None)
         listed = retried(page, pattern)
-        gcs.remember_sizes(f"gs://{bucket}/", listed.names, listed.sizes)
-        found += (path for name in listed.names if matches(path := f"gs://{bucket}/{name}"))
+        for name, size in zip(listed.names, listed.sizes, strict=True):
+            if matches(path := f"gs://{bucket}/{name}"):
+                found.append(path)
+                gcs.remember_size(path, size)  # what the launcher may take as an archive's
         token = listed.next_token
         if not token:
             return sorted(found)
