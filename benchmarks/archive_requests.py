@@ -8,7 +8,9 @@ uploaded to the emulator and read through benchmarks/latency_store.py with no de
 held in memory, which forwards every request and counts the bytes of its answers. Two
 fresh processes are counted: the manifest step alone (the launcher's check of `--manifest`, then
 every archive listed into rows, as a conversion lists them: transforms/manifest/sources.py) and
-a whole `tfrecord-pipeline convert` of the folder to a local output. Requests are GETs in the
+a whole `tfrecord-pipeline convert` of the folder to a local output; then a third, the same
+command with `--incremental` (nothing changed: every archive is carried unread, the published
+shards checked by their listing). Requests are GETs in the
 emulator's request log (as benchmarks/read_requests.py counts them); bytes are the store's.
 The whole run's less the listing's are the member reads. Per image, and bytes over the tars'
 bytes. Writes benchmarks/results/archive-requests.json.
@@ -105,6 +107,7 @@ def layout(name: str, manifest: Path, count: int, log: Path, env: dict, bucket) 
             out = Path(folder) / "out"
             convert = [CLI, "convert", "--manifest", source, "--output", str(out), *CONVERT, *flags]
             whole = run_counted(convert, log, store, through)
+            refresh = run_counted([*convert, "--incremental"], log, store, through)
         if records_of(out) != count:
             raise RuntimeError(f"{name}: {records_of(out)} records of {count} images")
     members = {key: whole[key] - listed[key] for key in whole}
@@ -114,6 +117,7 @@ def layout(name: str, manifest: Path, count: int, log: Path, env: dict, bucket) 
         "listing": per_image(listed, count, archive_bytes),
         "member_reads": per_image(members, count, archive_bytes),
         "whole_run": per_image(whole, count, archive_bytes),
+        "refresh_unchanged": per_image(refresh, count, archive_bytes),
     }
 
 
@@ -137,7 +141,7 @@ def markdown(report: dict) -> str:
         "|---|---|---:|---:|---:|",
     ]
     for name, counts in report["layouts"].items():
-        for part in ("listing", "member_reads", "whole_run"):
+        for part in ("listing", "member_reads", "whole_run", "refresh_unchanged"):
             row = counts[part]
             label = part.replace("_", " ")
             lines.append(

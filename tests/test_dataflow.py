@@ -41,6 +41,7 @@ REFRESH_PRODUCERS = {
     "RefreshRows/MatchByKey/CoGroupByKeyImpl/Flatten",  # (key, row + fingerprint | position)
     "RefreshRows/KeepOrConvert/FlatMap(_keep_or_convert)",  # (shard file, kept position)
     "RefreshRows/CountBySplit/SplitOfEachRow",  # (split, 1)
+    "RefreshRows/DamagedArchives/ToPairs",  # (archive name, True): a carried one's, damaged
 }
 
 

@@ -3,6 +3,7 @@ at a time, give what one match of every row gives, however many buckets."""
 
 import pytest
 
+from tfrecord_pipeline.transforms.errors import ErrorRow, Reason
 from tfrecord_pipeline.transforms.local.row_buckets import bucket_count, hash_bucket
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
 from tfrecord_pipeline.transforms.plan.refresh_match import PastKey, match_bucket, match_buckets
@@ -60,3 +61,19 @@ def test_a_row_without_a_fingerprint_matches_nothing_and_buckets_split_the_keys(
     assert matched == [_row("a")]
     assert bucket_count(0) == bucket_count(10_000) == 1 and bucket_count(10_001) == 2
     assert len({hash_bucket(key, 7) for key in "abcdefghijkl"}) > 1
+
+
+def test_the_records_of_an_archive_carried_unread_stay_without_rows():
+    """Their rows were never listed; a row of another manifest with such a key is an error."""
+    past = _past("s0", [("a.tar#1.jpg", "f1"), ("a.tar#2.jpg", "f2"), ("b.tar#1.jpg", "f3")])
+    rows = [(_row("a.tar#2.jpg"), "other"), (_row("loose.jpg"), "f4")]
+    matched = list(match_bucket(rows, past, unread={"a.tar"}))
+    assert [item.key for item in matched if isinstance(item, PastKey)] == [
+        "a.tar#1.jpg",
+        "a.tar#2.jpg",
+    ]  # b.tar's record has no row: not carried, dropped
+    errors = [item for item in matched if isinstance(item, ErrorRow)]
+    assert [(error.key, error.reason) for error in errors] == [
+        ("a.tar#2.jpg", Reason.DUPLICATE_KEY)
+    ]
+    assert [item.key for item in matched if isinstance(item, ManifestRow)] == ["loose.jpg"]

@@ -54,6 +54,9 @@ class Job(NamedTuple):
     # The publish stage: the version described, its files moved in and, past its gates,
     # published; returns its metadata. Picklable (a Beam worker runs it).
     publish: Callable[[PublishInputs], Any]
+    # Archives --incremental carries unread (transforms/plan/carried.py): not in `manifests`;
+    # listed by the refresh only where a published shard of their records is damaged.
+    carried: tuple[ManifestFile, ...] = ()
 
 
 class Stage(NamedTuple):

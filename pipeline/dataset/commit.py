@@ -16,10 +16,12 @@ from tfrecord_pipeline.dataset.previous import base_lost
 from tfrecord_pipeline.dataset.retention import clean_up
 from tfrecord_pipeline.dataset.version_files import made_files
 from tfrecord_pipeline.transforms.errors import UserError
+from tfrecord_pipeline.transforms.plan.carried import ARCHIVES_FILE, archive_lines, lines_text
+from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
 from tfrecord_pipeline.transforms.plan.rows_files import ROWS_SUFFIX
 from tfrecord_pipeline.transforms.stages import PublishInputs
 from tfrecord_pipeline.transforms.storage import fileio
-from tfrecord_pipeline.transforms.write.error_files import ErrorFileResult
+from tfrecord_pipeline.transforms.write.error_files import ErrorCounts, ErrorFileResult
 from tfrecord_pipeline.transforms.write.shard_writer import INDEX_SUFFIX, ShardResult
 
 
@@ -76,6 +78,15 @@ def write_version_files(folder: str, info: DatasetInfo, names: list[str]) -> byt
     return info_bytes
 
 
+def write_archives_file(
+    folder: str, plan: DatasetPlan, identities: dict[str, str], error_counts: ErrorCounts
+) -> None:
+    """The version's list of the archives it was made from, what a refresh carries them by
+    (transforms/plan/carried.py); not checked: a refresh that cannot read it lists them."""
+    lines = archive_lines(plan.archives, identities, dict(error_counts.files))
+    fileio.write_durably(fileio.join(folder, ARCHIVES_FILE), lines_text(lines).encode("utf-8"))
+
+
 class CommitConfig(NamedTuple):
     """How a run's version is committed, besides its results: where it goes, the options it
     records, its quality gate and how many versions stay; the same for every runner."""
@@ -85,6 +96,7 @@ class CommitConfig(NamedTuple):
     tool_version: str
     max_error_rate: float
     keep_versions: int = 0  # complete versions kept after publishing; 0 keeps every one
+    archives: tuple[tuple[str, str], ...] = ()  # (path, identity) of each archive read or carried
 
 
 def commit_dataset(config: CommitConfig, inputs: PublishInputs) -> DatasetInfo:
@@ -111,6 +123,8 @@ def commit_dataset(config: CommitConfig, inputs: PublishInputs) -> DatasetInfo:
         return info
     publish.finalise(target, staged_files(results, error_files))
     info_bytes = write_version_files(target.folder, info, list(plan.labels.names))
+    if plan.archives:
+        write_archives_file(target.folder, plan, dict(config.archives), error_counts)
     delete_folder(target.root, versions.STAGING, target.version)
     if info.failures:
         return info

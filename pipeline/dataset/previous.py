@@ -16,6 +16,7 @@ from tfrecord_pipeline.dataset.versions import (
 )
 from tfrecord_pipeline.transforms.errors import UserError
 from tfrecord_pipeline.transforms.manifest.labels import LabelMap
+from tfrecord_pipeline.transforms.plan.carried import ARCHIVES_FILE, ArchiveLine, parse_lines
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.write.published import PublishedVersion
 
@@ -58,6 +59,16 @@ class Previous(NamedTuple):
             for shard in split.shards
         )
         return PublishedVersion(self.folder, self.info.shard_format(), shards)
+
+    def archives(self) -> dict[str, ArchiveLine]:
+        """The archives it was converted from, by path (transforms/plan/carried.py); none
+        when it lists none, or its list cannot be read: then a refresh lists every archive."""
+        try:
+            return parse_lines(fileio.read_text(fileio.join(self.folder, ARCHIVES_FILE)))
+        except fileio.UNAVAILABLE:
+            raise
+        except (*fileio.READ_ERRORS, ValueError, KeyError, TypeError, AttributeError):
+            return {}
 
 
 def previous_version(target: Target, label_offset: int) -> Previous | None:

@@ -84,14 +84,14 @@ def archives_in(folder: str) -> list[str]:
     """The archives a folder holds when it holds archives and no subfolder (a folder of
     WebDataset shards); else none: it is a class-folder tree."""
     if fileio.is_remote(folder):
-        sizes: dict = {}
-        listed = list(gcs.list_folder(fileio.join(folder, ""), sizes))
+        stats: dict = {}
+        listed = list(gcs.list_folder(fileio.join(folder, ""), stats))
         names = [name for name, is_folder in listed if not is_folder]
         folders = any(is_folder for _, is_folder in listed)
         bucket = gcs.split(folder)[0]
-        for name, size in sizes.items():
+        for name, stat in stats.items():
             if is_archive_name(name):
-                gcs.remember_size(f"gs://{bucket}/{name}", size)
+                gcs.remember_stat(f"gs://{bucket}/{name}", stat)
     else:
         try:
             listed = fileio.names_in(folder)

@@ -21,6 +21,7 @@ from tfrecord_pipeline.transforms.beam.manifests import ReadManifests
 from tfrecord_pipeline.transforms.beam.plan import AssignShards, DropDuplicateContent, PlanDataset
 from tfrecord_pipeline.transforms.beam.refresh import RefreshRows
 from tfrecord_pipeline.transforms.beam.shards import WriteShards
+from tfrecord_pipeline.transforms.plan.carried import Unread
 from tfrecord_pipeline.transforms.progress import SILENT, Progress
 from tfrecord_pipeline.transforms.stages import Forms, Job, PublishInputs, stages_of
 from tfrecord_pipeline.transforms.write import error_files
@@ -87,9 +88,11 @@ def drop_duplicates(run: BeamRun, label: str) -> None:
 def refresh_rows(run: BeamRun, label: str) -> None:
     """refresh.py RefreshRows."""
     staging = run.job.write.staging
+    unread = Unread(run.job.carried, run.job.read)
     run.refresh = run.rows | label >> RefreshRows(
-        run.job.published, run.plan, staging, run.progress
+        run.job.published, run.plan, staging, run.progress, unread
     )
+    run.errors = [*run.errors, run.refresh["errors"]]
     layout = run.refresh["layout"]
     run.rows = run.refresh["rows"]
     run.plan = layout | "RefreshedPlan" >> beam.Map(lambda layout: layout.plan)

@@ -103,7 +103,7 @@ class _ReadPiecesFn(beam.DoFn, RestrictionProvider):
 
 
 @beam.typehints.with_output_types(RowBatch)
-class _ReadWholeFn(beam.DoFn):
+class ReadWholeFn(beam.DoFn):
     """A COCO file (one JSON document) or an archive, read whole by one worker: archives are
     the unit of parallel work."""
 
@@ -171,7 +171,7 @@ class ReadManifests(beam.PTransform):
                 pbegin
                 | "ListWholeFiles" >> beam.Create(self._documents)  # ManifestFile
                 | "ReadWholeFiles"
-                >> beam.ParDo(_ReadWholeFn(self._config)).with_outputs(
+                >> beam.ParDo(ReadWholeFn(self._config)).with_outputs(
                     "errors", "negatives", main="rows"
                 )
             )

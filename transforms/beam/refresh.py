@@ -11,14 +11,18 @@ damaged midway are left out where they meet the rows, by a side input of such fi
 ("unlisted"), as the local form leaves them out of its buckets. The layout is decided from
 counts (per published shard its unchanged records, per split its rows to convert) before
 anything is written; a past shard's kept records are then staged by the worker that gets that
-shard's positions, which finds its final shard in a dict side input. Element shapes:
+shard's positions, which finds its final shard in a dict side input. Archives carried unread:
+as the local form (transforms/local/refresh.py). Element shapes:
 
     CheckPublishedShards: [ShardInfo] (a thousand a batch)
         -> (key, (fingerprint, shard file, position, sound)), "verdicts": (shard file, sound),
-           "unlisted": (shard file, True) for a rows file found damaged
+           "unlisted": (shard file, True) for a rows file found damaged,
+           "damaged": (archive file name, True) for a carried archive's record in a damaged shard
+    ListCarriedAfterAll:  ManifestFile (carried) -> RowBatch, "errors": ErrorRow
     FingerprintRows:      RowBatch -> (key, (ManifestRow, fingerprint))
     MatchByKey:           (key, {"rows": [(row, fingerprint)], "past": [(fingerprint, ...)]})
-    KeepOrConvert:        -> ManifestRow (to convert), "kept": (shard file, position)
+    KeepOrConvert:        -> ManifestRow (to convert), "kept": (shard file, position),
+                             "errors": ErrorRow (a row of a carried archive member's key)
     GroupKeptByShard:     (shard file, [position])
     DecideRefresh:        DatasetPlan (one) -> RefreshLayout (one)
     CarryShards:          (shard file, [position]) -> (shard file, ShardResult (staged))
@@ -30,7 +34,11 @@ import apache_beam as beam
 from apache_beam.pvalue import AsDict, TaggedOutput
 
 from tfrecord_pipeline.transforms.beam.coders import RowBatch
-from tfrecord_pipeline.transforms.beam.steps import as_row_batches
+from tfrecord_pipeline.transforms.beam.manifests import ReadWholeFn
+from tfrecord_pipeline.transforms.beam.steps import as_row_batches, error_output
+from tfrecord_pipeline.transforms.errors import ErrorRow
+from tfrecord_pipeline.transforms.manifest.sources import ManifestFile
+from tfrecord_pipeline.transforms.plan.carried import NOTHING_UNREAD, Unread, key_archive
 from tfrecord_pipeline.transforms.plan.fingerprints import row_fingerprints
 from tfrecord_pipeline.transforms.plan.refresh import PastShard, RefreshLayout, refresh_layout
 from tfrecord_pipeline.transforms.plan.refresh_match import PastKey, listed, match_bucket
@@ -72,8 +80,9 @@ class _CheckFn(_RequestsFn):
     its shard passed its check; then each shard's verdict, and the rows files found damaged
     (their records given before the damage are left out by `_keep_or_convert`)."""
 
-    def __init__(self, published: PublishedVersion):
+    def __init__(self, published: PublishedVersion, unread: frozenset[str]):
         self._published = published
+        self._unread = unread  # the file names of the archives carried unread
 
     def process(self, shards):
         folder = self._published.folder
@@ -82,6 +91,8 @@ class _CheckFn(_RequestsFn):
             unlisted = set()
             for past in listed_keys(self._published, shard, ok, unlisted):
                 yield past.key, past[1:]  # the key once: the shuffle's
+                if not ok and (archive := key_archive(past.key)) in self._unread:
+                    yield TaggedOutput("damaged", (archive, True))
             yield TaggedOutput("verdicts", (shard.file, ok and not unlisted))
             if unlisted:
                 yield TaggedOutput("unlisted", (shard.file, True))
@@ -95,18 +106,27 @@ def _in_batches(shards: list) -> list[list]:
     ]
 
 
-def _keep_or_convert(keyed, unlisted):
+def _keep_or_convert(keyed, unlisted, unread: frozenset[str] = frozenset(), relisted=None):
     """A key's rows and records matched as a bucket of their own (`match_bucket`), the records
-    of a rows file found damaged (`unlisted`) left out: a record that stays gives its position
-    to "kept"; the rows to convert are given (those of a record that stays in a damaged shard
-    too: its position still counted)."""
+    of a rows file found damaged (`unlisted`) left out, those of the archives still `unread`
+    (carried, but those `relisted`) kept: a record that stays gives its position to "kept";
+    the rows to convert are given (those of a record that stays in a damaged shard too: its
+    position still counted), and error rows tagged."""
     key, grouped = keyed
     past = listed((PastKey(key, *found) for found in grouped["past"]), unlisted)
-    for matched in match_bucket(grouped["rows"], past):
+    still = frozenset() if unlisted else unread.difference(relisted) if relisted else unread
+    for matched in match_bucket(grouped["rows"], past, still):
         if isinstance(matched, PastKey):
             yield TaggedOutput("kept", (matched.file, matched.position))
+        elif isinstance(matched, ErrorRow):
+            yield error_output(matched)
         else:
             yield matched
+
+
+def _relisted(manifest: ManifestFile, damaged, unlisted):
+    """The carried archive, if it is to be listed after all (transforms/plan/carried.py)."""
+    yield from Unread((manifest,)).listed(damaged, bool(unlisted))[0]
 
 
 def _decide(plan, shards, kept, verdicts, converted):
@@ -163,33 +183,50 @@ class RefreshRows(beam.PTransform):
       plan: the full conversion's DatasetPlan (one element).
       staging: the run's staging folder, where carried shards are written.
       progress: told the records of each carried shard.
+      unread: the archives carried unread (transforms/plan/carried.py).
     """
 
-    def __init__(self, published: PublishedVersion, plan, staging: str, progress: Progress):
+    def __init__(self, published, plan, staging: str, progress: Progress, unread=NOTHING_UNREAD):
         super().__init__()
         self._published = published
         self._plan = plan
         self._staging = staging
         self._progress = progress
+        self._unread = unread
 
     def expand(self, batches):
         shards = self._published.shards
+        unread = self._unread.names
         checked = (
             batches.pipeline
             | "ListPublishedShards" >> beam.Create(_in_batches([shard for _, shard in shards]))
             | "CheckPublishedShards"
-            >> beam.ParDo(_CheckFn(self._published)).with_outputs(
-                "verdicts", "unlisted", main="records"
+            >> beam.ParDo(_CheckFn(self._published, unread)).with_outputs(
+                "verdicts", "unlisted", "damaged", main="records"
             )
         )
-        fingerprinted = batches | "FingerprintRows" >> beam.ParDo(_FingerprintFn())
+        damaged = checked.damaged | "DamagedArchives" >> beam.Distinct()
+        relisted = (
+            batches.pipeline
+            | "CarriedArchives" >> beam.Create(self._unread.manifests)
+            | "DamagedOnes" >> beam.FlatMap(_relisted, AsDict(damaged), AsDict(checked.unlisted))
+            | "ListCarriedAfterAll"
+            >> beam.ParDo(ReadWholeFn(self._unread.config)).with_outputs(
+                "errors", "negatives", main="rows"
+            )
+        )
+        fingerprinted = (
+            (batches, relisted.rows)
+            | "WithCarriedAfterAll" >> beam.Flatten()
+            | "FingerprintRows" >> beam.ParDo(_FingerprintFn())
+        )
         matched = (
             {"rows": fingerprinted, "past": checked.records}
             | "MatchByKey" >> beam.CoGroupByKey()
             | "KeepOrConvert"
-            >> beam.FlatMap(_keep_or_convert, AsDict(checked.unlisted)).with_outputs(
-                "kept", main="rows"
-            )
+            >> beam.FlatMap(
+                _keep_or_convert, AsDict(checked.unlisted), unread, AsDict(damaged)
+            ).with_outputs("kept", "errors", main="rows")
         )
         kept = matched.kept | "GroupKeptByShard" >> beam.GroupByKey()
         rows = as_row_batches(matched.rows)
@@ -209,4 +246,5 @@ class RefreshRows(beam.PTransform):
         )
         carry = _CarryFn(self._published, self._staging, self._progress)
         carried = kept | "CarryShards" >> beam.ParDo(carry, AsDict(sources))
-        return {"rows": rows, "layout": layout, "carried": carried}
+        errors = (relisted.errors, matched.errors) | "RefreshErrors" >> beam.Flatten()
+        return {"rows": rows, "layout": layout, "carried": carried, "errors": errors}

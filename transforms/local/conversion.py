@@ -34,6 +34,7 @@ from tfrecord_pipeline.transforms.local.shards import (
     write_in_process,
 )
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
+from tfrecord_pipeline.transforms.plan.carried import Unread
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan, PlanAccumulator, decide_plan
 from tfrecord_pipeline.transforms.progress import Progress, Watch
 from tfrecord_pipeline.transforms.stages import Forms, Job, PublishInputs, stages_of
@@ -140,8 +141,10 @@ def drop_duplicates(run: LocalRun) -> None:
 @FORMS.of("RefreshRows")
 def refresh_rows(run: LocalRun) -> None:
     """refresh.py refresh_here."""
+    job = run.job
+    unread = Unread(job.carried, job.read)
     update = refresh_here(
-        run.plan, run.rows, run.job.published, run.job.write.processes, run.buckets
+        run.plan, run.rows, job.published, job.write.processes, run.buckets, unread, run.errors.add
     )
     run.refresh, run.plan, run.write_plan = update, update.layout.plan, update.layout.write_plan
     run.rows, run.split_rows = update.to_convert, update.converted

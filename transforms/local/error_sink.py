@@ -50,11 +50,12 @@ Line = tuple[SortKey, str]  # an error row's sort key and its JSON line: how it 
 
 class SpilledErrors(NamedTuple):
     """A shard-writer process's error rows, for its parent's sink: the runs it spilled into
-    staging, the rest as lines (under RUN_BYTES), and the counts of all of them."""
+    staging, the rest as lines (under RUN_BYTES), and the counts of all of them (`counted_as`
+    → rows)."""
 
     runs: tuple[str, ...]
     lines: tuple[Line, ...]
-    counts: ErrorCounts
+    tally: Counter
 
 
 class ErrorSink:
@@ -77,7 +78,7 @@ class ErrorSink:
 
     def adopt(self, spilled: SpilledErrors) -> None:
         """Take a shard-writer process's error rows."""
-        self._tally.update({(split, reason): n for split, reason, n in spilled.counts.counts})
+        self._tally.update(spilled.tally)
         for run in spilled.runs:
             self._add_run(run)
         self._buffer(spilled.lines)
@@ -97,7 +98,7 @@ class ErrorSink:
         spilled = SpilledErrors(
             tuple(run for level in self._levels for run in level),
             tuple(self._lines),
-            ErrorCounts.of(self._tally),
+            self._tally,
         )
         self._empty()
         return spilled

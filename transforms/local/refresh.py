@@ -9,17 +9,22 @@ No shard is carried unchecked: each must have the size and CRC-32C its metadata 
 Storage the object's own CRC-32C says so, from the folder's listing or its metadata, without a
 byte read; elsewhere every byte is read: transforms/storage/file_checks.py). A shard that
 fails, is missing, or whose rows file cannot be read is damaged: its unchanged rows are
-converted again from the manifest, and the summary says so.
+converted again from the manifest, and the summary says so. An archive carried unread
+(transforms/plan/carried.py) with a record in a damaged shard (any, when a rows file is
+damaged: its keys are not all known) is listed after all, and refreshed as if not carried.
 """
 
 import itertools
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
+from tfrecord_pipeline.transforms.errors import ErrorRow
 from tfrecord_pipeline.transforms.local.row_buckets import RowBuckets, bucket_count, hash_bucket
-from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
+from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, ReadConfig
+from tfrecord_pipeline.transforms.manifest.sources import read_all
+from tfrecord_pipeline.transforms.plan.carried import NOTHING_UNREAD, Unread, key_archive
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
 from tfrecord_pipeline.transforms.plan.fingerprints import row_fingerprints
 from tfrecord_pipeline.transforms.plan.refresh import PastShard, RefreshLayout, refresh_layout
@@ -52,12 +57,24 @@ ROWS, RECORDS, TO_CONVERT = "refresh: rows", "refresh: records", "refresh: to co
 FINGERPRINT_ROWS = 10_000
 
 
+def listed_rows(manifests, config: ReadConfig, errors: Callable) -> Iterator[ManifestRow]:
+    """The rows of carried archives listed after all; their error rows to `errors`."""
+    for manifest in manifests:
+        for item in read_all(manifest, config):
+            if isinstance(item, ManifestRow):
+                yield item
+            elif isinstance(item, ErrorRow):
+                errors(item)
+
+
 def refresh_here(
     plan: DatasetPlan,
     rows: Iterable[ManifestRow],
     published: PublishedVersion,
     cores: int,
     buckets: RowBuckets,
+    unread: Unread = NOTHING_UNREAD,
+    errors: Callable[[ErrorRow], object] = print,  # none without `unread`
 ) -> Refresh:
     """The refresh of `published` by `rows`, decided: rows fingerprinted a batch at a time, and
     each published shard checked and its rows file read a record at a time, a shard after
@@ -70,12 +87,17 @@ def refresh_here(
     remote = fileio.is_remote(published.folder)
     threads = cores * REMOTE_THREADS_PER_CORE
     unlisted: set[str] = set()  # shards whose rows file is damaged
+    damaged: set[str] = set()  # archives with records in a damaged shard
     with ThreadPoolExecutor(threads, "stat") as pool:
+
+        def fingerprinted(rows: Iterable[ManifestRow]) -> None:
+            rows = iter(rows)
+            while batch := list(itertools.islice(rows, FINGERPRINT_ROWS)):
+                for row, fingerprint in zip(batch, row_fingerprints(batch, pool.map), strict=True):
+                    buckets.add((ROWS, hash_bucket(row.key, count)), (row, fingerprint))
+
         checks = check_shards(published.folder, infos, pool.map if remote else map)  # begun
-        rows = iter(rows)
-        while batch := list(itertools.islice(rows, FINGERPRINT_ROWS)):
-            for row, fingerprint in zip(batch, row_fingerprints(batch, pool.map), strict=True):
-                buckets.add((ROWS, hash_bucket(row.key, count)), (row, fingerprint))
+        fingerprinted(rows)
         checked = dict(zip([shard.file for shard in infos], checks, strict=True))
 
         def read(shard):
@@ -83,10 +105,17 @@ def refresh_here(
 
         for records in ordered_map(pool if remote else None, read, infos, threads):  # ahead
             for past in records:
+                if not past.sound and unread.manifests:
+                    damaged.add(key_archive(past.key))
                 buckets.add((RECORDS, hash_bucket(past.key, count)), past)
+        relisted, names = unread.listed(damaged, bool(unlisted))
+        fingerprinted(listed_rows(relisted, unread.config, errors))
     converted = Counter()
 
-    def convert(row: ManifestRow) -> None:
+    def convert(row: ManifestRow | ErrorRow) -> None:
+        if isinstance(row, ErrorRow):
+            errors(row)
+            return
         converted[row.split] += 1
         buckets.add(TO_CONVERT, row)
 
@@ -94,7 +123,7 @@ def refresh_here(
         (buckets.take((ROWS, at)), listed(buckets.take((RECORDS, at)), unlisted))
         for at in range(count)
     )
-    kept = match_buckets(matched, convert)
+    kept = match_buckets(matched, convert, names)
     past = [
         PastShard(
             split,

@@ -56,6 +56,7 @@ class ManifestFile(NamedTuple):
     size: int = 0  # the file's size in bytes when the launcher looked: where reading ends
     detection: bool = False  # its rows list objects: a COCO file, or JSONL whose first row does
     embedded: Embedded | None = None  # where a Parquet or Arrow file holds its images, if it does
+    identity: str = ""  # an archive's, when the launcher looked (fileio.identity)
 
 
 def detection_config(manifests: list[ManifestFile], config: ReadConfig) -> ReadConfig:
@@ -168,15 +169,15 @@ def _archive(path: str, number: int) -> ManifestFile:
     """An archive, checked to be there: what it holds is told by its rows (a garbage or
     compressed file is an error row, as a member is; the launcher reads no member)."""
     try:
-        listed = gcs.listed_size(path) if gcs.is_gcs(path) else None  # of a folder or a glob
-        size = fileio.size(path) if listed is None else listed
+        listed = gcs.listed_stat(path) if gcs.is_gcs(path) else None  # of a folder or a glob
+        size, identity = listed or fileio.stat(path)
     except fileio.MISSING:
         raise UserError(f"--manifest: {fileio.not_there(path)}") from None
     except fileio.UNAVAILABLE:
         raise
     except fileio.READ_ERRORS as error:
         raise UserError(f"{path}: cannot read the archive ({error})") from None
-    return ManifestFile(number, fileio.absolute(path), "archive", size=size)
+    return ManifestFile(number, fileio.absolute(path), "archive", size=size, identity=identity)
 
 
 def read_piece(

@@ -8,6 +8,7 @@ same on every run.
 
 import functools
 import heapq
+from collections import Counter
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -22,6 +23,7 @@ from tfrecord_pipeline.transforms.manifest.labels import (
     label_map_from_labels,
 )
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, manifest_number, row_labels
+from tfrecord_pipeline.transforms.plan.carried import ArchiveLine, with_carried
 from tfrecord_pipeline.transforms.plan.sharding import ShardCounts, pieces_for, shards_for_bytes
 
 SAMPLE_SIZE = 64
@@ -39,6 +41,7 @@ class PlanStats(NamedTuple):
     # (label, (manifest number, name)), sorted.
     label_names: tuple[tuple[str, tuple[int, str]], ...] = ()
     labels_given: int = 0  # labels the rows give, repeats counted: a row's one, or several
+    archives: tuple[tuple[str, str, int], ...] = ()  # (archive, split, its members' rows), sorted
 
 
 class PlanAccumulator:
@@ -58,6 +61,7 @@ class PlanAccumulator:
         self.label_names: dict[str, tuple[int, str]] = {}
         self.rows: dict[str, int] = {}
         self.labels_given = 0
+        self.archives: Counter = Counter()  # (archive, split) → rows of its members
         self.samples: dict[str, list] = {}  # split → heap of (-shard hash, image uri, size)
         self._counts = counts or ShardCounts()
         self._sample_every_split = sample_every_split
@@ -74,6 +78,8 @@ class PlanAccumulator:
                 if obj.text:
                     self._name(obj.label, (number, obj.text))
         self.rows[row.split] = self.rows.get(row.split, 0) + 1
+        if row.member is not None:
+            self.archives[row.source_path, row.split] += 1
         if self._is_sized(row.split):
             size = row.member.size if row.member else -1  # an archive member's is listed
             self._offer(row.split, (-key_hash(row.key, SHARD_SALT), row.image_uri, size))
@@ -101,6 +107,7 @@ class PlanAccumulator:
             self._name(label, named)
         for split, count in other.rows.items():
             self.rows[split] = self.rows.get(split, 0) + count
+        self.archives.update(other.archives)
         for split, heap in other.samples.items():
             for entry in heap:
                 self._offer(split, entry)
@@ -125,6 +132,7 @@ class PlanAccumulator:
             tuple(sorted(samples)),
             tuple(sorted(self.label_names.items())),
             self.labels_given,
+            tuple(sorted((path, split, n) for (path, split), n in self.archives.items())),
         )
 
 
@@ -135,6 +143,7 @@ class DatasetPlan(NamedTuple):
     pieces: tuple[tuple[str, int], ...] = ()  # (split, pieces a shard is written in), if over 1
     detection: bool = False  # records hold objects (boxes), not one label
     label_names: tuple[tuple[str, tuple[int, str]], ...] = ()  # PlanStats.label_names
+    archives: tuple[tuple[str, str, int], ...] = ()  # PlanStats.archives
 
     def pieces_of(self, split: str) -> int:
         return dict(self.pieces).get(split, 1)
@@ -176,6 +185,7 @@ class PlanConfig(NamedTuple):
     max_file_bytes: int  # a larger file weighs nothing in a split's size: it is an error row
     detection: bool = False  # records hold objects (boxes), not one label
     max_labels: int | None = None  # `--max_labels`; None: MAX_LABELS, and labels not one a row
+    carried: tuple[ArchiveLine, ...] = ()  # archives a refresh carries unread, their rows counted
 
 
 def make_plan(stats: PlanStats, config: PlanConfig, size_of: Callable[[str], int]) -> DatasetPlan:
@@ -183,6 +193,7 @@ def make_plan(stats: PlanStats, config: PlanConfig, size_of: Callable[[str], int
     `config.target_shard_mb`; `size_of` is only called for sampled rows. Labels nearly one a
     row are a UserError (`check_vocabulary`), but objects' categories, which a COCO file
     declares: a class of a few objects there is the dataset's own (LVIS has hundreds)."""
+    stats = with_carried(stats, config.carried)
     if not config.detection:
         check_vocabulary(len(stats.labels), stats.labels_given, config.max_labels)
     labels = config.labels.label_map(stats.labels)
@@ -213,6 +224,7 @@ def make_plan(stats: PlanStats, config: PlanConfig, size_of: Callable[[str], int
         tuple(pieces),
         label_names=stats.label_names,
         detection=config.detection,
+        archives=stats.archives,
     )
 
 

@@ -8,13 +8,19 @@ by key makes each key a bucket of its own. What stays is decided by
 A shard's records are read from its rows file as they come (transforms/write/published.py
 `listed_keys`), so a file found damaged midway has given some already: both runners leave them
 out here (`listed`), by the files found so (`unlisted`).
+
+The records of an archive carried unread (transforms/plan/carried.py) have no rows: each stays
+as it is; a row of another manifest with such a record's key is a duplicate_key error row (the
+archive's member keeps the key, as its record already does).
 """
 
 from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import NamedTuple
 
-from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
+from tfrecord_pipeline.transforms.errors import ErrorRow, Reason
+from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, error_row
+from tfrecord_pipeline.transforms.plan.carried import key_archive
 from tfrecord_pipeline.transforms.plan.refresh import stays
 
 Printed = tuple[ManifestRow, str]  # a row and its fingerprint (transforms/plan/fingerprints.py)
@@ -38,37 +44,47 @@ def listed(past: Iterable[PastKey], unlisted: Collection[str]) -> Iterator[PastK
 
 
 def match_bucket(
-    rows: Iterable[Printed], past: Iterable[PastKey]
-) -> Iterator[PastKey | ManifestRow]:
+    rows: Iterable[Printed], past: Iterable[PastKey], unread: Collection[str] = ()
+) -> Iterator[PastKey | ManifestRow | ErrorRow]:
     """The records of `past` that stay, then the rows to convert: new keys, changed rows,
     every row of a repeated key, and the rows of records that stay only in a damaged shard (such
-    a record is still given: its shard counts it as kept). Every row and record of a key must
-    be in these."""
+    a record is still given: its shard counts it as kept). The records of the archives named
+    in `unread` (carried unread, their shards sound) all stay, a row of their key an error.
+    Every row and record of a key must be in these."""
     by_key: dict[str, list[Printed]] = {}
     for row, fingerprint in rows:
         by_key.setdefault(row.key, []).append((row, fingerprint))
-    carried = set()
+    carried, taken = set(), set()
     for record in past:
+        if unread and key_archive(record.key) in unread:
+            yield record
+            taken.add(record.key)
+            continue
         fingerprints = [fingerprint for _, fingerprint in by_key.get(record.key, ())]
         if stays(fingerprints, record.fingerprint):
             yield record
             if record.sound:
                 carried.add(record.key)
     for key, printed in by_key.items():
-        if key not in carried:
+        if key in taken:
+            message = "the key of a member of an archive carried unchanged (--incremental)"
+            yield from (error_row(row, Reason.DUPLICATE_KEY, message) for row, _ in printed)
+        elif key not in carried:
             yield from (row for row, _ in printed)
 
 
 def match_buckets(
     buckets: Iterable[tuple[Iterable[Printed], Iterable[PastKey]]],
-    convert: Callable[[ManifestRow], object],
+    convert: Callable[[ManifestRow | ErrorRow], object],
+    unread: Collection[str] = (),
 ) -> dict[str, array]:
-    """`match_bucket` of each bucket (its rows, its records), the rows to convert given to
-    `convert`; returns the positions of the records that stay by published shard, ascending:
-    an array of 4-byte positions a shard, all a refresh holds for every record it keeps."""
+    """`match_bucket` of each bucket (its rows, its records), the rows to convert and the
+    error rows given to `convert`; returns the positions of the records that stay by published
+    shard, ascending: an array of 4-byte positions a shard, all a refresh holds for every
+    record it keeps."""
     kept: dict[str, array] = {}
     for rows, past in buckets:
-        for item in match_bucket(rows, past):
+        for item in match_bucket(rows, past, unread):
             if isinstance(item, PastKey):
                 kept.setdefault(item.file, array("I")).append(item.position)
             else:

@@ -196,6 +196,14 @@ def size(path: str) -> int:
     return remote.size(path) if is_remote(path) else os.path.getsize(path)
 
 
+def stat(path: str) -> tuple[int, str]:
+    """A file's size and identity (`identity`), with one stat: one request on a store."""
+    if is_remote(path):
+        return remote.stat(path)
+    status = os.stat(path)
+    return status.st_size, disk.identity(status)
+
+
 def identity(path: str) -> str:
     """What tells a file's versions apart without reading it (disk.identity, remote.identity):
     the same string as the identity `read_identified` gives."""

@@ -119,18 +119,19 @@ def folder_prefix(folder: str) -> tuple[str, str]:
     return bucket, prefix.rstrip("/") + "/" if prefix.strip("/") else ""
 
 
-def list_folder(folder: str, sizes: dict | None = None) -> Iterator[tuple[str, bool]]:
+def list_folder(folder: str, stats: dict | None = None) -> Iterator[tuple[str, bool]]:
     """(name, whether a subfolder) of what is directly in a `gs://` folder: its objects as the
     listing streams them (in name order, a page at a time, each page one request), then its
-    subfolders (prefixes); each object's size put in `sizes` by name, when given."""
+    subfolders (prefixes); each object's `Stat` put in `stats` by name, when given."""
     bucket, prefix = folder_prefix(folder)
     token, subfolders = None, set()
     while True:
         page = functools.partial(jsonapi.list_page, bucket, prefix, "/", token, None)
-        names, prefixes, token, listed_sizes = retried(page, folder)
-        subfolders.update(prefixes)
-        if sizes is not None:
-            sizes.update(zip(names, listed_sizes, strict=True))
+        listed = retried(page, folder)
+        names, token = listed.names, listed.next_token
+        subfolders.update(listed.prefixes)
+        if stats is not None:
+            stats.update(zip(names, listed_stats(listed), strict=True))
         # The folder's own placeholder object (named `prefix`) is not in it.
         yield from ((name[len(prefix) :], False) for name in names if name != prefix)
         if not token:
@@ -139,20 +140,28 @@ def list_folder(folder: str, sizes: dict | None = None) -> Iterator[tuple[str, b
         yield sub[len(prefix) :].rstrip("/"), True
 
 
-# The sizes of archives the launcher's listings saw (a folder of archives, a glob), by path:
-# it takes an archive's size from them rather than a request of its own. Only the archives'
-# are kept (a listing of a tree's millions of images keeps none).
-_LISTED_SIZES: dict[str, int] = {}
+def listed_stats(page: jsonapi.Page) -> list[Stat | None]:
+    """A listing page's objects' sizes and identities, in its names' order (None: not said)."""
+    return [
+        Stat(size, identity(size, crc32c)) if size is not None and crc32c else None
+        for size, crc32c in zip(page.sizes, page.crc32cs, strict=True)
+    ]
 
 
-def remember_size(path: str, size: int | None) -> None:
-    if size is not None:
-        _LISTED_SIZES[path] = size
+# The sizes and identities of archives the launcher's listings saw (a folder of archives, a
+# glob), by path: it takes an archive's from them rather than a request of its own. Only the
+# archives' are kept (a listing of a tree's millions of images keeps none).
+_LISTED_STATS: dict[str, Stat] = {}
 
 
-def listed_size(path: str) -> int | None:
-    """An archive's size as a listing of this process saw it, if one did."""
-    return _LISTED_SIZES.get(path)
+def remember_stat(path: str, stat: Stat | None) -> None:
+    if stat is not None:
+        _LISTED_STATS[path] = stat
+
+
+def listed_stat(path: str) -> Stat | None:
+    """An archive's size and identity as a listing of this process saw it, if one did."""
+    return _LISTED_STATS.get(path)
 
 
 def holds_objects(folder: str) -> bool:

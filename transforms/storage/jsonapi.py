@@ -95,6 +95,7 @@ class Page(NamedTuple):
     prefixes: list[str]
     next_token: str | None
     sizes: list[int | None] | tuple = ()  # the names' sizes (None: not said), in their order
+    crc32cs: list[str] | tuple = ()  # and their CRC-32Cs ("": not said)
 
 
 def list_page(
@@ -102,14 +103,15 @@ def list_page(
 ) -> Page:
     """One page of the names in `bucket` starting with `prefix` (and, with a `delimiter`, the
     prefixes ending at it), and the token of the next page (None after the last)."""
-    query = {"prefix": prefix, "fields": "items(name,size),prefixes,nextPageToken"}
+    query = {"prefix": prefix, "fields": "items(name,size,crc32c),prefixes,nextPageToken"}
     query.update({"delimiter": delimiter} if delimiter else {})
     query.update({"maxResults": str(max_results)} if max_results else {})
     page = _listing(bucket, query, token)
     items = page.get("items", ())
     names = [item["name"] for item in items]
     sizes = [int(item["size"]) if "size" in item else None for item in items]
-    return Page(names, page.get("prefixes", []), page.get("nextPageToken"), sizes)
+    crc32cs = [item.get("crc32c", "") for item in items]
+    return Page(names, page.get("prefixes", []), page.get("nextPageToken"), sizes, crc32cs)
 
 
 class Listed(NamedTuple):

@@ -32,15 +32,26 @@ SortKey = tuple[str, str, str]  # an error row's source, key and reason: ErrorRo
 
 
 class ErrorCounts(NamedTuple):
-    """Rejected rows per split and reason: all the commit step and the metadata need of them,
-    bounded by splits x reasons however many rows were rejected."""
+    """Rejected rows per split and reason, and per file they are a part of: all the commit
+    step and the metadata need of them, bounded by splits x reasons and by the manifests
+    however many rows were rejected."""
 
     counts: tuple[tuple[str, str, int], ...] = ()  # (split, reason, rows), sorted; "" no split
+    # (file, rows) of the rows whose source names a part of a file (`archive.tar#member`,
+    # `file.parquet#row`), sorted: which archives gave error rows (transforms/plan/carried.py).
+    files: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def of(cls, tally: Counter) -> "ErrorCounts":
         """From a Counter of `counted_as` → rows (what the Beam combiner accumulates)."""
-        return cls(tuple((split, reason, n) for (split, reason), n in sorted(tally.items())))
+        counts, files = Counter(), Counter()
+        for (split, reason, file), n in tally.items():
+            counts[split, reason] += n
+            files[file] += n if file else 0
+        return cls(
+            tuple((split, reason, n) for (split, reason), n in sorted(counts.items())),
+            tuple(sorted((file, n) for file, n in files.items() if n)),
+        )
 
     @property
     def total(self) -> int:
@@ -60,9 +71,11 @@ def _summed(pairs: Iterable[tuple[str, int]]) -> dict[str, int]:
     return dict(sorted(sums.items()))
 
 
-def counted_as(error: ErrorRow) -> tuple[str, str]:
-    """What an error row is counted under: its split and reason."""
-    return error.split, error.reason.value
+def counted_as(error: ErrorRow) -> tuple[str, str, str]:
+    """What an error row is counted under: its split, its reason, and the file its source is
+    a part of (an archive's, a Parquet file's), if it is one."""
+    file, mark, _ = error.source.partition("#")
+    return error.split, error.reason.value, file if mark else ""
 
 
 class ErrorFileResult(NamedTuple):
