@@ -443,7 +443,7 @@ def test_a_local_refresh_matches_rows_and_records_in_buckets_spilled_to_disk(
 
     def decided(held_rows: int):
         with RowBuckets(held_rows) as buckets:
-            update = refresh_here(plan, iter(manifest_rows), published, 1, buckets)
+            update = refresh_here(plan, iter(manifest_rows), published, 1, buckets, [].append)
             spilled = bool(os.listdir(buckets.folder()))
             keys = sorted(row.key for row in update.to_convert)
         kept = {file: list(positions) for file, positions in update.kept.items()}

@@ -144,7 +144,7 @@ def refresh_rows(run: LocalRun) -> None:
     job = run.job
     unread = Unread(job.carried, job.read)
     update = refresh_here(
-        run.plan, run.rows, job.published, job.write.processes, run.buckets, unread, run.errors.add
+        run.plan, run.rows, job.published, job.write.processes, run.buckets, run.errors.add, unread
     )
     run.refresh, run.plan, run.write_plan = update, update.layout.plan, update.layout.write_plan
     run.rows, run.split_rows = update.to_convert, update.converted

@@ -73,8 +73,8 @@ def refresh_here(
     published: PublishedVersion,
     cores: int,
     buckets: RowBuckets,
+    errors: Callable[[ErrorRow], object],
     unread: Unread = NOTHING_UNREAD,
-    errors: Callable[[ErrorRow], object] = print,  # none without `unread`
 ) -> Refresh:
     """The refresh of `published` by `rows`, decided: rows fingerprinted a batch at a time, and
     each published shard checked and its rows file read a record at a time, a shard after
