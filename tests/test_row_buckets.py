@@ -3,8 +3,9 @@ not depend on how heavy its rows are (spilling and reading back: tests/test_loca
 
 import tarfile
 import tempfile
+import tracemalloc
 
-from conftest import read_manifest, write_manifest
+from conftest import manifest_row, read_manifest, write_manifest
 
 from tfrecord_pipeline.transforms.local import row_buckets
 from tfrecord_pipeline.transforms.local.row_buckets import RowBuckets, footprint
@@ -51,3 +52,21 @@ def test_a_rows_footprint_counts_what_it_shares_with_other_rows_once_not_a_row()
     shared = [ManifestRow(f"k{n}", f"k{n}.jpg", label, "train", (), "m.csv", n) for n in range(2)]
     alone = shared[0]._replace(label="".join(["tabby ", "cat"] * 20))
     assert footprint(alone) > footprint(shared[0]) + len(label)
+
+
+def test_a_spill_read_back_holds_a_few_of_its_rows_at_a_time_not_all():
+    """Pickled at once, a spill of 20,000 rows was unpickled at once by whoever read its
+    first row (a shard writer process, or one sorting it into pieces)."""
+    rows = [manifest_row(f"cat/{number}.jpg") for number in range(20_001)]
+    with RowBuckets(held_rows=20_000) as buckets:
+        for row in rows:
+            buckets.add("read", row)
+        taken = iter(buckets.take("read"))
+        tracemalloc.start()
+        try:
+            assert next(taken) == rows[0]
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert peak < 1 << 20  # the 20,000 rows: ~5 MB
+        assert [rows[0], *taken] == rows

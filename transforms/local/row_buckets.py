@@ -5,14 +5,14 @@ touches the disk. The budget is in bytes: rows differ in weight (an archive memb
 carries where its bytes are, twice a loose file's row), so one held row in WEIGH_EVERY is
 weighed (`footprint`) and the rows held are as many as the budget holds of rows that heavy.
 
-Each spill of a bucket's rows is a pickled batch, appended to a file of the bucket's in a
-temporary folder (`$TMPDIR`), a new file every FILE_ROWS rows; pickling gives the rows back as
-they were, so the records are the same. A bucket taken is read where it is iterated: handed to
-another process (a shard writer), it carries its files' names and the rows it still held, so
-its spilled rows are read there, never unpickled and pickled again on their way through this
-process. Other processes may spill into the folder too, each batch then adopted into a bucket
-here: how the local runner's processes sort the rows it spilled into shard pieces, a file
-each, while it sorts those it held.
+Each spill of a bucket's rows is a batch, pickled PICKLED_ROWS at a time, appended to a file of
+the bucket's in a temporary folder (`$TMPDIR`), a new file every FILE_ROWS rows; pickling gives
+the rows back as they were, so the records are the same. A bucket taken is read where it is
+iterated: handed to another process (a shard writer), it carries its files' names and the rows
+it still held, so its spilled rows are read there, never unpickled and pickled again on their
+way through this process. Other processes may spill into the folder too, each batch then
+adopted into a bucket here: how the local runner's processes sort the rows it spilled into
+shard pieces, a file each, while it sorts those it held.
 """
 
 import math
@@ -35,6 +35,9 @@ OWN_REFS = 4
 # A bucket's spills go on in one file up to this many rows, then a new one: few files however
 # small the spills (many buckets), and the batches large enough to share out between processes.
 FILE_ROWS = 10_000
+# Rows pickled at once: pickling (and unpickling) holds a note of every object of its rows, as
+# much again as the rows, and a spill read back is held a pickle at a time.
+PICKLED_ROWS = 1_000
 # Rows (or records) a bucket holds, about, where every row of a digest or a key must meet in
 # one place (--dedup, --incremental): such a bucket is read back whole and grouped in memory.
 GROUPED_ROWS = 10_000
@@ -113,7 +116,8 @@ class RowBuckets:
             count = 0
             self._made.add(path)
         with open(path, "ab") as handle:
-            pickle.dump(rows, handle, pickle.HIGHEST_PROTOCOL)
+            for start in range(0, len(rows), PICKLED_ROWS):
+                pickle.dump(rows[start : start + PICKLED_ROWS], handle, pickle.HIGHEST_PROTOCOL)
         batches.append((path, count + len(rows)))
 
     def close(self) -> None:
