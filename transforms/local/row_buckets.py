@@ -26,7 +26,7 @@ from collections.abc import Hashable, Iterator
 from tfrecord_pipeline.transforms.keys import BUCKET_SALT, key_hash
 
 # Rows' bytes held in memory across buckets, about, beyond which the largest bucket spills:
-# ~25,000 rows of loose files, ~12,000 of archive members.
+# ~24,000 rows of loose files, ~12,000 of archive members.
 HELD_BYTES = 6 << 20
 WEIGH_EVERY = 1_000  # one row added in so many is weighed: the others cost no more than a count
 # References to an object that is a row's alone: the row's own (two, when a loose file's row's
