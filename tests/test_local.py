@@ -4,16 +4,19 @@ shards' (or pieces') tasks for its writer processes."""
 import itertools
 import pickle
 import tempfile
+import tracemalloc
 
 import pytest
 from conftest import manifest_row
 
 from tfrecord_pipeline.transforms.image.config import ImageConfig
+from tfrecord_pipeline.transforms.local import row_buckets
 from tfrecord_pipeline.transforms.local.pool import ShardPool
 from tfrecord_pipeline.transforms.local.row_buckets import RowBuckets
 from tfrecord_pipeline.transforms.local.shards import (
     bucket_rows,
     shard_tasks,
+    sort_batch,
     sort_rows,
     split_pieces,
 )
@@ -133,3 +136,28 @@ def test_the_pools_processes_sort_the_spilled_rows_into_the_pieces_this_process_
         on_the_pool = sorted_on(pool)
     assert on_the_pool == sorted_on(None)
     assert on_the_pool[0] == ["dog/0"] and sum(map(len, on_the_pool[1])) == ROWS
+
+
+def test_a_process_sorting_a_spilled_batch_into_pieces_holds_the_budget_not_the_batch(
+    tmp_path, monkeypatch
+):
+    """It held every row of the batch (an archive's: 25,000 rows, ~15 MB) until the end."""
+    monkeypatch.setattr(row_buckets, "HELD_BYTES", 256 << 10)
+    plan = DatasetPlan(LabelMap(("cat",)), (("train", 20_000),), (("train", 2),))
+    rows = [manifest_row(f"cat/{n}") for n in range(20_001)]
+    with RowBuckets(held_rows=20_000) as buckets:
+        for row in rows:
+            buckets.add("read", row)
+        (batch,) = buckets.take("read").spilled()
+        tracemalloc.start()
+        try:
+            spilled, _, _ = sort_batch(batch, plan, {"train": 3}, str(tmp_path))
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        sorted_rows = RowBuckets(folder=str(tmp_path))
+        for bucket, part in spilled:
+            sorted_rows.adopt(bucket, part)
+        parts = {bucket for bucket, _ in spilled}
+        assert sum(len(list(sorted_rows.take(part))) for part in parts) == len(rows)
+    assert peak < 2 << 20  # the batch's 20,000 rows: ~5 MB

@@ -476,7 +476,7 @@ def test_a_local_refresh_and_dedup_in_small_spilled_buckets_write_beams_files(
     files = {}
     for runner, runner_flags in (("held", local), ("spilled", local), ("beam", RUNNERS["beam"])):
         if runner == "spilled":
-            monkeypatch.setattr(row_buckets, "HELD_ROWS", 4)
+            monkeypatch.setattr(row_buckets, "HELD_BYTES", 1_000)  # ~4 rows
             monkeypatch.setattr(row_buckets, "GROUPED_ROWS", 3)
         refreshed = _convert(manifest, tmp_path / runner, "--incremental", *flags, *runner_flags)
         # copy-0 and copy-1 stand for rows 0 and 1, now gone

@@ -1,31 +1,43 @@
 """Rows by bucket, held in memory up to a budget and spilled to a local folder beyond it, read
 back a bucket at a time: how the local runner keeps its memory flat in the number of rows, as
 TFDS's writer spills its examples to buckets. A run of fewer rows than the budget never
-touches the disk.
+touches the disk. The budget is in bytes: rows differ in weight (an archive member's row
+carries where its bytes are, twice a loose file's row), so one held row in WEIGH_EVERY is
+weighed (`footprint`) and the rows held are as many as the budget holds of rows that heavy.
 
-Each spill of a bucket's rows is a pickled batch, appended to a file of the bucket's in a
-temporary folder (`$TMPDIR`), a new file every FILE_ROWS rows; pickling gives the rows back as
-they were, so the records are the same. A bucket taken is read where it is iterated: handed to
-another process (a shard writer), it carries its files' names and the rows it still held, so
-its spilled rows are read there, never unpickled and pickled again on their way through this
-process. Other processes may spill into the folder too, each batch then adopted into a bucket
-here: how the local runner's processes sort the rows it spilled into shard pieces, a file
-each, while it sorts those it held.
+Each spill of a bucket's rows is a batch, pickled PICKLED_ROWS at a time, appended to a file of
+the bucket's in a temporary folder (`$TMPDIR`), a new file every FILE_ROWS rows; pickling gives
+the rows back as they were, so the records are the same. A bucket taken is read where it is
+iterated: handed to another process (a shard writer), it carries its files' names and the rows
+it still held, so its spilled rows are read there, never unpickled and pickled again on their
+way through this process. Other processes may spill into the folder too, each batch then
+adopted into a bucket here: how the local runner's processes sort the rows it spilled into
+shard pieces, a file each, while it sorts those it held.
 """
 
 import math
 import os
 import pickle
 import shutil
+import sys
 import tempfile
 from collections.abc import Hashable, Iterator
 
 from tfrecord_pipeline.transforms.keys import BUCKET_SALT, key_hash
 
-HELD_ROWS = 25_000  # rows held in memory across buckets (~10 MB), beyond which the largest spills
+# Rows' bytes held in memory across buckets, about, beyond which the largest bucket spills:
+# ~24,000 rows of loose files, ~12,000 of archive members.
+HELD_BYTES = 6 << 20
+WEIGH_EVERY = 1_000  # one row added in so many is weighed: the others cost no more than a count
+# References to an object that is a row's alone: the row's own (two, when a loose file's row's
+# key is its image path), and footprint's while it looks (its loop's and sys.getrefcount's).
+OWN_REFS = 4
 # A bucket's spills go on in one file up to this many rows, then a new one: few files however
 # small the spills (many buckets), and the batches large enough to share out between processes.
 FILE_ROWS = 10_000
+# Rows pickled at once: pickling (and unpickling) holds a note of every object of its rows, as
+# much again as the rows, and a spill read back is held a pickle at a time.
+PICKLED_ROWS = 1_000
 # Rows (or records) a bucket holds, about, where every row of a digest or a key must meet in
 # one place (--dedup, --incremental): such a bucket is read back whole and grouped in memory.
 GROUPED_ROWS = 10_000
@@ -34,12 +46,15 @@ Spilled = tuple[str, int]  # a spilled batch: its file, its rows
 
 
 class RowBuckets:
-    """Rows added to buckets, each taken back once, in the order it was given them. `folder`:
+    """Rows added to buckets, each taken back once, in the order it was given them.
+    `held_rows`: a fixed number of rows to hold, rather than HELD_BYTES' worth. `folder`:
     another process's buckets' folder, to spill into (and never delete); by default one made at
     the first spill and deleted on `close`."""
 
     def __init__(self, held_rows: int | None = None, folder: str = ""):
-        self._limit = HELD_ROWS if held_rows is None else held_rows  # read when made: tests set it
+        self._limit = sys.maxsize if held_rows is None else held_rows  # until a row is weighed
+        self._budget = HELD_BYTES if held_rows is None else 0  # read when made: tests set it
+        self._weigh = 1  # rows to add until one is weighed
         self._held: dict[Hashable, list] = {}
         self._holding = 0  # rows in self._held
         self._files: dict[Hashable, list[Spilled]] = {}  # bucket → its spilled batches
@@ -48,9 +63,15 @@ class RowBuckets:
         self._made: set[str] = set()  # the files this object spilled into, which it may append to
 
     def add(self, bucket: Hashable, row) -> None:
-        self._held.setdefault(bucket, []).append(row)
+        held = self._held.setdefault(bucket, [])
+        held.append(row)
         self._counts[bucket] = self._counts.get(bucket, 0) + 1
         self._holding += 1
+        self._weigh -= 1
+        if self._budget and not self._weigh:
+            self._weigh = WEIGH_EVERY
+            # A row held a while: the reader that made the last may still hold its strings.
+            self._limit = max(1, self._budget // footprint(held[len(held) // 2]))
         if self._holding > self._limit:
             self._spill(max(self._held, key=lambda held: len(self._held[held])))
 
@@ -95,7 +116,8 @@ class RowBuckets:
             count = 0
             self._made.add(path)
         with open(path, "ab") as handle:
-            pickle.dump(rows, handle, pickle.HIGHEST_PROTOCOL)
+            for start in range(0, len(rows), PICKLED_ROWS):
+                pickle.dump(rows[start : start + PICKLED_ROWS], handle, pickle.HIGHEST_PROTOCOL)
         batches.append((path, count + len(rows)))
 
     def close(self) -> None:
@@ -108,6 +130,16 @@ class RowBuckets:
 
     def __exit__(self, *exception) -> None:
         self.close()
+
+
+def footprint(item) -> int:
+    """The bytes `item` holds, about: its own, and those of the objects only it refers to (a
+    tuple's or list's, looked into), not of those it shares (a label's string, a manifest's
+    path, a small int), which rows beyond number take no more of."""
+    size = sys.getsizeof(item)
+    if isinstance(item, tuple | list):
+        size += sum(footprint(part) for part in item if sys.getrefcount(part) <= OWN_REFS)
+    return size
 
 
 def bucket_count(items: int) -> int:

@@ -10,7 +10,6 @@ plan's pieces, as on Beam). The pieces of a split's shards are decided from the 
 given, before they are sorted into shards: hash partitioning fills every shard alike.
 """
 
-import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
@@ -97,10 +96,10 @@ def sort_rows(
 def sort_batch(
     rows: TakenRows, plan: DatasetPlan, pieces: Mapping[str, int], folder: str
 ) -> tuple[list, list[ErrorRow], list[ManifestRow]]:
-    """On a pool process: `bucket_rows` of `rows`, every bucket spilled into `folder`, for its
-    owner to adopt; with the error rows and the first row."""
+    """On a pool process: `bucket_rows` of `rows`, every bucket spilled into `folder` (beyond
+    the budget as they come), for its owner to adopt; with the error rows and the first row."""
     errors: list[ErrorRow] = []
-    sorted_rows = RowBuckets(sys.maxsize, folder)
+    sorted_rows = RowBuckets(folder=folder)
     first = bucket_rows(rows, plan, pieces, errors.append, sorted_rows)
     return sorted_rows.spill_all(), errors, first
 
