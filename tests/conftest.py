@@ -60,7 +60,7 @@ E2E_FILES = {
     *("test_pipeline", "test_portable", "test_dataflow", "test_gcs", "test_deploy"),
     *("test_detection_pipeline", "test_masks_pipeline", "test_multilabel", "test_airflow"),
     *("test_beam_manifests", "test_beam_plan", "test_beam_shards", "test_conversion"),
-    "test_archive_inputs",
+    *("test_archive_inputs", "test_carried_archives"),
     *("test_faults", "test_read_faults", "test_error_sink", "test_error_files", "test_losing"),
     *("test_refresh", "test_rollback", "test_listings", "test_streamed_shards", "test_progress"),
     *("test_local_pool", "test_wheel", "test_packaging", "test_readme", "test_docs_site"),
