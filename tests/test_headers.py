@@ -2,12 +2,13 @@
 tarfile's own parser makes of it, field for field, and any other header is tarfile's to parse
 (or refuse) as it would."""
 
+import io
 import random
 import tarfile
 
 import pytest
 
-from tfrecord_pipeline.transforms.archive.headers import QuickInfo
+from tfrecord_pipeline.transforms.archive.headers import QuickInfo, padded, plain_member
 
 FIELDS = list(tarfile.TarInfo.__slots__)  # every field frombuf may set; unset: None
 
@@ -64,3 +65,27 @@ def test_damaged_headers_meet_the_same_end_as_in_tarfile():
             buf[rng.randrange(512)] = rng.choice([0, 32, 48, 55, 56, 128, 255, rng.randrange(256)])
         buf = _checksummed(buf) if rng.random() < 0.8 else bytes(buf)
         assert _outcome(QuickInfo, buf) == _outcome(tarfile.TarInfo, buf), buf
+
+
+def test_a_plain_member_is_the_member_tarfile_steps_to():
+    """plain_member's TarInfo, offsets included, is tarfile's `next` for every plain member
+    after the first (tarfile reads the first as it opens)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for name, size in (("a/0.jpg", 700), ("a/0.cls", 1), ("b/1.jpg", 512), ("b/1.cls", 0)):
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.uname = size, 1_700_000_000 + size, "u"
+            tar.addfile(info, io.BytesIO(bytes(size)))
+    data = buffer.getvalue()
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        members = tar.getmembers()
+    for member in members[1:]:
+        block = data[member.offset : member.offset + tarfile.BLOCKSIZE]
+        quick = plain_member(block, member.offset, "utf-8", "surrogateescape")
+        fields = [*FIELDS, "offset", "offset_data"]
+        assert [getattr(quick, f, None) for f in fields] == [
+            getattr(member, f, None) for f in fields
+        ]
+        assert quick.offset_data + padded(quick.size) == member.offset_data + member._block(
+            member.size
+        )

@@ -6,9 +6,14 @@ WebDataset sample), where a regular file's ustar header needs one checksum and a
 folder, a GNU or pax extension, a base-256 number, a signed checksum, anything that does not
 parse) goes to tarfile's parser, unchanged, which raises what it raises. The shortcut gives the
 TarInfo tarfile would give, field for field (tests/test_headers.py compares them).
+
+`plain_member` goes one step further for a listing (transforms/archive/tars.py): a plain file's
+header, read in one read, is the member tarfile's `next` would give, offsets and all, without
+tarfile's stepping (a read of the byte before each header, its own read of the header).
 """
 
 import tarfile
+import zlib
 
 _USTAR = (b"ustar\x0000", b"ustar  \x00")  # POSIX and GNU magic and version
 _FILES = (tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.CONTTYPE)
@@ -25,6 +30,14 @@ def _number(field: bytes) -> int:
     return int(field.split(b"\0", 1)[0].strip() or b"0", 8)
 
 
+def _byte_sum(block: bytes) -> int:
+    """The sum of a header's 512 bytes, from two Adler-32s: the low half of one is 1 + the sum
+    of its bytes modulo 65,521, and 256 bytes sum to 65,280 at most, so each half's is exact
+    (a fifth of `sum`'s time, a loop over 512 ints)."""
+    low = zlib.adler32(block[:256]) & 0xFFFF
+    return low + (zlib.adler32(block[256:]) & 0xFFFF) - 2
+
+
 class QuickInfo(tarfile.TarInfo):
     @classmethod
     def frombuf(cls, buf, encoding, errors):
@@ -39,7 +52,7 @@ class QuickInfo(tarfile.TarInfo):
         if len(buf) != tarfile.BLOCKSIZE or buf[257:265] not in _USTAR or kind not in _FILES:
             raise ValueError("not a plain file's ustar header")
         chksum = _number(buf[148:156])
-        if chksum != sum(buf) - sum(buf[148:156]) + _SPACES:
+        if chksum != _byte_sum(buf) - sum(buf[148:156]) + _SPACES:
             raise ValueError("a checksum tarfile may take as signed, or refuse")
         obj = cls()
         obj.name = _text(buf[0:100], encoding, errors)
@@ -56,3 +69,21 @@ class QuickInfo(tarfile.TarInfo):
         if prefix:
             obj.name = prefix + "/" + obj.name
         return obj
+
+
+def plain_member(block: bytes, offset: int, encoding: str, errors: str) -> QuickInfo | None:
+    """The member whose header is `block` (at `offset` of its tar), as tarfile's `next` gives it,
+    when it is a plain file's ustar header; else None (tarfile's to read). Only where no global
+    pax header came before: tarfile would apply its fields."""
+    try:
+        info = QuickInfo._quick(block, encoding, errors)
+    except (ValueError, UnicodeDecodeError, IndexError):
+        return None
+    info.offset, info.offset_data = offset, offset + tarfile.BLOCKSIZE
+    return info
+
+
+def padded(size: int) -> int:
+    """A member's bytes rounded up to whole blocks, as tarfile steps over them."""
+    blocks, remainder = divmod(size, tarfile.BLOCKSIZE)
+    return (blocks + bool(remainder)) * tarfile.BLOCKSIZE
