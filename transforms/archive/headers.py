@@ -12,12 +12,16 @@ header, read in one read, is the member tarfile's `next` would give, offsets and
 tarfile's stepping (a read of the byte before each header, its own read of the header).
 """
 
+import struct
 import tarfile
 import zlib
 
 _USTAR = (b"ustar\x0000", b"ustar  \x00")  # POSIX and GNU magic and version
 _FILES = (tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.CONTTYPE)
 _SPACES = 8 * ord(" ")  # the checksum field counts as spaces in its own sum
+# A ustar header's fields, split in one call: name; mode, uid, gid, size, mtime; chksum, type,
+# linkname, magic and version, uname, gname; devmajor, devminor; prefix, and 12 bytes unused.
+_HEADER = struct.Struct("100s8s8s8s12s12s8sc100s8s32s32s8s8s155s12x")
 
 
 def _text(field: bytes, encoding: str, errors: str) -> str:
@@ -26,8 +30,8 @@ def _text(field: bytes, encoding: str, errors: str) -> str:
 
 def _number(field: bytes) -> int:
     """An octal field as tarfile reads it; ValueError for anything else, base-256 and bytes
-    that are not ASCII digits included (then tarfile says)."""
-    return int(field.split(b"\0", 1)[0].strip() or b"0", 8)
+    that are not ASCII digits included, and blanks alone (then tarfile says: 0)."""
+    return int(field.partition(b"\0")[0] or b"0", 8)
 
 
 def _byte_sum(block: bytes) -> int:
@@ -48,24 +52,30 @@ class QuickInfo(tarfile.TarInfo):
 
     @classmethod
     def _quick(cls, buf, encoding, errors):
-        kind = buf[156:157]
-        if len(buf) != tarfile.BLOCKSIZE or buf[257:265] not in _USTAR or kind not in _FILES:
+        if (
+            len(buf) != tarfile.BLOCKSIZE
+            or buf[257:265] not in _USTAR
+            or buf[156:157] not in _FILES
+        ):
             raise ValueError("not a plain file's ustar header")
-        chksum = _number(buf[148:156])
-        if chksum != _byte_sum(buf) - sum(buf[148:156]) + _SPACES:
+        fields = _HEADER.unpack(buf)
+        name, mode, uid, gid, size, mtime, chksum, kind, linkname = fields[:9]
+        uname, gname, devmajor, devminor, prefix = fields[10:]
+        checksum = _number(chksum)
+        if checksum != _byte_sum(buf) - sum(chksum) + _SPACES:
             raise ValueError("a checksum tarfile may take as signed, or refuse")
         obj = cls()
-        obj.name = _text(buf[0:100], encoding, errors)
+        obj.name = _text(name, encoding, errors)
         if kind == tarfile.AREGTYPE and obj.name.endswith("/"):
             raise ValueError("a v7 folder")
-        obj.mode, obj.uid, obj.gid = (_number(buf[at : at + 8]) for at in (100, 108, 116))
-        obj.size, obj.mtime = _number(buf[124:136]), _number(buf[136:148])
-        obj.chksum, obj.type = chksum, kind
-        obj.linkname = _text(buf[157:257], encoding, errors)
-        obj.uname = _text(buf[265:297], encoding, errors)
-        obj.gname = _text(buf[297:329], encoding, errors)
-        obj.devmajor, obj.devminor = _number(buf[329:337]), _number(buf[337:345])
-        prefix = _text(buf[345:500], encoding, errors)
+        obj.mode, obj.uid, obj.gid = _number(mode), _number(uid), _number(gid)
+        obj.size, obj.mtime = _number(size), _number(mtime)
+        obj.devmajor, obj.devminor = _number(devmajor), _number(devminor)
+        obj.chksum, obj.type = checksum, kind
+        obj.linkname = _text(linkname, encoding, errors)
+        obj.uname = _text(uname, encoding, errors)
+        obj.gname = _text(gname, encoding, errors)
+        prefix = _text(prefix, encoding, errors)
         if prefix:
             obj.name = prefix + "/" + obj.name
         return obj

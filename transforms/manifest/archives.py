@@ -94,7 +94,7 @@ class Archive:
         sidecars = {
             suffix: e for e, suffix in zip(group, suffixes, strict=True) if suffix in self.wanted
         }
-        labelled = images and any(suffix in sidecars for suffix in SIDECARS)
+        labelled = images and not sidecars.keys().isdisjoint(SIDECARS)
         for entry in group:
             if entry not in images and not (labelled and entry in sidecars.values()):
                 yield SkippedFile(self.uri(entry))

@@ -16,7 +16,7 @@ import threading
 
 from tfrecord_pipeline.transforms.storage import disk
 
-HELD = 8  # files a thread holds open: the archives a shard's rows come from, mixed, rarely more
+HELD = 16  # files a thread holds open: a shard's rows, mixed, come from every archive
 _threads = threading.local()  # its `held`: path → file, closed when dropped (its thread ended)
 
 
