@@ -15,7 +15,12 @@ import posixpath
 import tarfile
 from collections.abc import Callable, Iterator
 
-from tfrecord_pipeline.transforms.archive.headers import QuickInfo, padded, plain_member
+from tfrecord_pipeline.transforms.archive.headers import (
+    QuickInfo,
+    padded,
+    pax_member,
+    plain_member,
+)
 from tfrecord_pipeline.transforms.archive.members import Entry, Member, Refused
 from tfrecord_pipeline.transforms.errors import Reason
 
@@ -68,12 +73,12 @@ class Window(io.RawIOBase):
         self._at += len(data)
         return data
 
-    def block(self, offset: int) -> bytes:
-        """The header block at `offset`, in one read; b"" where less than a block is left."""
-        if offset < 0 or offset + BLOCK > self._size:
+    def block(self, offset: int, size: int = BLOCK) -> bytes:
+        """The `size` bytes of headers at `offset`, in one read; b"" where fewer are left."""
+        if offset < 0 or offset + size > self._size:
             return b""
         self._stream.seek(self._start + offset)
-        return self._stream.read(BLOCK)
+        return self._stream.read(size)
 
     def readinto(self, buffer) -> int:
         data = self.read(len(buffer))
@@ -118,9 +123,13 @@ def tar_entries(
 
 def _next(tar: tarfile.TarFile, window: Window) -> tarfile.TarInfo | None:
     """`tar.next()`: a plain file's header after the first read here in one read
-    (headers.py `plain_member`), any other by tarfile, which steps on from `tar.offset`."""
+    (headers.py `plain_member`), or with the simple pax records before it (`pax_member`: a
+    WebDataset shard's every member), any other by tarfile, which steps on from `tar.offset`."""
     if tar.firstmember is None and not tar.pax_headers:
-        info = plain_member(window.block(tar.offset), tar.offset, tar.encoding, tar.errors)
+        block = window.block(tar.offset)
+        info = plain_member(block, tar.offset, tar.encoding, tar.errors) or pax_member(
+            block, tar.offset, window.block, tar.encoding, tar.errors
+        )
         if info is not None:
             tar.offset = info.offset_data + padded(info.size)
             return info
