@@ -14,7 +14,7 @@ from tfrecord_pipeline.transforms.local.manifests import gather, read_on, split_
 from tfrecord_pipeline.transforms.local.pool import ShardPool
 from tfrecord_pipeline.transforms.local.row_buckets import RowBuckets
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, ReadConfig
-from tfrecord_pipeline.transforms.manifest.sources import check_manifests, read_all
+from tfrecord_pipeline.transforms.manifest.sources import ManifestFile, check_manifests, read_all
 from tfrecord_pipeline.transforms.plan.dataset import PlanAccumulator
 
 
@@ -61,3 +61,19 @@ def test_large_manifests_read_in_ranges_on_the_pool_give_what_a_whole_read_gives
         in_ranges = _read(manifests, config, str(tmp_path / "a"), pool)
     assert in_ranges == _read(manifests, config, str(tmp_path / "b"))
     assert len(in_ranges[0]) == sum(isinstance(item, ManifestRow) for item in whole)
+
+
+def _archives(folder, sizes: list[int]) -> list[ManifestFile]:
+    return [ManifestFile(n, f"{folder}/{n}.tar", "archive", size=s) for n, s in enumerate(sizes)]
+
+
+def test_neighbouring_archives_are_read_in_a_few_groups_a_process_of_equal_bytes(tmp_path):
+    """Local archives on two processes: ARCHIVE_GROUPS groups each, in their order, every
+    archive once; a large one alone."""
+    archives = _archives(tmp_path, [100] * 10)
+    _, there = split_reads(archives, 2)
+    groups = [manifests for manifests, _, _ in there]
+    assert len(groups) == 2 * local_manifests.ARCHIVE_GROUPS
+    assert [archive for group in groups for archive in group] == archives
+    archives = _archives(tmp_path, [100] * 4 + [10_000] + [100] * 5)
+    assert (archives[4],) in [manifests for manifests, _, _ in split_reads(archives, 2)[1]]

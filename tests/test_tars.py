@@ -2,6 +2,7 @@
 not UTF-8, links and devices, sizes of 1 TiB and below zero, archives cut short, tars nested too
 deep, headers tarfile cannot parse, and a million empty members listed in bounded memory."""
 
+import io
 import subprocess
 import sys
 import tarfile
@@ -198,3 +199,51 @@ def test_a_long_name_header_declaring_a_gibibyte_is_not_read_whole(tmp_path):
     listed, peak_mb = _peak_rss_listing(path)
     assert listed == 2  # cat/0.jpg, then the rest refused
     assert peak_mb < RSS_BOUND_MB
+
+
+class _CountedReads(io.RawIOBase):
+    """A file read through, its reads counted."""
+
+    def __init__(self, path):
+        super().__init__()
+        self._file, self.reads = open(path, "rb", buffering=0), 0  # noqa: SIM115 - closed below
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return self._file.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._file.tell()
+
+    def readinto(self, buffer) -> int:
+        self.reads += 1
+        return self._file.readinto(buffer)
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
+def test_a_plain_members_header_is_listed_in_one_read(tmp_path):
+    """tarfile reads the byte before each header, then the header: a plain file's header is
+    read once (the first, and the end, are tarfile's)."""
+    data = tar_bytes([tar_member(f"cat/{n}.jpg", IMAGE) for n in range(50)], tarfile.USTAR_FORMAT)
+    (tmp_path / "x.tar").write_bytes(data)
+    with _CountedReads(tmp_path / "x.tar") as stream:
+        assert len(_names(tar_entries(stream, len(data), "x.tar"))) == 50
+        assert stream.reads <= 50 + 4
+
+
+def test_a_global_pax_header_is_applied_to_the_plain_headers_after_it(tmp_path):
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT,
+                      pax_headers={"mtime": "123"}) as tar:  # fmt: skip
+        for info, image in [tar_member(f"cat/{n}.jpg", IMAGE) for n in range(3)]:
+            tar.addfile(info, io.BytesIO(image))
+    entries = [item for item in _listed(tmp_path, buffer.getvalue()) if isinstance(item, Entry)]
+    assert [entry.member.identity for entry in entries] == [f"{len(IMAGE)}:123.0"] * 3

@@ -12,7 +12,7 @@ import zlib
 from typing import NamedTuple
 
 from tfrecord_pipeline.transforms.errors import Reason, RowError
-from tfrecord_pipeline.transforms.storage import disk, fileio, remote
+from tfrecord_pipeline.transforms.storage import disk, fileio, held_files, remote
 
 STORED, DEFLATED = 0, 8  # zip compression methods read; tar members are stored
 MEMBER_MARK = "#"  # `archive.tar#member`: a member of an archive, as a manifest names it
@@ -132,16 +132,17 @@ def _inflated(data: bytes, size: int, uri: str) -> bytes:
 
 
 def _read_range(path: str, start: int, end: int, listed: str = "") -> bytes | None:
-    """Bytes [start, end) of a local file (one positioned read) or an object (one ranged
-    request); None when the local file's identity is no longer `listed`."""
+    """Bytes [start, end) of a local file (one positioned read: an archive listed in place is
+    held open, held_files.py) or an object (one ranged request); None when the local file's
+    identity is no longer `listed`."""
     if end <= start:
         return b""
     if fileio.is_remote(path):
         return remote.read_range(path, start, end)
-    descriptor, status = disk.open_regular(path)
+    if listed:
+        return held_files.read_listed(path, start, end, listed)
+    descriptor, _ = disk.open_regular(path)  # a staged copy (unpack.py), deleted after the run
     try:
-        if listed and disk.identity(status) != listed:
-            return None
         return os.pread(descriptor, end - start, start)
     finally:
         os.close(descriptor)

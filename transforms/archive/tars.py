@@ -15,7 +15,12 @@ import posixpath
 import tarfile
 from collections.abc import Callable, Iterator
 
-from tfrecord_pipeline.transforms.archive.headers import QuickInfo
+from tfrecord_pipeline.transforms.archive.headers import (
+    QuickInfo,
+    padded,
+    pax_member,
+    plain_member,
+)
 from tfrecord_pipeline.transforms.archive.members import Entry, Member, Refused
 from tfrecord_pipeline.transforms.errors import Reason
 
@@ -68,6 +73,13 @@ class Window(io.RawIOBase):
         self._at += len(data)
         return data
 
+    def block(self, offset: int, size: int = BLOCK) -> bytes:
+        """The `size` bytes of headers at `offset`, in one read; b"" where fewer are left."""
+        if offset < 0 or offset + size > self._size:
+            return b""
+        self._stream.seek(self._start + offset)
+        return self._stream.read(size)
+
     def readinto(self, buffer) -> int:
         data = self.read(len(buffer))
         buffer[: len(data)] = data
@@ -95,19 +107,35 @@ def tar_entries(
     while True:
         window.budget = MAX_HEADER_BYTES
         try:
-            info = tar.next()
+            info = _next(tar, window)
         except UNREADABLE as error:  # a header cut short, or one tarfile cannot parse
             yield Refused("", Reason.CORRUPT_ARCHIVE, f"cut short at byte {tar.offset:,} ({error})")
             return
         if info is None:
             break
-        tar.members.clear()  # tarfile keeps every member it lists; one is held at a time
         yield from _member(info, stream, size, container, base, depth, keep)
         if info.size < 0 or info.isreg() and info.offset_data + info.size > size:
             return  # its bytes run past the end, or back before it: nothing can follow
     end = _end_of_archive(window, tar.offset)
     if end is not None:
         yield end
+
+
+def _next(tar: tarfile.TarFile, window: Window) -> tarfile.TarInfo | None:
+    """`tar.next()`: a plain file's header after the first read here in one read
+    (headers.py `plain_member`), or with the simple pax records before it (`pax_member`: a
+    WebDataset shard's every member), any other by tarfile, which steps on from `tar.offset`."""
+    if tar.firstmember is None and not tar.pax_headers:
+        block = window.block(tar.offset)
+        info = plain_member(block, tar.offset, tar.encoding, tar.errors) or pax_member(
+            block, tar.offset, window.block, tar.encoding, tar.errors
+        )
+        if info is not None:
+            tar.offset = info.offset_data + padded(info.size)
+            return info
+    info = tar.next()
+    tar.members.clear()  # tarfile keeps every member it lists; one is held at a time
+    return info
 
 
 def _member(info: tarfile.TarInfo, stream, size, container, base, depth, keep):
@@ -141,11 +169,11 @@ def _member(info: tarfile.TarInfo, stream, size, container, base, depth, keep):
     # Known again, as a loose file is, by its size and modification time (its header's).
     identity = f"{info.size}:{info.mtime}"
     member = Member(container, start, info.size, info.size, identity=identity)
-    data = None
-    if keep is not None and keep(clean(name), info.size):
+    cleaned, data = clean(name), None
+    if keep is not None and keep(cleaned, info.size):
         stream.seek(start)
         data = stream.read(info.size)
-    yield Entry(clean(name), name, member, data)
+    yield Entry(cleaned, name, member, data)
 
 
 def shown_name(name: str) -> str:

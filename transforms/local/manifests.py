@@ -7,7 +7,11 @@ the rows, not of who counted them), spills them into the run's row buckets' fold
 process to adopt (transforms/local/row_buckets.py), and its error rows into staging.
 
 Archives on this machine's disk, when there are several, are each read whole by a process
-(archives are the unit of parallel work: a compressed tar's listing decompresses and copies it).
+(archives are the unit of parallel work: a compressed tar's listing decompresses and copies it),
+neighbours together: ARCHIVE_GROUPS groups a process, of about equal bytes. What a read costs
+beyond its rows (its batch spilled, then sorted into shard pieces on a process, a file a piece,
+and its results sent back: about a millisecond) is then paid a few times a process, not once an
+archive (a folder of thousands of small WebDataset shards).
 Folder trees, COCO files (one JSON document), small manifests and those on an object store (a
 worker would authenticate all over again) are read here, while the processes read theirs.
 """
@@ -32,6 +36,9 @@ from tfrecord_pipeline.transforms.storage import fileio
 # A range of a manifest read on another process holds at least this much (~25,000 rows of
 # short lines): a smaller one is over before a process would take it.
 READ_RANGE_BYTES = 1 << 20
+# Groups of neighbouring archives a process reads (each whole, in turn): more than one, so that
+# a process slowed by other work leaves its last group to the others.
+ARCHIVE_GROUPS = 2
 # Rows a process spills at once: batches small enough to be shared out evenly when they are
 # sorted into shard pieces (transforms/local/shards.py `sort_rows`).
 BATCH_ROWS = 10_000
@@ -49,12 +56,16 @@ class RangeRead(NamedTuple):
     skipped: int = 0
 
 
+Part = tuple[tuple[ManifestFile, ...], int, int]  # a process's read: a range, or archives
+
+
 def split_reads(
     manifests: list[ManifestFile], processes: int
-) -> tuple[list[ManifestFile], list[tuple[ManifestFile, int, int]]]:
+) -> tuple[list[ManifestFile], list[Part]]:
     """The manifests read here (of one read in ranges, its first range: the manifest as if it
-    ended there), and the byte ranges of those read in ranges, for the processes."""
-    here, there = [], []
+    ended there), and the processes' reads: the byte ranges of those read in ranges, and
+    groups of neighbouring local archives (`archive_groups`), in the manifests' order."""
+    here, there, archives = [], [], []
 
     def local_archive(manifest: ManifestFile) -> bool:
         return manifest.kind == "archive" and not fileio.is_remote(manifest.path)
@@ -62,12 +73,27 @@ def split_reads(
     spread = sum(map(local_archive, manifests)) > 1
     for manifest in manifests:
         if spread and local_archive(manifest):
-            there.append((manifest, 0, manifest.size))  # read whole, by a process
+            archives.append(manifest)  # read whole, by a process, with its neighbours
             continue
+        there += archive_groups(archives, processes)
+        archives = []
         bounds = range_bounds(manifest, processes)
         here.append(manifest._replace(size=bounds[1]) if len(bounds) > 2 else manifest)
-        there += [(manifest, start, end) for start, end in itertools.pairwise(bounds[1:])]
-    return here, there
+        there += [((manifest,), start, end) for start, end in itertools.pairwise(bounds[1:])]
+    return here, there + archive_groups(archives, processes)
+
+
+def archive_groups(archives: list[ManifestFile], processes: int) -> list[Part]:
+    """Neighbouring `archives` in ARCHIVE_GROUPS groups a process (or one each, when fewer),
+    of about equal bytes: each goes to the group its middle byte falls in."""
+    count = min(len(archives), processes * ARCHIVE_GROUPS)
+    total, before = sum(max(1, archive.size) for archive in archives), 0
+    groups: list[list[ManifestFile]] = [[] for _ in range(count)]
+    for archive in archives:
+        size = max(1, archive.size)
+        groups[(2 * before + size) * count // (2 * total)].append(archive)
+        before += size
+    return [(tuple(group), 0, 0) for group in groups if group]
 
 
 def range_bounds(manifest: ManifestFile, processes: int) -> list[int]:
@@ -83,7 +109,7 @@ def range_bounds(manifest: ManifestFile, processes: int) -> list[int]:
 
 def read_on(
     pool: ShardPool | None,
-    ranges: list[tuple[ManifestFile, int, int]],
+    ranges: list[Part],
     config: ReadConfig,
     counting: Callable[[], PlanAccumulator],
     buckets: RowBuckets,
@@ -101,7 +127,7 @@ def read_on(
 
 
 def read_range(
-    manifest: ManifestFile,
+    manifests: tuple[ManifestFile, ...],
     start: int,
     end: int,
     config: ReadConfig,
@@ -110,13 +136,18 @@ def read_range(
     bucket: Hashable,
     staging: str,
 ) -> RangeRead:
-    """On a pool process: the rows of the byte range [start, end) of `manifest`, counted and
-    spilled into `bucket` in `folder` (in an accumulator `counting` makes); its error rows
-    spilled into `staging` when many."""
+    """On a pool process: the rows of the byte range [start, end) of a manifest, or of
+    archives each read whole, in turn (`manifests`), counted and spilled into `bucket` in
+    `folder` (in an accumulator `counting` makes); its error rows spilled into `staging` when
+    many."""
     counted, errors, negatives, skipped = counting(), ErrorSink(staging), 0, 0
     rows = RowBuckets(BATCH_ROWS, folder)
-    whole = manifest.kind in WHOLE_KINDS  # an archive, read whole
-    read = read_all(manifest, config) if whole else read_piece(manifest, start, end, config)
+    read = itertools.chain.from_iterable(
+        read_all(manifest, config)  # an archive, read whole
+        if manifest.kind in WHOLE_KINDS
+        else read_piece(manifest, start, end, config)
+        for manifest in manifests
+    )
     for item in errors.passed(read):
         if isinstance(item, ManifestRow):
             counted.add(item)

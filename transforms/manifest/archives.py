@@ -44,7 +44,6 @@ from tfrecord_pipeline.transforms.manifest.rows import (
     ManifestRow,
     ReadConfig,
     SkippedFile,
-    row_position,
 )
 from tfrecord_pipeline.transforms.manifest.trees import IMAGE_EXTENSIONS, TreeItem
 from tfrecord_pipeline.transforms.storage import fileio
@@ -88,9 +87,14 @@ class Archive:
         if isinstance(group[0], Refused):
             yield self._refused(group[0])
             return
-        images = [e for e in group if _suffix(e.name) in IMAGE_EXTENSIONS]
-        sidecars = {_suffix(e.name): e for e in group if _suffix(e.name) in self.wanted}
-        labelled = images and any(suffix in sidecars for suffix in SIDECARS)
+        suffixes = [_suffix(entry.name) for entry in group]
+        images = [
+            e for e, suffix in zip(group, suffixes, strict=True) if suffix in IMAGE_EXTENSIONS
+        ]
+        sidecars = {
+            suffix: e for e, suffix in zip(group, suffixes, strict=True) if suffix in self.wanted
+        }
+        labelled = images and not sidecars.keys().isdisjoint(SIDECARS)
         for entry in group:
             if entry not in images and not (labelled and entry in sidecars.values()):
                 yield SkippedFile(self.uri(entry))
@@ -143,14 +147,13 @@ class Archive:
                 message = "a second member of this name in the archive: the first is converted"
                 return ErrorRow(fields["key"], fields["image_uri"], Reason.DUPLICATE_KEY, message)
             self.seen.add(fields["key"])
-        row = record_row(fields, None, "", self.path, self.number, self.config)
+        # Placed by offset, as a CSV's records are: the first of two with one key is the first.
+        row = record_row(fields, entry.member.offset, "", self.path, self.number, self.config)
         if not isinstance(row, ManifestRow):  # an error row: of the member, not the archive
             return row._replace(source=fields["image_uri"]) if isinstance(row, ErrorRow) else row
-        # Ordered as the archive holds its members: the first of two with one key is the first.
-        position = row_position(self.number, entry.member.offset)
         in_place = entry.member.container == self.path  # not a staged copy (unpack.py)
         member = entry.member._replace(listed=self.listed if in_place else "", kept=self.kept)
-        return row._replace(member=member, position=position)
+        return row._replace(member=member)
 
     def _folder_row(self, entry: Entry) -> TreeItem:
         parts = entry.name.removeprefix(self.top).split("/")
@@ -214,7 +217,10 @@ def named_split(name: str) -> str:
 
 
 def _suffix(name: str) -> str:
-    return posixpath.splitext(name)[1].lower()
+    """posixpath.splitext's extension, lower-cased, without its generic steps (twice a member)."""
+    base = name[name.rfind("/") + 1 :]
+    dot = base.rfind(".")
+    return base[dot:].lower() if dot > 0 and base[:dot].lstrip(".") else ""
 
 
 def _sample_key(item: Entry | Refused) -> object:
@@ -222,8 +228,9 @@ def _sample_key(item: Entry | Refused) -> object:
     refused member is a group of its own."""
     if isinstance(item, Refused):
         return object()  # equal to no other
-    folder, base = posixpath.split(item.name)
-    return (folder, base.split(".")[0])
+    cut = item.name.rfind("/") + 1
+    folder = item.name[:cut].rstrip("/") or item.name[:cut]  # as posixpath.split's
+    return (folder, item.name[cut:].partition(".")[0])
 
 
 def read_archive(path: str, number: int, size: int, config: ReadConfig) -> Iterator[TreeItem]:
