@@ -50,6 +50,13 @@ def listed_prefix(target: str) -> str | None:
     return urllib.parse.parse_qs(split.query).get("prefix", [""])[0]
 
 
+def chunk_matches_range(content_range: str, body: bytes | None) -> bool:
+    """Whether a session's chunk is as long as its Content-Range says (`bytes a-b/total`), as
+    Cloud Storage requires (the emulator takes any length)."""
+    span = re.fullmatch(r"bytes (\d+)-(\d+)/.*", content_range)
+    return span is None or int(span[2]) - int(span[1]) + 1 == len(body or b"")
+
+
 def planned_fault(seed: int, rate: float, request: str, repeat: int) -> str | None:
     """The fault for the `repeat`-th (from 0) sending of `request`, or None: each sending fails
     with probability `rate`, never more than MAX_IN_A_ROW times in a row."""
@@ -84,6 +91,8 @@ class _Handler(socketserver.StreamRequestHandler):
             return self._send_error(503, "Service Unavailable", "injected", headers)
         if not self.server.precondition_holds(method, target, body):
             return self._send_error(412, "Precondition Failed", "conditionNotMet", headers)
+        if not chunk_matches_range(headers.get("content-range", ""), body):
+            return self._send_error(400, "Bad Request", "chunk size mismatch", headers)
         status, reason, response_headers, data = self.server.forward(method, target, headers, body)
         if fault == LOST:
             return False

@@ -109,7 +109,9 @@ class ResumableUpload:
         if self._session is None:
             retried(lambda: upload(self._path, bytes(self._buffer)), self._path)
             return
-        made = retried(lambda: self._send(final=True), self._path)
+        made = None
+        while made is None:  # the session may hold less than the last PUT carried
+            made = retried(lambda: self._send(final=True), self._path)
         _checked(made, self._path, file_crc32c(self._crc))
 
     def __enter__(self):
@@ -125,8 +127,8 @@ class ResumableUpload:
             self._session = self._start()
         if self._unsure:
             made = self._resume(final)
-            if made is not None:
-                return made
+            if made is not None or (not final and len(self._buffer) < self._chunk_bytes):
+                return made  # made already, or no whole chunk left to send
         self._unsure = True
         size = len(self._buffer) if final else self._chunk_bytes
         end = f"{self._held + size}" if final else "*"
