@@ -337,7 +337,6 @@ def faulty_gcs(gcs, monkeypatch):
     milliseconds rather than seconds. Returns the function that starts it."""
     from fault_proxy import FaultProxy
 
-    from tfrecord_pipeline.transforms.storage import gcs as store
     from tfrecord_pipeline.transforms.storage import retry
 
     monkeypatch.setattr(retry, "FIRST_DELAY_S", 0.001)
@@ -347,12 +346,10 @@ def faulty_gcs(gcs, monkeypatch):
         proxy = FaultProxy(gcs.port, prefix, **faults).__enter__()
         proxies.append(proxy)
         monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{proxy.port}")
-        store.client.cache_clear()  # it knows the emulator's address
         return proxy
 
     yield start
     monkeypatch.undo()
-    store.client.cache_clear()
     for proxy in proxies:
         proxy.__exit__(None, None, None)
 

@@ -26,6 +26,7 @@ from loopback import LoopbackServer
 
 FAULTS = ("503", "drop", "truncate")
 DAMAGE = "damage"  # for `always` only: a media body with one byte changed, its length kept
+LOST = "lost"  # for `session_puts` only: the request takes effect, its answer never comes
 _UPLOADED_NAME = re.compile(rb'"name": ?"([^"]+)"')  # in an upload's metadata part
 _SERVER_SIDE = re.compile(r"/o/[^?]+/(compose|copyTo/)")  # POSTs the store makes an object by
 MAX_IN_A_ROW = 2
@@ -47,6 +48,13 @@ def listed_prefix(target: str) -> str | None:
     if not split.path.endswith("/o"):
         return None
     return urllib.parse.parse_qs(split.query).get("prefix", [""])[0]
+
+
+def chunk_matches_range(content_range: str, body: bytes | None) -> bool:
+    """Whether a session's chunk is as long as its Content-Range says (`bytes a-b/total`), as
+    Cloud Storage requires (the emulator takes any length)."""
+    span = re.fullmatch(r"bytes (\d+)-(\d+)/.*", content_range)
+    return span is None or int(span[2]) - int(span[1]) + 1 == len(body or b"")
 
 
 def planned_fault(seed: int, rate: float, request: str, repeat: int) -> str | None:
@@ -83,7 +91,11 @@ class _Handler(socketserver.StreamRequestHandler):
             return self._send_error(503, "Service Unavailable", "injected", headers)
         if not self.server.precondition_holds(method, target, body):
             return self._send_error(412, "Precondition Failed", "conditionNotMet", headers)
+        if not chunk_matches_range(headers.get("content-range", ""), body):
+            return self._send_error(400, "Bad Request", "chunk size mismatch", headers)
         status, reason, response_headers, data = self.server.forward(method, target, headers, body)
+        if fault == LOST:
+            return False
         if fault == DAMAGE:
             data = data[:-1] + bytes([data[-1] ^ 0xFF])
         if fault == "truncate" and data:
@@ -128,7 +140,8 @@ class FaultProxy(LoopbackServer):
     an object named in `first_upload` meets its fault: "truncate" lets the upload take effect
     and cuts its answer, the lost acknowledgement a client can only send again. With
     `copies_too`, composes and copies of objects under `prefix` meet faults at `rate` too (one
-    cut lets it take effect: made, its answer lost). `.requests`
+    cut lets it take effect: made, its answer lost). The n-th (from 0) PUT to a resumable
+    upload's session meets the fault `session_puts` names for n (LOST among them). `.requests`
     counts the (method, object name) of every request, `.listings` the listing requests by
     prefix, `.faults` the faults met by kind, `.failed` by object."""
 
@@ -142,12 +155,15 @@ class FaultProxy(LoopbackServer):
         listings_too: bool = False,
         first_upload: dict[str, str] | None = None,
         copies_too: bool = False,
+        session_puts: dict[int, str] | None = None,
     ):
         super().__init__(_Handler)
         self.emulator_port = emulator_port
         self.prefix, self.rate, self.seed = prefix, rate, seed
         self.always, self.listings_too = always or {}, listings_too
         self.copies_too = copies_too
+        self.session_puts = session_puts or {}
+        self.put_bytes = 0  # bytes the PUTs to upload sessions carried (to the emulator or not)
         self.first_upload = dict(first_upload or {})  # consumed as the uploads come
         self.requests: Counter = Counter()
         self.listings: Counter = Counter()  # listing requests, by the prefix they list
@@ -165,6 +181,10 @@ class FaultProxy(LoopbackServer):
             self._sent[method, target] += 1
         if method == "POST" and "/upload/" in target:
             return self._upload_fault(body or b"")
+        if method == "PUT" and "upload_id=" in target:
+            with self._lock:
+                self.put_bytes += len(body or b"")
+            return self._counted(name, self.session_puts.get(self.requests["PUT", name] - 1))
         copying = method == "POST" and self.copies_too and _SERVER_SIDE.search(target)
         if method != "GET" and not copying:
             return None

@@ -230,8 +230,9 @@ def test_gs_images_without_credentials_are_one_line(tmp_path, no_credentials, ru
     ids=["manifest-glob", "preview-out", "stats-out"],
 )
 def test_gs_paths_beam_reaches_want_credentials_first(tmp_path, no_credentials, argv):
-    """A glob, or a file written, goes through Beam's FileSystems, whose gcsio would carry on
-    anonymously, retrying for minutes: the credentials are looked for before."""
+    """A glob, or a file written, on gs:// is the project's client's, which looks for the
+    credentials before its first request (transforms/storage/connection.py) rather than
+    carrying on anonymously, as Beam's gcsio would, retrying for minutes."""
     manifest = write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
     assert command("convert", "--manifest", manifest, "--output", tmp_path / "d").returncode == 0
     done = command(*[arg.format(tmp=tmp_path) for arg in argv], env=no_credentials, timeout=150)

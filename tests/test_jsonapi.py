@@ -14,7 +14,7 @@ from fault_proxy import DAMAGE, FaultProxy
 from loopback import LoopbackServer
 from tls_proxy import TOKEN, TlsProxy
 
-from tfrecord_pipeline.transforms.storage import connection, jsonapi, retry
+from tfrecord_pipeline.transforms.storage import answers, connection, jsonapi, retry
 from tfrecord_pipeline.transforms.storage import gcs as store
 from tfrecord_pipeline.transforms.storage.range_reader import RangeReader
 from tfrecord_pipeline.transforms.storage.retry import CorruptTransferError, is_transient
@@ -97,9 +97,10 @@ class _Refusing(http.server.BaseHTTPRequestHandler):
         (403, PermissionError, False),
         (401, PermissionError, False),
         (400, OSError, False),
-        (429, jsonapi.TransientStoreError, True),
-        (503, jsonapi.TransientStoreError, True),
-        (408, jsonapi.TransientStoreError, True),
+        (412, answers.PreconditionFailedError, False),
+        (429, answers.TransientStoreError, True),
+        (503, answers.TransientStoreError, True),
+        (408, answers.TransientStoreError, True),
     ],
 )
 def test_a_refusal_is_the_objects_failure_and_a_busy_service_is_transient(

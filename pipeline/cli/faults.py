@@ -18,7 +18,6 @@ import traceback
 from collections.abc import Callable, Iterator
 
 from tfrecord_pipeline.transforms.errors import FaultError, beams_original
-from tfrecord_pipeline.transforms.storage import fileio
 
 _RERUN = "then rerun the same command"
 _DISK_FAULTS = {
@@ -54,16 +53,20 @@ def _causes(error: BaseException | None) -> Iterator[BaseException]:
 
 
 def _cloud_fault(error: BaseException) -> FaultError | None:
-    """A Google Cloud request that failed on the service's side even after its retries: Cloud
-    Storage's client errors (as fileio sorts them), or a Dataflow API call's. The latter's type
-    is looked up among the loaded modules: an error of a module never imported cannot have been
-    raised."""
+    """A Google Cloud request that failed on the service's side even after its retries, sent
+    by Beam's own clients (the project's own Cloud Storage requests raise FaultErrors): Google's
+    API errors (Beam's gcsio, as it stages a Dataflow job) or a Dataflow API call's. Their
+    types are looked up among the loaded modules: an error of a module never imported cannot
+    have been raised."""
     apitools = sys.modules.get("apitools.base.py.exceptions")  # Dataflow job submission
+    api = sys.modules.get("google.api_core.exceptions")
     if apitools and isinstance(error, apitools.HttpError):
         status = error.status_code
         if status != 429 and not 500 <= status < 600:
             return None
-    elif isinstance(error, fileio.UNAVAILABLE):
+    elif api and isinstance(
+        error, (api.TooManyRequests, api.ResourceExhausted, api.ServerError, api.RetryError)
+    ):
         status = getattr(error, "code", None)
     else:
         return None

@@ -17,7 +17,6 @@ import stat
 from tfrecord_pipeline.dataset.versions import LOCK, MARKER, POINTER, PUBLISHED, STAGING, VERSIONS
 from tfrecord_pipeline.transforms.errors import UserError
 from tfrecord_pipeline.transforms.storage import fileio, gcs
-from tfrecord_pipeline.transforms.storage.retry import TIMEOUT_S, retried
 
 TEMPORARY = f"{POINTER}.tmp-"  # a pointer's write in progress, or one a kill cut short
 _OURS = (POINTER, VERSIONS, STAGING, PUBLISHED, LOCK)
@@ -33,9 +32,7 @@ def make_layout(root: str) -> None:
     if not fileio.is_remote(root):
         os.makedirs(folder, exist_ok=True)
         return
-    bucket, name = gcs.split(folder + "/")
-    blob = gcs.client().bucket(bucket).blob(name)
-    retried(lambda: blob.upload_from_string(b"", retry=None, timeout=TIMEOUT_S), folder)
+    gcs.write(folder + "/", b"")
 
 
 def refuse_foreign(root: str, names: list[str]) -> None:

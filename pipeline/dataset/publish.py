@@ -33,7 +33,7 @@ from tfrecord_pipeline.dataset.layout import (
 from tfrecord_pipeline.dataset.versions import LOCK, MARKER, POINTER, STAGING, VERSIONS, Pointer
 from tfrecord_pipeline.transforms.errors import FaultError, UserError
 from tfrecord_pipeline.transforms.storage import fileio, gcs
-from tfrecord_pipeline.transforms.storage.retry import TIMEOUT_S, retried
+from tfrecord_pipeline.transforms.storage.answers import PreconditionFailedError
 
 REMOTE_MOVES_AT_ONCE = 64
 
@@ -98,11 +98,6 @@ def read_pointer(root: str) -> tuple[Pointer | None, int]:
     return (Pointer.parse(read[0], path), read[1]) if read else (None, 0)
 
 
-def _blob(path: str):
-    bucket, name = gcs.split(path)
-    return gcs.client().bucket(bucket).blob(name)
-
-
 def superseded(target: Target, other: str | None, now: str | None = None) -> SupersededError:
     """The loss to `other`, published since `target`'s run started; `now` is published now
     when it is another (LATEST written back by hand)."""
@@ -162,23 +157,11 @@ def _record(target: Target, pointer: Pointer) -> None:
 
 
 def _publish_remote(target: Target, pointer: Pointer) -> None:
-    from google.api_core.exceptions import PreconditionFailed
-
     path = fileio.join(target.root, POINTER)
     _record(target, pointer)
-
-    def upload() -> None:  # sent again after it took effect, it is refused (412)
-        _blob(path).upload_from_string(
-            pointer.to_bytes(),
-            content_type="application/json",
-            if_generation_match=target.base_generation,
-            retry=None,
-            timeout=TIMEOUT_S,
-        )
-
-    try:
-        retried(upload, path)
-    except PreconditionFailed:
+    try:  # sent again after it took effect (its answer lost), it is refused (412)
+        gcs.write(path, pointer.to_bytes(), if_generation_match=target.base_generation)
+    except PreconditionFailedError:
         current, _ = read_pointer(target.root)
         if current != pointer:
             history.erase(target.root, {pointer.version})

@@ -8,7 +8,6 @@ folder is listed by transforms/storage/gcs.py).
 """
 
 import contextlib
-import functools
 import glob as local_glob
 import os
 import posixpath
@@ -16,35 +15,14 @@ import shutil
 from typing import BinaryIO
 
 from tfrecord_pipeline.transforms.storage import disk, gcs, remote
+from tfrecord_pipeline.transforms.storage.retry import StoreUnavailableError
 
-
-@functools.cache
-def _error_types() -> dict[str, tuple[type[BaseException], ...]]:
-    """What file access raises, sorted once. Object stores raise their own exception types, not
-    OSError; they are imported here, on first use, because with grpc they are slow to import,
-    which a local run would pay in every process for the sake of a missing file. (Which failures are
-    transient, and retried, is transforms/storage/retry.py's to say.)"""
-    from google.api_core import exceptions as gcs_errors
-
-    return {
-        "MISSING": (FileNotFoundError, gcs_errors.NotFound),
-        "READ_ERRORS": (OSError, gcs_errors.GoogleAPICallError),
-        # The service failed, not the path: what is left of a request after its retries.
-        "UNAVAILABLE": (
-            gcs_errors.TooManyRequests,
-            gcs_errors.ResourceExhausted,
-            gcs_errors.ServerError,
-            gcs_errors.RetryError,
-        ),
-    }
-
-
-def __getattr__(name: str):
-    """`fileio.MISSING`, `fileio.READ_ERRORS`, `fileio.UNAVAILABLE`: tuples for `except`, which
-    Python evaluates only when an exception is being matched."""
-    if name in ("MISSING", "READ_ERRORS", "UNAVAILABLE"):
-        return _error_types()[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# What file access raises, for `except`: every store's failures are OSErrors (Cloud Storage's
+# as transforms/storage/answers.py raises them; Beam's FileSystems', for another store, too).
+MISSING = (FileNotFoundError,)
+READ_ERRORS = (OSError,)
+# The service failed, not the path: what is left of a request after its retries.
+UNAVAILABLE = (StoreUnavailableError,)
 
 
 def is_remote(path: str) -> bool:

@@ -1,11 +1,15 @@
-"""Cloud Storage requests, each one through the one retry layer (transforms/storage/retry.py).
+"""Cloud Storage requests, each one through the one retry layer (transforms/storage/retry.py):
+every `gs://` request the project sends goes through here (or through remote.py's copies and
+deletions, jsonapi.py's requests too), one client (jsonapi.py, uploads.py over answers.py and
+connection.py) and one error vocabulary (answers.py).
 
 Beam's gs:// reader asks for an object's metadata before its media, and fingerprinting asked once
 more: three requests, where the media response alone tells what is needed (the body, and its
 CRC-32C in X-Goog-Hash). So an image is read here with one GET of its media, nothing before it,
 sent on a connection of its own (transforms/storage/jsonapi.py: a fifth of the Python client's CPU).
-Metadata, ranged reads of manifests and listing pages are GETs there too; the Python client is
-left the generation-pinned read of a small object (`read_generation`). A `gs://` folder is listed
+Metadata, ranged reads of manifests, listing pages and a small object's generation-pinned read
+(`read_generation`) are GETs there too; uploads, whole or resumable, are uploads.py's, made
+conditional on a generation when asked (`write`). A `gs://` folder is listed
 a page at a time; a manifest or an archive is read as one stream where it is read on
 (transforms/storage/range_reader.py)."""
 
@@ -14,9 +18,8 @@ import functools
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from tfrecord_pipeline.transforms.storage import jsonapi
+from tfrecord_pipeline.transforms.storage import jsonapi, uploads
 from tfrecord_pipeline.transforms.storage.retry import (
-    TIMEOUT_S,
     CorruptTransferError,
     StoreUnavailableError,
     retried,
@@ -32,25 +35,6 @@ def split(path: str) -> tuple[str, str]:
     """("bucket", "object name") of a gs:// path."""
     bucket, _, name = path.removeprefix("gs://").partition("/")
     return bucket, name
-
-
-# Connections a process keeps open for reuse: more than its threads ever use at once (requests'
-# default of 10 would close and reopen the connections of any more threads, warning each time).
-GCS_CONNECTIONS = 256
-
-
-@functools.cache
-def client():
-    """One Cloud Storage client per process (STORAGE_EMULATOR_HOST points it at an emulator), its
-    connections shared by all threads, pooled as its maintainers advise (python-storage#253)."""
-    import requests
-    from google.cloud import storage
-
-    client = storage.Client()
-    pool = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=GCS_CONNECTIONS)
-    for scheme in ("https://", "http://"):
-        client._http.mount(scheme, pool)
-    return client
 
 
 class Read(NamedTuple):
@@ -87,17 +71,30 @@ def stat(path: str) -> Stat:
 
 def read_generation(path: str) -> tuple[bytes, int] | None:
     """A small object's bytes and their generation (None: no object): metadata, then that
-    generation's media, never one generation's bytes under another's number."""
-    from google.api_core.exceptions import NotFound
+    generation's media, never one generation's bytes under another's number (the emulator
+    ignores the generation asked for: jsonapi.media)."""
+    while True:
+        try:
+            generation = int(retried(lambda: jsonapi.metadata(path), path)["generation"])
+        except FileNotFoundError:
+            return None
+        with contextlib.suppress(FileNotFoundError):  # rewritten between the two: read again
+            media = retried(lambda: jsonapi.media(path, None, generation), path)  # noqa: B023
+            return media.data, generation
 
-    bucket, name = split(path)
-    metadata = functools.partial(client().bucket(bucket).get_blob, name, retry=None)
-    while blob := retried(metadata, path):
-        exact = client().bucket(bucket).blob(name, generation=blob.generation)
-        media = functools.partial(exact.download_as_bytes, retry=None, timeout=TIMEOUT_S)
-        with contextlib.suppress(NotFound):  # rewritten between the two requests: read again
-            return retried(media, path), blob.generation
-    return None
+
+def write(path: str, data: bytes, if_generation_match: int | None = None) -> int:
+    """The object holding `data`, whole or not at all, from one upload sent again after a
+    transient failure; its generation. With `if_generation_match`, only if the object's
+    generation is that one (0: there is none), else PreconditionFailedError: then the caller
+    decides whether its own upload, sent again after its answer was lost, is what it finds."""
+    return retried(lambda: uploads.upload(path, data, if_generation_match), path).generation
+
+
+def create(path: str) -> uploads.ResumableUpload:
+    """A write handle on an object written as it is made (a shard, an errors file): a
+    resumable upload, made when it is closed (uploads.ResumableUpload)."""
+    return uploads.ResumableUpload(path)
 
 
 def read_range(path: str, start: int, end: int) -> bytes:

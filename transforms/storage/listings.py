@@ -55,7 +55,7 @@ def _listed_or_none(span: _Span) -> dict[str, str] | None:
     read objects without the right to list them)."""
     try:
         return span_identities(span)
-    except (StoreUnavailableError, OSError):  # OSError: refused (jsonapi._raise_for_status)
+    except (StoreUnavailableError, OSError):  # OSError: refused (answers.raise_for_status)
         return None
 
 

@@ -1,14 +1,14 @@
-"""Objects. On Cloud Storage: reads, stats, existence checks, matches, server-side copies (a
-move's too) and deletions as single requests of transforms/storage/jsonapi.py (through gcs.py),
-uploads through pyarrow's C++ client (transforms/storage/arrow.py): each a fraction of the CPU
-of Beam's gcsio (benchmarks/gcs_request_cost.py). On any other store, everything through
-Beam's FileSystems.
+"""Objects. On Cloud Storage every request is the project's own client's (gcs.py): reads,
+stats, existence checks, matches, server-side copies (a move's too) and deletions as single
+requests of transforms/storage/jsonapi.py, uploads of transforms/storage/uploads.py (one
+request for a small object, a resumable session for a shard): each a fraction of the CPU of
+Beam's gcsio (benchmarks/gcs_request_cost.py), each retried by transforms/storage/retry.py's
+`retried` alone. On any other store, everything through Beam's FileSystems, whose clients
+retry their own requests (never `retried` as well).
 
-Beam is imported on first use: only remote paths need it, and it takes seconds to import.
+Beam is imported on first use: only other stores need it, and it takes seconds to import.
 Compression detection is off, so an image whose name ends in `.gz` is never silently
-decompressed. A request through FileSystems is retried by the store's own client alone,
-never by transforms/storage/retry.py as well; one to Cloud Storage by `retried` alone (a
-streamed upload by its client alone: arrow.py).
+decompressed.
 """
 
 import concurrent.futures
@@ -19,7 +19,7 @@ import io
 import re
 from typing import BinaryIO
 
-from tfrecord_pipeline.transforms.storage import arrow, gcs, jsonapi, range_reader
+from tfrecord_pipeline.transforms.storage import gcs, jsonapi, range_reader
 from tfrecord_pipeline.transforms.storage.disk import check_size
 from tfrecord_pipeline.transforms.storage.retry import retried
 
@@ -30,12 +30,8 @@ _RAW = "uncompressed"  # Beam's CompressionTypes.UNCOMPRESSED
 
 
 def filesystems(path: str):
-    """Beam's FileSystems, imported on first use, to reach `path`. For a `gs://` path, only
-    once Google credentials are found (gcs.client raises google-auth's error, which the command
-    line tells in one line): without them Beam's gcsio would go on anonymously and retry each
-    request for minutes before failing with a traceback."""
-    if gcs.is_gcs(path):
-        gcs.client()
+    """Beam's FileSystems, imported on first use, to reach `path` on a store other than Cloud
+    Storage (whose requests are all gcs.py's)."""
     from apache_beam.io.filesystems import FileSystems
 
     return FileSystems
@@ -103,21 +99,19 @@ def read_range(path: str, start: int, end: int) -> bytes:
 
 def create(path: str):
     """A binary write handle on an object, for one written as it is made (a shard, an errors
-    file) under a name of its own: on Cloud Storage pyarrow's streamed upload (arrow.Upload),
-    which makes the object when the handle is closed, however the writing ended (it is not yet
-    the file's final name)."""
+    file) under a name of its own: on Cloud Storage a resumable upload (gcs.create), which
+    makes the object when the handle is closed, however the writing ended (it is not yet the
+    file's final name)."""
     if gcs.is_gcs(path):
-        gcs.client()  # Google credentials found first, as for `filesystems`
-        return arrow.Upload(path)
+        return gcs.create(path)
     return filesystems(path).create(path, compression_type=_RAW)
 
 
 def write(path: str, data: bytes) -> None:
-    """An object holding `data`, whole or not at all: on Cloud Storage one upload (arrow.upload),
+    """An object holding `data`, whole or not at all: on Cloud Storage one upload (gcs.write),
     sent again whole after a transient failure."""
     if gcs.is_gcs(path):
-        gcs.client()
-        arrow.upload(path, data)
+        gcs.write(path, data)
         return
     with create(path) as handle:
         handle.write(data)
@@ -125,9 +119,7 @@ def write(path: str, data: bytes) -> None:
 
 def copy(source: str, destination: str) -> None:
     """A server-side copy (Cloud Storage checks its CRC-32C) in one request, sent again after a
-    transient failure: it makes the same object (jsonapi.copy). Not pyarrow's copy_file, which
-    first checks that the destination's folder exists, by its metadata and a page of
-    its listing (up to a thousand objects, in a version's folder as it fills)."""
+    transient failure: it makes the same object (jsonapi.copy)."""
     if not gcs.is_gcs(source):
         filesystems(source).copy([source], [destination])
         return

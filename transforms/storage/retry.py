@@ -1,15 +1,12 @@
 """The one retry layer for Cloud Storage, and its budget.
 
-Every request this project sends to Cloud Storage itself goes through `retried`: those of
-jsonapi.py (an image's media, an object's metadata, a range of a manifest, a page of a
-listing: what an existence check and a match ask too; the composes of joins.py, the copies of
-remote.py, deletions), which never retry on their own; the dataset's pointer of
-pipeline/dataset/publish.py, sent by Google's client with its retries off (`retry=None`); the
-whole uploads of remote.py through pyarrow's C++ client, one request an attempt (arrow.py). A
-streamed upload (a shard, an errors file), which cannot be sent again whole by a loop around
-it, is never wrapped here: pyarrow's client retries it chunk by chunk within this budget
-(arrow.py). Another store's requests go through Beam's FileSystems, whose clients retry them.
-No request is retried by two layers.
+Every request this project sends to Cloud Storage goes through `retried`: those of jsonapi.py
+(an image's media, an object's metadata, a range of a manifest, a page of a listing: what an
+existence check and a match ask too; the composes of joins.py, the copies of remote.py,
+deletions) and of uploads.py (a whole upload, the dataset's pointer's conditional one among
+them; each chunk of a resumable upload, sent on from the offset its session holds), none of
+which retries on its own. Another store's requests go through Beam's FileSystems, whose
+clients retry them. No request is retried by two layers.
 
 A failure is transient (the service or the network failed: 408, 429, 5xx, a connection reset or
 dropped, a timeout, a body cut short or not matching its checksum) or it is the object's (not
@@ -34,7 +31,6 @@ from tfrecord_pipeline.transforms.errors import FaultError
 ATTEMPTS = 7
 FIRST_DELAY_S = 0.5
 TIMEOUT_S = 60  # a request that hears nothing for this long has failed (transiently)
-_RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 # What a socket raises, as a plain OSError, when the network (not the store) fails on the way.
 _NETWORK_ERRNOS = frozenset(
     {errno.ENETDOWN, errno.ENETUNREACH, errno.EHOSTDOWN, errno.EHOSTUNREACH}
@@ -53,19 +49,18 @@ class CorruptTransferError(ConnectionError):
 
 def is_transient(error: BaseException) -> bool:
     """Whether `error`, raised by a request, is the service's or the network's failure (worth
-    another attempt) rather than the object's: the types and statuses Google's storage client
-    retries (google.cloud.storage.retry), and a body that does not match its checksum."""
+    another attempt) rather than the object's: the statuses and failures Google's storage
+    client retries (google.cloud.storage.retry), as answers.py raises them, and a body that
+    does not match its checksum. requests' and urllib3's are those of refreshing a token
+    (google-auth sends that request through requests)."""
     import http.client  # here, not for every local run that never meets an object store
     import socket
     import ssl
 
     import requests
     import urllib3
-    from google.api_core import exceptions as api
     from google.auth import exceptions as auth
 
-    if isinstance(error, api.GoogleAPICallError):
-        return error.code in _RETRYABLE_STATUS
     if isinstance(error, auth.RefreshError):  # the token endpoint answered 5xx, 408 or 429
         return error.retryable
     if isinstance(error, auth.TransportError):  # refreshing a token failed on the way
