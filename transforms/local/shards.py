@@ -80,7 +80,8 @@ def sort_rows(
     buckets_made = sum(count * pieces[split] for split, count in plan.shards)
     spread = pool and isinstance(rows, TakenRows) and buckets_made <= SPREAD_BUCKETS
     spilled = rows.spilled() if spread else []
-    calls = [(batch, plan, pieces, buckets.folder()) for batch in spilled]
+    lean = plan._replace(archives=())  # the commit's, not pickled again with every batch
+    calls = [(batch, lean, pieces, buckets.folder()) for batch in spilled]
     results = pool.spread(sort_batch, calls) if calls else ()
     held = rows.held() if calls else rows
     first = bucket_rows(held, plan, pieces, reject, buckets)
