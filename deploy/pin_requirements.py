@@ -1,7 +1,9 @@
-"""Write deploy/requirements.txt: the worker image's pins, the conversion path only.
+"""Write deploy/requirements.txt: the worker image's pins, the conversion path and Dataflow's.
 
-It is the dependency closure of setup.py's install_requires (no extras, so no TensorFlow),
-pinned to the versions installed from requirements.lock, so the image, CI and laptops agree.
+It is the dependency closure of setup.py's install_requires and its `dataflow` extra (Beam's
+[gcp]: the image launches the Flex Template, which submits the job, and Beam's workers on
+Dataflow load its Google Cloud modules), no other extra, so no TensorFlow; pinned to the
+versions installed from requirements.lock, so the image, CI and laptops agree.
 Run from the project's virtualenv: python deploy/pin_requirements.py
 """
 
@@ -34,7 +36,7 @@ def closure(root: str) -> dict[str, str]:
 
 
 def render() -> str:
-    pins = closure("tfrecord-pipeline")
+    pins = closure("tfrecord-pipeline[dataflow]")
     pins.pop("tfrecord-pipeline")
     return HEADER + "".join(f"{name}=={version}\n" for name, version in sorted(pins.items()))
 

@@ -26,7 +26,7 @@ CLOUD = "# needs a Google Cloud project"  # an example's first line, where it ca
 AIRFLOW = "# in Airflow's environment"  # run with Airflow on the PATH by tests/test_airflow.py
 # The options page's table, between these two lines, is generated: the test prints it.
 TABLE = re.compile(r"^<!-- flags: generated .*? -->\n(.*?)\n<!-- flags: end -->$", re.M | re.S)
-INSTALL = re.compile(r'^pip install "?\./tfrecord-pipeline(\[(tf|tfds)\])?"?(  +#.*)?$')
+INSTALL = re.compile(r'^pip install "?\./tfrecord-pipeline(\[(tf|tfds|dataflow)\])?"?(  +#.*)?$')
 
 
 class Example(NamedTuple):

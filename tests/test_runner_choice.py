@@ -1,10 +1,13 @@
 """The runner a --runner flag names, resolved as Beam resolves it; an embedded job server that
-cannot start its harness is one line; the local runner's default process count."""
+cannot start its harness is one line, and so is Dataflow without the dataflow extra; the local
+runner's default process count."""
 
 import re
+import subprocess
+import sys
 
 import pytest
-from conftest import DATAFLOW, EMBEDDED, LOOPBACK
+from conftest import BEAM, DATAFLOW, EMBEDDED, LOOPBACK, make_images, write_manifest
 
 from tfrecord_pipeline.config import runner_choice
 from tfrecord_pipeline.config.runner_choice import LOCAL, Runner, local_processes, resolve
@@ -94,3 +97,38 @@ def test_an_embedded_job_server_that_could_not_start_its_harness_is_one_line(
 
 def test_local_runs_write_one_shard_per_core_unless_told():
     assert local_processes(0) == available_cores() and local_processes(3) == 3
+
+
+# The command as `pip install tfrecord-pipeline` leaves it: what only Beam's [gcp] extra (the
+# dataflow extra) installs cannot be imported.
+WITHOUT_THE_DATAFLOW_EXTRA = (
+    "import runpy, sys; "
+    "sys.modules.update(dict.fromkeys(['google.cloud', 'google.api_core', 'apitools'])); "
+    "runpy.run_module('tfrecord_pipeline.cli.main', run_name='__main__')"
+)
+
+
+def _without_the_dataflow_extra(tmp_path, *flags: str) -> subprocess.CompletedProcess:
+    manifest = write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
+    argv = ["convert", "--manifest", manifest, "--output", tmp_path / "out", "--no_progress"]
+    script = [sys.executable, "-c", WITHOUT_THE_DATAFLOW_EXTRA, *map(str, [*argv, *flags])]
+    return subprocess.run(script, capture_output=True, text=True, timeout=300)
+
+
+def test_dataflow_without_the_dataflow_extra_is_one_line_naming_it(tmp_path):
+    """Beam's DataflowRunner loads without its Google Cloud modules and fails only as it
+    submits, with a traceback; the command says which extra to install before any work."""
+    done = _without_the_dataflow_extra(tmp_path, *DATAFLOW)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("tfrecord-pipeline: error: --runner DataflowRunner: ")
+    assert done.stderr.rstrip().endswith("pip install 'tfrecord-pipeline[dataflow]'")
+
+
+@pytest.mark.parametrize("flags", [[], BEAM], ids=["local", "DirectRunner"])
+def test_the_base_install_converts_without_the_dataflow_extra(tmp_path, flags):
+    """Beam, imported without apitools, logs that it is missing: not the user's concern."""
+    done = _without_the_dataflow_extra(tmp_path, *flags)
+    assert done.returncode == 0, done.stderr
+    assert "apitools" not in done.stderr
+    assert (tmp_path / "out" / "LATEST").is_file()

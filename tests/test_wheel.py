@@ -1,7 +1,7 @@
 """The built wheel in an empty virtualenv, as a user installs it (`pip install`, no `make`):
 pip resolves its dependencies from the package registry this machine's pip is configured for,
 then the README's commands run there, with no TensorFlow installed, and the package is one
-top-level name.
+top-level name; Dataflow, whose modules only the `dataflow` extra installs, says so in one line.
 
 Without the registry (no network) the dependencies cannot be installed: the test is skipped,
 saying so.
@@ -15,7 +15,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import REPOSITORY
+from conftest import DATAFLOW, REPOSITORY
 from test_readme import examples
 
 import tfrecord_pipeline
@@ -119,3 +119,17 @@ def test_a_reader_without_its_extra_says_which_in_one_line(installed, call, line
     _, run = installed
     done = run("python", "-c", f"import tfrecord_pipeline; tfrecord_pipeline.{call}('out')")
     assert done.returncode == 1 and done.stderr.splitlines()[-1] == line, done.stderr
+
+
+def test_the_base_install_leaves_dataflow_to_its_extra_and_says_so_in_one_line(installed):
+    """No Google Cloud client library comes with `pip install tfrecord-pipeline` (Beam's [gcp]
+    extra is the `dataflow` extra's); a Dataflow job asks for it before any work."""
+    _, run = installed
+    done = run("python", "-c", "import google.cloud")
+    assert done.stderr.endswith("ModuleNotFoundError: No module named 'google.cloud'\n")
+    manifest = REPOSITORY / "sample" / "manifest.csv"
+    done = run("tfrecord-pipeline", "convert", "--manifest", manifest, "--output", "out", *DATAFLOW)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("tfrecord-pipeline: error: --runner DataflowRunner: ")
+    assert done.stderr.endswith("; pip install 'tfrecord-pipeline[dataflow]'\n")

@@ -10,6 +10,7 @@ import logging
 import os
 import sys
 
+from tfrecord_pipeline.cli import logs
 from tfrecord_pipeline.cli.faults import as_fault, bug_reported, missing_credentials, report_fault
 from tfrecord_pipeline.cli.help import OVERVIEW, convert_help
 from tfrecord_pipeline.cli.hints import closing_lines
@@ -195,14 +196,7 @@ COMMANDS = {
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    # Local worker processes forward start-up chatter (unused Beam flags, no staging folder)
-    # as warnings; it says nothing about the conversion.
-    logging.getLogger("apache_beam.runners.portability.local_job_service").setLevel(logging.ERROR)
-    # Beam logs a failed step's exception with its traceback before re-raising it, and google-auth
-    # warns that no GCE metadata server holds credentials: the command reports either itself.
-    logging.getLogger("apache_beam.runners.common").setLevel(logging.CRITICAL)
-    logging.getLogger("google.auth._default").setLevel(logging.ERROR)
+    logs.configure()
     if not argv or argv[0] in ("-h", "--help"):
         print(OVERVIEW)
         return EXIT_OK if argv else EXIT_USER_ERROR

@@ -72,6 +72,8 @@ def _create(name: str):
             f"--runner {name}: not a Beam runner; use one of {known}, "
             "or the dotted path of a PipelineRunner subclass"
         )
+    if _is_a(runner, "apache_beam.runners.dataflow.dataflow_runner", "DataflowRunner"):
+        _dataflow_client(name)
     if _is_a(runner, "apache_beam.runners.direct.direct_runner", "BundleBasedDirectRunner"):
         # Beam 2.77's BundleBasedDirectRunner sends a step's tagged outputs to its main output,
         # or drops them, depending on the interpreter's hash seed.
@@ -80,6 +82,23 @@ def _create(name: str):
             "outputs; use --runner DirectRunner"
         )
     return runner
+
+
+# What `pip install tfrecord-pipeline` leaves out: Beam's [gcp] extra, which submitting needs.
+DATAFLOW_EXTRA = "pip install 'tfrecord-pipeline[dataflow]'"
+
+
+def _dataflow_client(name: str) -> None:
+    """Beam's Dataflow client, imported now as DataflowRunner imports it when it submits: without
+    the dataflow extra its module loads, and the job would fail only then, with a traceback."""
+    try:
+        from apache_beam.runners.dataflow.internal import apiclient  # noqa: F401
+    except ImportError as error:
+        missing = getattr(error, "name", None) or error
+        raise UserError(
+            f"--runner {name}: submitting to Dataflow needs Beam's Google Cloud modules "
+            f"({missing} is not installed); {DATAFLOW_EXTRA}"
+        ) from None
 
 
 def _validate(runner, options) -> None:
