@@ -66,7 +66,7 @@ def first_screen() -> str:
         for flag in in_group(group):
             default = default_text(flag).replace("`", "")  # Markdown's
             said = "" if default in ("none", "off", "required") else f" (default: {default})"
-            lines.append(f"  {synopsis(flag):<34}{flag.brief}{said}")
+            lines.append(f"  {synopsis(flag):<32}  {flag.brief}{said}")  # two spaces at least
     return "\n".join([*lines, "", f"every flag, by group: {ALL_FLAGS}"])
 
 
