@@ -3,12 +3,12 @@ a version lists them in."""
 
 from collections import namedtuple
 
+from tfrecord_pipeline.transforms.archive.members import key_archive
 from tfrecord_pipeline.transforms.plan.carried import (
     ArchiveLine,
     Unread,
     archive_lines,
     carried_lines,
-    key_archive,
     lines_text,
     parse_lines,
     with_carried,

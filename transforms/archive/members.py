@@ -7,6 +7,7 @@ by whichever shard writer holds it: the shards are those the same images as loos
 """
 
 import os
+import posixpath
 import struct
 import zlib
 from typing import NamedTuple
@@ -18,6 +19,22 @@ STORED, DEFLATED = 0, 8  # zip compression methods read; tar members are stored
 MEMBER_MARK = "#"  # `archive.tar#member`: a member of an archive, as a manifest names it
 LOCAL_HEADER = struct.Struct("<4s5H3I2H")  # a zip's local file header, before name and extra
 ARCHIVE_SUFFIXES = (".tar", ".zip")  # what names an archive in a member's URI
+
+
+def archive_name(path: str) -> str:
+    """An archive's file name: what its members' keys begin with (`member_key`)."""
+    return posixpath.basename(path.rstrip("/"))
+
+
+def member_key(archive: str, member: str) -> str:
+    """The key of a member's row: its archive's file name, MEMBER_MARK, the member's path."""
+    return f"{archive}{MEMBER_MARK}{member}"
+
+
+def key_archive(key: str) -> str:
+    """The archive file name a member's key begins with; "" for a key of no member."""
+    name, mark, _ = key.partition(MEMBER_MARK)
+    return name if mark else ""
 
 
 class Member(NamedTuple):

@@ -10,9 +10,8 @@ it is read (transforms/write/published.py `listed_keys`), so the records of a ro
 damaged midway are left out where they meet the rows, by a side input of such files
 ("unlisted"), as the local form leaves them out of its buckets. The layout is decided from
 counts (per published shard its unchanged records, per split its rows to convert) before
-anything is written; a past shard's kept records are then staged by the worker that gets that
-shard's positions, which finds its final shard in a dict side input. Archives carried unread:
-as the local form (transforms/local/refresh.py). Element shapes:
+anything is written; a past shard's kept records are then staged by the worker given its
+positions (its final shard from a dict side input); carried archives as locally. Element shapes:
 
     CheckPublishedShards: [ShardInfo] (a thousand a batch)
         -> (key, (fingerprint, shard file, position, sound)), "verdicts": (shard file, sound),
@@ -33,12 +32,13 @@ from concurrent.futures import ThreadPoolExecutor
 import apache_beam as beam
 from apache_beam.pvalue import AsDict, TaggedOutput
 
+from tfrecord_pipeline.transforms.archive.members import key_archive
 from tfrecord_pipeline.transforms.beam.coders import RowBatch
 from tfrecord_pipeline.transforms.beam.manifests import ReadWholeFn
 from tfrecord_pipeline.transforms.beam.steps import as_row_batches, error_output
 from tfrecord_pipeline.transforms.errors import ErrorRow
 from tfrecord_pipeline.transforms.manifest.sources import ManifestFile
-from tfrecord_pipeline.transforms.plan.carried import NOTHING_UNREAD, Unread, key_archive
+from tfrecord_pipeline.transforms.plan.carried import NOTHING_UNREAD, Unread
 from tfrecord_pipeline.transforms.plan.fingerprints import row_fingerprints
 from tfrecord_pipeline.transforms.plan.refresh import PastShard, RefreshLayout, refresh_layout
 from tfrecord_pipeline.transforms.plan.refresh_match import PastKey, listed, match_bucket
@@ -176,7 +176,7 @@ def _CountBySplit(batches):
 class RefreshRows(beam.PTransform):
     """Decides the refresh of the published version by the rows, and stages the published
     shards' kept records. Returns {"rows": RowBatch (to convert), "layout": RefreshLayout (one
-    element), "carried": (published shard file, ShardResult)}.
+    element), "carried": (published shard file, ShardResult), "errors": ErrorRow}.
 
     Args:
       published: the published version the run started from.

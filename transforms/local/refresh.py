@@ -20,11 +20,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
+from tfrecord_pipeline.transforms.archive.members import key_archive
 from tfrecord_pipeline.transforms.errors import ErrorRow
 from tfrecord_pipeline.transforms.local.row_buckets import RowBuckets, bucket_count, hash_bucket
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, ReadConfig
 from tfrecord_pipeline.transforms.manifest.sources import read_all
-from tfrecord_pipeline.transforms.plan.carried import NOTHING_UNREAD, Unread, key_archive
+from tfrecord_pipeline.transforms.plan.carried import NOTHING_UNREAD, Unread
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
 from tfrecord_pipeline.transforms.plan.fingerprints import row_fingerprints
 from tfrecord_pipeline.transforms.plan.refresh import PastShard, RefreshLayout, refresh_layout

@@ -18,14 +18,12 @@ A row without a split of its own takes the one its archive's file name says, a w
 readers name it) or `test`: ILSVRC2012_img_train.tar's rows are `train`, ILSVRC2012_img_val.tar's
 `validation`; a name with none, or two, says none.
 
-Each row's image is `<archive>#<member>` (docs/inputs.md#archives), its key the archive's file
-name, `#`, and the member's path, and it carries where the member's bytes are (`Member`), so a
-shard writer reads it with one ranged read and no listing.
+Each row's image is `<archive>#<member>`, its key `<archive's file name>#<member>` (members.py
+`member_key`), and it carries where its bytes are (`Member`): one ranged read, no listing.
 """
 
 import itertools
 import json
-import posixpath
 import re
 from collections.abc import Iterable, Iterator
 
@@ -33,7 +31,9 @@ from tfrecord_pipeline.transforms.archive.kinds import read_entries
 from tfrecord_pipeline.transforms.archive.members import (
     Entry,
     Refused,
+    archive_name,
     listed_identity,
+    member_key,
     read_member,
 )
 from tfrecord_pipeline.transforms.archive.unpack import Unpacked
@@ -69,7 +69,7 @@ class Archive:
         # sees both: the second is told here (mixed, they meet in one shard, as keys do).
         self.seen: set[str] = set()
         self.listed = listed_identity(path)
-        self.name = posixpath.basename(path.rstrip("/"))
+        self.name = archive_name(path)
         stem = self.name.split(".")[0]
         self.top = f"{stem}/"  # a top folder named as the archive is not a label
         self.split = named_split(self.name)
@@ -129,13 +129,13 @@ class Archive:
             yield self._row(entry, {"label": label})
 
     def uri(self, entry: Entry | Refused) -> str:
-        return f"{self.path}#{entry.held_as}" if entry.held_as else self.path
+        return member_key(self.path, entry.held_as) if entry.held_as else self.path
 
     def key(self, entry: Entry) -> str:
-        return f"{self.name}#{entry.name}"
+        return member_key(self.name, entry.name)
 
     def _refused(self, refused: Refused) -> ErrorRow:
-        key = f"{self.name}#{refused.held_as}" if refused.held_as else self.name
+        key = member_key(self.name, refused.held_as) if refused.held_as else self.name
         return ErrorRow(key, self.uri(refused), refused.reason, refused.message)
 
     def _row(self, entry: Entry, fields: dict) -> TreeItem:

@@ -15,12 +15,11 @@ error row is listed, so its error rows are given again, as a loose file's are.
 """
 
 import json
-import posixpath
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
-from tfrecord_pipeline.transforms.archive.members import MEMBER_MARK
+from tfrecord_pipeline.transforms.archive.members import archive_name
 from tfrecord_pipeline.transforms.manifest.rows import ReadConfig
 
 ARCHIVES_FILE = "rows/archives.jsonl"  # in a version, beside its shards' rows files
@@ -65,16 +64,6 @@ class Unread(NamedTuple):
 
 
 NOTHING_UNREAD = Unread()
-
-
-def archive_name(path: str) -> str:
-    return posixpath.basename(path.rstrip("/"))
-
-
-def key_archive(key: str) -> str:
-    """The archive file name a member's key begins with; "" for a key of no member."""
-    name, mark, _ = key.partition(MEMBER_MARK)
-    return name if mark else ""
 
 
 def archive_lines(

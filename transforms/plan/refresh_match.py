@@ -18,9 +18,9 @@ from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import NamedTuple
 
+from tfrecord_pipeline.transforms.archive.members import key_archive
 from tfrecord_pipeline.transforms.errors import ErrorRow, Reason
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, error_row
-from tfrecord_pipeline.transforms.plan.carried import key_archive
 from tfrecord_pipeline.transforms.plan.refresh import stays
 
 Printed = tuple[ManifestRow, str]  # a row and its fingerprint (transforms/plan/fingerprints.py)

@@ -185,7 +185,7 @@ def stat(path: str) -> tuple[int, str]:
 def identity(path: str) -> str:
     """What tells a file's versions apart without reading it (disk.identity, remote.identity):
     the same string as the identity `read_identified` gives."""
-    return remote.identity(path) if is_remote(path) else disk.identity(os.stat(path))
+    return stat(path)[1]
 
 
 def staged_name(name: str) -> str:

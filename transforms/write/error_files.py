@@ -47,10 +47,11 @@ class ErrorCounts(NamedTuple):
         counts, files = Counter(), Counter()
         for (split, reason, file), n in tally.items():
             counts[split, reason] += n
-            files[file] += n if file else 0
+            if file:
+                files[file] += n
         return cls(
             tuple((split, reason, n) for (split, reason), n in sorted(counts.items())),
-            tuple(sorted((file, n) for file, n in files.items() if n)),
+            tuple(sorted(files.items())),
         )
 
     @property
