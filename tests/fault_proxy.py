@@ -11,6 +11,10 @@ timing or thread order: two runs meet the same faults, and no request fails more
 time (with `listings_too`, listings of its name as well: the store then answers nothing about
 it). An object can also be named in `always` with DAMAGE: its media then always arrives whole,
 one byte changed, under the emulator's X-Goog-Hash.
+
+Conditional uploads and deletions (`ifGenerationMatch`) are checked and made as one step, under
+one lock, so two clients racing for the same generation meet Cloud Storage's answer: one
+succeeds, the other gets 412.
 """
 
 import hashlib
@@ -21,6 +25,7 @@ import socketserver
 import threading
 import urllib.parse
 from collections import Counter
+from collections.abc import Callable
 
 from loopback import LoopbackServer
 
@@ -89,11 +94,12 @@ class _Handler(socketserver.StreamRequestHandler):
             return False  # closed without a word, as a reset or a dead load balancer leaves it
         if fault == "503":
             return self._send_error(503, "Service Unavailable", "injected", headers)
-        if not self.server.precondition_holds(method, target, body):
-            return self._send_error(412, "Precondition Failed", "conditionNotMet", headers)
         if not chunk_matches_range(headers.get("content-range", ""), body):
             return self._send_error(400, "Bad Request", "chunk size mismatch", headers)
-        status, reason, response_headers, data = self.server.forward(method, target, headers, body)
+        answered = self.server.answer(method, target, headers, body)
+        if answered is None:
+            return self._send_error(412, "Precondition Failed", "conditionNotMet", headers)
+        status, reason, response_headers, data = answered
         if fault == LOST:
             return False
         if fault == DAMAGE:
@@ -143,7 +149,9 @@ class FaultProxy(LoopbackServer):
     cut lets it take effect: made, its answer lost). The n-th (from 0) PUT to a resumable
     upload's session meets the fault `session_puts` names for n (LOST among them). `.requests`
     counts the (method, object name) of every request, `.listings` the listing requests by
-    prefix, `.faults` the faults met by kind, `.failed` by object."""
+    prefix, `.faults` the faults met by kind, `.failed` by object. With `writes_too`, whole
+    uploads and deletions of objects under `prefix` meet faults at `rate` too: a 503 or a
+    dropped connection before they take effect, or (for a cut) their answer lost after it."""
 
     def __init__(
         self,
@@ -156,12 +164,13 @@ class FaultProxy(LoopbackServer):
         first_upload: dict[str, str] | None = None,
         copies_too: bool = False,
         session_puts: dict[int, str] | None = None,
+        writes_too: bool = False,
     ):
         super().__init__(_Handler)
         self.emulator_port = emulator_port
         self.prefix, self.rate, self.seed = prefix, rate, seed
         self.always, self.listings_too = always or {}, listings_too
-        self.copies_too = copies_too
+        self.copies_too, self.writes_too = copies_too, writes_too
         self.session_puts = session_puts or {}
         self.put_bytes = 0  # bytes the PUTs to upload sessions carried (to the emulator or not)
         self.first_upload = dict(first_upload or {})  # consumed as the uploads come
@@ -170,17 +179,27 @@ class FaultProxy(LoopbackServer):
         self.faults: Counter = Counter()  # by kind
         self.failed: Counter = Counter()  # by object name (a listing's prefix)
         self._sent: Counter = Counter()  # sendings of each (method, target) so far
+        # (method, object name): a step of another client's, run once when such a request
+        # comes, before it is answered; what it returns is the fault the request meets.
+        self.at: dict[tuple[str, str], Callable[[], str | None]] = {}
         self._lock = threading.Lock()
+        self._conditional = threading.Lock()  # a precondition's check and its request, as one
 
     def fault_for(self, method: str, target: str, body: bytes | None = None) -> str | None:
         """The fault this request meets (counted), or None: it is replayed."""
+        named = _UPLOADED_NAME.search(body or b"") if "/upload/" in target else None
+        step = self.at.pop((method, named[1].decode() if named else object_name(target)), None)
+        if step is not None and (fault := step()):
+            return self._counted(object_name(target), fault)
         name = object_name(target)
         with self._lock:
             self.requests[method, name] += 1
             repeat = self._sent[method, target]
             self._sent[method, target] += 1
         if method == "POST" and "/upload/" in target:
-            return self._upload_fault(body or b"")
+            return self._upload_fault(body or b"") or self._write_fault(target, repeat, body)
+        if method == "DELETE":
+            return self._write_fault(target, repeat, body)
         if method == "PUT" and "upload_id=" in target:
             with self._lock:
                 self.put_bytes += len(body or b"")
@@ -219,6 +238,20 @@ class FaultProxy(LoopbackServer):
             fault = self.first_upload.pop(name)
         return self._counted(name, fault)
 
+    def _write_fault(self, target: str, repeat: int, body: bytes | None) -> str | None:
+        """With `writes_too`, the fault of a whole upload or a deletion under `prefix`: a cut
+        becomes LOST (the write takes effect, its answer never comes)."""
+        named = _UPLOADED_NAME.search(body or b"") if "/upload/" in target else None
+        name = named.group(1).decode() if named else object_name(target)
+        if (
+            not self.writes_too
+            or "upload_id=" in target
+            or not (name or "").startswith(self.prefix)
+        ):
+            return None
+        fault = planned_fault(self.seed, self.rate, f"{target}|{name}", repeat)
+        return self._counted(name, LOST if fault == "truncate" else fault)
+
     def _counted(self, name: str | None, fault: str | None) -> str | None:
         if fault:
             with self._lock:
@@ -226,19 +259,33 @@ class FaultProxy(LoopbackServer):
                 self.failed[name] += 1
         return fault
 
-    def precondition_holds(self, method: str, target: str, body: bytes | None) -> bool:
-        """Whether a conditional upload (`ifGenerationMatch`) asks for the object's generation
-        as it is (0: no such object), as Cloud Storage checks it; the emulator ignores it."""
+    def answer(self, method: str, target: str, headers: dict, body: bytes | None):
+        """The emulator's answer to a request, or None for a conditional one whose condition
+        fails (412); a conditional request's check and its replay hold one lock."""
+        wanted = urllib.parse.parse_qs(urllib.parse.urlsplit(target).query).get("ifGenerationMatch")
+        if not wanted:
+            return self.forward(method, target, headers, body)
+        with self._conditional:
+            if self.generation(method, target, body) not in (None, int(wanted[0])):
+                return None
+            return self.forward(method, target, headers, body)
+
+    def generation(self, method: str, target: str, body: bytes | None) -> int | None:
+        """The generation of the object a conditional upload or deletion names (0: none), as
+        Cloud Storage compares it with `ifGenerationMatch`; None for any other request."""
         split = urllib.parse.urlsplit(target)
-        wanted = urllib.parse.parse_qs(split.query).get("ifGenerationMatch")
-        named = _UPLOADED_NAME.search(body or b"")
-        if method != "POST" or not wanted or not named:
-            return True
+        if method == "POST" and "/upload/" in target:
+            named = _UPLOADED_NAME.search(body or b"")
+            name = urllib.parse.quote(named.group(1).decode(), safe="") if named else None
+        elif method == "DELETE":
+            name = split.path.split("/o/", 1)[1] if "/o/" in split.path else None
+        else:
+            return None
+        if not name:
+            return None
         bucket = split.path.split("/b/", 1)[1].split("/", 1)[0]
-        name = urllib.parse.quote(named.group(1).decode(), safe="")
         status, _, _, data = self.forward("GET", f"/storage/v1/b/{bucket}/o/{name}", {}, None)
-        generation = int(json.loads(data)["generation"]) if status == 200 else 0
-        return generation == int(wanted[0])
+        return int(json.loads(data)["generation"]) if status == 200 else 0
 
     def forward(self, method: str, target: str, headers: dict, body: bytes | None):
         """The emulator's answer: (status, reason, headers, body)."""

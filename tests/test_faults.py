@@ -44,7 +44,7 @@ from tfrecord_pipeline.config.arguments import parse_args
 from tfrecord_pipeline.config.conversion import prepare
 from tfrecord_pipeline.dataset.commit import commit_dataset, read_info
 from tfrecord_pipeline.dataset.publish import LOCK, start
-from tfrecord_pipeline.dataset.versions import MARKER, POINTER, PUBLISHED, STAGING, VERSIONS
+from tfrecord_pipeline.dataset.versions import MARKER, POINTER, STAGING, VERSIONS
 from tfrecord_pipeline.read.reader import examples
 from tfrecord_pipeline.read.verify import verify
 from tfrecord_pipeline.transforms.local.error_sink import ErrorSink
@@ -540,7 +540,7 @@ def test_a_file_system_turned_read_only_while_publishing(tmp_path, small, small_
         subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
     status, _, err = _ended(run)
     assert status == EXIT_FAULT
-    line = _fault_line(err, f"the file system ({root}/{PUBLISHED}/")  # recorded first
+    line = _fault_line(err, f"the file system ({root}/{POINTER}.tmp-")  # the pointer first
     assert "is read-only" in line and "Read-only file system" in _logged_traceback(line)
     _intact(root, before)
     subprocess.run(["mount", "-o", "remount,rw", str(small_disk)], check=True)
@@ -551,8 +551,8 @@ def test_a_file_system_turned_read_only_while_publishing(tmp_path, small, small_
 def test_a_killed_shard_writer_is_one_line_exit_3(tmp_path, photos):
     root = tmp_path / "root"
     run = _start(tmp_path, "--manifest", photos, "--output", root, *SLOW)
-    _, children = _stop_mid_shards(run, root)
-    (writing,) = [pid for pid in children if _writes_in(pid, root / STAGING)][:1]
+    version, children = _stop_mid_shards(run, root)
+    (writing,) = [pid for pid in children if _writes_in(pid, root / STAGING / version)][:1]
     os.kill(writing, signal.SIGKILL)  # not a worker yet to take a shard: its death names none
     os.killpg(run.pid, signal.SIGCONT)
     status, _, err = _ended(run)

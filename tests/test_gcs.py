@@ -321,6 +321,8 @@ def test_of_two_runs_from_one_version_in_a_bucket_the_second_to_publish_is_super
     root = f"gs://tfrp-test/{tmp_path.name}"
     for _ in range(2):  # from no version (generation 0), then from the version just published
         one, other = start(root), start(root)
+        for target in (one, other):  # complete, as a run's commit leaves its version
+            fileio.write_bytes(fileio.join(target.folder, MARKER), b"{}")
         first = Pointer(one.version, "1" * 64)
         publish(one, first)
         publish(one, first)

@@ -1,15 +1,17 @@
 """pipeline/dataset/publish.py on a local folder: the version a run starts, the folders it
 refuses to write into, and the pointer's compare-and-write between two runs."""
 
+import dataclasses
 import re
 from pathlib import Path
 
 import pytest
 
-from tfrecord_pipeline.dataset.history import Record, newest_first, read_records, recorded_since
+from tfrecord_pipeline.dataset.history import Record, newest_first, read_records
 from tfrecord_pipeline.dataset.publish import (
     SupersededError,
     Target,
+    _recorded_since,
     publish,
     published_since,
     start,
@@ -91,5 +93,10 @@ def test_publication_order_is_by_the_last_record_of_each_version():
     a, b, c = "v000001-0123abcd", "v000002-0123abcd", "v000003-0123abcd"
     records = [Record(1, a), Record(2, b), Record(3, a), Record(4, c)]
     assert newest_first(records) == [c, a, b]
-    assert recorded_since(records, 2, c) == a and recorded_since(records, 3, c) is None
+    from_b = Target("root", c, Pointer(b, "0" * 64), serial=2)
+    assert _recorded_since(from_b, records) == a
+    assert _recorded_since(dataclasses.replace(from_b, serial=3), records) is None
+    # A run that read its base's pointer before the base's record was written: not a loss.
+    from_a = Target("root", c, Pointer(a, "0" * 64), serial=2)
+    assert _recorded_since(from_a, records) is None
     assert Record(4, c).name == f"00000004-{c}"

@@ -49,8 +49,8 @@ def staged_files(
 def cleaned_up_on_failure(target: publish.Target):
     """Around a run: when it fails, its own staging and version folders are deleted where the
     failure allows. If another run published meanwhile, that is the failure raised (not what
-    followed from it, such as this run's base version deleted by that run's retention, or its
-    staging by its clean-up, pipeline/dataset/retention.py). Any other UserError comes before
+    followed from it, such as this run's base version deleted by that run's retention,
+    pipeline/dataset/retention.py). Any other UserError comes before
     any work: nothing to delete. Whether another run published is asked even when the deletion
     fails (the store failing, say): the loss is the failure to tell."""
     try:

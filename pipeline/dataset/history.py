@@ -1,8 +1,9 @@
 """The publication record: which versions were ever published, and in what order.
 
-Each publication (a run's, a rollback's) first writes an empty record
-`_published/<serial>-<version>`, then the pointer; the serial is one more than the highest
-recorded. The record is what the pointer cannot say once it names another version:
+Each publication (a run's, a rollback's) writes the pointer, then an empty record
+`_published/<serial>-<version>`, both under the root's lock or lease; the serial is one more
+than the highest recorded. The record is what the pointer cannot say once it names another
+version:
 
 - a complete version with a record was published once, so a clean-up never deletes it as a
   run that lost or died (pipeline/dataset/retention.py); retention counts recorded versions,
@@ -13,15 +14,12 @@ recorded. The record is what the pointer cannot say once it names another versio
 - numbers are never reused: a run numbers after the highest version recorded or present.
 
 The pointer keeps its two fields, so readers, and LATEST files older releases wrote, read as
-before: the order lives in the records. A record is written before its pointer, so no
-publication is left unrecorded: a run killed between the two leaves a record of a version that
-was not published, which is kept as if it had been (the safe side). A record needs no rename,
-lock or precondition: its name is its own, on a disk as in a bucket (locally it is written under
-the pointer's lock; on gs:// the pointer's generation precondition decides between two
-publishers, and the one refused erases its record). A `LATEST` another hand
-wrote is recorded by the next publication, as a rollback would have been; a dataset from before
-records (none exist) has its complete versions recorded then, in number order, the published
-one last.
+before: the order lives in the records. A record is written after its pointer, so every record
+names a version that was published: a run is never told it lost to one that was not. A run
+killed between the two leaves its version published and unrecorded, which the next publication
+records, as it records a `LATEST` another hand wrote (as a rollback would have been); a dataset
+from before records (none exist) has its complete versions recorded then, in number order, the
+published one last. A record needs no rename or precondition: its name is its own.
 """
 
 import re
@@ -71,7 +69,7 @@ def newest_first(records: list[Record]) -> list[str]:
 def note(
     root: str, records: list[Record], current: Pointer | None, version: str, highest: int
 ) -> Record:
-    """Record the publication of `version`, which replaces `current`, before its pointer is
+    """Record the publication of `version`, which replaced `current`, once its pointer is
     written (`records`: those read just before); returns its record. Records `current` first
     when no record names it as the last publication (LATEST written by hand), and, in a
     dataset from before records, its complete versions numbered up to `highest`."""
@@ -95,12 +93,6 @@ def note(
         fileio.write_bytes(fileio.join(root, PUBLISHED, record.name), b"")
     fileio.sync_file(fileio.join(root, PUBLISHED))
     return written[-1]
-
-
-def recorded_since(records: list[Record], serial: int, version: str) -> str | None:
-    """A version other than `version` recorded after `serial`, if any: a publication since."""
-    later = [r.version for r in records if r.serial > serial and r.version != version]
-    return later[-1] if later else None
 
 
 def erase(root: str, versions: set[str]) -> None:

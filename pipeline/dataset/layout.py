@@ -14,12 +14,20 @@ import contextlib
 import os
 import stat
 
-from tfrecord_pipeline.dataset.versions import LOCK, MARKER, POINTER, PUBLISHED, STAGING, VERSIONS
+from tfrecord_pipeline.dataset.versions import (
+    LEASE,
+    LOCK,
+    MARKER,
+    POINTER,
+    PUBLISHED,
+    STAGING,
+    VERSIONS,
+)
 from tfrecord_pipeline.transforms.errors import UserError
 from tfrecord_pipeline.transforms.storage import fileio, gcs
 
 TEMPORARY = f"{POINTER}.tmp-"  # a pointer's write in progress, or one a kill cut short
-_OURS = (POINTER, VERSIONS, STAGING, PUBLISHED, LOCK)
+_OURS = (POINTER, VERSIONS, STAGING, PUBLISHED, LOCK, LEASE)
 _FILES = (POINTER,)
 _FOLDERS = (VERSIONS, STAGING, PUBLISHED)
 

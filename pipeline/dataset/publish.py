@@ -7,10 +7,11 @@ does (killed, retried, orphaned, racing another run) can touch a byte another ru
 version becomes visible in one atomic step, the pointer's write, made only if no publication
 happened since the run started: the pointer still names the version the run started from, and
 no other version was recorded since (pipeline/dataset/history.py: a rollback, or LATEST written
-by hand, is a publication too). On a local disk the compare and the write (write, fsync,
-rename) are made under an exclusive lock; on Cloud Storage the write carries a generation
-precondition. Of two runs started from the same version one publishes and the other is told so
-(SupersededError). A rollback (pipeline/dataset/rollback.py) publishes through the same write.
+by hand, is a publication too). The compare and the write are made under the root's lock: an
+exclusive flock on a local disk, a lease object on Cloud Storage, where the write also carries
+the pointer's generation as its precondition. Of two runs started from the same version one
+publishes and the other is told so (SupersededError). A rollback
+(pipeline/dataset/rollback.py) publishes through the same write.
 """
 
 import contextlib
@@ -30,9 +31,17 @@ from tfrecord_pipeline.dataset.layout import (
     refuse_foreign,
     refuse_nested,
 )
-from tfrecord_pipeline.dataset.versions import LOCK, MARKER, POINTER, STAGING, VERSIONS, Pointer
+from tfrecord_pipeline.dataset.versions import (
+    LEASE,
+    LOCK,
+    MARKER,
+    POINTER,
+    STAGING,
+    VERSIONS,
+    Pointer,
+)
 from tfrecord_pipeline.transforms.errors import FaultError, UserError
-from tfrecord_pipeline.transforms.storage import fileio, gcs
+from tfrecord_pipeline.transforms.storage import fileio, gcs, leases
 from tfrecord_pipeline.transforms.storage.answers import PreconditionFailedError
 
 REMOTE_MOVES_AT_ONCE = 64
@@ -50,7 +59,6 @@ class Target:
     root: str
     version: str
     base: Pointer | None  # the version published when the run started; None for the first
-    base_generation: int = 0  # Cloud Storage's generation of that pointer (0: there was none)
     serial: int = 0  # the last publication recorded then (pipeline/dataset/history.py)
     highest: int = 0  # the highest version number then
 
@@ -73,7 +81,7 @@ def start(root: str) -> Target:
         refuse_foreign(root, names)
         refuse_nested(root)
         check_layout(root)
-        base, generation = read_pointer(root)
+        base, _ = read_pointer(root)
         records = history.read_records(root)
         highest = history.highest_number(root, records, base)
         if VERSIONS not in names:
@@ -83,12 +91,12 @@ def start(root: str) -> Target:
     except fileio.READ_ERRORS as error:
         raise UserError(f"--output {root}: cannot write there ({error})") from None
     version = f"v{highest + 1:06d}-{os.urandom(4).hex()}"
-    return Target(root, version, base, generation, history.last_serial(records), highest)
+    return Target(root, version, base, history.last_serial(records), highest)
 
 
 def read_pointer(root: str) -> tuple[Pointer | None, int]:
-    """The published version's pointer (None before the first), and on Cloud Storage the
-    pointer object's generation, which a publication must find unchanged."""
+    """The published version's pointer (None before the first), and its generation on Cloud
+    Storage, over which alone a publication writes."""
     path = fileio.join(root, POINTER)
     if not fileio.is_remote(root):
         if not os.path.lexists(path):
@@ -111,76 +119,93 @@ def superseded(target: Target, other: str | None, now: str | None = None) -> Sup
 def published_since(target: Target) -> Pointer | None:
     """The version published now, if another publication was made since `target`'s run
     started: the pointer moved, or a publication was recorded since (a run's, then a rollback
-    to this run's base: the pointer names the base again, and this run still lost)."""
-    current, _ = read_pointer(target.root)
-    if current is None or current.version == target.version:
-        return None
-    if current != target.base:
-        return current
-    records = history.read_records(target.root)
-    return current if history.recorded_since(records, target.serial, target.version) else None
+    to this run's base: the pointer names the base again, and this run still lost). Asked
+    under the root's lock or lease, so a publication under way is seen whole or not at all."""
+    with exclusive(target.root):
+        current, _ = read_pointer(target.root)
+        if current is None or current.version == target.version:
+            return None
+        if current != target.base:
+            return current
+        records = history.read_records(target.root)
+    return current if _recorded_since(target, records) else None
+
+
+def _recorded_since(target: Target, records: list[history.Record]) -> str | None:
+    """The last publication recorded since `target`'s run started, other than its own; none
+    when the only one is its base's (recorded after the run read its pointer)."""
+    later = [r.version for r in records if r.serial > target.serial and r.version != target.version]
+    base = target.base.version if target.base else None
+    return later[-1] if set(later) - {base} else None
 
 
 def publish(target: Target, pointer: Pointer) -> None:
     """Make `pointer` the published version in one atomic write, if nothing was published
     since `target`'s run started; raises SupersededError if something was. Asking again after
-    success (a retried commit) succeeds."""
-    if fileio.is_remote(target.root):
-        _publish_remote(target, pointer)
-        return
+    success (a retried commit) succeeds. Under the root's lock (a local disk) or lease (Cloud
+    Storage): the checks, the pointer's write, then its record."""
     with exclusive(target.root):
         check_layout(target.root)
-        current, _ = read_pointer(target.root)
+        current, generation = read_pointer(target.root)
         if current == pointer:
+            _record(target, pointer)
             return
         if current != target.base:
             raise superseded(target, current.version if current else None)
-        if not fileio.exists(fileio.join(target.folder, MARKER)):  # a rollback's, checked unlocked
+        records = history.read_records(target.root)
+        if other := _recorded_since(target, records):
+            raise superseded(target, other, target.base.version if target.base else None)
+        if not fileio.exists(fileio.join(target.folder, MARKER)):  # a rollback's version
             raise SupersededError(
                 f"{target.folder} was deleted by another run's --keep_versions while this ran, "
                 "so nothing was published; check what is published, then rerun"
             )
+        _write_pointer(target, pointer, generation)
         _record(target, pointer)
-        for name in fileio.names_in(target.root):  # no pointer is being written: we hold the lock
+
+
+def _write_pointer(target: Target, pointer: Pointer, generation: int) -> None:
+    """The pointer's write: locally beside, flushed and renamed (leftovers of killed writes
+    deleted first: none is being written, the lock is held); on Cloud Storage only over the
+    generation read under the lease, so a holder whose lease lapsed unawares cannot write over
+    another's publication, and a write sent again after its answer was lost is found made."""
+    path = fileio.join(target.root, POINTER)
+    if not fileio.is_remote(target.root):
+        for name in fileio.names_in(target.root):
             if name.startswith(TEMPORARY):
                 fileio.delete([fileio.join(target.root, name)])
-        fileio.write_durably(fileio.join(target.root, POINTER), pointer.to_bytes())
-
-
-def _record(target: Target, pointer: Pointer) -> None:
-    """Record the publication, unless another was recorded since the run started."""
-    records = history.read_records(target.root)
-    other = history.recorded_since(records, target.serial, pointer.version)
-    if other:
-        raise superseded(target, other, target.base.version if target.base else None)
-    history.note(target.root, records, target.base, pointer.version, target.highest)
-
-
-def _publish_remote(target: Target, pointer: Pointer) -> None:
-    path = fileio.join(target.root, POINTER)
-    _record(target, pointer)
-    try:  # sent again after it took effect (its answer lost), it is refused (412)
-        gcs.write(path, pointer.to_bytes(), if_generation_match=target.base_generation)
+        fileio.write_durably(path, pointer.to_bytes())
+        return
+    try:
+        gcs.write(path, pointer.to_bytes(), if_generation_match=generation)
     except PreconditionFailedError:
         current, _ = read_pointer(target.root)
         if current != pointer:
-            history.erase(target.root, {pointer.version})
             raise superseded(target, current.version if current else None) from None
+
+
+def _record(target: Target, pointer: Pointer) -> None:
+    """Record the publication after its pointer (a run killed between the two leaves a
+    published version unrecorded, which the next publication records: history.note)."""
+    records = history.read_records(target.root)
+    history.note(target.root, records, target.base, pointer.version, target.highest)
 
 
 @contextlib.contextmanager
 def exclusive(root: str):
-    """An exclusive lock on a local root, for the pointer's compare-and-write and the clean-up
-    after it; the kernel drops it when its holder dies, however it dies. On a store, nothing:
-    its writes carry preconditions instead."""
+    """The root's lock, for the pointer's compare-and-write and the clean-up after it; yields
+    a function to call before each step under it. On a local disk an exclusive flock, which the
+    kernel drops when its holder dies, however it dies; on Cloud Storage the root's lease
+    (transforms/storage/leases.py), which a dead holder's expiry frees."""
     if fileio.is_remote(root):
-        yield
+        with leases.held(fileio.join(root, LEASE)) as lease:
+            yield lease.check
         return
     check_lock(root)
     descriptor = os.open(os.path.join(root, LOCK), os.O_RDONLY | os.O_CREAT, 0o644)
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX)
-        yield
+        yield lambda: None
     finally:
         os.close(descriptor)
 
@@ -213,15 +238,12 @@ def finalise(target: Target, moves: list[tuple[str, str]]) -> None:
 
 
 def discard(target: Target) -> None:
-    """Delete the run's own staging and version folders, and any record of its version: after
-    a failure, or a lost race. Never a version published once (a retried commit may already
-    have published it, and a later run replaced it since)."""
+    """Delete the run's own staging and version folders: after a failure, or a lost race.
+    Never a version published once (a retried commit may have published it, and a later run
+    replaced it since): recorded, or named by the pointer before its record is written."""
     published, _ = read_pointer(target.root)
     delete_folder(target.root, STAGING, target.version)
-    if published and published.version == target.version:
+    recorded = {record.version for record in history.read_records(target.root)}
+    if published and published.version == target.version or target.version in recorded:
         return
-    recorded = [record.version for record in history.read_records(target.root)]
-    if target.version in recorded and recorded[-1] != target.version:
-        return  # recorded, and another publication recorded since: it was published
     delete_version(target.root, target.version)
-    history.erase(target.root, {target.version})

@@ -55,13 +55,13 @@ def rollback(root: str, version: str) -> RolledBack:
     SupersededError if another publication came first, or changed the dataset while the version
     was checked (its retention deleting it, say)."""
     root = root.rstrip("/")
-    current, generation, records = _published(root)
+    current, records = _published(root)
     try:
         name, pointer = _publishable(root, version, current, records)
         if pointer == current:
             return RolledBack(pointer, current)
         highest = history.highest_number(root, records, current)
-        target = Target(root, name, current, generation, history.last_serial(records), highest)
+        target = Target(root, name, current, history.last_serial(records), highest)
         publish(target, pointer)
     except (DatasetError, SupersededError) as error:
         raise _changed_meanwhile(root, version, current, records) or error from None
@@ -115,9 +115,8 @@ def _changed_meanwhile(
 ) -> SupersededError | None:
     """The loss, if another run changed `root` since the rollback read `current` and `records`:
     it published, or its clean-up deleted versions (the one rolled back to, maybe, which is why
-    the rollback failed). Asked under the local lock, so a clean-up under way is waited for and
-    seen whole; on Cloud Storage, where none is held, a version found half deleted before the
-    clean-up erased its record is refused as it was found."""
+    the rollback failed). Asked under the root's lock or lease, so a clean-up under way is
+    waited for and seen whole."""
     with exclusive(root):
         now = read_pointer(root)[0]
         after = history.read_records(root)
@@ -134,13 +133,12 @@ def _changed_meanwhile(
     )
 
 
-def _published(root: str) -> tuple[Pointer, int, list[history.Record]]:
-    """What `root` publishes now (its pointer, and that pointer's generation on Cloud Storage)
-    and its publication records; UserError for a root that is not a dataset or cannot be read
-    as one."""
+def _published(root: str) -> tuple[Pointer, list[history.Record]]:
+    """What `root` publishes now (its pointer) and its publication records; UserError for a
+    root that is not a dataset or cannot be read as one."""
     try:
         check_layout(root)
-        current, generation = read_pointer(root)
+        current, _ = read_pointer(root)
         records = history.read_records(root)
     except fileio.UNAVAILABLE:
         raise  # the service's failure, not the root's: a fault
@@ -148,7 +146,7 @@ def _published(root: str) -> tuple[Pointer, int, list[history.Record]]:
         raise UserError(f"{root} is not a dataset root this can read ({error})") from None
     if current is None:
         raise UserError(f"{root} is not a dataset root: it holds no {POINTER} (nothing published)")
-    return current, generation, records
+    return current, records
 
 
 def _named(root: str, version: str) -> str:

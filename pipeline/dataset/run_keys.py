@@ -7,7 +7,8 @@ same across a run's attempts (Airflow's `run_id`) and recorded in the version's 
 (`options.run_key`), lets the next attempt find that version and stop before it reads a manifest.
 The key names the run: its other flags are not compared.
 
-Where it looks: the versions the publication records list (pipeline/dataset/history.py), the
+Where it looks: the version published when the run started, then the versions the publication
+records list (pipeline/dataset/history.py), the
 most recently published first, each one's metadata read until one carries the key. A retry's
 match is the newest or nearly: only publications of runs that overlapped it (another night, a
 rollback) come after it. A key that is new reads every kept version's metadata, one small read
@@ -17,16 +18,11 @@ and publishes: that takes K later publications, long after any scheduler's retri
 
 Why two attempts with one key never both publish, however they overlap: the look is made after
 the run's start (pipeline/dataset/publish.py `start`) fixed the publication it starts from. A
-version with the key published before that start is recorded before it (a record precedes its
-pointer), so this look finds it; one published after it is a publication since this run started,
-which this run's own publication refuses (SupersededError, exit 4), and the retry that follows
-finds it. No second check is needed at publish time: the pointer's lock (or generation
-precondition) already decides.
-
-A version recorded whose pointer was never written counts as published here, as the records
-count it (the safe side for a key: never twice): its run killed between the two writes, or on
-gs:// refused the pointer by a third run's publication, before it erases its record (a moment
-each).
+version with the key published before that start is the pointer the run started from or is
+recorded (a record follows its pointer, under the same lock), so this look finds it; one
+published after it is a publication since this run started, which this run's own publication
+refuses (SupersededError, exit 4), and the retry that follows finds it. No second check is
+needed at publish time: the pointer's lock (or lease) already decides.
 """
 
 import sys
@@ -52,7 +48,9 @@ def published_before(target: Target, key: str | None) -> tuple[DatasetInfo, str]
     if not key:
         return None
     unreadable = []
-    for version in history.newest_first(history.read_records(target.root)):
+    recorded = history.newest_first(history.read_records(target.root))
+    started_from = [target.base.version] if target.base else []
+    for version in dict.fromkeys(started_from + recorded):
         folder = fileio.join(target.root, VERSIONS, version)
         try:
             info = read_info(folder)

@@ -5,7 +5,10 @@
     ROOT/_staging/<version>/  a run's shard files until its commit moves them into its version
     ROOT/_published/<serial>-<version>  an empty record of each publication, in publication
                               order (pipeline/dataset/history.py)
-    ROOT/.lock                the local lock around the pointer's compare-and-write
+    ROOT/.lock                the local lock around the pointer's compare-and-write and the
+                              clean-up after it; on Cloud Storage, ROOT/_lease (a lease object)
+    ROOT/_staging/<version>.live  the run's claim on its folders while it lives
+                              (pipeline/dataset/claims.py)
 
 Version numbers are never reused: a run takes the number after the highest one a version folder,
 a record or the pointer names, whatever LATEST names (a rollback publishes an older version).
@@ -32,6 +35,7 @@ VERSIONS = "versions"
 STAGING = "_staging"
 PUBLISHED = "_published"
 LOCK = ".lock"
+LEASE = "_lease"
 MARKER = "_COMMITTED"
 _VERSION = re.compile(r"^v(\d{6,})-[0-9a-f]{8}$")
 

@@ -12,6 +12,7 @@ from tfrecord_pipeline.config.conversion import Conversion, prepare
 from tfrecord_pipeline.config.options import ConvertOptions
 from tfrecord_pipeline.config.runner_choice import LOCAL
 from tfrecord_pipeline.dataset import publish
+from tfrecord_pipeline.dataset.claims import claimed
 from tfrecord_pipeline.dataset.commit import cleaned_up_on_failure, read_info
 from tfrecord_pipeline.dataset.metadata import DatasetInfo
 from tfrecord_pipeline.dataset.run_keys import published_before
@@ -54,7 +55,7 @@ def convert_prepared(conversion: Conversion, test_pipeline=None) -> Converted:
     # The one place a run gets a bar: on this machine, for a person (not a test pipeline).
     shown = conversion.options.progress and conversion.runner.here and test_pipeline is None
     watch = ProgressBar() if shown else UNWATCHED
-    with cleaned_up_on_failure(target):
+    with claimed(target.root, target.version), cleaned_up_on_failure(target):
         if conversion.runner == LOCAL:
             return Converted(convert_here(conversion, target, watch), target.folder)
         from tfrecord_pipeline.runners.beam_pipeline import launch

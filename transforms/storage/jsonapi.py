@@ -17,6 +17,8 @@ retry layer), a timeout on each wait, a body checked against the CRC-32C its res
 announces.
 """
 
+import datetime
+import email.utils
 import http.client
 import json
 import urllib.parse
@@ -96,6 +98,23 @@ def media_range(path: str, start: int, end: int) -> bytes:
 def metadata(path: str) -> dict:
     """An object's size, CRC-32C and generation (its metadata's own names and strings)."""
     return json_answer(with_query(object_target(path), fields="size,crc32c,generation"), path)
+
+
+class Stamped(NamedTuple):
+    generation: int
+    age_s: float  # since the object was written, by the store's clock: never more than it is
+
+
+def stamped(path: str) -> Stamped:
+    """An object's generation, and how long ago it was written by the store's own clock: its
+    `updated` time, against the Date its answer carries (whole seconds, rounded down), so no
+    machine's clock is trusted and the age is never overstated. FileNotFoundError if none."""
+    target = with_query(object_target(path), fields="generation,updated")
+    with answer(target, path) as (_, response):
+        found, date = json.loads(response.read()), response.getheader("Date")
+    written = datetime.datetime.fromisoformat(found["updated"].replace("Z", "+00:00"))
+    now = email.utils.parsedate_to_datetime(date)
+    return Stamped(int(found["generation"]), (now - written).total_seconds())
 
 
 class Page(NamedTuple):
