@@ -113,10 +113,21 @@ test: lint browser $(AIRFLOW_STAMP)
 check: lint
 	$(call suite,$(PARALLEL) -m "check")
 
-# The docs site (docs/, mkdocs.yml) into site/, which is never committed. --strict fails on a broken
-# link, anchor or nav entry; make test builds it too (tests/test_docs_site.py).
-docs: $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+# The docs site (docs/, mkdocs.yml) into site/, which is never committed; open site/index.html
+# from disk or serve it. --strict fails on a broken link, anchor or nav entry; make test builds it
+# too (tests/test_docs_site.py). Built from an environment of its own, .venv-docs (MkDocs and
+# its theme alone, requirements-docs.txt: seconds to make), not the test environment's GBs.
+DOCS_VENV := .venv-docs
+DOCS_STAMP := $(DOCS_VENV)/.installed
+$(DOCS_STAMP): requirements-docs.txt
+	rm -rf $(DOCS_VENV)
+	$(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/pip install --quiet --upgrade pip
+	$(DOCS_VENV)/bin/pip install --quiet -r requirements-docs.txt
+	touch $@
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict --site-dir site
 
 # First every benchmark script in a tiny sitting (the tests marked `bench`: they check the
 # scripts still run and read back what they wrote; their figures are timings, so they are not

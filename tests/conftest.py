@@ -6,6 +6,7 @@ import io
 import json
 import os
 import random
+import shutil
 import socket
 import subprocess
 import sys
@@ -90,6 +91,18 @@ def pytest_collection_modifyitems(items):
             item.get_closest_marker(name) for name in ("slow", "e2e", "bench")
         ):
             item.add_marker(pytest.mark.check)
+
+
+def chromium() -> str:
+    """A headless-capable Chromium to look at a page with; the test is skipped, saying so, where
+    there is none."""
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if found := shutil.which(name):
+            return found
+    pytest.skip(
+        "no Chromium to look at the page with: apt-get install chromium (make test "
+        "installs it where it can)"
+    )
 
 
 def python_path(*folders: Path) -> str:

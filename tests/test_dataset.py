@@ -36,6 +36,23 @@ def test_plan_counts_shards_from_sampled_sizes():
     assert dict(fixed.shards) == {"test": 1, "train": 3}
 
 
+def test_with_write_index_shards_sized_by_bytes_are_few_enough_to_hold_two_records_each():
+    """The PyTorch tfrecord package's index reader fails on a shard of 0 or 1 records: with
+    --write_index (least_records 2) a split sized by bytes gets no more shards than its rows
+    are unlikely to leave one of fewer than 2 in; a count given stays as given."""
+    accumulator = PlanAccumulator()
+    for i in range(40):
+        accumulator.add(manifest_row(f"a/{i}", "train", f"f{i}"))
+    stats = accumulator.stats()
+    indexed = _config(ShardCounts(), 1.0)._replace(least_records=2)
+    assert dict(make_plan(stats, _config(ShardCounts(), 1.0), lambda uri: 1 << 20).shards) == {
+        "train": 40
+    }
+    assert dict(make_plan(stats, indexed, lambda uri: 1 << 20).shards) == {"train": 6}
+    given = indexed._replace(counts=parse_shard_counts("train=30"))
+    assert dict(make_plan(stats, given, lambda uri: 1 << 20).shards) == {"train": 30}
+
+
 def test_plan_samples_only_the_splits_sized_by_bytes():
     counts = parse_shard_counts("train=3")
     accumulator = PlanAccumulator(counts)

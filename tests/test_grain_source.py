@@ -114,6 +114,18 @@ def test_every_record_of_each_split_is_the_one_at_its_place_in_the_shards(indexe
     )
 
 
+def test_an_array_record_version_is_read_as_its_tfrecord_twin_is(indexed, tmp_path):
+    """The same conversion in ArrayRecord shards: the same records at the same places, read by
+    array_record's data source (its files hold their own index), also in Grain's workers."""
+    root = _converted(tmp_path / "array", "--file_format", "array_record")
+    for split in ("train", "validation"):
+        source, twin = grain_source(str(root), split), grain_source(str(indexed), split)
+        assert len(source) == len(twin)
+        assert [source[i] for i in range(len(source))] == [twin[i] for i in range(len(twin))]
+    loaded = pickle.loads(pickle.dumps(source))
+    assert [loaded[i] for i in range(len(loaded))] == [twin[i] for i in range(len(twin))]
+
+
 def test_a_refreshed_version_s_carried_and_rewritten_shards_are_read_by_their_indexes(tmp_path):
     """A refresh after rows left the manifest writes the shards that held them again."""
     rows = list(csv.DictReader(SAMPLE.open()))

@@ -9,11 +9,13 @@ from conftest import dataset_info
 
 from tfrecord_pipeline.cli.hints import (
     SAMPLED_MISSING,
+    empty_shard_warnings,
     missing_files_hint,
-    shards_left_full,
     unused_shard_counts,
 )
 from tfrecord_pipeline.dataset.metadata import ErrorFileInfo, SplitInfo
+from tfrecord_pipeline.transforms.plan.sharding import shards_left_full
+from tfrecord_pipeline.transforms.write.published import ShardInfo
 
 
 def test_shards_left_full_keeps_the_expected_empty_shards_under_a_twentieth():
@@ -24,6 +26,34 @@ def test_shards_left_full_keeps_the_expected_empty_shards_under_a_twentieth():
         assert expected_empty < 1 / 20
         more = shards + 1
         assert more * math.exp(records * math.log1p(-1 / more)) >= 1 / 20
+
+
+def test_shards_left_full_of_two_keeps_the_expected_shards_of_fewer_under_a_twentieth():
+    def expected(n: int, records: int) -> float:  # shards of 0 or 1 of `records` records
+        return n * ((1 - 1 / n) ** records + records / n * (1 - 1 / n) ** (records - 1))
+
+    for records in (2, 9, 40, 130, 10_000):
+        shards = shards_left_full(records, 2)
+        assert 1 <= shards <= shards_left_full(records)
+        assert shards == 1 or expected(shards, records) < 1 / 20
+        assert expected(shards + 1, records) >= 1 / 20
+
+
+def test_with_write_index_a_shard_of_one_record_is_warned_of_as_the_tfrecord_package_fails():
+    """The PyTorch tfrecord package fails (IndexError) on a shard of 0 or 1 records read
+    through its index: with --write_index such a shard is said, an empty one still is without."""
+    shards = [ShardInfo(f"s{n}", records, 0, "") for n, records in enumerate([1, 9, 30])]
+    splits = {"train": SplitInfo(40, 1, 0, {}, shards), "one": SplitInfo(1, 1, 0, {}, shards[:1])}
+
+    def said(**options) -> list[str]:
+        return empty_shard_warnings(dataset_info(options=options, splits=splits))
+
+    assert said() == []
+    assert said(write_index=True) == [
+        "tfrecord-pipeline: warning: split 'train' has 40 records in 3 shards, 1 of them of 0 "
+        "or 1 records: the PyTorch tfrecord package fails on such a shard (records go to "
+        "shards by key hash: with --num_shards train=6 or fewer, one is unlikely)"
+    ]
 
 
 def _version_with_missing(tmp_path, uris: list[str], rows_in: int):

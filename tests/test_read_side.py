@@ -3,12 +3,11 @@
 import html
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import arguments, command, make_images, published, write_manifest
+from conftest import arguments, chromium, command, make_images, published, write_manifest
 from PIL import Image
 
 from tfrecord_pipeline.cli.main import main
@@ -151,16 +150,6 @@ def test_stats_report_is_one_offline_page(tmp_path):
     assert "missing_file" in page and "8 records from 9 rows" in page
 
 
-def _browser() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        if found := shutil.which(name):
-            return found
-    pytest.skip(
-        "no Chromium to look at the report with: apt-get install chromium (make test "
-        "installs it where it can)"
-    )
-
-
 # Run in the page once it is laid out; what it finds is written into the page for --dump-dom.
 MEASURE = """<script>
 const bars = [...document.querySelectorAll("table.bars")];
@@ -187,7 +176,7 @@ document.body.append(out);
 def test_stats_report_as_a_browser_shows_it(sample, tmp_path, width):
     """The report in headless Chromium: every shard's full name, chart text at a readable size,
     charts as wide as the page, nothing to scroll sideways."""
-    browser = _browser()
+    browser = chromium()
     report = tmp_path / "report.html"
     assert main(["stats", str(sample), "-o", str(report)]) == 0
     report.write_text(report.read_text().replace("</body>", MEASURE + "</body>"))

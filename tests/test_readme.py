@@ -125,6 +125,15 @@ def test_only_cloud_examples_are_left_unrun():
             assert "gs://" not in example.code, f"{example.where}: mark it {CLOUD!r}"
 
 
+def test_a_page_that_installs_torch_names_its_cpu_build():
+    """`pip install torch` on Linux resolves the CUDA build and its nvidia-* packages (several
+    GB): a page that says to install torch gives PyTorch's CPU index too."""
+    for page in PAGES:
+        text = page.read_text()
+        if re.search(r"pip install [^`\n]*\btorch\b", text):
+            assert "--index-url https://download.pytorch.org/whl/cpu" in text, page
+
+
 def _expected_output(code: str) -> list[str]:
     """What a Python example says it prints: the comment after each `print(...)`."""
     return re.findall(r"^\s*print\(.*\)  # (.*)$", code, re.MULTILINE)

@@ -1,10 +1,10 @@
-"""What the command says about itself: the commands, and `convert --help`, one screen for a
-newcomer (what it does, what a manifest holds, three examples, the flags of the groups a first
-run needs); every flag is in `convert --help-all` (pipeline/config/arguments.py) and, by the
-same groups, in the docs' options page."""
+"""What the command says about itself: the commands, and `convert --help`, one screen of 24
+lines of 80 columns for a newcomer (what it does, what a manifest holds, two examples, the flags
+a first run and a refresh need); every flag is in `convert --help-all`
+(pipeline/config/arguments.py) and, by the same groups, in the docs' options page."""
 
 from tfrecord_pipeline.config.arguments import ALL_FLAGS, USAGE, full_help
-from tfrecord_pipeline.config.flags import in_group
+from tfrecord_pipeline.config.flags import FLAGS, in_group
 from tfrecord_pipeline.config.option import GROUPS, default_text, synopsis
 
 OVERVIEW = f"""\
@@ -26,25 +26,19 @@ commands:
 a command's flags: tfrecord-pipeline COMMAND --help (every flag of convert: --help-all)"""
 
 _ABOUT = """\
-Turn labelled images into sharded TFRecord files of tf.train.Example. Each run writes a new
-version in DIR/versions/ and publishes it in DIR/LATEST, which readers follow.
+Turn labelled images into sharded TFRecord files of tf.train.Example. Each run
+writes a new version in DIR/versions/ and publishes it in DIR/LATEST.
 
-manifests (--manifest; local paths or gs://):
-  CSV, JSONL, Parquet  a row per image: image_uri (or url), label; optional split, key, --feature
-                       columns; relative image paths are under the manifest's folder (--image_root)
-  a folder             class folders: ROOT/<label>/<image> or ROOT/<split>/<label>/<image>
-  archives             tar, zip, .tar.gz (so laid out, or WebDataset shards), or a folder of them
-  detection            a COCO instances .json, or JSONL rows with objects ([{"bbox": [...],
-                       "label": ...}, ...]) and box_format (xywh, xyxy, or either _normalized)
+manifests (local or gs://): CSV, JSONL or Parquet rows of image_uri (or url),
+label, optional split and key; class folders ROOT/<label>/<image> or
+ROOT/<split>/<label>/<image>; tar or zip archives; COCO .json or JSONL objects
 
 examples:
   tfrecord-pipeline convert --manifest labels.csv --output datasets/flowers
-  tfrecord-pipeline convert --manifest photos.zip --output photos --split train=0.9,validation=0.1
-  tfrecord-pipeline convert --manifest gs://BUCKET/labels.csv --output gs://BUCKET/flowers \\
-      --runner DataflowRunner --project PROJECT --region us-central1 \\
-      --temp_location gs://BUCKET/tmp --setup_file ./setup.py"""
+  tfrecord-pipeline convert --manifest gs://B/labels.csv --output gs://B/data \\
+      --runner DataflowRunner --project P --region R --temp_location gs://B/tmp"""
 
-FIRST_SCREEN = ("input", "output", "sharding")  # the groups a first run needs
+SCREEN = (24, 80)  # the screen `convert --help` fits: lines, columns (tests/test_cli_help.py)
 
 
 def convert_help(argv: list[str]) -> str | None:
@@ -58,16 +52,15 @@ def convert_help(argv: list[str]) -> str | None:
 
 
 def first_screen() -> str:
-    """`convert --help`: the flags of FIRST_SCREEN's groups a line each, with their defaults
-    where one says something."""
-    lines = [f"usage: {USAGE}", "", _ABOUT]
-    for group in FIRST_SCREEN:
-        lines += ["", f"{group}:"]
-        for flag in in_group(group):
+    """`convert --help`: what a first run and its next ones need on one screen (SCREEN): the
+    flags that have a brief, a line each, with their defaults where one says something."""
+    lines = [f"usage: {USAGE}", "", _ABOUT, "", f"flags (every flag, by group: {ALL_FLAGS}):"]
+    for flag in FLAGS:
+        if flag.brief:
             default = default_text(flag).replace("`", "")  # Markdown's
             said = "" if default in ("none", "off", "required") else f" (default: {default})"
-            lines.append(f"  {synopsis(flag):<32}  {flag.brief}{said}")  # two spaces at least
-    return "\n".join([*lines, "", f"every flag, by group: {ALL_FLAGS}"])
+            lines.append(f"  {synopsis(flag):<20}  {flag.brief}{said}")  # two spaces at least
+    return "\n".join(lines)
 
 
 def markdown_table() -> str:

@@ -9,7 +9,6 @@ files), so they hold for every runner alike and change no byte of it.
 
 import io
 import json
-import math
 import os
 import re
 
@@ -17,7 +16,11 @@ from tfrecord_pipeline.config.presets import PRESETS, one_based_warning
 from tfrecord_pipeline.dataset.metadata import DatasetInfo
 from tfrecord_pipeline.transforms.errors import Reason
 from tfrecord_pipeline.transforms.manifest.splits import parse_split_spec
-from tfrecord_pipeline.transforms.plan.sharding import parse_shard_counts
+from tfrecord_pipeline.transforms.plan.sharding import (
+    LEAST_INDEXED_RECORDS,
+    parse_shard_counts,
+    shards_left_full,
+)
 from tfrecord_pipeline.transforms.storage import fileio
 
 # Missing files whose paths are checked against the current folder: a sample, so a manifest of
@@ -107,39 +110,34 @@ def unapplied_shard_counts(info: DatasetInfo) -> list[str]:
 
 
 def empty_shard_warnings(info: DatasetInfo) -> list[str]:
-    """A line for each split of records that left shards empty, with the count and why; a
-    split of no records (which fails the run) says nothing here. In a refresh an empty shard
-    is a new one whose rows were all rejected (docs/output.md), whatever the shard count."""
+    """A line for each split of records that left shards empty (with `--write_index`, of 0 or
+    1 records, which the PyTorch tfrecord package's index reader fails on), with the count and
+    why; a split of no records (which fails the run) says nothing here, nor one of a record
+    under `--write_index`. In a refresh an empty shard is a new one whose rows were all
+    rejected (docs/output.md), whatever the shard count."""
+    least = LEAST_INDEXED_RECORDS if info.options.get("write_index") else 1
     lines = []
     for name, split in sorted(info.splits.items()):
-        empty = sum(1 for shard in split.shards if not shard.records)
-        if not empty or not split.examples:
+        few = sum(1 for shard in split.shards if shard.records < least)
+        if not few or split.examples < least:
             continue
         why = (
             f"records go to shards by key hash: with --num_shards {name}="
-            f"{shards_left_full(split.examples)} or fewer, one is unlikely"
+            f"{shards_left_full(split.examples, least)} or fewer, one is unlikely"
         )
         if info.refresh is not None:
             why = (
                 "a refresh's new shard whose rows were all rejected stays empty until the next "
                 "refresh; a run without --incremental leaves none"
             )
+        said = "empty: some readers fail on an empty shard"
+        if least > 1:
+            said = "of 0 or 1 records: the PyTorch tfrecord package fails on such a shard"
         lines.append(
             f"tfrecord-pipeline: warning: split {name!r} has {split.examples:,} records in "
-            f"{len(split.shards):,} shards, {empty:,} of them empty: some readers fail on an "
-            f"empty shard ({why})"
+            f"{len(split.shards):,} shards, {few:,} of them {said} ({why})"
         )
     return lines
-
-
-def shards_left_full(records: int) -> int:
-    """The most shards that `records` hashed records are unlikely to leave one of empty: the
-    largest n whose expected number of empty shards, n(1 - 1/n)^records, is under 1/20 (which
-    bounds the chance of any)."""
-    shards = 1
-    while (n := shards + 1) * math.exp(records * math.log1p(-1 / n)) < 1 / 20:
-        shards = n
-    return shards
 
 
 def missing_files_hint(

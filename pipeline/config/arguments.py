@@ -12,7 +12,7 @@ from tfrecord_pipeline.config.options import ConvertOptions
 from tfrecord_pipeline.transforms.errors import UserError
 
 OUR_FLAGS = tuple(flag.name for flag in FLAGS)
-USAGE = "tfrecord-pipeline convert --manifest M [M ...] --output DIR [flags] [Beam flags]"
+USAGE = "tfrecord-pipeline convert --manifest M --output DIR [flags] [Beam flags]"
 ALL_FLAGS = "tfrecord-pipeline convert --help-all"
 BEAM_FLAGS = (
     "Beam pipeline flags: any flag not listed above is Beam's (--runner, --project, --region, "

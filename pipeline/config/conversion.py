@@ -26,7 +26,7 @@ from tfrecord_pipeline.transforms.manifest.sources import (
     detection_config,
 )
 from tfrecord_pipeline.transforms.plan.dataset import LabelSource, PlanConfig
-from tfrecord_pipeline.transforms.plan.sharding import ShardCounts
+from tfrecord_pipeline.transforms.plan.sharding import LEAST_INDEXED_RECORDS, ShardCounts
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.write.shard_writer import WriteConfig
 from tfrecord_pipeline.version import __version__
@@ -83,6 +83,7 @@ class Conversion(NamedTuple):
             options.max_file_bytes,
             detection,
             options.max_labels,
+            least_records=LEAST_INDEXED_RECORDS if options.write_index else 0,
         )
 
     def write_config(self, staging: str, processes: int) -> WriteConfig:

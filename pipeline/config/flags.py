@@ -34,80 +34,75 @@ INPUT_OUTPUT = grouped(
            "CSV, JSONL, Parquet or COCO files, globs, class-folder roots, tar or zip archives or "
            "folders of them (docs/inputs.md#archives), local or `gs://`; the flag may be given "
            "again for more",
-           value="M", brief="CSV, JSONL, Parquet or COCO files, globs, class-folder roots",
+           value="M", brief="manifests, globs, class-folder roots, archives",
            scope=RUN, label="Manifests"),
     Option("--image_root", TEXT, None,
            "folder that relative image paths (a COCO file's `file_name`s too) are under",
-           value="DIR", said="the manifest's folder", brief="base of relative image paths",
+           value="DIR", said="the manifest's folder",
            scope=RUN),  # a path, as the manifests' are: moving the images changes no record
     Option("--split", TEXT, None,
            "split for rows without a `split` value, from a hash of the key; with neither, rows "
            "are `train`", value="train=0.9,validation=0.1",
-           brief="split rows that have no split value by a hash of their key"),
+           brief="split rows without one by key hash"),
     Option("--label_map", TEXT, None,
            "pin label ids to a `labels.txt` (one name per line, id = line number + offset); a "
            "label missing from it is an error row",
-           value="FILE", brief="fix label ids by a labels.txt, one name per line"),
+           value="FILE"),
     Option("--ground_truth", TEXT, None,
            "the labels of a flat archive's images (at its top, in no class folder), one a line in "
            "the order of the images' names, as `synset_labels.txt` labels ImageNet's validation "
            "tar (docs/inputs.md#imagenet)",
-           value="FILE", brief="a flat archive's labels, one a line in the images' name order"),
+           value="FILE"),
     Option("--label_field", TEXT, "label",
            "the field of a WebDataset sample's `.json` member that holds its label, when it has "
-           "no `.cls` or `.txt` (docs/inputs.md#webdataset-shards)", _PRINTABLE, value="NAME",
-           brief="a WebDataset sample's .json label field"),
+           "no `.cls` or `.txt` (docs/inputs.md#webdataset-shards)", _PRINTABLE, value="NAME"),
     Option("--label_offset", INT, None,
            "first id for name labels (1 for the TPU ImageNet readers). Labels that are all "
            "integers are used as ids unchanged", Check(lambda k: k >= 0, "must be 0 or more"),
-           value="K", said="0, or `--preset`'s", brief="the first id given to name labels"),
+           value="K", said="0, or `--preset`'s"),
     Option("--max_labels", INT, None,
            "the most distinct labels a run takes; more, or over 1,000 nearly one a row (an id or "
            "caption column), is refused before any image is read; giving it allows labels one a "
            "row. A label is at most 256 bytes (docs/inputs.md)", POSITIVE,
-           value="N", said=f"{MAX_LABELS:,}", brief="the most distinct labels a run takes"),
+           value="N", said=f"{MAX_LABELS:,}"),
     Option("--multi_label", SWITCH, False,
            "several labels an image: a CSV label cell is split on `--label_separator`, a JSONL "
            "or Parquet label may be a list (`[]`: none); records hold lists of ids and texts, "
            "and `load()` gives a multi-hot vector (docs/detection.md)",
-           brief="several labels an image, a cell split on --label_separator",
            label="Multi-label"),
     Option("--label_separator", TEXT, "|",
            "what separates the labels of a CSV cell (or a JSONL string) with `--multi_label`",
-           _PRINTABLE, value="SEP", brief="what separates a cell's labels with --multi_label"),
+           _PRINTABLE, value="SEP"),
     Option("--feature", REPEATED, [],
            "add a manifest column as a scalar feature (repeatable)",
-           value=f"name:{'|'.join(FEATURE_TYPES)}",
-           brief="keep a manifest column as a feature (repeatable)"),
+           value=f"name:{'|'.join(FEATURE_TYPES)}"),
     Option("--drop_negatives", SWITCH, False,
            "detection: an image with no objects is left out and counted (`negatives_dropped`), "
-           "not written as a negative example",
-           brief="detection: leave out images without objects"),
+           "not written as a negative example"),
     Option("--masks", SWITCH, False,
            "detection: write each object's mask (a COCO `segmentation`: polygons or RLE) as a PNG "
            "in `image/object/mask`, for Mask R-CNN; an object without one is a `bad_annotation` "
-           "(docs/detection.md)", brief="detection: write each object's mask (a COCO segmentation)",
+           "(docs/detection.md)",
            label="Instance masks"),
     "output",
     Option("--output", TEXT, REQUIRED, "output folder (local or `gs://`)",
            Check(lambda text: bool(text.strip()), "is empty; name the folder to write into"),
-           value="DIR", brief="the dataset root: versions/ and LATEST are written in it",
+           value="DIR", brief="the dataset root: versions/ and LATEST",
            scope=RUN, label="Output folder"),
     Option("--preset", choice(PRESETS), None,
            "the conventions of the readers named: `tpu-imagenet` (the TPU reference ImageNet "
            "readers, which subtract 1 from the label) sets `--label_offset 1` and `--num_shards "
            "train=1024,validation=128`; a flag given too wins (docs/readers/tpu.md); its "
            "readers take one label an image, so `--multi_label` is refused",
-           value="|".join(PRESETS),
-           brief="the TPU ImageNet readers' label offset and shard counts"),
+           value="|".join(PRESETS)),
     Option("--file_format", choice(FILE_FORMATS), "tfrecord",
            "`array_record`: ArrayRecord shards (`group_size:1`) of the same records, read by index "
            "by Grain and TFDS (docs/output.md#arrayrecord-shards)",
-           value="|".join(FILE_FORMATS), brief="array_record: for Grain"),
+           value="|".join(FILE_FORMATS), brief="array_record: Grain's"),
     Option("--compression", choice(("none", "gzip")), "none",
            'gzip shards are `.tfrecord.gz` (read with `compression_type="GZIP"`); TensorFlow '
            "Datasets cannot read them, so such a dataset has no TFDS files",
-           value="none|gzip", brief="gzip shards are .tfrecord.gz"),
+           value="none|gzip"),
     Option("--write_index", SWITCH, False,
            "write `index/<shard>.idx` for each shard: `offset size` per record, the index NVIDIA "
            "DALI's TFRecord reader takes (uncompressed shards only). In a folder of their own, so "
@@ -116,12 +111,12 @@ INPUT_OUTPUT = grouped(
     Option("--max_error_rate", FLOAT, 0.01,
            "above this share of rejected rows the version is not published and the exit status "
            "is 1", between(0, 1),
-           value="R", brief="publish only up to this share of rejected rows"),
+           value="R", brief="publish with up to this share rejected"),
     Option("--run_key", TEXT, None,
            "an id its retries repeat (Airflow's `run_id`): if a version a run with this key "
            "published is still kept, nothing is converted or published, exit status 0 "
            "(docs/runners.md#run-keys)",
-           value="KEY", brief="a retry of a run that published publishes nothing"),
+           value="KEY"),
 )  # fmt: skip
 
 FLAGS = (*INPUT_OUTPUT, *WORK)

@@ -97,19 +97,18 @@ WORK = grouped(
     "sharding",
     Option("--num_shards", TEXT, None,
            "shards per split: N for every split, or a count for each split named",
-           value="N|split=N,...", said="by size, or `--preset`'s", brief="shards in each split"),
+           value="N|split=N,...", said="by size, or `--preset`'s", brief="shard counts"),
     Option("--target_shard_mb", FLOAT, DEFAULT_TARGET_SHARD_MB,
            "shard size aimed at when `--num_shards` does not give a split's count (estimated "
            "from a fixed sample of 64 file sizes per split); on Beam, larger shards are written "
            "in pieces of about this size", POSITIVE,
-           value="M", brief="shard size (MB) aimed at without --num_shards"),
+           value="M"),
     Option("--archive_order", choice(ARCHIVE_ORDERS), "mix",
            "how archives' members are sharded (docs/inputs.md#archive-order): `mix`, by key hash "
            "as loose files are (classes mixed in every shard; a read a member); `keep`, in each "
            "archive's order, a shard a run of archives or a slice of one, read as one stream "
            "(WebDataset shards, shuffled when written; piles on `gs://`: a request a run, not a "
-           "member)", value="|".join(ARCHIVE_ORDERS),
-           brief="keep: shards of archives in their own order"),
+           "member)", value="|".join(ARCHIVE_ORDERS)),
     "runners",
     Option("--threads", INT, 0, "image threads per shard writer (docs/runners.md)", _COUNT,
            value="N", said="automatic", scope=RUN),
@@ -129,11 +128,13 @@ WORK = grouped(
     "refresh",
     Option("--incremental", SWITCH, False,
            "refresh: keep the published version's records whose rows did not change (by "
-           "fingerprint: docs/output.md) and convert only new and changed rows", scope=RUN),
+           "fingerprint: docs/output.md) and convert only new and changed rows", scope=RUN,
+           brief="convert only new and changed rows"),
     Option("--freeze_labels", SWITCH, False,
            "a label the published version does not have is an `unknown_label` error, not a new id"),
     Option("--keep_versions", INT, 0, "after publishing, delete the published versions beyond "
            "the K most recently published (the published one counts; a rollback publishes a "
            "version anew); 0 keeps every version",
-           Check(lambda k: k >= 0, "must be 0 (keep all) or more"), value="K", scope=RUN),
+           Check(lambda k: k >= 0, "must be 0 (keep all) or more"), value="K", scope=RUN,
+           brief="delete versions beyond the K newest"),
 )  # fmt: skip

@@ -89,7 +89,8 @@ class _Options:
         )
 
     def shard_format(self) -> ShardFormat:
-        return ShardFormat(self.file_format, self.compression)
+        preset = PRESETS.get(self.preset or "")
+        return ShardFormat(self.file_format, self.compression, not preset or preset.extension)
 
     @property
     def max_file_bytes(self) -> int:

@@ -4,9 +4,10 @@ one-line warning (the readers would not fail, they would train on wrong labels).
 
 The TPU reference ImageNet readers (tensorflow/tpu `models/official/resnet/imagenet_input.py`
 and `models/official/efficientnet/imagenet_input.py`) read `train-*` and `validation-*` files,
-sharded 1024 and 128 in their docstrings, and subtract 1 from `image/class/label`: their ids
-start at 1. Written from 0, one class becomes label -1 (resnet) or an all-zero one-hot target
-(efficientnet, `one_hot(-1, 1000)`), and nothing fails.
+sharded 1024 and 128 in their docstrings, named without an extension (efficientnet's
+`holdout_shards` builds `train-00000-of-01024` and opens it), and subtract 1 from
+`image/class/label`: their ids start at 1. Written from 0, one class becomes label -1 (resnet)
+or an all-zero one-hot target (efficientnet, `one_hot(-1, 1000)`), and nothing fails.
 """
 
 from typing import NamedTuple
@@ -21,6 +22,7 @@ class Preset(NamedTuple):
     label_offset: int
     num_shards: str
     reader: str  # who reads the dataset, as the warning names it
+    extension: bool  # whether shard names end in the format's extension
 
 
 PRESETS = {
@@ -28,6 +30,7 @@ PRESETS = {
         label_offset=1,
         num_shards="train=1024,validation=128",
         reader="the TPU reference ImageNet readers",
+        extension=False,  # efficientnet's holdout_shards opens `train-%05d-of-01024` itself
     ),
 }
 

@@ -75,7 +75,12 @@ class DatasetInfo:
     file_format: str = "tfrecord"  # or "array_record" (transforms/write/formats.py)
 
     def shard_format(self) -> ShardFormat:
-        return ShardFormat(self.file_format, self.compression)
+        """The shards' format, their names saying whether they end in its extension (the
+        names `--preset tpu-imagenet` writes do not)."""
+        named = ShardFormat(self.file_format, self.compression)
+        files = [shard.file for split in self.splits.values() for shard in split.shards]
+        plain = files and not any(file.endswith(named.suffix) for file in files)
+        return named._replace(extension=not plain)
 
     def to_json(self) -> str:
         fields = dataclasses.asdict(self)

@@ -1,6 +1,7 @@
-"""Random access to a converted dataset's TFRecords, for Grain: record `i` of a split read by
+"""Random access to a converted dataset's records, for Grain: record `i` of a split read by
 its offset from the version's index files (`--write_index`), so that Grain shuffles it
-globally without converting it again.
+globally without converting it again; or, of a version of ArrayRecord shards, which hold
+their own index, by array_record's own data source.
 
 Grain shuffles globally only a source that can read record `i` (its RandomAccessDataSource
 protocol: `__len__` and `__getitem__`, and a `__repr__` for its checkpoints). A TFRecord file
@@ -45,18 +46,22 @@ class Shard(NamedTuple):
     bytes: int
 
 
-def grain_source(root: str, split: str = "train") -> "IndexedTfrecordSource":
+def grain_source(root: str, split: str = "train"):
     """A Grain random-access data source of `split`'s serialized tf.train.Example records, in
     the version's shard order, read from the version the dataset root `root` publishes (or
     the version folder `root`), local or gs://. `LATEST` is resolved once: a later
-    publication changes nothing for this source. Raises DatasetError (a ValueError, one line)
-    when `root` holds no complete version, has no split `split`, or was converted without
+    publication changes nothing for this source. TFRecord shards are read by their index
+    files (an IndexedTfrecordSource); ArrayRecord shards by array_record's
+    ArrayRecordDataSource. Raises DatasetError (a ValueError, one line) when `root` holds no
+    complete version, has no split `split`, or holds TFRecord shards converted without
     `--write_index`."""
     folder, info = open_dataset(root)
     folder = fileio.absolute(folder)  # a worker process's own folder may be another
     if split not in info.splits:
         raise DatasetError(f"no split {split!r} in {folder}; it has {sorted(info.splits)}")
     shards = info.splits[split].shards
+    if info.shard_format().array_record:
+        return array_record_source([fileio.join(folder, s.file) for s in shards], shards)
     if not all(shard.index for shard in shards):
         raise DatasetError(
             f"{folder} has no index files: records are read by their offsets in them; "
@@ -70,6 +75,29 @@ def grain_source(root: str, split: str = "train") -> "IndexedTfrecordSource":
             for s in shards
         ],
     )
+
+
+class ShardRecords(NamedTuple):
+    """A shard's records as array_record's data source takes them (its FileInstruction
+    protocol): with the count given, it opens no file until a record of it is read."""
+
+    filename: str
+    skip: int
+    take: int
+    examples_in_shard: int
+
+
+def array_record_source(paths: Sequence[str], shards: Sequence) -> object:
+    """array_record's ArrayRecordDataSource over the ArrayRecord files `paths`, each holding
+    as many records as its shard's metadata says (empty shards left out: it takes none)."""
+    from array_record.python.array_record_data_source import ArrayRecordDataSource
+
+    instructions = [
+        ShardRecords(path, 0, shard.records, shard.records)
+        for path, shard in zip(paths, shards, strict=True)
+        if shard.records
+    ]
+    return ArrayRecordDataSource(instructions)
 
 
 def record_offsets(index: bytes, shard: Shard) -> array.array:

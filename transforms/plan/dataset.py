@@ -186,6 +186,9 @@ class PlanConfig(NamedTuple):
     detection: bool = False  # records hold objects (boxes), not one label
     max_labels: int | None = None  # `--max_labels`; None: MAX_LABELS, and labels not one a row
     carried: tuple[ArchiveLine, ...] = ()  # archives a refresh carries unread, their rows counted
+    # The fewest records a shard sized by bytes should hold, where its split has as many:
+    # --write_index's 2 (the PyTorch tfrecord package's index reader fails on fewer); 0: any.
+    least_records: int = 0
 
 
 def make_plan(stats: PlanStats, config: PlanConfig, size_of: Callable[[str], int]) -> DatasetPlan:
@@ -210,7 +213,7 @@ def make_plan(stats: PlanStats, config: PlanConfig, size_of: Callable[[str], int
             ]
             estimate = rows * sum(sizes) / max(1, len(sizes))
         if count is None:
-            count = shards_for_bytes(estimate, config.target_shard_mb)
+            count = shards_for_bytes(estimate, config.target_shard_mb, rows, config.least_records)
         shards.append((split, count))
         if (
             estimate is not None

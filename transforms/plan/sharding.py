@@ -124,10 +124,37 @@ def _kept(row: ManifestRow, count: int) -> tuple[int, int]:
     return kept_point(manifest_number(row), offset, size, manifests, count)
 
 
-def shards_for_bytes(estimated_bytes: float, target_shard_mb: float) -> int:
-    """How many shards keep each near `target_shard_mb`; at least one."""
+# The fewest records a shard read through its index should hold: the PyTorch tfrecord
+# package's index reader fails on a shard of 0 or 1 (`IndexError: too many indices for array`,
+# its index loaded as a 1-D array); `--write_index` sizes shards and warns by it.
+LEAST_INDEXED_RECORDS = 2
+
+
+def shards_left_full(records: int, least: int = 1) -> int:
+    """The most shards that `records` hashed records are unlikely to leave one of with fewer
+    than `least` records (1: empty): the largest n whose expected number of such shards,
+    n P(Binomial(records, 1/n) < least), is under 1/20 (which bounds the chance of any)."""
+    shards = 1
+    while (n := shards + 1) * _fewer_than(least, records, n) < 1 / 20:
+        shards = n
+    return shards
+
+
+def _fewer_than(least: int, records: int, shards: int) -> float:
+    """The chance that a shard of `shards` gets fewer than `least` of `records` hashed records."""
+    p = 1 / shards
+    return sum(math.comb(records, k) * p**k * (1 - p) ** (records - k) for k in range(least))
+
+
+def shards_for_bytes(
+    estimated_bytes: float, target_shard_mb: float, records: int = 0, least: int = 0
+) -> int:
+    """How many shards keep each near `target_shard_mb`; at least one. With `least`, no more
+    than `records` hashed records are unlikely to leave one of with fewer than `least` in (a
+    split of fewer records than that: any count)."""
     target = target_shard_mb * 1024 * 1024
-    return max(1, min(MAX_SHARDS, math.ceil(estimated_bytes / target)))
+    count = max(1, min(MAX_SHARDS, math.ceil(estimated_bytes / target)))
+    return min(count, shards_left_full(records, least)) if 0 < least <= records else count
 
 
 class Piece(NamedTuple):

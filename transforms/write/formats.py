@@ -21,6 +21,9 @@ FILE_FORMATS = ("tfrecord", "array_record")  # TFDS's names for them
 class ShardFormat(NamedTuple):
     file_format: str = "tfrecord"  # one of FILE_FORMATS
     compression: str = "none"  # "gzip": a TFRecord file as one gzip stream
+    # False: shards named without the format's extension (`train-00000-of-01024`), as readers
+    # that build the names themselves want them (the TPU reference readers: --preset).
+    extension: bool = True
 
     @property
     def array_record(self) -> bool:
@@ -28,6 +31,8 @@ class ShardFormat(NamedTuple):
 
     @property
     def suffix(self) -> str:
+        if not self.extension:
+            return ""
         if self.array_record:
             return array_records.SUFFIX
         return ".tfrecord.gz" if self.compression == "gzip" else ".tfrecord"
