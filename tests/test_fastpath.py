@@ -102,3 +102,19 @@ def test_each_libvips_kernel_antialiases_as_pillows_filter_of_its_name(resample)
     ours = fastpath.resample(grating, (100, 75), fastpath.VIPS_KERNELS[resample])
     pillows = Image.fromarray(grating).resize((100, 75), Image.Resampling[resample.upper()])
     assert ours.shape == (75, 100, 3) and ours.std() < 3 and np.asarray(pillows).std() < 3
+
+
+def test_pixels_adds_a_full_size_decode_only_where_the_fast_path_makes_a_smaller_one():
+    """The fast path's decode is the `pixels` check where it is full size in the file's own
+    colours; a DCT-scaled one (a resize) or a grey one of a colour file is not, and the
+    full-size check still comes first, held to the memory limit as such."""
+    data = encode(PHOTO, quality=92)
+    info = parse_jpeg(data)
+    assert fastpath.decodes_whole(info, ImageConfig(encoding="raw"))
+    assert not fastpath.decodes_whole(info, RESIZE)
+    assert not fastpath.decodes_whole(info, ImageConfig(channels=1))
+    limit = RESIZE._replace(max_decode_bytes=300_000)  # the 1/2 decode fits, 451x300 RGB not
+    assert normalise(data, limit).height == 128
+    with pytest.raises(RowError) as error:
+        normalise(data, limit._replace(validate="pixels"))
+    assert error.value.reason is Reason.IMAGE_TOO_LARGE
