@@ -57,11 +57,13 @@ def test_a_rotated_jpeg_is_resized_on_the_fast_path_then_turned_as_pillow_turns_
     rotated = encode(PHOTO, quality=92, exif=exif.tobytes())
     raw = RESIZE._replace(encoding="raw")
     assert fastpath.covers(parse_jpeg(rotated), raw)
-    upright = normalise(encode(PHOTO, quality=92), raw)
-    expected = Image.frombytes("RGB", (upright.width, upright.height), upright.data)
-    expected = expected.transpose(pixels._TURNS[orientation])
-    stored = normalise(rotated, raw)
-    assert stored.data == expected.tobytes()
+    for mode in ("L", "RGB"):
+        options = raw._replace(channels=len(mode))
+        upright = normalise(encode(PHOTO, quality=92), options)
+        expected = Image.frombytes(mode, (upright.width, upright.height), upright.data)
+        expected = expected.transpose(pixels._TURNS[orientation])
+        stored = normalise(rotated, options)
+        assert stored.data == expected.tobytes()
     assert (stored.width, stored.height) == expected.size
     assert (stored.source_width, stored.source_height) == PHOTO.size
     assert (stored.orientation, stored.applied) == (orientation, orientation)

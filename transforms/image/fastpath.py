@@ -124,13 +124,15 @@ def turned(pixels: np.ndarray, orientation: int) -> np.ndarray:
     if orientation == 1:
         return pixels
     swap, flip_x, flip_y = turn_steps(orientation)
+    height, width, channels = pixels.shape
+    whole = pixels.view(f"V{channels}").reshape(height, width)  # a pixel copied as one item
     if swap:
-        pixels = pixels.transpose(1, 0, 2)
+        whole = whole.T
     if flip_x:
-        pixels = pixels[:, ::-1]
+        whole = whole[:, ::-1]
     if flip_y:
-        pixels = pixels[::-1]
-    return np.ascontiguousarray(pixels)
+        whole = whole[::-1]
+    return np.ascontiguousarray(whole).view(np.uint8).reshape(*whole.shape, channels)
 
 
 def encode(pixels: np.ndarray, config: ImageConfig) -> StoredImage:
