@@ -8,6 +8,7 @@ from conftest import PHOTOS, encode, photo
 from PIL import Image
 
 from tfrecord_pipeline.transforms.errors import Reason, RowError
+from tfrecord_pipeline.transforms.image import fastpath
 from tfrecord_pipeline.transforms.image.config import VALIDATE_LEVELS, ImageConfig
 from tfrecord_pipeline.transforms.image.fastpath import check_scans
 from tfrecord_pipeline.transforms.image.images import normalise, sniff
@@ -69,7 +70,7 @@ def _rotated(data: bytes) -> bytes:
     """The JPEG with an EXIF orientation of 6 (a quarter turn) put after its SOI."""
     exif = Image.Exif()
     exif[0x0112] = 6
-    segment = b"Exif\x00\x00" + exif.tobytes()
+    segment = exif.tobytes()  # from its "Exif\0\0" on
     return data[:2] + b"\xff\xe1" + (len(segment) + 2).to_bytes(2, "big") + segment + data[2:]
 
 
@@ -97,6 +98,7 @@ def test_a_jpeg_cut_short_with_an_eoi_is_stored_only_as_it_is_at_markers(level):
     else:
         with pytest.raises(RowError, match="premature end of data segment"):
             normalise(ROCKET_CUT, config)
+    assert fastpath.covers(parse_jpeg(CONVERSIONS["resized, rotated"][0]), RESIZE)
     for name, (data, options) in CONVERSIONS.items():
         with pytest.raises(RowError, match="premature end of data segment") as error:
             normalise(data, options._replace(validate=level))
