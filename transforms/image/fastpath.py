@@ -12,7 +12,7 @@ nearly all the cost is Huffman decoding, which no decoder skips; at full size in
 colours under `--validate pixels`); one the fast path converts is checked by its own decode,
 the one decode it gets (under `pixels`, the full-size one first where its own is smaller or in
 other colours: `decodes_whole`). Covered by the fast path: one or three components (YCbCr,
-not Adobe RGB or YCCK), an EXIF orientation this module reads (`jpeg.exif_orientation`),
+not Adobe RGB or YCCK), an EXIF orientation the marker walk reads (`jpeg.exif_orientation`),
 and a resize, when one is asked, with a filter libvips has too: bilinear, bicubic
 (Catmull-Rom, as Pillow's) and lanczos (Lanczos-3), each widened by the downscale factor as
 Pillow widens them, so they antialias alike. A JPEG is decoded at 1/2, 1/4 or 1/8 scale where
