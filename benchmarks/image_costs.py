@@ -7,8 +7,11 @@ image (read the file, walk the JPEG's markers, the scans' check: libjpeg-turbo's
 decode at 1/8, SHA-256 for `image/key/sha256`, encode the Example, frame + CRC-32C + buffered
 write), the whole writer for comparison, the copy floor's own work (read, append), the same luma
 through Pillow's decoder and the Pillow validate peer's decode. The images are held in memory
-for every stage but the reads. Writes benchmarks/results/image-costs.json and prints the
-README's table.
+for every stage but the reads. Then a resize to a short side of 256 (bilinear, quality 90) on
+one worker: the whole writer against the loops users write instead, with the same filter
+(peers.py: Pillow; libjpeg-turbo with OpenCV's shrinking filter, INTER_AREA, and with its
+INTER_LINEAR, which aliases), each reading its files. Writes
+benchmarks/results/image-costs.json and prints the README's tables.
 """
 
 import collections
@@ -25,6 +28,7 @@ from pathlib import Path
 import simplejpeg
 from corpus import make_corpus
 from dataflow_costs import cpu_us_per
+from peers import pillow_resize, turbo_opencv
 from PIL import Image
 
 from tfrecord_pipeline.transforms.image.config import ImageConfig
@@ -42,6 +46,24 @@ from tfrecord_pipeline.transforms.write.shard_writer import WriteConfig, write_s
 
 HERE = Path(__file__).resolve().parent
 ROUNDS = 5
+RESIZE = ImageConfig(resize_short_side=256, resample="bilinear", jpeg_quality=90)
+WRITER_RESIZING = "the whole shard writer, resize 256 bilinear q90"
+# (ratio, numerator stage, denominator stage, target): CPU an image, the lower the faster.
+RATIOS = (
+    ("resize: writer / Pillow loop", "the Pillow loop, bilinear", WRITER_RESIZING, 1.1),
+    (
+        "resize: writer / turbo + OpenCV area",
+        "libjpeg-turbo + OpenCV INTER_AREA",
+        WRITER_RESIZING,
+        0.95,
+    ),
+    (
+        "resize: writer / turbo + OpenCV linear",
+        "libjpeg-turbo + OpenCV INTER_LINEAR",
+        WRITER_RESIZING,
+        0.95,
+    ),
+)
 
 
 def _luma_eighth_pillow(data: bytes) -> None:
@@ -92,6 +114,13 @@ def stages(rows, out: str) -> dict:
                 with open(row.image_uri, "rb") as source:
                     sink.write(source.read())
 
+    def writes(config: ImageConfig):
+        return lambda: collections.deque(
+            write_shard(ShardId("train", 0, 1), rows, labels, WriteConfig(out, config)), maxlen=0
+        )
+
+    pairs = [(row.image_uri, row.label) for row in rows]
+
     def each(function, items):
         """Calls `function` on each item, keeping no result: a list of them would cost the
         stage its memory's page faults, which the writer (one image at a time) never pays."""
@@ -110,10 +139,7 @@ def stages(rows, out: str) -> dict:
             lambda image: build_example(image, {"image/class/label": 1}, "x.jpg", "x", ()), stored
         ),
         "frame, CRC-32C, buffered write": framed_and_written,
-        "the whole shard writer, pass-through": lambda: collections.deque(
-            write_shard(ShardId("train", 0, 1), rows, labels, WriteConfig(out, ImageConfig())),
-            maxlen=0,
-        ),
+        "the whole shard writer, pass-through": writes(ImageConfig()),
         "the copy floor's work (read, append)": copied,
         "the scans' check: libjpeg-turbo's strict luma decode at 1/8 (simplejpeg)": each(
             lambda pair: check_scans(*pair), list(zip(datas, infos, strict=True))
@@ -121,6 +147,12 @@ def stages(rows, out: str) -> dict:
         "the same luma through Pillow's decoder, called directly": each(_luma_eighth_pillow, datas),
         "the Pillow validate peer's decode (draft 1/8, file's mode)": each(
             _pillow_validate_peer, datas
+        ),
+        WRITER_RESIZING: writes(RESIZE),
+        "the Pillow loop, bilinear": lambda: pillow_resize(pairs, Path(out), "BILINEAR"),
+        "libjpeg-turbo + OpenCV INTER_AREA": lambda: turbo_opencv(pairs, Path(out)),
+        "libjpeg-turbo + OpenCV INTER_LINEAR": lambda: turbo_opencv(
+            pairs, Path(out), "INTER_LINEAR"
         ),
     }
 
@@ -138,9 +170,17 @@ def measure(count: int) -> dict:
     return {name: round(statistics.median(r[name] for r in rounds), 1) for name in work}
 
 
+def ratios(costs: dict) -> dict:
+    """Each of RATIOS: how many times faster the writer is than the loop (above 1: faster)."""
+    return {label: round(costs[loop] / costs[ours], 3) for label, loop, ours, _ in RATIOS}
+
+
 def markdown(costs: dict) -> str:
     lines = ["| stage | CPU per image |", "|---|---:|"]
     lines += [f"| {name} | {us:,.1f} us |" for name, us in costs.items()]
+    lines += ["", "| ratio | measured | target |", "|---|---:|---:|"]
+    measured = ratios(costs)
+    lines += [f"| {label} | {measured[label]:.2f} | ≥ {target} |" for label, *_, target in RATIOS]
     return "\n".join(lines)
 
 
@@ -153,5 +193,6 @@ if __name__ == "__main__":
         f"Python {platform.python_version()}",
         "images": count,
         "cpu_us_per_image": costs,
+        "ratios": ratios(costs),
     }
     (HERE / "results" / "image-costs.json").write_text(json.dumps(report, indent=2) + "\n")

@@ -199,9 +199,10 @@ def test_one_tiny_image_costs_sitting_times_every_stage(tmp_path, monkeypatch):
 
     monkeypatch.setenv("CORPUS_DIR", str(tmp_path))
     costs = image_costs.measure(12)
-    assert len(costs) == 11 and all(us > 0 for us in costs.values())
+    assert len(costs) == 15 and all(us > 0 for us in costs.values())
     table = image_costs.markdown(costs)
     assert all(f"| {stage} |" in table for stage in costs)
+    assert all(f"| {label} | " in table for label, *_ in image_costs.RATIOS)
 
 
 @pytest.mark.bench

@@ -9,7 +9,7 @@ from conftest import encode, photo
 from PIL import Image
 
 from tfrecord_pipeline.transforms.errors import Reason, RowError
-from tfrecord_pipeline.transforms.image import fastpath
+from tfrecord_pipeline.transforms.image import fastpath, pixels
 from tfrecord_pipeline.transforms.image.config import ImageConfig
 from tfrecord_pipeline.transforms.image.images import normalise
 from tfrecord_pipeline.transforms.image.jpeg import parse_jpeg
@@ -40,17 +40,35 @@ def test_a_resize_takes_the_fast_path_and_is_the_same_every_time(progressive):
     assert np.abs(_decoded(stored.data) - reference).mean() < 4
 
 
-def test_filters_libvips_lacks_rotated_and_cmyk_jpegs_stay_on_pillows_path():
+def test_filters_libvips_lacks_and_cmyk_jpegs_stay_on_pillows_path():
     data = encode(PHOTO, quality=92)
     for resample in ("nearest", "box", "hamming"):
         assert not fastpath.covers(parse_jpeg(data), RESIZE._replace(resample=resample))
         assert fastpath.covers(parse_jpeg(data), ImageConfig(encoding="raw", resample=resample))
-    exif = Image.Exif()
-    exif[0x0112] = 6
-    rotated = encode(PHOTO, quality=92, exif=exif.tobytes())
-    assert not fastpath.covers(parse_jpeg(rotated), RESIZE)
-    assert normalise(rotated, RESIZE)[2:4] == (192, 128)  # rotated by Pillow: portrait
     assert not fastpath.covers(parse_jpeg(encode(PHOTO.convert("CMYK"))), RESIZE)
+
+
+@pytest.mark.parametrize("orientation", range(2, 9))
+def test_a_rotated_jpeg_is_resized_on_the_fast_path_then_turned_as_pillow_turns_it(orientation):
+    """Its one decode is the fast path's: the pixels are the upright file's, resized on the
+    file's grid, then moved as Pillow's transpose moves them."""
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    rotated = encode(PHOTO, quality=92, exif=exif.tobytes())
+    raw = RESIZE._replace(encoding="raw")
+    assert fastpath.covers(parse_jpeg(rotated), raw)
+    for mode in ("L", "RGB"):
+        options = raw._replace(channels=len(mode))
+        upright = normalise(encode(PHOTO, quality=92), options)
+        expected = Image.frombytes(mode, (upright.width, upright.height), upright.data)
+        expected = expected.transpose(pixels._TURNS[orientation])
+        stored = normalise(rotated, options)
+        assert stored.data == expected.tobytes()
+    assert (stored.width, stored.height) == expected.size
+    assert (stored.source_width, stored.source_height) == PHOTO.size
+    assert (stored.orientation, stored.applied) == (orientation, orientation)
+    jpeg = normalise(rotated, RESIZE)
+    assert (jpeg.width, jpeg.height) == expected.size == Image.open(io.BytesIO(jpeg.data)).size
 
 
 @pytest.mark.parametrize(
@@ -86,3 +104,19 @@ def test_each_libvips_kernel_antialiases_as_pillows_filter_of_its_name(resample)
     ours = fastpath.resample(grating, (100, 75), fastpath.VIPS_KERNELS[resample])
     pillows = Image.fromarray(grating).resize((100, 75), Image.Resampling[resample.upper()])
     assert ours.shape == (75, 100, 3) and ours.std() < 3 and np.asarray(pillows).std() < 3
+
+
+def test_pixels_adds_a_full_size_decode_only_where_the_fast_path_makes_a_smaller_one():
+    """The fast path's decode is the `pixels` check where it is full size in the file's own
+    colours; a DCT-scaled one (a resize) or a grey one of a colour file is not, and the
+    full-size check still comes first, held to the memory limit as such."""
+    data = encode(PHOTO, quality=92)
+    info = parse_jpeg(data)
+    assert fastpath.decodes_whole(info, ImageConfig(encoding="raw"))
+    assert not fastpath.decodes_whole(info, RESIZE)
+    assert not fastpath.decodes_whole(info, ImageConfig(channels=1))
+    limit = RESIZE._replace(max_decode_bytes=300_000)  # the 1/2 decode fits, 451x300 RGB not
+    assert normalise(data, limit).height == 128
+    with pytest.raises(RowError) as error:
+        normalise(data, limit._replace(validate="pixels"))
+    assert error.value.reason is Reason.IMAGE_TOO_LARGE

@@ -4,10 +4,11 @@ byte, other formats re-encoded), the structural and full JPEG checks, and sniffi
 import io
 
 import pytest
-from conftest import encode, photo
+from conftest import PHOTOS, encode, photo
 from PIL import Image
 
 from tfrecord_pipeline.transforms.errors import Reason, RowError
+from tfrecord_pipeline.transforms.image import fastpath
 from tfrecord_pipeline.transforms.image.config import VALIDATE_LEVELS, ImageConfig
 from tfrecord_pipeline.transforms.image.fastpath import check_scans
 from tfrecord_pipeline.transforms.image.images import normalise, sniff
@@ -63,6 +64,45 @@ def test_each_level_s_catch(level):
     with pytest.raises(RowError) as error:
         normalise(data, ImageConfig(validate=level))
     assert error.value.reason is Reason.CORRUPT_IMAGE and "does not decode" in str(error.value)
+
+
+def _rotated(data: bytes) -> bytes:
+    """The JPEG with an EXIF orientation of 6 (a quarter turn) put after its SOI."""
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    segment = exif.tobytes()  # from its "Exif\0\0" on
+    return data[:2] + b"\xff\xe1" + (len(segment) + 2).to_bytes(2, "big") + segment + data[2:]
+
+
+ROCKET_CUT = (PHOTOS / "rocket.jpg").read_bytes()
+ROCKET_CUT = ROCKET_CUT[: len(ROCKET_CUT) * 7 // 10].removesuffix(b"\xff") + b"\xff\xd9"
+RESIZE = ImageConfig(resize_short_side=128)
+CONVERSIONS = {
+    "resized": (ROCKET_CUT, RESIZE),
+    "resized, rotated": (_rotated(ROCKET_CUT), RESIZE),
+    "resized by a filter only Pillow has": (ROCKET_CUT, RESIZE._replace(resample="hamming")),
+    "raw pixels": (ROCKET_CUT, ImageConfig(encoding="raw")),
+    "one channel": (ROCKET_CUT, ImageConfig(channels=1)),
+}
+
+
+@pytest.mark.parametrize("level", VALIDATE_LEVELS)
+def test_a_jpeg_cut_short_with_an_eoi_is_stored_only_as_it_is_at_markers(level):
+    """Stored as it is, the cut file is refused by the decode of `scans` and `pixels` and
+    kept at `markers` (docs/images.md#validation-levels); decoded anyway (a resize on the fast
+    path or Pillow's, raw, another channel count), it is refused at every level, by that
+    decode or the check before Pillow's."""
+    config = ImageConfig(validate=level)
+    if level == "markers":
+        assert normalise(ROCKET_CUT, config).data == ROCKET_CUT
+    else:
+        with pytest.raises(RowError, match="premature end of data segment"):
+            normalise(ROCKET_CUT, config)
+    assert fastpath.covers(parse_jpeg(CONVERSIONS["resized, rotated"][0]), RESIZE)
+    for name, (data, options) in CONVERSIONS.items():
+        with pytest.raises(RowError, match="premature end of data segment") as error:
+            normalise(data, options._replace(validate=level))
+        assert error.value.reason is Reason.CORRUPT_IMAGE, name
 
 
 def test_the_pixels_check_decodes_at_full_size_within_the_memory_limit():

@@ -1,6 +1,6 @@
 """libjpeg-turbo through `simplejpeg`: the check that a JPEG's scans decode cleanly, and the
-fast path for 8-bit RGB and grayscale JPEGs, decoded and encoded by libjpeg-turbo and resized
-by libvips' `reduce` (SIMD code); Pillow does everything else.
+fast path for 8-bit RGB and grayscale JPEGs, decoded and encoded by libjpeg-turbo, resized
+by libvips' `reduce` (SIMD code) and turned by NumPy; Pillow does everything else.
 
 Every JPEG (but one stored as it is under `--validate markers`) is decoded by libjpeg in strict
 mode, which stops at the first warning: a scan whose data ends before its frame is filled
@@ -9,14 +9,16 @@ Huffman code, a restart marker out of place, bytes after a scan. Pillow ignores 
 and fills the missing blocks with grey, as `tf.io.decode_jpeg` does; such a file is an error
 row. A JPEG stored as it is gets the check alone (`check_scans`: luma at 1/8 scale, where
 nearly all the cost is Huffman decoding, which no decoder skips; at full size in its own
-colours under `--validate pixels`); one the fast path converts gets it from its own decode
-(and the full-size one first under `pixels`). Covered by the fast path: one or three
-components (YCbCr, not Adobe RGB or YCCK), upright (no EXIF rotation), and a resize, when one
-is asked, with a filter libvips has too: bilinear, bicubic (Catmull-Rom, as
-Pillow's) and lanczos (Lanczos-3), each widened by the downscale factor as Pillow widens them,
-so they antialias alike. A JPEG is decoded at 1/2, 1/4 or 1/8 scale where the target allows
-(libjpeg's DCT scaling with its SIMD inverse DCTs; the other M/8 scales use C code and decode
-slower than full size), then resampled to the exact size.
+colours under `--validate pixels`); one the fast path converts is checked by its own decode,
+the one decode it gets (under `pixels`, the full-size one first where its own is smaller or in
+other colours: `decodes_whole`). Covered by the fast path: one or three components (YCbCr,
+not Adobe RGB or YCCK), an EXIF orientation the marker walk reads (`jpeg.exif_orientation`),
+and a resize, when one is asked, with a filter libvips has too: bilinear, bicubic
+(Catmull-Rom, as Pillow's) and lanczos (Lanczos-3), each widened by the downscale factor as
+Pillow widens them, so they antialias alike. A JPEG is decoded at 1/2, 1/4 or 1/8 scale where
+the target allows (libjpeg's DCT scaling with its SIMD inverse DCTs; the other M/8 scales use
+C code and decode slower than full size), resampled to the exact size on the file's grid,
+then turned upright as Pillow's `exif_transpose` turns it.
 """
 
 import numpy as np
@@ -32,7 +34,7 @@ from tfrecord_pipeline.transforms.image.config import (
     scaled_size,
 )
 from tfrecord_pipeline.transforms.image.jpeg import HUFFMAN_8BIT, JpegInfo
-from tfrecord_pipeline.transforms.image.orientation import is_upright
+from tfrecord_pipeline.transforms.image.orientation import turn_steps
 
 # The converter runs its own threads (one image each): libvips' pool would only contend, and
 # its operation cache would keep images the converter has finished with.
@@ -47,7 +49,7 @@ def covers(info: JpegInfo, config: ImageConfig) -> bool:
         info.sof in HUFFMAN_8BIT
         and info.precision == 8
         and (info.components == 1 or (info.components == 3 and info.adobe_transform in (None, 1)))
-        and is_upright(info.orientation)
+        and info.orientation != 0  # a tag only Pillow's reader can tell
         and (config.resample in VIPS_KERNELS or scale_for(info.width, info.height, config) >= 1)
     )
 
@@ -82,15 +84,29 @@ def check_scans(data: bytes, info: JpegInfo, full: bool = False) -> None:
     _decode(data, colorspace, -(-info.height // step), -(-info.width // step))
 
 
-def convert_jpeg(data: bytes, info: JpegInfo, config: ImageConfig, held: int) -> StoredImage | None:
-    """Decode (DCT-scaled), resample, encode; None when libvips cannot reduce that far
-    (Pillow's path then decides); RowError when libjpeg warns. `held`: what the decoder keeps
-    (a progressive JPEG's coefficients)."""
+def _plan(info: JpegInfo, config: ImageConfig) -> tuple[tuple[int, int], int]:
+    """The size the conversion makes on the file's grid, and the DCT scale (1/step) it decodes
+    at."""
     size = scaled_size(info.width, info.height, min(scale_for(info.width, info.height, config), 1))
-    step = _decode_step(info.width, info.height, size)
+    return size, _decode_step(info.width, info.height, size)
+
+
+def decodes_whole(info: JpegInfo, config: ImageConfig) -> bool:
+    """Whether the conversion's decode is the full-size one in the file's own colours that
+    `check_scans(full=True)` makes, so that it checks as much."""
+    return _plan(info, config)[1] == 1 and config.channels == info.components
+
+
+def convert_jpeg(data: bytes, info: JpegInfo, config: ImageConfig, held: int) -> StoredImage | None:
+    """Decode (DCT-scaled), resample, turn upright, encode; None when libvips cannot reduce
+    that far (Pillow's path then decides); RowError when libjpeg warns. `held`: what the
+    decoder keeps (a progressive JPEG's coefficients)."""
+    size, step = _plan(info, config)
     channels = config.channels
+    turn = info.orientation or 1
     decoded_width, decoded_height = -(-info.width // step), -(-info.height // step)
-    needed = held + (decoded_width * decoded_height + 2 * size[0] * size[1]) * channels
+    made = (2 + (turn != 1)) * size[0] * size[1]  # a third image of its size when turned
+    needed = held + (decoded_width * decoded_height + made) * channels
     check_decode_bytes(info.width, info.height, needed, config)
     pixels = _decode(data, "RGB" if channels == 3 else "GRAY", decoded_height, decoded_width)
     if pixels.shape[1::-1] != size:
@@ -99,7 +115,24 @@ def convert_jpeg(data: bytes, info: JpegInfo, config: ImageConfig, held: int) ->
             pixels = resample(pixels, size, VIPS_KERNELS[config.resample], extent)
         except pyvips.Error:  # "reduce factor too large": a strip shrunk hundreds of times
             return None
-    return encode(pixels, config)
+    return encode(turned(pixels, turn), config)._replace(orientation=turn, applied=turn)
+
+
+def turned(pixels: np.ndarray, orientation: int) -> np.ndarray:
+    """Height x width x channels pixels turned by an EXIF `orientation`, as Pillow's
+    `exif_transpose` turns them (the same moves of whole pixels)."""
+    if orientation == 1:
+        return pixels
+    swap, flip_x, flip_y = turn_steps(orientation)
+    height, width, channels = pixels.shape
+    whole = pixels.view(f"V{channels}").reshape(height, width)  # a pixel copied as one item
+    if swap:
+        whole = whole.T
+    if flip_x:
+        whole = whole[:, ::-1]
+    if flip_y:
+        whole = whole[::-1]
+    return np.ascontiguousarray(whole).view(np.uint8).reshape(*whole.shape, channels)
 
 
 def encode(pixels: np.ndarray, config: ImageConfig) -> StoredImage:
@@ -135,5 +168,6 @@ def resample(
     extent = extent or (width, height)
     image = pyvips.Image.new_from_memory(pixels.data, width, height, channels, "uchar")
     image = image.reduce(extent[0] / size[0], extent[1] / size[1], kernel=kernel)
-    image = image.crop(0, 0, *size)
+    if (image.width, image.height) != size:  # a crop that keeps it all still costs a build
+        image = image.crop(0, 0, *size)
     return np.frombuffer(image.write_to_memory(), np.uint8).reshape(size[1], size[0], channels)

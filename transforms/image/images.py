@@ -4,10 +4,11 @@ A valid 8-bit Huffman-coded JPEG with the wanted channel count, small enough and
 `exif_transpose`) upright, is stored byte-identical after a structural check (`jpeg.py`) and the
 decode `--validate` asks (`check_scans`): by default a strict libjpeg decode of its luma at 1/8
 scale (libjpeg still reads every coefficient of every component, so a scan that runs short is
-found at a fraction of a full decode's cost), none at `markers`, a full-size one at `pixels`;
-every other JPEG gets that decode too. Everything
+found at a fraction of a full decode's cost), none at `markers`, a full-size one at `pixels`.
+Every other JPEG is decoded anyway, strictly, at every level: the fast path's decode is its
+check; one Pillow decodes is checked first. Everything
 else Pillow reads (PNG 8/16-bit, palette, alpha; GIF's first frame; BMP; TIFF; WebP; CMYK, YCCK
-or grayscale JPEG) is decoded, EXIF-rotated, flattened onto the background if it has alpha,
+or Adobe RGB JPEG) is decoded, EXIF-rotated, flattened onto the background if it has alpha,
 resized if asked, and stored as JPEG or raw pixels, by `pixels.py` (Pillow), which is imported
 only when an image is decoded. Both decode paths take their options and limits from
 `config.py`; this module alone chooses between them.
@@ -137,16 +138,20 @@ def check_scans(data: bytes, info: JpegInfo, config: ImageConfig) -> None:
 
 
 def _convert_jpeg(data: bytes, info: JpegInfo, config: ImageConfig) -> StoredImage:
-    """The fast path where it covers the file (its strict decode checks the scans), else
-    Pillow; first the check `--validate` asks where the fast path's decode is not it."""
+    """The fast path where it covers the file, its strict decode the check, the one decode it
+    gets (`--validate pixels` asks the full-size one first where the fast path decodes smaller
+    or in other colours); else Pillow, whose decoder does not report libjpeg's warnings, after
+    the check at every level: a JPEG decoded anyway is decoded strictly."""
     held = coefficient_bytes(info)
-    covered = fastpath().covers(info, config)
-    if config.validate == "pixels" or not covered:
-        check_scans(data, info, config)
-    if covered:
+    if fastpath().covers(info, config):
+        if config.validate == "pixels" and not fastpath().decodes_whole(info, config):
+            check_scans(data, info, config)
         stored = fastpath().convert_jpeg(data, info, config, held)
-        if stored is not None:  # upright: boxes on the file's grid need only its size
+        if stored is not None:  # boxes on the file's grid need only its size
             return stored._replace(source_width=info.width, source_height=info.height)
+    else:
+        strict = "scans" if config.validate == "markers" else config.validate
+        check_scans(data, info, config._replace(validate=strict))
     return pixels().convert_pixels(data, config, held)
 
 

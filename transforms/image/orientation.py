@@ -1,7 +1,8 @@
 """EXIF orientations: the eight there are, and how each turns an image and the boxes on it.
 
-Shared by Pillow's path (`pixels.py`, which turns the pixels) and the placement of boxes
-(`placement.py`, which turns them with the pixels), so that neither imports the other.
+Shared by the paths that turn the pixels (Pillow's, `pixels.py`; libjpeg-turbo's, `fastpath.py`,
+with NumPy) and the placement of boxes (`placement.py`, which turns them with the pixels), so
+that none imports another.
 """
 
 # EXIF orientation → how it maps a point (u, v) of the file's grid, normalised, onto the
@@ -26,10 +27,16 @@ def is_upright(orientation: int | None) -> bool:
     return orientation in (None, 1)
 
 
+def turn_steps(orientation: int) -> tuple[bool, bool, bool]:
+    """How `orientation` turns an image, in order: (swap rows and columns, flip left-right,
+    flip top-bottom)."""
+    return _ORIENTATIONS[orientation]
+
+
 def oriented(box: tuple[float, float, float, float], orientation: int) -> tuple:
     """A normalised (xmin, ymin, xmax, ymax) box as `orientation` turns its image."""
     xmin, ymin, xmax, ymax = box
-    swap, flip_x, flip_y = _ORIENTATIONS[orientation]
+    swap, flip_x, flip_y = turn_steps(orientation)
     if swap:
         xmin, ymin, xmax, ymax = ymin, xmin, ymax, xmax
     if flip_x:
