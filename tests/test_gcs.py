@@ -330,3 +330,4 @@ def test_of_two_runs_from_one_version_in_a_bucket_the_second_to_publish_is_super
         with pytest.raises(SupersededError, match=f"another run published {first.version} in "):
             publish(other, Pointer(other.version, "2" * 64))
         assert read_pointer(root)[0] == first
+    assert gcs.bucket.get_blob(f"{tmp_path.name}/{POINTER}").content_type == "application/json"

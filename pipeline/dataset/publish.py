@@ -177,7 +177,7 @@ def _write_pointer(target: Target, pointer: Pointer, generation: int) -> None:
         fileio.write_durably(path, pointer.to_bytes())
         return
     try:
-        gcs.write(path, pointer.to_bytes(), if_generation_match=generation)
+        gcs.write(path, pointer.to_bytes(), generation, "application/json")
     except PreconditionFailedError:
         current, _ = read_pointer(target.root)
         if current != pointer:

@@ -83,12 +83,15 @@ def read_generation(path: str) -> tuple[bytes, int] | None:
             return media.data, generation
 
 
-def write(path: str, data: bytes, if_generation_match: int | None = None) -> int:
+def write(
+    path: str, data: bytes, if_generation_match: int | None = None, content_type: str = ""
+) -> int:
     """The object holding `data`, whole or not at all, from one upload sent again after a
     transient failure; its generation. With `if_generation_match`, only if the object's
     generation is that one (0: there is none), else PreconditionFailedError: then the caller
     decides whether its own upload, sent again after its answer was lost, is what it finds."""
-    return retried(lambda: uploads.upload(path, data, if_generation_match), path).generation
+    upload = functools.partial(uploads.upload, path, data, if_generation_match, content_type)
+    return retried(upload, path).generation
 
 
 def create(path: str) -> uploads.ResumableUpload:
