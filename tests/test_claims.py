@@ -16,7 +16,7 @@ from tfrecord_pipeline.dataset import claims, publish
 from tfrecord_pipeline.dataset.commit import cleaned_up_on_failure
 from tfrecord_pipeline.dataset.versions import MARKER, STAGING, VERSIONS, Pointer
 from tfrecord_pipeline.read.verify import verify
-from tfrecord_pipeline.transforms.storage import fileio, leases
+from tfrecord_pipeline.transforms.storage import fileio
 
 
 @pytest.fixture(params=["disk", "bucket"])
@@ -86,26 +86,3 @@ def test_a_dead_runs_folders_and_claim_go_with_the_next_clean_up(tmp_path, root)
         time.sleep(0.2)
     _convert(tmp_path, root)
     assert not fileio.names_in(fileio.join(root, STAGING))
-
-
-def test_a_lease_is_held_by_one_taker_at_a_time_and_taken_over_only_once_expired(
-    tmp_path, gcs, faulty_gcs
-):
-    faulty_gcs(f"{tmp_path.name}/")
-    path = f"gs://tfrp-test/{tmp_path.name}/_lease"
-    first = leases.take(path, seconds=30)
-    assert leases.is_live(path) and not leases.found(path).expired
-    leases.renew(first)
-    assert not first.lost and leases.found(path).renewal == 2
-    stale = leases.Lease(path, 30)
-    assert not stale.write(0) and not stale.write(first.generation - 1)  # held: refused
-    leases.give_back(first)
-    assert leases.found(path) is None
-    short = leases.take(path, seconds=0.5)
-    while not leases.found(path).expired:
-        time.sleep(0.1)
-    taker = leases.take(path, seconds=30)  # over the expired one
-    leases.renew(short)
-    assert short.lost and leases.found(path).holder == taker.holder
-    with pytest.raises(leases.LeaseLostError):
-        short.check()
