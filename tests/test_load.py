@@ -144,3 +144,17 @@ def test_integer_ids_that_cannot_index_a_vector_have_no_number_of_classes():
     assert num_classes({"labels": {"kind": "integers", "offset": 0, "names": ["3", "9"]}}) == 10
     assert num_classes({"labels": {"kind": "integers", "offset": 0, "names": ["-1", "2"]}}) is None
     assert num_classes({"labels": {"kind": "names", "offset": 1, "count": 4}}) == 5
+
+
+def test_only_the_train_split_drops_its_last_partial_batch_by_default(sample):
+    """A validation split smaller than a batch was empty: fit(validation_data=...) reported no
+    val_ metrics, and exited 0. Train batches keep their static shape for TPU."""
+    output, info = sample
+    examples = info.splits["validation"].examples
+    assert examples < 16
+    validation = load(output, "validation", batch_size=16, image_size=(8, 8))
+    assert [len(labels) for _, labels in validation] == [examples]
+    assert validation.element_spec[0].shape[0] is None
+    train = load(output, "train", batch_size=16, image_size=(8, 8))
+    assert train.element_spec[0].shape[0] == 16
+    assert len(list(train)) == info.splits["train"].examples // 16

@@ -148,7 +148,7 @@ def load(
     shuffle_buffer: int = 10_000,
     num_hosts: int = 1,
     host_index: int = 0,
-    drop_remainder: bool = True,
+    drop_remainder: bool | None = None,
     with_features: bool = False,
     channels: int | None = None,
     seed: int | None = None,
@@ -170,7 +170,9 @@ def load(
       shuffle_buffer: examples in the shuffle buffer; 0 reads in file order, deterministically.
       num_hosts, host_index: read only this host's share of the shard files (file-level
         sharding, as TPU pod slices do); needs at least `num_hosts` shards.
-      drop_remainder: drop a last partial batch (static shapes for TPU).
+      drop_remainder: drop a last partial batch (static shapes for TPU). Default: on for the
+        "train" split only; another split (validation, test) keeps it, so a split smaller than
+        a batch is not empty and every example is evaluated.
       with_features: return every recorded feature, with the decoded image under "image";
         a list feature is a 1-D tensor of its values, batched as a tf.RaggedTensor.
       channels: decode to this many channels (default: what the dataset stores).
@@ -191,6 +193,8 @@ def load(
     shards = shards[host_index::num_hosts]
     files = [f"{output}/{shard['file']}" for shard in shards]
     shuffle = shuffle_buffer > 0
+    if drop_remainder is None:
+        drop_remainder = split == "train"
 
     dataset = tf.data.Dataset.from_tensor_slices(files)
     if shuffle:
