@@ -1,4 +1,5 @@
-"""What a finished conversion says after its table, on stderr: warnings (labels from 0 for a
+"""What a finished conversion says after its table, on stderr: that its version holds what the
+one before it held (pipeline/cli/unchanged.py), warnings (labels from 0 for a
 reader that subtracts 1, a --label_offset integer labels ignore, a --split name no row fell in,
 a --num_shards split no row has, a shard count a refresh did not apply, shards left empty),
 why the version was not published (naming its first rejected rows), and a hint when image
@@ -13,6 +14,7 @@ import os
 import re
 
 from tfrecord_pipeline.cli.rejected import error_rows, first_rejected
+from tfrecord_pipeline.cli.unchanged import unchanged_line
 from tfrecord_pipeline.config.presets import PRESETS, one_based_warning
 from tfrecord_pipeline.dataset.metadata import DatasetInfo
 from tfrecord_pipeline.transforms.errors import Reason
@@ -41,7 +43,11 @@ def closing_lines(info: DatasetInfo, folder: str, image_root: str | None, here: 
     failures = [f"tfrecord-pipeline: version not published: {text}" for text in info.failures]
     rejected = first_rejected(info, folder)
     hint = missing_files_hint(info, folder, image_root, here)
-    return [line for line in (*warnings, *failures, rejected, hint) if line]
+    return [
+        line
+        for line in (unchanged_line(info, folder), *warnings, *failures, rejected, hint)
+        if line
+    ]
 
 
 def unapplied_label_offset(info: DatasetInfo) -> str | None:
