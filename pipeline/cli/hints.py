@@ -1,11 +1,12 @@
 """What a finished conversion says after its table, on stderr: that its version holds what the
-one before it held (pipeline/cli/unchanged.py), warnings (labels from 0 for a
-reader that subtracts 1, a --label_offset integer labels ignore, a --split name no row fell in,
-a --num_shards split no row has, a shard count a refresh did not apply, shards left empty),
-why the version was not published (naming its first rejected rows), and a hint when image
-paths look written relative to the current folder, or with backslashes.
-All are read from the version the run wrote (its metadata, a bounded sample of its errors
-files), so they hold for every runner alike and change no byte of it.
+one before it held (pipeline/cli/unchanged.py), warnings (labels from 0 for a reader that
+subtracts 1, a --label_offset integer labels ignore, a --split name no row fell in, a
+--num_shards split no row has, a shard count a refresh did not apply, shards left empty, labels
+differing only in case or spaces), why the version was not published (naming its first
+rejected rows), and a hint when image paths look written relative to the current folder, or
+with backslashes.
+All are read from the version the run wrote (its metadata, labels.txt, a bounded sample of its
+errors files), so they hold for every runner alike and change no byte of it.
 """
 
 import itertools
@@ -16,8 +17,11 @@ import re
 from tfrecord_pipeline.cli.rejected import error_rows, first_rejected
 from tfrecord_pipeline.cli.unchanged import unchanged_line
 from tfrecord_pipeline.config.presets import PRESETS, one_based_warning
+from tfrecord_pipeline.dataset.labels_file import label_names
 from tfrecord_pipeline.dataset.metadata import DatasetInfo
+from tfrecord_pipeline.dataset.versions import DatasetError
 from tfrecord_pipeline.transforms.errors import Reason
+from tfrecord_pipeline.transforms.manifest.labels import alike
 from tfrecord_pipeline.transforms.manifest.splits import parse_split_spec
 from tfrecord_pipeline.transforms.plan.sharding import parse_shard_counts
 from tfrecord_pipeline.transforms.storage import fileio
@@ -39,6 +43,7 @@ def closing_lines(info: DatasetInfo, folder: str, image_root: str | None, here: 
         *unused_shard_counts(info),
         *unapplied_shard_counts(info),
         *empty_shard_warnings(info),
+        alike_labels_warning(info, folder),
     ]
     failures = [f"tfrecord-pipeline: version not published: {text}" for text in info.failures]
     rejected = first_rejected(info, folder)
@@ -48,6 +53,26 @@ def closing_lines(info: DatasetInfo, folder: str, image_root: str | None, here: 
         for line in (unchanged_line(info, folder), *warnings, *failures, rejected, hint)
         if line
     ]
+
+
+def alike_labels_warning(info: DatasetInfo, folder: str) -> str | None:
+    """A line when label names differ only in case or spacing (`cat`, `Cat`): each is a class
+    of its own, as a case that means something needs (EMNIST's `a` and `A`), so they are kept
+    apart, and said. A labels.txt that cannot be read is verify's to report."""
+    if info.labels.get("kind") != "names":
+        return None
+    try:
+        groups = alike(label_names(folder, info))
+    except (DatasetError, *fileio.READ_ERRORS):
+        return None
+    if not groups:
+        return None
+    shown = "; ".join(" and ".join(repr(name) for name in group) for group in groups[:3])
+    more = f" (and {len(groups) - 3:,} more such groups)" if len(groups) > 3 else ""
+    return (
+        f"tfrecord-pipeline: warning: labels {shown}{more} differ only in case or spaces, so "
+        "each is a class of its own: if they name one class, write them one way"
+    )
 
 
 def unapplied_label_offset(info: DatasetInfo) -> str | None:
