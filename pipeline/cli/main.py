@@ -175,7 +175,12 @@ def _rollback(argv: list[str]) -> int:
 
     parser = UserErrorParser(prog="tfrecord-pipeline rollback", allow_abbrev=False)
     parser.add_argument("root", help="a dataset root (local or gs://)")
-    parser.add_argument("--to", required=True, help="the version to publish: name or number")
+    parser.add_argument(
+        "--to",
+        required=True,
+        help="the version to publish: its name, its number, or 'previous' (the newest version "
+        "numbered before the published one)",
+    )
     args = parser.parse_args(argv)
 
     def run() -> int:
