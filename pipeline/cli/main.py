@@ -19,7 +19,7 @@ from tfrecord_pipeline.cli.summary import format_counters, format_summary
 from tfrecord_pipeline.config.arguments import UserErrorParser, parse_args
 from tfrecord_pipeline.config.conversion import Conversion, prepare
 from tfrecord_pipeline.dataset import publish, run_keys
-from tfrecord_pipeline.dataset.commit import read_info
+from tfrecord_pipeline.dataset.commit import read_info, unmade_on_mistake
 from tfrecord_pipeline.runners.convert import convert_prepared
 from tfrecord_pipeline.transforms.errors import UserError
 from tfrecord_pipeline.transforms.local.pool import fork_workers
@@ -79,7 +79,8 @@ def _on_dataflow(conversion: Conversion) -> int:
     target = publish.start(conversion.options.output)
     if repeated := run_keys.published_before(target, conversion.options.run_key):  # retried
         return _finish(*repeated, conversion.options.image_root)
-    result = launch(conversion, target)
+    with unmade_on_mistake(target):
+        result = launch(conversion, target)
     print(job_line(result, conversion.beam_args))
     if not conversion.options.wait or not hasattr(result, "job_id"):
         print(f"the job publishes {target.folder}")
