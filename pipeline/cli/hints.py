@@ -48,11 +48,9 @@ def closing_lines(info: DatasetInfo, folder: str, image_root: str | None, here: 
     failures = [f"tfrecord-pipeline: version not published: {text}" for text in info.failures]
     rejected = first_rejected(info, folder)
     hint = missing_files_hint(info, folder, image_root, here)
-    return [
-        line
-        for line in (unchanged_line(info, folder), *warnings, *failures, rejected, hint)
-        if line
-    ]
+    # The rows before the reason that counts them: a scheduler shows a command's last line.
+    lines = (unchanged_line(info, folder), *warnings, rejected, *failures, hint)
+    return [line for line in lines if line]
 
 
 def alike_labels_warning(info: DatasetInfo, folder: str) -> str | None:
