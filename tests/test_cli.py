@@ -125,6 +125,29 @@ def test_successful_run_prints_summary_and_failing_gates_exit_1(tmp_path, capsys
     assert "missing_file" in captured.err
 
 
+def test_a_run_over_the_error_rate_names_its_rejected_files_and_the_rate_that_publishes(
+    tmp_path, capsys
+):
+    """Two bad files of 10: the lines say which, and the --max_error_rate they suggest, given
+    to the same command, publishes."""
+    rows = make_images(tmp_path, per_class=2)
+    (tmp_path / "images" / "empty.jpg").write_bytes(b"")
+    (tmp_path / "images" / "cut.jpg").write_bytes(
+        (tmp_path / rows[0]["image_uri"]).read_bytes()[:300]
+    )
+    rows += [{"image_uri": "images/empty.jpg", "label": "coffee"}]
+    rows += [{"image_uri": "images/cut.jpg", "label": "coffee"}]
+    argv = ["convert", "--manifest", str(write_manifest(tmp_path / "m.csv", rows))]
+    argv += ["--output", str(tmp_path / "out"), "--no_progress"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "rerun with --max_error_rate 0.2\n" in err
+    (rejected,) = [line for line in err.splitlines() if "rejected: " in line]
+    assert "rejected: images/empty.jpg (empty_file: the file is empty); images/cut.jpg " in rejected
+    assert "(corrupt_image: " in rejected and rejected.endswith("/errors/")
+    assert main([*argv, "--max_error_rate", "0.2"]) == 0
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "flags",

@@ -5,7 +5,7 @@ import dataclasses
 import json
 import math
 
-from conftest import dataset_info
+from conftest import dataset_info, make_images, published, write_manifest
 
 from tfrecord_pipeline.cli.hints import (
     SAMPLED_MISSING,
@@ -13,6 +13,7 @@ from tfrecord_pipeline.cli.hints import (
     missing_files_hint,
     unused_shard_counts,
 )
+from tfrecord_pipeline.cli.main import main
 from tfrecord_pipeline.dataset.metadata import ErrorFileInfo, SplitInfo
 from tfrecord_pipeline.transforms.plan.sharding import shards_left_full
 from tfrecord_pipeline.transforms.write.published import ShardInfo
@@ -117,3 +118,16 @@ def test_only_shard_counts_given_for_a_split_no_row_has_and_no_other_warning_nam
     # A preset's own counts; a split --split names (its own warning says it has no row).
     assert said(num_shards="train=1024,validation=128", preset="tpu-imagenet") == []
     assert said(num_shards="train=1,validation=2", split="train=0.9,validation=0.1") == []
+
+
+def test_labels_differing_only_in_case_or_spaces_are_two_classes_and_said_so(tmp_path, capsys):
+    """`cat` and `Cat ` became two classes without a word; the end spaces are dropped (as a
+    split name's are), the case is kept (it can mean a class) and warned of, in one line."""
+    rows = make_images(tmp_path, per_class=1)
+    rows[0]["label"], rows[1]["label"] = "cat", "Cat "
+    out = tmp_path / "out"
+    argv = ["convert", "--manifest", str(write_manifest(tmp_path / "m.csv", rows))]
+    assert main([*argv, "--output", str(out), "--no_progress"]) == 0
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if "case" in line]
+    assert line.startswith("tfrecord-pipeline: warning: labels 'Cat' and 'cat' differ only in")
+    assert published(out).joinpath("labels.txt").read_text().splitlines()[:2] == ["Cat", "cat"]

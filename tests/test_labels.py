@@ -7,6 +7,7 @@ from tfrecord_pipeline.transforms.errors import Reason, RowError, UserError
 from tfrecord_pipeline.transforms.manifest.labels import (
     MAX_LABEL_BYTES,
     LabelMap,
+    alike,
     check_label,
     inherited_label_map,
     label_map_from_labels,
@@ -73,3 +74,15 @@ def test_a_label_longer_than_a_class_name_is_a_bad_label():
     assert raised.value.reason is Reason.BAD_LABEL
     with pytest.raises(RowError, match="a label of 1,024 bytes"):
         check_label("\ud800" + "x" * 1_021)  # a lone surrogate (JSON allows one) counted too
+
+
+def test_names_differing_only_in_case_or_spacing_are_grouped_and_kept_apart():
+    """Each stays a class (EMNIST's `a` and `A` are two); the CLI warns of the groups."""
+    names = ["cat", "Cat", "dog", "golden  retriever", "Golden Retriever", "DOG", "emu"]
+    assert alike(names) == [
+        ("Cat", "cat"),
+        ("DOG", "dog"),
+        ("Golden Retriever", "golden  retriever"),
+    ]
+    assert alike(["cat", "dog"]) == []
+    assert label_map_from_labels(["cat", "Cat"]).names == ("Cat", "cat")  # ids unchanged

@@ -113,3 +113,48 @@ def test_a_pathlib_root_is_read_as_its_string(sample):
     examples = info.splits["train"].examples
     assert len(load(Path(output), "train", batch_size=None, image_size=(8, 8))) == examples
     assert verify(Path(output), "none") == (examples + info.splits["validation"].examples, [])
+
+
+@pytest.mark.parametrize(("offset", "classes"), [("0", 7), ("1", 8)])
+def test_with_info_gives_the_number_of_classes_a_classifier_needs(tmp_path, offset, classes):
+    """Seven labels: the README's model once hard-coded Dense(5), and Keras refused label 6
+    ("outside the valid range of [0, 5)"); info.num_classes is the width that takes every id."""
+    import keras
+
+    from tfrecord_pipeline.runners.convert import run
+
+    rows = SAMPLE.read_text().splitlines()[1:]
+    lines = ["image_uri,label", *(f"{row.split(',')[0]},c{i % 7}" for i, row in enumerate(rows))]
+    (tmp_path / "seven.csv").write_text("\n".join(lines) + "\n")
+    argv = ["--manifest", str(tmp_path / "seven.csv"), "--output", str(tmp_path / "out")]
+    argv += ["--image_root", str(SAMPLE.parent), "--label_offset", offset, "--no_progress"]
+    run(argv)
+    train, info = load(str(tmp_path / "out"), batch_size=8, image_size=(8, 8), with_info=True)
+    assert info.num_classes == classes and info.examples == 40
+    assert int(max(max(labels.numpy()) for _, labels in train)) == classes - 1
+    model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Flatten()])
+    model.add(keras.layers.Dense(info.num_classes))
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    assert len(model.fit(train, epochs=1, verbose=0).history["loss"]) == 1
+
+
+def test_integer_ids_that_cannot_index_a_vector_have_no_number_of_classes():
+    from tfrecord_pipeline.read.load import num_classes
+
+    assert num_classes({"labels": {"kind": "integers", "offset": 0, "names": ["3", "9"]}}) == 10
+    assert num_classes({"labels": {"kind": "integers", "offset": 0, "names": ["-1", "2"]}}) is None
+    assert num_classes({"labels": {"kind": "names", "offset": 1, "count": 4}}) == 5
+
+
+def test_only_the_train_split_drops_its_last_partial_batch_by_default(sample):
+    """A validation split smaller than a batch was empty: fit(validation_data=...) reported no
+    val_ metrics, and exited 0. Train batches keep their static shape for TPU."""
+    output, info = sample
+    examples = info.splits["validation"].examples
+    assert examples < 16
+    validation = load(output, "validation", batch_size=16, image_size=(8, 8))
+    assert [len(labels) for _, labels in validation] == [examples]
+    assert validation.element_spec[0].shape[0] is None
+    train = load(output, "train", batch_size=16, image_size=(8, 8))
+    assert train.element_spec[0].shape[0] == 16
+    assert len(list(train)) == info.splits["train"].examples // 16

@@ -10,6 +10,7 @@ import pytest
 from tfrecord_pipeline.dataset.metadata import (
     DatasetInfo,
     SplitInfo,
+    accepting_rate,
     build_info,
     label_count,
     quality_failures,
@@ -177,7 +178,8 @@ SPLITS = {
             0.1,
             [
                 "2 of 10 rows rejected (20.0% > --max_error_rate 10.0%); top reasons: "
-                "missing_file 2; see errors/"
+                "missing_file 2; see errors/; to publish without them, rerun with "
+                "--max_error_rate 0.2"
             ],
         ),
         (
@@ -185,7 +187,8 @@ SPLITS = {
             0.5,
             [
                 "9 of 10 rows rejected (90.0% > --max_error_rate 50.0%); top reasons: "
-                "b 3, d 3, c 2; see errors/"
+                "b 3, d 3, c 2; see errors/; to publish without them, rerun with "
+                "--max_error_rate 0.9"
             ],
         ),
         (
@@ -205,6 +208,20 @@ SPLITS = {
 def test_quality_gates(fields, max_error_rate, failures):
     """Each failure is one line the CLI prints before exiting 1; none means published."""
     assert quality_failures(_info(**fields), max_error_rate) == failures
+
+
+@pytest.mark.parametrize(
+    ("errors", "rows", "written"),
+    [(2, 63, "0.032"), (1, 100, "0.01"), (63, 63, "1"), (1, 3, "0.34"), (1, 10**7, "0.0000001")],
+)
+def test_the_rate_that_accepts_is_rounded_up_to_two_digits_and_passes_the_gate(
+    errors, rows, written
+):
+    """The gate compares floats; the value printed, parsed as the flag parses it, is never
+    under the rate, and never more than two significant digits above it."""
+    assert accepting_rate(errors, rows) == written
+    info = _info(rows_in=rows, errors=errors, records=rows - errors)
+    assert not any("rejected" in failure for failure in quality_failures(info, float(written)))
 
 
 def test_build_info_applies_the_gates_with_its_max_error_rate():

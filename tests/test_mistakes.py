@@ -58,6 +58,23 @@ def test_labels_that_mix_integer_ids_and_names_are_refused_in_one_line(tmp_path,
 
 
 @pytest.mark.parametrize("runner", sorted(RUNNERS))
+def test_a_mistake_found_at_start_up_leaves_a_new_or_empty_output_as_it_was(tmp_path, runner):
+    """A refused run left `versions/` behind (and the folders above it), so the folder looked
+    like a dataset that never published. A root that published keeps its layout."""
+    manifest = write_manifest(tmp_path / "m.csv", _mixed_rows(tmp_path))
+    new, empty, used = tmp_path / "new" / "deeper", tmp_path / "empty", tmp_path / "used"
+    empty.mkdir()
+    good = write_manifest(tmp_path / "good.csv", make_images(tmp_path, per_class=1))
+    assert command("convert", "--manifest", good, "--output", used).returncode == 0
+    before = sorted(path.name for path in used.iterdir())
+    for out in (new, empty, used):
+        done = command("convert", "--manifest", manifest, "--output", out, *RUNNERS[runner])
+        assert done.returncode == 2 and MIXED in done.stderr
+    assert not (tmp_path / "new").exists() and list(empty.iterdir()) == []
+    assert sorted(path.name for path in used.iterdir()) == before
+
+
+@pytest.mark.parametrize("runner", sorted(RUNNERS))
 def test_a_label_map_makes_every_label_a_name(tmp_path, runner):
     rows = _mixed_rows(tmp_path)
     manifest = write_manifest(tmp_path / "manifest.csv", rows)

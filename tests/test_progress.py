@@ -242,6 +242,32 @@ def test_without_a_terminal_the_last_line_is_the_elapsed_time(tmp_path, capsys):
     )
 
 
+def test_rejected_rows_are_done_but_not_counted_converted(tmp_path, capsys):
+    """The last line said `42 converted` of 42 rows, 2 of them rejected (an empty file and a
+    cut one): rejected rows are done, and said apart."""
+    rows = make_images(tmp_path, per_class=2)
+    (tmp_path / "images" / "empty.jpg").write_bytes(b"")
+    (tmp_path / "images" / "cut.jpg").write_bytes(
+        (tmp_path / rows[0]["image_uri"]).read_bytes()[:300]
+    )
+    rows += [
+        {"image_uri": f"images/{name}", "label": "coffee"} for name in ("empty.jpg", "cut.jpg")
+    ]
+    manifest = write_manifest(tmp_path / "m.csv", rows)
+    argv = ["convert", "--manifest", str(manifest), "--output", str(tmp_path / "out")]
+    assert main([*argv, "--max_error_rate", "0.5"]) == 0
+    (end,) = [line for line in capsys.readouterr().err.splitlines() if "done in" in line]
+    done = len(rows)
+    assert f"{done}/{done} images" in end and f"({done - 2} converted, 2 rejected, at " in end
+    progress = FolderProgress(str(tmp_path / "counts"))
+    os.mkdir(progress.folder)
+    count = progress.shard("train-00000-of-00001.tfrecord.0")
+    count.add(1)
+    count.add(1, rejected=1)
+    count.flush()
+    assert progress.counts() == (2, None) and progress.converted()[::2] == (1, 1)
+
+
 TWO_HARNESSES = arguments(
     "--runner FnApiRunner --direct_num_workers 2 --direct_running_mode multi_processing"
 )

@@ -83,6 +83,26 @@ def test_a_rollback_publishes_an_older_version_and_says_what_it_replaced(tmp_pat
     assert new.startswith("v000004-") and _versions(root) == sorted([*made, new])
 
 
+def test_to_previous_goes_back_a_version_at_a_time_on_a_root_numbered_from_any_number(
+    tmp_path, small, capsys
+):
+    """`--to previous`: the newest version numbered below the published one and published
+    once, so a second one goes further back (not forward to the version just replaced). The
+    README's `--to 1` failed on a root whose first kept version was not v000001."""
+    root = tmp_path / "root"
+    made = _runs(small, root, 4, "--keep_versions", "3")  # v000001 deleted: v2, v3, v4 kept
+    (root / VERSIONS / made[1] / MARKER).unlink()  # v2 incomplete now: passed over
+    assert _rollback(root, "previous", capsys) == (
+        EXIT_OK,
+        f"{root}: published {made[2]}, replacing {made[3]}",
+    )
+    status, said = _rollback(root, "previous", capsys)
+    assert status == EXIT_USER_ERROR
+    assert said.endswith(
+        f"keeps no complete version published before {made[2]}: nothing to roll back to"
+    )
+
+
 def test_retention_counts_versions_in_publication_order(tmp_path, small, capsys):
     root = tmp_path / "root"
     made = _runs(small, root, 3)

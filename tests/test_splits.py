@@ -37,6 +37,16 @@ def test_bad_split_specs_are_user_errors(text):
         parse_split_spec(text)
 
 
+def test_a_percentage_is_refused_saying_shares_are_fractions_and_which_one_was_meant():
+    """`--split train=80,validation=20` said only `bad or repeated entry 'train=80'`."""
+    with pytest.raises(UserError) as error:
+        parse_split_spec("train=80,validation=20")
+    assert str(error.value) == (
+        "--split: 'train=80': a share is a fraction of 1, not a percentage (shares sum to 1: "
+        "train=0.8, not train=80)"
+    )
+
+
 def test_a_split_name_is_at_most_64_characters_in_a_row_and_in_the_spec():
     """A split names files: 194 characters made a staged file's name too long for the file
     system, and the whole run failed with a traceback."""

@@ -22,12 +22,14 @@ _FLUSH_S = 0.25  # a shard's count is rewritten at most this often
 _TOTAL = "_total"
 _BEGAN = "_began"  # made when the first shard writer began: where conversion time starts
 _CARRIED = "carried-"  # the count of records a refresh carried, not converted
+_REJECTED = "rejected-"  # of a shard's rows counted done, those that became error rows
 
 
 class ShardCount:
-    """The rows one shard writer has converted (error rows included); this one tells no one."""
+    """The rows one shard writer has done, and of them those it rejected (error rows); this
+    one tells no one."""
 
-    def add(self, rows: int) -> None:
+    def add(self, rows: int, rejected: int = 0) -> None:
         pass
 
     def flush(self) -> None:
@@ -68,25 +70,30 @@ def _write_count(folder: str, name: str, count: int) -> None:
 class _FileCount(ShardCount):
     def __init__(self, folder: str, name: str):
         self._folder, self._name = folder, name
-        self._count = 0
+        self._count = self._rejected = 0
         self._last = 0.0
 
-    def add(self, rows: int) -> None:
+    def add(self, rows: int, rejected: int = 0) -> None:
         self._count += rows
+        self._rejected += rejected
         if time.monotonic() - self._last > _FLUSH_S:
             self.flush()
 
     def flush(self) -> None:
         self._last = time.monotonic()
+        if self._rejected:  # first: a row counted done is never missing from the rejected
+            _write_count(self._folder, _REJECTED + self._name, self._rejected)
         _write_count(self._folder, self._name, self._count)
 
 
 class Converted(NamedTuple):
-    """The rows shard writers converted (error rows included; records carried from a
-    published version are not), and the seconds from the first one's start to the last's end."""
+    """The rows shard writers converted into records and those they rejected (records carried
+    from a published version are neither), and the seconds from the first one's start to the
+    last's end."""
 
     rows: int
     seconds: float
+    rejected: int = 0
 
 
 @dataclass(frozen=True)
@@ -111,7 +118,7 @@ class FolderProgress(Progress):
         """(rows done, total rows or None while the manifests are still being read)."""
         counts = self._counts()
         total = counts.pop(_TOTAL, None)
-        return sum(counts.values()), total
+        return sum(n for name, n in counts.items() if not name.startswith(_REJECTED)), total
 
     def converted(self) -> Converted | None:
         """The rows the shard writers converted, over the time from the first one's start to
@@ -123,9 +130,11 @@ class FolderProgress(Progress):
             return None
         counts = self._counts()
         counts.pop(_TOTAL, None)
-        written = [name for name in counts if not name.startswith(_CARRIED)]
+        written = [name for name in counts if not name.startswith((_CARRIED, _REJECTED))]
+        rejected = sum(n for name, n in counts.items() if name.startswith(_REJECTED))
         times = (os.stat(os.path.join(self.folder, name)).st_mtime for name in written)
-        return Converted(sum(counts[name] for name in written), max(times, default=began) - began)
+        done = sum(counts[name] for name in written)
+        return Converted(done - rejected, max(times, default=began) - began, rejected)
 
     def _counts(self) -> dict[str, int]:
         counts = {}

@@ -1,20 +1,26 @@
-"""What a finished conversion says after its table, on stderr: warnings (labels from 0 for a
-reader that subtracts 1, a --label_offset integer labels ignore, a --split name no row fell in,
-a --num_shards split no row has, a shard count a refresh did not apply, shards left empty),
-why the version was not published, and a hint when image paths look written relative to the
-current folder, or with backslashes.
-All are read from the version the run wrote (its metadata, a bounded sample of its errors
-files), so they hold for every runner alike and change no byte of it.
+"""What a finished conversion says after its table, on stderr: that its version holds what the
+one before it held (pipeline/cli/unchanged.py), warnings (labels from 0 for a reader that
+subtracts 1, a --label_offset integer labels ignore, a --split name no row fell in, a
+--num_shards split no row has, a shard count a refresh did not apply, shards left empty, labels
+differing only in case or spaces), why the version was not published (naming its first
+rejected rows), and a hint when image paths look written relative to the current folder, or
+with backslashes.
+All are read from the version the run wrote (its metadata, labels.txt, a bounded sample of its
+errors files), so they hold for every runner alike and change no byte of it.
 """
 
-import io
-import json
+import itertools
 import os
 import re
 
+from tfrecord_pipeline.cli.rejected import error_rows, first_rejected
+from tfrecord_pipeline.cli.unchanged import unchanged_line
 from tfrecord_pipeline.config.presets import PRESETS, one_based_warning
+from tfrecord_pipeline.dataset.labels_file import label_names
 from tfrecord_pipeline.dataset.metadata import DatasetInfo
+from tfrecord_pipeline.dataset.versions import DatasetError
 from tfrecord_pipeline.transforms.errors import Reason
+from tfrecord_pipeline.transforms.manifest.labels import alike
 from tfrecord_pipeline.transforms.manifest.splits import parse_split_spec
 from tfrecord_pipeline.transforms.plan.sharding import (
     LEAST_INDEXED_RECORDS,
@@ -27,7 +33,6 @@ from tfrecord_pipeline.transforms.storage import fileio
 # any size costs a few stats; it is taken from the first error rows read, at most SCANNED_ROWS.
 SAMPLED_MISSING = 20
 SCANNED_ROWS = 2_000
-_READ_BYTES = 1 << 16
 _WHERE_IN_MANIFEST = re.compile(r"(@\d+|#\d+|#images\[\d+\])$")  # rows.py `record_source`
 
 
@@ -41,10 +46,34 @@ def closing_lines(info: DatasetInfo, folder: str, image_root: str | None, here: 
         *unused_shard_counts(info),
         *unapplied_shard_counts(info),
         *empty_shard_warnings(info),
+        alike_labels_warning(info, folder),
     ]
     failures = [f"tfrecord-pipeline: version not published: {text}" for text in info.failures]
+    rejected = first_rejected(info, folder)
     hint = missing_files_hint(info, folder, image_root, here)
-    return [line for line in (*warnings, *failures, hint) if line]
+    # The rows before the reason that counts them: a scheduler shows a command's last line.
+    lines = (unchanged_line(info, folder), *warnings, rejected, *failures, hint)
+    return [line for line in lines if line]
+
+
+def alike_labels_warning(info: DatasetInfo, folder: str) -> str | None:
+    """A line when label names differ only in case or spacing (`cat`, `Cat`): each is a class
+    of its own, as a case that means something needs (EMNIST's `a` and `A`), so they are kept
+    apart, and said. A labels.txt that cannot be read is verify's to report."""
+    if info.labels.get("kind") != "names":
+        return None
+    try:
+        groups = alike(label_names(folder, info))
+    except (DatasetError, *fileio.READ_ERRORS):
+        return None
+    if not groups:
+        return None
+    shown = "; ".join(" and ".join(repr(name) for name in group) for group in groups[:3])
+    more = f" (and {len(groups) - 3:,} more such groups)" if len(groups) > 3 else ""
+    return (
+        f"tfrecord-pipeline: warning: labels {shown}{more} differ only in case or spaces, so "
+        "each is a class of its own: if they name one class, write them one way"
+    )
 
 
 def unapplied_label_offset(info: DatasetInfo) -> str | None:
@@ -190,18 +219,9 @@ def _backslashed(sampled: list[dict]) -> str | None:
 def _missing_rows(folder: str, info: DatasetInfo) -> list[dict]:
     """Up to SAMPLED_MISSING `missing_file` rows of the version's errors files, among the first
     SCANNED_ROWS read."""
-    rows, scanned = [], 0
-    for error_file in info.error_files:
-        path = fileio.join(folder, error_file.file)
-        with io.BufferedReader(fileio.open_bytes(path, _READ_BYTES), _READ_BYTES) as stream:
-            for line in stream:
-                scanned += 1
-                row = json.loads(line)
-                if row["reason"] == Reason.MISSING_FILE:
-                    rows.append(row)
-                if len(rows) == SAMPLED_MISSING or scanned == SCANNED_ROWS:
-                    return rows
-    return rows
+    scanned = itertools.islice(error_rows(folder, info), SCANNED_ROWS)
+    missing = (row for row in scanned if row["reason"] == Reason.MISSING_FILE)
+    return list(itertools.islice(missing, SAMPLED_MISSING))
 
 
 def _base(row: dict, image_root: str | None) -> str:

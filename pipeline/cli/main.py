@@ -19,7 +19,7 @@ from tfrecord_pipeline.cli.summary import format_counters, format_summary
 from tfrecord_pipeline.config.arguments import UserErrorParser, parse_args
 from tfrecord_pipeline.config.conversion import Conversion, prepare
 from tfrecord_pipeline.dataset import claims, publish, run_keys
-from tfrecord_pipeline.dataset.commit import read_info
+from tfrecord_pipeline.dataset.commit import read_info, unmade_on_mistake
 from tfrecord_pipeline.runners.convert import convert_prepared
 from tfrecord_pipeline.transforms.errors import UserError
 from tfrecord_pipeline.transforms.local.pool import fork_workers
@@ -79,7 +79,7 @@ def _on_dataflow(conversion: Conversion) -> int:
     target = publish.start(conversion.options.output)
     if repeated := run_keys.published_before(target, conversion.options.run_key):  # retried
         return _finish(*repeated, conversion.options.image_root)
-    with claims.claimed(target.root, target.version, detached=True):  # for the job's lifetime
+    with unmade_on_mistake(target), claims.claimed(target.root, target.version, detached=True):
         result = launch(conversion, target)
     print(job_line(result, conversion.beam_args))
     if not conversion.options.wait or not hasattr(result, "job_id"):
@@ -176,7 +176,12 @@ def _rollback(argv: list[str]) -> int:
 
     parser = UserErrorParser(prog="tfrecord-pipeline rollback", allow_abbrev=False)
     parser.add_argument("root", help="a dataset root (local or gs://)")
-    parser.add_argument("--to", required=True, help="the version to publish: name or number")
+    parser.add_argument(
+        "--to",
+        required=True,
+        help="the version to publish: its name, its number, or 'previous' (the newest version "
+        "numbered before the published one)",
+    )
     args = parser.parse_args(argv)
 
     def run() -> int:

@@ -41,8 +41,9 @@ INPUT_OUTPUT = grouped(
            value="DIR", said="the manifest's folder",
            scope=RUN),  # a path, as the manifests' are: moving the images changes no record
     Option("--split", TEXT, None,
-           "split for rows without a `split` value, from a hash of the key; with neither, rows "
-           "are `train`", value="train=0.9,validation=0.1",
+           "split for rows without a `split` value, from a hash of the key: each share a fraction "
+           "of 1, the shares summing to 1 (not percentages); with neither, rows are `train`",
+           value="train=0.9,validation=0.1",
            brief="split rows without one by key hash"),
     Option("--label_map", TEXT, None,
            "pin label ids to a `labels.txt` (one name per line, id = line number + offset); a "

@@ -39,17 +39,18 @@ def claimed(root: str, version: str, detached: bool = False):
     (a Dataflow job's), a lease of DETACHED_SECONDS left for the job's lifetime."""
     path = claim_path(root, version)
     if fileio.is_remote(root):
-        if detached:
-            leases.take(path, DETACHED_SECONDS)
-            yield
+        if not detached:
+            with leases.held(path):
+                yield
             return
-        with leases.held(path):
+        leases.take(path, DETACHED_SECONDS)
+        try:
             yield
+        except BaseException:  # the job was never submitted: nothing to hold for it
+            drop(root, version)
+            raise
         return
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    # Open to be locked, never written: a file open for writing would keep its file system
-    # from being remounted read-only under a run (tests/test_faults.py does so).
-    descriptor = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    descriptor = _created(path)
     try:
         fcntl.flock(descriptor, fcntl.LOCK_SH)
         yield
@@ -57,6 +58,18 @@ def claimed(root: str, version: str, detached: bool = False):
         with contextlib.suppress(OSError):  # gone, or its file system failing: a later clean-up's
             os.remove(path)
         os.close(descriptor)
+
+
+def _created(path: str) -> int:
+    """The local claim file, opened to be locked, never written (a file open for writing would
+    keep its file system from being remounted read-only under the run), in a `_staging/` a run
+    stopped by a mistake may be removing meanwhile (then made again: layout.unmake_layout)."""
+    while True:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        try:
+            return os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except FileNotFoundError:
+            continue
 
 
 def is_live(root: str, version: str) -> bool:

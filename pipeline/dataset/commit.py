@@ -10,7 +10,7 @@ import contextlib
 from typing import NamedTuple
 
 from tfrecord_pipeline.dataset import publish, versions
-from tfrecord_pipeline.dataset.layout import delete_folder
+from tfrecord_pipeline.dataset.layout import delete_folder, unmake_layout
 from tfrecord_pipeline.dataset.metadata import INFO_FILE, DatasetInfo, build_info
 from tfrecord_pipeline.dataset.previous import base_lost
 from tfrecord_pipeline.dataset.retention import clean_up
@@ -50,13 +50,15 @@ def cleaned_up_on_failure(target: publish.Target):
     """Around a run: when it fails, its own staging and version folders are deleted where the
     failure allows. If another run published meanwhile, that is the failure raised (not what
     followed from it, such as this run's base version deleted by that run's retention,
-    pipeline/dataset/retention.py). Any other UserError comes before
-    any work: nothing to delete. Whether another run published is asked even when the deletion
+    pipeline/dataset/retention.py). Any other UserError comes before any work: nothing to
+    delete but the layout the run made in a new or empty --output, which is left as it was.
+    Whether another run published is asked even when the deletion
     fails (the store failing, say): the loss is the failure to tell."""
     try:
         yield
     except BaseException as error:
         if isinstance(error, UserError) and not base_lost(target):
+            unmade(target)
             raise
         with contextlib.suppress(Exception):  # the failure may well stop it too
             publish.discard(target)
@@ -66,6 +68,24 @@ def cleaned_up_on_failure(target: publish.Target):
                 other = publish.published_since(target)
         if other and not isinstance(error, publish.SupersededError):
             raise publish.superseded(target, other.version) from error
+        raise
+
+
+def unmade(target: publish.Target) -> None:
+    """After a mistake found before any work: the layout `target`'s run made in a new or empty
+    --output undone, where nothing else has been written there (layout.py unmake_layout)."""
+    with contextlib.suppress(Exception):  # the mistake is what to tell, not this
+        unmake_layout(target.root, target.made)
+
+
+@contextlib.contextmanager
+def unmade_on_mistake(target: publish.Target):
+    """Around a run's start-up on a remote runner (its job built and submitted): a UserError
+    leaves a new or empty --output as it was."""
+    try:
+        yield
+    except UserError:
+        unmade(target)
         raise
 
 

@@ -32,15 +32,38 @@ _FILES = (POINTER,)
 _FOLDERS = (VERSIONS, STAGING, PUBLISHED)
 
 
-def make_layout(root: str) -> None:
+def make_layout(root: str) -> tuple[str, ...]:
     """The `versions/` folder, before any staging: a folder is a dataset by its layout alone,
     so a first run killed early leaves a dataset its rerun recognises. On a store, an empty
-    placeholder object stands for the folder, as the console makes one."""
+    placeholder object stands for the folder, as the console makes one. Returns what it made,
+    the deepest first (`versions/`, then the root and its parents when they were not there),
+    for `unmake_layout`."""
     folder = fileio.join(root, VERSIONS)
-    if not fileio.is_remote(root):
-        os.makedirs(folder, exist_ok=True)
+    if fileio.is_remote(root):
+        gcs.write(folder + "/", b"")
+        return (folder + "/",)
+    made, missing = [folder], os.path.abspath(root)
+    while not os.path.exists(missing):
+        made.append(missing)
+        missing = os.path.dirname(missing)
+    os.makedirs(folder, exist_ok=True)
+    return tuple(made)
+
+
+def unmake_layout(root: str, made: tuple[str, ...]) -> None:
+    """Undo `make_layout` for a run that stopped at a mistake before it wrote anything else:
+    a new or empty --output is left as it was. Only what is still empty goes (a folder by
+    rmdir, which refuses one that holds anything; the store's placeholder only while the root
+    holds nothing else), so a run that started into the same root meanwhile loses nothing."""
+    if not made:
         return
-    gcs.write(folder + "/", b"")
+    if fileio.is_remote(root):
+        if fileio.names_in(root) == [VERSIONS]:
+            fileio.delete(list(made))
+        return
+    for folder in (fileio.join(root, STAGING), *made):  # staging: left empty by some runs
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
 
 
 def refuse_foreign(root: str, names: list[str]) -> None:

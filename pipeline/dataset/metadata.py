@@ -10,7 +10,10 @@ two runs of the same conversion write the same bytes here too.
 import dataclasses
 import hashlib
 import json
+import math
 from collections import Counter
+from decimal import Decimal
+from fractions import Fraction
 
 from tfrecord_pipeline.transforms.manifest.labels import LabelMap
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
@@ -134,6 +137,19 @@ def _split_info(name: str, results: list[ShardResult], errors: int) -> SplitInfo
     )
 
 
+def accepting_rate(errors: int, rows: int) -> str:
+    """The --max_error_rate, as written, that accepts `errors` of `rows`: the rate rounded up
+    to two significant digits (2 of 63, 3.17%, gives 0.032), so it is short to type and lets
+    the same rows through, not many more. Exact (fractions, not floats): the float the flag
+    parses to is never under the rate the gate computes."""
+    rate = Fraction(errors, rows)
+    digits = 1
+    while rate * 10**digits < 10:
+        digits += 1
+    rounded = Fraction(math.ceil(rate * 10**digits), 10**digits)
+    return f"{Decimal(rounded.numerator) / Decimal(rounded.denominator):f}"
+
+
 def quality_failures(info: DatasetInfo, max_error_rate: float) -> list[str]:
     """Reasons not to commit: too many rejected rows, or a split with no examples."""
     failures = []
@@ -142,7 +158,8 @@ def quality_failures(info: DatasetInfo, max_error_rate: float) -> list[str]:
         top = ", ".join(f"{r} {n}" for r, n in Counter(info.errors_by_reason).most_common(3))
         failures.append(
             f"{info.errors} of {info.rows_in} rows rejected ({rate:.1%} > --max_error_rate "
-            f"{max_error_rate:.1%}); top reasons: {top}; see {ERRORS_DIR}/"
+            f"{max_error_rate:.1%}); top reasons: {top}; see {ERRORS_DIR}/; to publish "
+            f"without them, rerun with --max_error_rate {accepting_rate(info.errors, info.rows_in)}"
         )
     if not info.records:
         failures.append("no records were written")

@@ -61,6 +61,7 @@ class Target:
     base: Pointer | None  # the version published when the run started; None for the first
     serial: int = 0  # the last publication recorded then (pipeline/dataset/history.py)
     highest: int = 0  # the highest version number then
+    made: tuple[str, ...] = ()  # the layout this run made (layout.py make_layout), if any
 
     @property
     def folder(self) -> str:
@@ -84,14 +85,13 @@ def start(root: str) -> Target:
         base, _ = read_pointer(root)
         records = history.read_records(root)
         highest = history.highest_number(root, records, base)
-        if VERSIONS not in names:
-            make_layout(root)
+        made = make_layout(root) if VERSIONS not in names else ()
     except fileio.UNAVAILABLE:
         raise  # the service's failure, not the output's: a fault
     except fileio.READ_ERRORS as error:
         raise UserError(f"--output {root}: cannot write there ({error})") from None
     version = f"v{highest + 1:06d}-{os.urandom(4).hex()}"
-    return Target(root, version, base, history.last_serial(records), highest)
+    return Target(root, version, base, history.last_serial(records), highest, made)
 
 
 def read_pointer(root: str) -> tuple[Pointer | None, int]:

@@ -36,6 +36,8 @@ from tfrecord_pipeline.transforms.errors import UserError
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.storage.file_checks import check_shards
 
+PREVIOUS = "previous"  # --to previous: the version before the published one
+
 
 class RolledBack(NamedTuple):
     """What a rollback published, and the pointer it replaced."""
@@ -50,10 +52,11 @@ class RolledBack(NamedTuple):
 
 
 def rollback(root: str, version: str) -> RolledBack:
-    """Publish `version` (its full name, or its number when one version has it) of the dataset
-    at `root` again; UserError for a root that is not a dataset or a version it cannot publish,
-    SupersededError if another publication came first, or changed the dataset while the version
-    was checked (its retention deleting it, say)."""
+    """Publish `version` (its full name, its number when one version has it, or PREVIOUS: the
+    newest version before the published one) of the dataset at `root` again; UserError for a
+    root that is not a dataset or a version it cannot publish, SupersededError if another
+    publication came first, or changed the dataset while the version was checked (its
+    retention deleting it, say)."""
     root = root.rstrip("/")
     current, records = _published(root)
     try:
@@ -75,7 +78,7 @@ def _publishable(
     published already, else once it is found complete, published before (when `records` say
     what was) and every file its metadata names is what the metadata says (`verify`'s check);
     DatasetError or UserError, one line, if not."""
-    name = _named(root, version)
+    name = _previous(root, current, records) if version == PREVIOUS else _named(root, version)
     folder = fileio.join(root, VERSIONS, name)
     if not is_complete(root, name):
         raise DatasetError(f"{folder} is not complete (no {MARKER}): it cannot be published")
@@ -147,6 +150,27 @@ def _published(root: str) -> tuple[Pointer, list[history.Record]]:
     if current is None:
         raise UserError(f"{root} is not a dataset root: it holds no {POINTER} (nothing published)")
     return current, records
+
+
+def _previous(root: str, current: Pointer, records: list[history.Record]) -> str:
+    """The version `--to previous` names: the newest complete one numbered below the published
+    one, published once (when `records` say what was). By number, not by the order of
+    publications: after a rollback, `previous` goes further back, never forward to the version
+    rolled back from."""
+    published = {record.version for record in records}
+    below = [
+        name
+        for name in folders_in(root, VERSIONS)
+        if sequence(name) < sequence(current.version)
+        and (not records or name in published)
+        and is_complete(root, name)
+    ]
+    if not below:
+        raise DatasetError(
+            f"{root} keeps no complete version published before {current.version}: nothing "
+            "to roll back to"
+        )
+    return max(below, key=lambda name: (sequence(name), name))
 
 
 def _named(root: str, version: str) -> str:

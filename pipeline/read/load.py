@@ -6,6 +6,7 @@ only, when `load` runs; the conversion path never imports this module.
 """
 
 import json
+from typing import NamedTuple
 
 from tfrecord_pipeline.dataset.metadata import label_count
 from tfrecord_pipeline.dataset.versions import DatasetError, resolve
@@ -67,18 +68,25 @@ def parsing_spec(tf, info: dict) -> dict:
     }
 
 
-def num_classes(info: dict) -> int:
-    """How long a multi-hot vector of the dataset's labels is: the largest label id + 1."""
+def num_classes(info: dict) -> int | None:
+    """How many classes the dataset's label ids index: the largest id + 1 (with names, the
+    --label_offset + their count), which is the width of a classifier's last layer and of a
+    multi-hot vector. None for integer ids that cannot index one (negative, or over 2^20)."""
     labels = info["labels"]
     if labels["kind"] == "names":
         return labels["offset"] + label_count(labels)
     ids = [int(name) for name in labels["names"]]
     if ids and (min(ids) < 0 or max(ids) >= 1 << 20):
-        raise ValueError(
-            f"integer labels {min(ids)}..{max(ids)} cannot index a multi-hot vector; "
-            "load with with_features=True and map the ids yourself"
-        )
+        return None
     return max(ids, default=-1) + 1
+
+
+class LoadInfo(NamedTuple):
+    """What `load(..., with_info=True)` read, of the one version its dataset reads."""
+
+    folder: str  # the version's folder (LATEST resolved once)
+    num_classes: int | None  # label ids are 0 .. num_classes - 1 (None: see num_classes())
+    examples: int  # records in this host's share of the split
 
 
 def is_detection(info: dict) -> bool:
@@ -104,6 +112,11 @@ def _parse_and_decode(tf, info: dict, image_size, channels: int | None, with_fea
     multi_hot = LABEL_KEY in info.get("list_features", ()) and not with_features
     detection = is_detection(info)
     depth = num_classes(info) if multi_hot else 0
+    if depth is None:
+        raise ValueError(
+            "integer labels cannot index a multi-hot vector (negative, or over 2^20); "
+            "load with with_features=True and map the ids yourself"
+        )
     channels = channels or (1 if info["options"].get("channels") == 1 else 3)
 
     def parse(record):
@@ -135,10 +148,11 @@ def load(
     shuffle_buffer: int = 10_000,
     num_hosts: int = 1,
     host_index: int = 0,
-    drop_remainder: bool = True,
+    drop_remainder: bool | None = None,
     with_features: bool = False,
     channels: int | None = None,
     seed: int | None = None,
+    with_info: bool = False,
 ):
     """A tf.data.Dataset of `(image, label)` (or the full feature dict plus "image"). With
     several labels an image (--multi_label) the label is a float32 multi-hot vector as long as
@@ -156,11 +170,15 @@ def load(
       shuffle_buffer: examples in the shuffle buffer; 0 reads in file order, deterministically.
       num_hosts, host_index: read only this host's share of the shard files (file-level
         sharding, as TPU pod slices do); needs at least `num_hosts` shards.
-      drop_remainder: drop a last partial batch (static shapes for TPU).
+      drop_remainder: drop a last partial batch (static shapes for TPU). Default: on for the
+        "train" split only; another split (validation, test) keeps it, so a split smaller than
+        a batch is not empty and every example is evaluated.
       with_features: return every recorded feature, with the decoded image under "image";
         a list feature is a 1-D tensor of its values, batched as a tf.RaggedTensor.
       channels: decode to this many channels (default: what the dataset stores).
       seed: shuffle seed, for reproducible order.
+      with_info: return `(dataset, LoadInfo)`: the version read and its `num_classes`, the
+        width a classifier's last layer needs (`keras.layers.Dense(info.num_classes)`).
     """
     tf = _tf()
     published = resolve(output, _gfile_reader(tf))  # once: a later publication changes nothing
@@ -175,6 +193,8 @@ def load(
     shards = shards[host_index::num_hosts]
     files = [f"{output}/{shard['file']}" for shard in shards]
     shuffle = shuffle_buffer > 0
+    if drop_remainder is None:
+        drop_remainder = split == "train"
 
     dataset = tf.data.Dataset.from_tensor_slices(files)
     if shuffle:
@@ -198,4 +218,5 @@ def load(
         dataset = dataset.ragged_batch(batch_size, drop_remainder=drop_remainder)
     elif batch_size is not None:
         dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
-    return dataset.prefetch(tf.data.AUTOTUNE)
+    dataset = dataset.prefetch(tf.data.AUTOTUNE)
+    return (dataset, LoadInfo(output, num_classes(info), records)) if with_info else dataset

@@ -55,7 +55,7 @@ def convert_prepared(conversion: Conversion, test_pipeline=None) -> Converted:
     # The one place a run gets a bar: on this machine, for a person (not a test pipeline).
     shown = conversion.options.progress and conversion.runner.here and test_pipeline is None
     watch = ProgressBar() if shown else UNWATCHED
-    with claimed(target.root, target.version), cleaned_up_on_failure(target):
+    with cleaned_up_on_failure(target), claimed(target.root, target.version):
         if conversion.runner == LOCAL:
             return Converted(convert_here(conversion, target, watch), target.folder)
         from tfrecord_pipeline.runners.beam_pipeline import launch

@@ -173,6 +173,20 @@ def _integers(labels: Iterable[str]) -> set[str]:
     return {label for label in labels if is_integer_label(label) and fits_int64(label)}
 
 
+def spelling(label: str) -> str:
+    """What a label says, whatever its case and spacing: `Cat`, `cat` and `CAT` spell one."""
+    return " ".join(label.split()).casefold()
+
+
+def alike(names: Iterable[str]) -> list[tuple[str, ...]]:
+    """The groups of distinct names that differ only in case or spacing, each sorted, in
+    sorted order: each is several classes, which a typo makes as easily as a meaning."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(spelling(name), []).append(name)
+    return sorted(tuple(sorted(group)) for group in groups.values() if len(group) > 1)
+
+
 def parse_label_map(text: str, offset: int = 0, max_labels: int = MAX_LABELS) -> LabelMap:
     """Read a `labels.txt` (one name per line, id = line number + offset), held to the bounds
     a manifest's labels are: at most `max_labels` names of at most MAX_LABEL_BYTES each."""

@@ -23,7 +23,8 @@ class SplitSpec(NamedTuple):
 
 
 def parse_split_spec(text: str) -> SplitSpec:
-    """Parse `train=0.9,validation=0.1`; fractions must be positive and sum to 1."""
+    """Parse `train=0.9,validation=0.1`; fractions must be positive and sum to 1. A share over 1
+    is refused as what it most likely is, a percentage (`train=80`), with the fraction meant."""
     names, bounds, total = [], [], 0.0
     for part in text.split(","):
         name, sep, fraction = part.strip().partition("=")
@@ -36,13 +37,18 @@ def parse_split_spec(text: str) -> SplitSpec:
             value = float(fraction)
         except ValueError:
             raise UserError(f"--split: {fraction!r} is not a number") from None
-        if not 0 < value <= 1 or name in names:
+        if value > 1:
+            raise UserError(
+                f"--split: {part.strip()!r}: a share is a fraction of 1, not a percentage "
+                f"(shares sum to 1: {name}={value / 100:g}, not {name}={fraction.strip()})"
+            )
+        if not value > 0 or name in names:
             raise UserError(f"--split: bad or repeated entry {part!r}")
         total += value
         names.append(name)
         bounds.append(total)
     if abs(total - 1.0) > 1e-6:
-        raise UserError(f"--split: fractions sum to {total:g}, not 1")
+        raise UserError(f"--split: fractions sum to {total:g}, not 1 (train=0.9,validation=0.1)")
     bounds[-1] = 1.0
     return SplitSpec(tuple(names), tuple(bounds))
 

@@ -201,7 +201,7 @@ def write_shard(
         items = with_runs(ordered_unique(rows, shard.count), config.max_file_bytes)
         converted = ordered_map(pool, convert, items, in_flight)
         for item, record, label_ids, digest, dropped in converted:
-            count.add(1)
+            count.add(1, rejected=int(record is None))
             if record is None:
                 yield item
                 continue
