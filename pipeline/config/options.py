@@ -89,8 +89,10 @@ class _Options:
         )
 
     def shard_format(self) -> ShardFormat:
+        """The shards' format; a preset's extensionless names are for its readers' TFRecords."""
         preset = PRESETS.get(self.preset or "")
-        return ShardFormat(self.file_format, self.compression, not preset or preset.extension)
+        extension = not preset or preset.extension or self.file_format != "tfrecord"
+        return ShardFormat(self.file_format, self.compression, extension)
 
     @property
     def max_file_bytes(self) -> int:
