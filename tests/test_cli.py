@@ -41,6 +41,7 @@ def _fail(capsys, *argv):
         ([*CONVERT, *["--feature", "w:int64"] * 2], "twice"),
         ([*CONVERT, "--label_map", "no"], "--label_map"),
         ([*CONVERT, "--max_scans", "0"], "--max_scans"),
+        ([*CONVERT, "--validate", "full"], "'full' is no longer a value: it did what 'scans' does"),
         ([*CONVERT, "--max_decode_mb", "0"], "--max_decode"),
         (["convert", "--manifest", "{bad}", "--output", "o"], "missing column"),
         ([*CONVERT, "--processes", "2", *DATAFLOW], "--processes is for local runs"),

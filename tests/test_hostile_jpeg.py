@@ -49,7 +49,7 @@ def _run(*argv: str) -> subprocess.CompletedProcess:
     return command(*argv, timeout=600)
 
 
-@pytest.mark.parametrize("validate", ["scans", "pixels", "structural", "full"])
+@pytest.mark.parametrize("validate", ["scans", "pixels"])
 def test_a_jpeg_cut_short_is_an_error_row_however_it_ends(tmp_path, validate):
     rows = [{"image_uri": "sound.jpg", "label": "a"}]
     (tmp_path / "sound.jpg").write_bytes(ROCKET)

@@ -45,8 +45,7 @@ WORK = grouped(
            "also decodes every scan with libjpeg in strict mode at 1/8 scale (every coefficient "
            "read, few pixels made), refusing a JPEG it warns about, such as one whose scan data "
            "is corrupt or ends early; `pixels` decodes it strictly at full size, in its own "
-           "colours, as `tf.io.decode_jpeg` will at training. `structural` and `full` are older "
-           "names of `scans`", value="|".join(VALIDATE_LEVELS)),
+           "colours, as `tf.io.decode_jpeg` will at training", value="|".join(VALIDATE_LEVELS)),
     Option("--channels", INT, _IMAGE.channels, "channels of stored images",
            Check(lambda n: n in (1, 3), "must be 1 or 3"), value="1|3"),
     Option("--jpeg_quality", INT, _IMAGE.jpeg_quality, "quality when an image has to be "

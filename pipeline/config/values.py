@@ -53,10 +53,20 @@ REPEATED = Kind({"action": "append"}, list[str])  # the flag given again for eac
 
 
 def choice(names, spellings: Mapping[str, str] | None = None) -> Kind:
-    """One of `names`; an older spelling in `spellings` is read as the name it maps to."""
+    """One of `names`. An older spelling (`spellings`, old: new) is refused, saying what it is
+    now, so no two values do the same; a version recorded with one still reads as the name it
+    maps to (pipeline/config/options.py `normalised`)."""
     names, spellings = tuple(names), dict(spellings or {})
-    accepted = (*names, *spellings)
-    return Kind({"choices": accepted}, str, f"^({'|'.join(accepted)})$", names, spellings)
+
+    def named(text: str) -> str:
+        if text in spellings:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is no longer a value: it did what {spellings[text]!r} does, so say "
+                f"{spellings[text]} (choose from {', '.join(names)})"
+            )
+        return text
+
+    return Kind({"choices": names, "type": named}, str, f"^({'|'.join(names)})$", names, spellings)
 
 
 class Check(NamedTuple):
