@@ -119,7 +119,7 @@ def test_a_pathlib_root_is_read_as_its_string(sample):
 def test_with_info_gives_the_number_of_classes_a_classifier_needs(tmp_path, offset, classes):
     """Seven labels: the README's model once hard-coded Dense(5), and Keras refused label 6
     ("outside the valid range of [0, 5)"); info.num_classes is the width that takes every id."""
-    import keras
+    from tensorflow import keras
 
     from tfrecord_pipeline.runners.convert import run
 
