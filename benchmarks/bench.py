@@ -145,18 +145,19 @@ def ratio(results: dict, a: str, b: str) -> float | None:
     return round(results[a]["images_per_s"] / results[b]["images_per_s"], 2)
 
 
-def run_all(count: int, repeats: int, chosen: tuple[str, ...] = tuple(RUNS)) -> dict:
+def run_all(count: int, repeats: int, chosen: tuple[str, ...] = ()) -> dict:
+    """Every run (or those `chosen`), round after round, and the ratios."""
     corpus_root = Path(os.environ.get("CORPUS_DIR", tempfile.gettempdir()))
     for package in ("pipeline", "transforms"):  # compiled as `pip install` would: with
         # PYTHONDONTWRITEBYTECODE set, an editable checkout recompiles every module per process
         compileall.compile_dir(str(HERE.parent / package), quiet=1)
     manifest = str(make_corpus(corpus_root / f"tfrp-corpus-{count}", count))
-    runs = {name: RUNS[name] for name in chosen}
+    runs = {name: RUNS[name] for name in chosen or RUNS}
     skipped = {name: reason for name, run in runs.items() if (reason := skip_reason(run))}
     samples: dict[str, list[dict]] = {name: [] for name in runs if name not in skipped}
     for round_number in range(1, repeats + 1):
         for name in samples:
-            measured = measure(RUNS[name], manifest, count)
+            measured = measure(runs[name], manifest, count)
             samples[name].append(measured)
             print(
                 f"round {round_number}  {name:22s} {count / measured['seconds']:9.1f} img/s  "
