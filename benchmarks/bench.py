@@ -1,5 +1,6 @@
 """The converter beside its peers, on one corpus, in one sitting: `make bench` (N=2000) or
-`python benchmarks/bench.py 20000`.
+`python benchmarks/bench.py 20000`, or only some runs: `python benchmarks/bench.py 200000
+"6 converter,5 checked floor"` (written to results/partial-bench-N.json).
 
 Each run is a whole process (start-up included) measured by measure.py. Every run is repeated
 (BENCH_REPEATS, default 3) in rounds, all runs once per round, so a slow spell of a shared
@@ -71,6 +72,9 @@ RUNS = {
     "4 turbo + vips resize": peer("turbo_vips"),
     "5 Pillow validate": peer("pillow_validate"),
     "5 validation floor": peer("validation_floor"),
+    "5 checked floor": Run(
+        lambda m, o: [PYTHON, str(HERE / "checked_floor.py"), m, o], "*.tfrecord"
+    ),
     "6 converter": converter(),
     "7 full, 1 worker": converter("--validate", "pixels", *ONE_WORKER),
     "7 full, 2 workers": converter("--validate", "pixels", *TWO_WORKERS),
@@ -84,6 +88,7 @@ RUNS = {
 # (label, numerator run, denominator run, target)
 TARGETS = (
     ("converter / copy floor", "6 converter", "1 copy floor", 0.75),
+    ("converter / checked floor", "6 converter", "5 checked floor", 0.85),
     ("converter / TF loop", "6 converter", "2 TF loop", 1.5),
     ("converter / Beam tutorial", "6 converter", "3 Beam tutorial", 10.0),
     ("full validate 1 worker / Pillow validate", "7 full, 1 worker", "5 Pillow validate", 1.25),
@@ -134,23 +139,25 @@ def measure(run: Run, manifest: str, count: int) -> dict:
 
 
 def ratio(results: dict, a: str, b: str) -> float | None:
-    """a's images/s over b's; None when either was skipped."""
-    if "skipped" in results[a] or "skipped" in results[b]:
+    """a's images/s over b's; None when either was skipped or not run."""
+    if any(name not in results or "skipped" in results[name] for name in (a, b)):
         return None
     return round(results[a]["images_per_s"] / results[b]["images_per_s"], 2)
 
 
-def run_all(count: int, repeats: int) -> dict:
+def run_all(count: int, repeats: int, chosen: tuple[str, ...] = ()) -> dict:
+    """Every run (or those `chosen`), round after round, and the ratios."""
     corpus_root = Path(os.environ.get("CORPUS_DIR", tempfile.gettempdir()))
     for package in ("pipeline", "transforms"):  # compiled as `pip install` would: with
         # PYTHONDONTWRITEBYTECODE set, an editable checkout recompiles every module per process
         compileall.compile_dir(str(HERE.parent / package), quiet=1)
     manifest = str(make_corpus(corpus_root / f"tfrp-corpus-{count}", count))
-    skipped = {name: reason for name, run in RUNS.items() if (reason := skip_reason(run))}
-    samples: dict[str, list[dict]] = {name: [] for name in RUNS if name not in skipped}
+    runs = {name: RUNS[name] for name in chosen or RUNS}
+    skipped = {name: reason for name, run in runs.items() if (reason := skip_reason(run))}
+    samples: dict[str, list[dict]] = {name: [] for name in runs if name not in skipped}
     for round_number in range(1, repeats + 1):
         for name in samples:
-            measured = measure(RUNS[name], manifest, count)
+            measured = measure(runs[name], manifest, count)
             samples[name].append(measured)
             print(
                 f"round {round_number}  {name:22s} {count / measured['seconds']:9.1f} img/s  "
@@ -159,7 +166,7 @@ def run_all(count: int, repeats: int) -> dict:
             )
     results = {
         name: {"skipped": skipped[name]} if name in skipped else summarise(samples[name], count)
-        for name in RUNS
+        for name in runs
     }
     ratios = [
         {"ratio": label, "value": ratio(results, a, b), "target": target}
@@ -239,7 +246,10 @@ if __name__ == "__main__":
         print(markdown_table([json.loads(path.read_text()) for path in files]))
         sys.exit(0)
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
-    report = run_all(count, int(os.environ.get("BENCH_REPEATS", "3")))
+    chosen = tuple(sys.argv[2].split(",")) if len(sys.argv) > 2 else tuple(RUNS)
+    if not set(chosen) <= set(RUNS):
+        raise SystemExit(f"runs: some of {','.join(RUNS)}")
+    report = run_all(count, int(os.environ.get("BENCH_REPEATS", "3")), chosen)
     for name, result in report["runs"].items():
         if "skipped" in result:
             print(f"{name:22s} skipped: {result['skipped']}", flush=True)
@@ -257,6 +267,9 @@ if __name__ == "__main__":
         print(f"{mark} {ratio['ratio']:45s} {ratio['value']:6.2f}  (target {ratio['target']})")
     results = HERE / "results"
     results.mkdir(exist_ok=True)
-    (results / f"bench-{count}.json").write_text(json.dumps(report, indent=2) + "\n")
-    write_chart(report, results / f"bench-{count}.png")
-    print(f"wrote {results}/bench-{count}.json and .png")
+    whole = chosen == tuple(RUNS)  # some runs never replace the file of a whole sitting
+    written = results / (f"bench-{count}" if whole else f"partial-bench-{count}")
+    written.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
+    if whole:
+        write_chart(report, written.with_suffix(".png"))
+    print(f"wrote {written}.json" + (" and .png" if whole else ""))

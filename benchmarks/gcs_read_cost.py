@@ -18,6 +18,9 @@ both:
              reading on THREADS threads like every reader here: CPU is compared at one
              concurrency. (By default a writer runs ~100 threads a core, sized for 40 ms
              requests: benchmarks/reads_in_flight.py measures those.)
+  convert-defaults  the same conversion with the converter's defaults, as a user runs it:
+             the local runner, its own processes and threads (~100 a core at 0 ms here,
+             where the threads contend for the GIL instead of waiting out a latency);
 and, on 16 threads each:
   converter  `transforms.storage.gcs.read(path, max_bytes)`, what convert reads an image with;
   floor      pyarrow's C++ client (`pyarrow.fs.GcsFileSystem`), each object's SHA-256 and
@@ -57,7 +60,9 @@ from writer_cpu import CLI, CONVERT, ENGINES, records_of, tree_cpu
 HERE = Path(__file__).resolve().parent
 READERS = ("converter", "floor", "floor_checked", "gcs", "beam")
 FLOORS = ("floor", "floor_checked")
-CONVERSIONS = tuple(f"convert-{engine}" for engine in ENGINES)
+# Each engine's conversion at the readers' THREADS, and the command as a user runs it: no flag
+# beyond the output's (its own processes, and threads sized for Cloud Storage's latency).
+CONVERSIONS = (*(f"convert-{engine}" for engine in ENGINES), "convert-defaults")
 TARGET = 1.5  # a conversion's CPU per gs:// image over the checked floor's, at most
 THREADS = 16
 SMALL_SHARE = 4  # the small run reads the first 1/SMALL_SHARE of the objects
@@ -139,24 +144,26 @@ def child(reader: str, listing: str, count: int) -> None:
 def run_cpu(reader: str, listing: Path, count: int, env: dict) -> dict:
     """CPU seconds and wall seconds of one fresh process reading `count` objects, or of one
     conversion of the manifest of the first `count`."""
+    if reader == "convert-defaults":
+        return convert_cpu([], count, env)
     if reader in CONVERSIONS:
-        return convert_cpu(ENGINES[reader.removeprefix("convert-")], count, env)
+        threads = ["--threads", str(THREADS)]  # the readers' concurrency (module docstring)
+        return convert_cpu([*ENGINES[reader.removeprefix("convert-")], *threads], count, env)
     command = [sys.executable, __file__, "--child", reader, str(listing), str(count)]
     cpu, wall = tree_cpu(command, env)
     return {"cpu_s": round(cpu, 3), "wall_s": round(wall, 3)}
 
 
-def convert_cpu(engine: list[str], count: int, env: dict) -> dict:
+def convert_cpu(flags: list[str], count: int, env: dict) -> dict:
     """One whole conversion of the gs:// manifest of the first `count` images to a local
-    folder, its records checked."""
+    folder, with `flags`, its records checked."""
     manifest = f"gs://{BUCKET}/manifest-{count}.csv"
     with tempfile.TemporaryDirectory() as out:
         root = Path(out) / "dataset"
         command = [CLI, "convert", "--manifest", manifest, "--output", str(root), *CONVERT]
-        command += ["--threads", str(THREADS)]  # the readers' concurrency (module docstring)
-        cpu, wall = tree_cpu([*command, *engine], env)
+        cpu, wall = tree_cpu([*command, *flags], env)
         if records_of(root) != count:
-            raise RuntimeError(f"{engine[:2]}: {records_of(root)} records of {count} images")
+            raise RuntimeError(f"{flags[:2]}: {records_of(root)} records of {count} images")
     return {"cpu_s": round(cpu, 3), "wall_s": round(wall, 3)}
 
 

@@ -90,6 +90,13 @@ def test_a_run_whose_interpreter_is_missing_is_reported_as_skipped_with_the_reas
     assert report["ratios"] == [{"ratio": "copy / gone", "value": None, "target": 1.0}]
 
 
+def test_a_sitting_of_some_runs_reports_them_and_no_ratio_of_the_others(tmp_path, monkeypatch):
+    monkeypatch.setenv("CORPUS_DIR", str(tmp_path))
+    report = bench.run_all(4, 1, ("1 copy floor",))
+    assert list(report["runs"]) == ["1 copy floor"]
+    assert all(ratio["value"] is None for ratio in report["ratios"])
+
+
 @pytest.mark.bench
 @pytest.mark.slow
 def test_one_tiny_sitting_runs_every_peer_and_converter(tmp_path, monkeypatch):

@@ -14,6 +14,7 @@ from tfrecord_pipeline.transforms.local import row_buckets
 from tfrecord_pipeline.transforms.local.pool import ShardPool
 from tfrecord_pipeline.transforms.local.row_buckets import RowBuckets
 from tfrecord_pipeline.transforms.local.shards import (
+    Cut,
     bucket_rows,
     shard_tasks,
     sort_batch,
@@ -21,10 +22,11 @@ from tfrecord_pipeline.transforms.local.shards import (
     split_pieces,
 )
 from tfrecord_pipeline.transforms.manifest.labels import LabelMap
+from tfrecord_pipeline.transforms.plan import sharding
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
 from tfrecord_pipeline.transforms.plan.sharding import WHOLE, Piece, ShardId, piece_of
 from tfrecord_pipeline.transforms.write.formats import ShardFormat
-from tfrecord_pipeline.transforms.write.shard_writer import WriteConfig
+from tfrecord_pipeline.transforms.write.shard_writer import SortedRuns, WriteConfig
 
 ROWS = 1200  # tiny images in one shard: one core would write them all
 TFRECORD = ShardFormat()
@@ -39,12 +41,24 @@ def _tasks(plan: DatasetPlan, processes: int, held_rows: int = 100, shard_format
         sample = bucket_rows(rows, plan, pieces, errors.append, buckets)
         tasks, writers = shard_tasks(buckets, plan, pieces, config, sample)
         # Read while the buckets' spilled files are there, as a writer does.
-        tasks = [task._replace(rows=list(task.rows)) for task in tasks]
+        tasks = [task._replace(rows=_read(task.rows)) for task in tasks]
     assert [error.key for error in errors] == ["dog/0"]  # no id for its label
-    assert sorted(row.key for task in tasks for row in task.rows) == sorted(
+    assert sorted(row.key for task in tasks for row in _rows_of(task)) == sorted(
         row.key for row in rows[:-1]
     )
     return tasks, writers
+
+
+def _read(rows):
+    return SortedRuns(list(run) for run in rows) if isinstance(rows, SortedRuns) else list(rows)
+
+
+def _rows_of(task):
+    return (
+        [row for run in task.rows for row in run]
+        if isinstance(task.rows, SortedRuns)
+        else task.rows
+    )
 
 
 @pytest.mark.parametrize(
@@ -70,14 +84,19 @@ def test_a_shard_over_its_share_of_the_cores_is_written_by_each_core_in_pieces(u
     assert (whole.piece, len(whole.rows), writers) == (WHOLE, ROWS, 1)
 
 
-def test_the_plans_pieces_are_written_as_on_beam():
-    """A shard --num_shards makes large is cut in the plan's pieces, whatever the cores."""
+def test_a_shard_of_more_rows_than_a_writer_holds_is_written_whole_in_runs(monkeypatch):
+    """Not in pieces to join, as Beam writes a shard --num_shards makes large (the plan's
+    pieces): a join copies every byte again. Each run is a range of the record order, as
+    Beam's pieces are, so the shard's bytes are the same."""
+    monkeypatch.setattr(sharding, "MAX_RUN_ROWS", 250)
     plan = DatasetPlan(LabelMap(("cat",)), (("train", ROWS),), (("train", 2),), (("train", 3),))
     tasks, writers = _tasks(plan, 1)
-    assert sorted((task.shard.index, task.piece) for task in tasks) == [
-        (shard, Piece(index, 3)) for shard in range(2) for index in range(3)
-    ]
+    assert sorted((task.shard.index, task.piece) for task in tasks) == [(0, WHOLE), (1, WHOLE)]
     assert writers == 1
+    for task in tasks:
+        assert isinstance(task.rows, SortedRuns) and len(task.rows) == 3  # 600 rows a shard
+        for index, run in enumerate(task.rows):
+            assert 150 < len(run) < 250 and {piece_of(row.key, 3) for row in run} == {index}
 
 
 def test_rows_beyond_the_budget_are_spilled_and_read_back_in_order(tmp_path, monkeypatch):
@@ -120,8 +139,8 @@ def test_rows_taken_from_one_bucket_can_be_spilled_into_others():
 def test_the_pools_processes_sort_the_spilled_rows_into_the_pieces_this_process_would():
     plan = DatasetPlan(LabelMap(("cat",)), (("train", ROWS),), (("train", 2),))
     rows = [manifest_row(f"cat/{n}") for n in range(ROWS)] + [manifest_row("dog/0")]
-    pieces = {"train": 3}
-    parts = [(ShardId("train", i, 2), Piece(j, 3)) for i in (0, 1) for j in (0, 1, 2)]
+    pieces = {"train": Cut(3)}
+    parts = [(ShardId("train", i, 2), j) for i in (0, 1) for j in (0, 1, 2)]
 
     def sorted_on(pool):
         errors = []
@@ -151,7 +170,7 @@ def test_a_process_sorting_a_spilled_batch_into_pieces_holds_the_budget_not_the_
         (batch,) = buckets.take("read").spilled()
         tracemalloc.start()
         try:
-            spilled, _, _ = sort_batch(batch, plan, {"train": 3}, str(tmp_path))
+            spilled, _, _ = sort_batch(batch, plan, {"train": Cut(3)}, str(tmp_path))
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()

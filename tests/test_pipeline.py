@@ -27,6 +27,7 @@ from tfrecord_pipeline.dataset.versions import MARKER, POINTER, PUBLISHED, STAGI
 from tfrecord_pipeline.read.verify import verify
 from tfrecord_pipeline.runners.convert import run
 from tfrecord_pipeline.transforms.manifest.lines import QUOTED_NEWLINE
+from tfrecord_pipeline.transforms.plan import sharding
 from tfrecord_pipeline.transforms.write import error_files
 
 pytestmark = pytest.mark.slow
@@ -109,15 +110,19 @@ def test_same_input_gives_identical_bytes_whatever_the_runner_and_parallelism(
 
 @pytest.mark.parametrize("file_format", ["tfrecord", "array_record"])
 def test_large_shards_written_in_pieces_on_either_runner_are_the_shards_written_whole(
-    dataset, tmp_path, file_format
+    dataset, tmp_path, monkeypatch, file_format
 ):
-    """--num_shards 1 beside a tiny --target_shard_mb: pieces on Beam and on the local runner's
-    processes, joined (an ArrayRecord shard's pieces written again, record by record, into one
-    file); the same files as the shard written whole, by one process."""
+    """--num_shards 1 beside a tiny --target_shard_mb: pieces on Beam, joined (an ArrayRecord
+    shard's pieces written again, record by record, into one file); on the local runner, pieces
+    for its processes, joined, each written in runs of a few rows, one after another; the same
+    files as the shard written whole, by one process."""
     flags = ("--num_shards", "1", "--no_progress", "--file_format", file_format)
     pieces = (*flags, "--target_shard_mb", "0.01")
+    whole = run(["--manifest", str(dataset), "--output", str(tmp_path / "whole"), *flags])
+    monkeypatch.setattr(sharding, "MIN_SHARED_PIECE_ROWS", 2)
+    monkeypatch.setattr(sharding, "MAX_RUN_ROWS", 3)
     runs = [
-        run(["--manifest", str(dataset), "--output", str(tmp_path / "whole"), *flags]),
+        whole,
         run(["--manifest", str(dataset), "--output", str(tmp_path / "a"), *pieces]),
         run(["--manifest", str(dataset), "--output", str(tmp_path / "b"), *pieces, *BEAM]),
     ]

@@ -10,9 +10,10 @@ from conftest import encode, manifest_row, photo
 from tfrecord_pipeline.transforms.errors import ErrorRow, Reason
 from tfrecord_pipeline.transforms.manifest.labels import LabelMap
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow, row_position
-from tfrecord_pipeline.transforms.plan.sharding import ShardId, record_order
+from tfrecord_pipeline.transforms.plan.sharding import ShardId, piece_of, record_order
 from tfrecord_pipeline.transforms.write.in_flight import ordered_map
 from tfrecord_pipeline.transforms.write.shard_writer import (
+    SortedRuns,
     WriteConfig,
     ordered_unique,
     write_shard,
@@ -62,6 +63,26 @@ def test_rows_come_in_record_order_and_a_key_seen_earlier_in_the_manifests_is_an
     (error,) = [row for row in out if isinstance(row, ErrorRow)]
     assert (error.key, error.reason, error.source) == ("k5", Reason.DUPLICATE_KEY, "m.csv@15")
     assert error.message == "key also used at m.csv@1"
+
+
+def test_a_shard_written_in_runs_is_the_shard_written_whole_byte_for_byte(tmp_path):
+    """Each run a contiguous range of record order, sorted alone (the local runner's way of
+    holding a run's rows at a time): the same file as all its rows sorted at once."""
+    image = tmp_path / "cat.jpg"
+    image.write_bytes(encode(photo().resize((16, 16))))
+    rows = [
+        ManifestRow(f"k{n}", str(image), "cat", "train", (), "m", row_position(0, n))
+        for n in range(60)
+    ]
+    runs = SortedRuns([row for row in rows if piece_of(row.key, 3) == run] for run in range(3))
+    files = []
+    for given in (rows, runs):
+        config = WriteConfig(str(tmp_path))
+        *_, result = write_shard(ShardId("train", 0, 1), given, LabelMap(("cat",)), config)
+        files.append((tmp_path / result.staged).read_bytes())
+        assert result.records == 60
+    assert files[0] == files[1]
+    assert all(len(run) > 5 for run in runs)
 
 
 class _CountingPool(ThreadPoolExecutor):

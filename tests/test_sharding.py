@@ -4,12 +4,13 @@ and pieces as ranges of the record order."""
 from collections import Counter
 
 from tfrecord_pipeline.transforms.plan.sharding import (
-    MAX_PIECE_ROWS,
+    MAX_RUN_ROWS,
     MIN_SHARED_PIECE_ROWS,
     ShardId,
     kept_point,
     local_pieces,
     piece_of,
+    piece_runs,
     record_order,
     shard_for,
 )
@@ -38,9 +39,8 @@ def test_pieces_are_ranges_of_the_record_order():
     assert all(piece_of(key, 1) == 0 for key in keys)
 
 
-def test_a_shard_over_its_share_of_the_cores_or_a_writers_rows_is_written_in_pieces():
-    """Tiny images in one shard on 2 cores: 2 pieces; shards near their share stay whole; no
-    piece over MAX_PIECE_ROWS, however many processes."""
+def test_a_shard_over_its_share_of_the_cores_is_written_in_pieces():
+    """Tiny images in one shard on 2 cores: 2 pieces; shards near their share stay whole."""
     assert local_pieces(9_000, 9_000, 2) == 2
     assert local_pieces(9_000, 9_000, 8) == 8
     assert local_pieces(9_000, 9_100, 2) == 2  # beside a small validation shard
@@ -49,8 +49,15 @@ def test_a_shard_over_its_share_of_the_cores_or_a_writers_rows_is_written_in_pie
     assert local_pieces(0, 0, 2) == 1
     small = 2 * MIN_SHARED_PIECE_ROWS - 1  # no piece under the minimum
     assert local_pieces(small, small, 2) == 1
-    assert local_pieces(10 * MAX_PIECE_ROWS, 40 * MAX_PIECE_ROWS, 2) == 10
-    assert local_pieces(10 * MAX_PIECE_ROWS + 1, 10 * MAX_PIECE_ROWS + 1, 1) == 11
+    assert local_pieces(10 * MAX_RUN_ROWS, 40 * MAX_RUN_ROWS, 2) == 1
+    assert local_pieces(10 * MAX_RUN_ROWS + 1, 10 * MAX_RUN_ROWS + 1, 1) == 1
+
+
+def test_a_writer_never_holds_more_than_a_runs_rows():
+    """A piece of more rows is written in runs, one after another, not in pieces to join: a
+    join copies every byte once more."""
+    assert piece_runs(0) == piece_runs(MAX_RUN_ROWS) == 1
+    assert piece_runs(10 * MAX_RUN_ROWS + 1) == 11
 
 
 def test_kept_members_cut_the_archives_laid_end_to_end_into_equal_shares():

@@ -28,6 +28,7 @@ from tfrecord_pipeline.transforms.local.pool import ShardPool
 from tfrecord_pipeline.transforms.local.refresh import Refresh, finish_here, refresh_here
 from tfrecord_pipeline.transforms.local.row_buckets import RowBuckets
 from tfrecord_pipeline.transforms.local.shards import (
+    Cut,
     shard_tasks,
     sort_rows,
     split_pieces,
@@ -64,7 +65,7 @@ class LocalRun:
     split_rows: dict[str, int] = dataclasses.field(default_factory=dict)  # rows to write
     refresh: Refresh | None = None  # --incremental's decision
     results: list[ShardResult] = dataclasses.field(default_factory=list)
-    pieces: dict[str, int] = dataclasses.field(default_factory=dict)  # a split's shards'
+    pieces: dict[str, Cut] = dataclasses.field(default_factory=dict)  # a split's shards'
     sample: list[ManifestRow] = dataclasses.field(default_factory=list)  # where images are
     inputs: PublishInputs | None = None
     info: Any = None  # what the publish stage returned

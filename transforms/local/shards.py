@@ -1,17 +1,21 @@
 """The local runner's rows on their way to its shard writers, never all held at once: put in
-buckets by shard piece (transforms/local/row_buckets.py: held up to a budget, spilled to disk
-beyond it; the batches it spilled as it read sorted on its writer processes), then taken a
-piece at a time as a writer gets ready for it, which reads the piece's spilled rows itself.
+buckets by shard piece and run (transforms/local/row_buckets.py: held up to a budget, spilled
+to disk beyond it; the batches it spilled as it read sorted on its writer processes), then taken
+a piece at a time as a writer gets ready for it, which reads the piece's spilled rows itself.
 
-A shard is written in pieces, joined after (transforms/write/shard_pieces.py), when it holds
-more than its share of the rows of the run's processes, or more rows than a writer should
-hold (transforms/plan/sharding.py `local_pieces`), or when --num_shards makes it large (the
-plan's pieces, as on Beam). The pieces of a split's shards are decided from the rows it is
-given, before they are sorted into shards: hash partitioning fills every shard alike.
+A shard is written in pieces, each by a writer of its own, joined after
+(transforms/write/shard_pieces.py), only when it holds more than its share of the rows of the
+run's processes (transforms/plan/sharding.py `local_pieces`): so that every core writes. A
+piece of more rows than a writer should hold, or a shard --num_shards makes large (which Beam
+writes in the plan's pieces), is written by one writer in runs (`piece_runs`), one after
+another into its one file: a join would copy every byte once more and sync it again. The cuts
+of a split's shards are decided from the rows it is given, before they are sorted into shards:
+hash partitioning fills every shard alike.
 """
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import NamedTuple
 
 from tfrecord_pipeline.transforms.errors import ErrorRow
 from tfrecord_pipeline.transforms.local.pool import ShardPool, ShardTask, ShardWriter, shard_task
@@ -19,57 +23,68 @@ from tfrecord_pipeline.transforms.local.row_buckets import RowBuckets, TakenRows
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
 from tfrecord_pipeline.transforms.plan.grouping import all_shards, shards_of
-from tfrecord_pipeline.transforms.plan.sharding import Piece, local_pieces, row_piece
+from tfrecord_pipeline.transforms.plan.sharding import Piece, local_pieces, piece_runs, row_piece
 from tfrecord_pipeline.transforms.progress import Progress
 from tfrecord_pipeline.transforms.storage import fileio
-from tfrecord_pipeline.transforms.write.shard_writer import ShardResult, WriteConfig
+from tfrecord_pipeline.transforms.write.shard_writer import ShardResult, SortedRuns, WriteConfig
+
+
+class Cut(NamedTuple):
+    """How a split's shards are written: in `pieces`, each by a writer of its own and joined
+    after, each piece in `runs` written one after another. A row's bucket is its run among
+    `parts` (`row_piece` of that many: piece `part // runs`, as `piece_of` would give)."""
+
+    pieces: int = 1
+    runs: int = 1
+
+    @property
+    def parts(self) -> int:
+        return self.pieces * self.runs
 
 
 def split_pieces(
     plan: DatasetPlan, split_rows: Mapping[str, int], processes: int, config: WriteConfig
-) -> dict[str, int]:
-    """The pieces each shard of a split is written in, from the rows the split is given
-    (`split_rows`). Pieces of files that do not join end to end (gzip, ArrayRecord) are joined
-    by writing their records again (transforms/write/shard_pieces.py), more work than the
-    cores save: such shards get only the plan's pieces, and their writers hold a whole
-    piece's rows."""
-    if not config.shard_format.concatenates:
-        return {split: plan.pieces_of(split) for split, _ in plan.shards}
+) -> dict[str, Cut]:
+    """The cut of each split's shards, from the rows the split is given (`split_rows`). Pieces
+    of files that do not join end to end (gzip, ArrayRecord) would be joined by writing their
+    records again (transforms/write/shard_pieces.py), more work than the cores save: such
+    shards are written whole, in runs."""
     total = sum(split_rows.values())
-    return {
-        split: max(
-            plan.pieces_of(split), local_pieces(split_rows.get(split, 0) // count, total, processes)
-        )
-        for split, count in plan.shards
-    }
+    cuts = {}
+    for split, count in plan.shards:
+        shard_rows = split_rows.get(split, 0) // count
+        shared = config.shard_format.concatenates
+        pieces = local_pieces(shard_rows, total, processes) if shared else 1
+        cuts[split] = Cut(pieces, piece_runs(shard_rows // pieces))
+    return cuts
 
 
 def bucket_rows(
     rows: Iterable[ManifestRow],
     plan: DatasetPlan,
-    pieces: Mapping[str, int],
+    pieces: Mapping[str, Cut],
     reject: Callable[[ErrorRow], object],
     buckets: RowBuckets,
 ) -> list[ManifestRow]:
-    """Puts each row in the bucket of its shard's piece (error rows to `reject`); returns the
+    """Puts each row in the bucket of its shard's run (error rows to `reject`); returns the
     first row, if any: a sample of where the images are."""
     first = []
     for shard, row in shards_of(rows, plan, reject):
-        count = pieces[shard.split]
-        buckets.add((shard, Piece(row_piece(row, shard.count, count), count)), row)
+        parts = pieces[shard.split].parts
+        buckets.add((shard, row_piece(row, shard.count, parts)), row)
         first = first or [row]
     return first
 
 
-# Most shard pieces the rows are sorted into on the pool: each process's batch makes a file a
-# piece, and more would hold few rows each.
+# Most buckets (shard runs) the rows are sorted into on the pool: each process's batch makes a
+# file a bucket, and more would hold few rows each.
 SPREAD_BUCKETS = 256
 
 
 def sort_rows(
     rows: TakenRows | list[ManifestRow],
     plan: DatasetPlan,
-    pieces: Mapping[str, int],
+    pieces: Mapping[str, Cut],
     reject: Callable[[ErrorRow], object],
     buckets: RowBuckets,
     pool: ShardPool | None,
@@ -77,7 +92,7 @@ def sort_rows(
     """`bucket_rows`, the rows' spilled batches (those of `TakenRows`) sorted on the `pool`'s
     processes, a batch each, into batches of `buckets`' folder that it adopts, while this
     process sorts the rows held: the cores share what would keep them waiting for it."""
-    buckets_made = sum(count * pieces[split] for split, count in plan.shards)
+    buckets_made = sum(count * pieces[split].parts for split, count in plan.shards)
     spread = pool and isinstance(rows, TakenRows) and buckets_made <= SPREAD_BUCKETS
     spilled = rows.spilled() if spread else []
     lean = plan._replace(archives=())  # the commit's, not pickled again with every batch
@@ -95,7 +110,7 @@ def sort_rows(
 
 
 def sort_batch(
-    rows: TakenRows, plan: DatasetPlan, pieces: Mapping[str, int], folder: str
+    rows: TakenRows, plan: DatasetPlan, pieces: Mapping[str, Cut], folder: str
 ) -> tuple[list, list[ErrorRow], list[ManifestRow]]:
     """On a pool process: `bucket_rows` of `rows`, every bucket spilled into `folder` (beyond
     the budget as they come), for its owner to adopt; with the error rows and the first row."""
@@ -108,28 +123,31 @@ def sort_batch(
 def shard_tasks(
     buckets: RowBuckets,
     plan: DatasetPlan,
-    pieces: Mapping[str, int],
+    pieces: Mapping[str, Cut],
     config: WriteConfig,
     sample: list[ManifestRow],
 ) -> tuple[Iterator[ShardTask], int]:
     """A task for every planned shard's every piece (one that got no rows is still written),
     the largest shard first (the last to finish is short), its pieces in order (each is joined
     to those before it as it ends: transforms/write/shard_pieces.py), each made with its rows
-    as it is asked for; and how many are written at once."""
+    (its runs') as it is asked for; and how many are written at once."""
     parts = [
-        (shard, Piece(index, pieces[shard.split]))
+        (shard, Piece(index, pieces[shard.split].pieces))
         for shard in all_shards(plan)
-        for index in range(pieces[shard.split])
+        for index in range(pieces[shard.split].pieces)
     ]
     shard_rows = Counter()
-    for shard, piece in parts:
-        shard_rows[shard] += buckets.count((shard, piece))
+    for shard in all_shards(plan):
+        cut = pieces[shard.split]
+        shard_rows[shard] = sum(buckets.count((shard, part)) for part in range(cut.parts))
     parts.sort(key=lambda part: (-shard_rows[part[0]], part[0], part[1].index))
     writers = writers_at_once(config, sample, len(parts))
 
     def tasks() -> Iterator[ShardTask]:
         for shard, piece in parts:  # a writer process reads the rows its piece spilled itself
-            rows = buckets.take((shard, piece))
+            runs = pieces[shard.split].runs
+            taken = [buckets.take((shard, piece.index * runs + run)) for run in range(runs)]
+            rows = taken[0] if runs == 1 else SortedRuns(taken)
             yield shard_task(shard, rows, plan, config, writers, piece, sample)
 
     return tasks(), writers

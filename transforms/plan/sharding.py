@@ -21,8 +21,9 @@ MAX_PIECES = COMPOSE_LIMIT  # a shard's pieces are joined by one compose request
 # A piece the local runner cuts only to share a shard over its cores holds at least this many
 # rows: a smaller one is over before its join's cost is repaid.
 MIN_SHARED_PIECE_ROWS = 500
-# And at most this many (~4 MB): its writer holds its rows, sorted into record order.
-MAX_PIECE_ROWS = 10_000
+# A local writer holds at most this many rows (~4 MB) at once, sorted into record order: a
+# piece with more is written in runs of them (`piece_runs`).
+MAX_RUN_ROWS = 10_000
 
 
 class ShardCounts(NamedTuple):
@@ -175,13 +176,21 @@ def pieces_for(shard_bytes: float, target_shard_mb: float) -> int:
 
 
 def local_pieces(shard_rows: int, total_rows: int, processes: int) -> int:
-    """How many pieces the local runner writes a shard in: about as many as its rows are
-    shares of the run's (`total_rows / processes`), so that a shard of tiny images that one
-    core would write alone while the others wait is written by all of them (a shard near its
-    share stays whole); and enough that no writer holds over MAX_PIECE_ROWS rows."""
+    """How many pieces the local runner writes a shard in, each by a writer of its own, joined
+    after: about as many as its rows are shares of the run's (`total_rows / processes`), so
+    that a shard of tiny images that one core would write alone while the others wait is
+    written by all of them (a shard near its share stays whole)."""
     shares = round(shard_rows * processes / total_rows) if processes > 1 and total_rows else 1
     shared = min(shares, shard_rows // MIN_SHARED_PIECE_ROWS)
-    return max(1, min(max(shared, math.ceil(shard_rows / MAX_PIECE_ROWS)), MAX_PIECES))
+    return max(1, min(shared, MAX_PIECES))
+
+
+def piece_runs(piece_rows: int) -> int:
+    """How many runs a local writer writes a piece of `piece_rows` rows in, one after another
+    into the piece's one file, each a contiguous range of record order sorted alone: enough
+    that it never holds over MAX_RUN_ROWS rows. Unlike pieces, runs are never joined: their
+    bytes are written once."""
+    return max(1, math.ceil(piece_rows / MAX_RUN_ROWS))
 
 
 def piece_of(key: str, pieces: int) -> int:

@@ -8,6 +8,7 @@ moves the files of the attempts whose results it received into the version
 """
 
 import functools
+import itertools
 import posixpath
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -139,6 +140,19 @@ def make_record(
     return record, label_ids, fingerprint(row, identity), dropped
 
 
+class SortedRuns(tuple):
+    """A shard's (or piece's) rows as runs, contiguous ranges of record order (the local
+    runner's, transforms/local/shards.py), each sorted alone: its writer holds one at a time."""
+
+
+def in_record_order(rows: Iterable[ManifestRow] | SortedRuns, count: int) -> Iterator:
+    """`ordered_unique` of the rows, or of each run in turn (a key's repeats meet in a run):
+    the same rows in the same order either way."""
+    if not isinstance(rows, SortedRuns):
+        return ordered_unique(rows, count)
+    return itertools.chain.from_iterable(ordered_unique(run, count) for run in rows)
+
+
 def ordered_unique(rows: Iterable[ManifestRow], count: int) -> Iterator[ManifestRow | ErrorRow]:
     """Rows in record order (`row_order` in a split of `count` shards); a key seen before
     (earlier in the manifests) becomes an error."""
@@ -171,7 +185,7 @@ def _record_or_error(pair: tuple, labels: LabelMap, config: WriteConfig):
 
 def write_shard(
     shard: ShardId,
-    rows: Iterable[ManifestRow],
+    rows: Iterable[ManifestRow] | SortedRuns,
     labels: LabelMap,
     config: WriteConfig,
     pool: ThreadPoolExecutor | None = None,
@@ -198,7 +212,7 @@ def write_shard(
     convert = functools.partial(_record_or_error, labels=labels, config=config)
     try:
         in_flight = images_in_flight(threads)
-        items = with_runs(ordered_unique(rows, shard.count), config.max_file_bytes)
+        items = with_runs(in_record_order(rows, shard.count), config.max_file_bytes)
         converted = ordered_map(pool, convert, items, in_flight)
         for item, record, label_ids, digest, dropped in converted:
             count.add(1, rejected=int(record is None))
