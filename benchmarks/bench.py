@@ -3,13 +3,16 @@
 
 Each run is a whole process (start-up included) measured by measure.py. Every run is repeated
 (BENCH_REPEATS, default 3) in rounds, all runs once per round, so a slow spell of a shared
-machine hits every run alike; a run's figure is its median. A run that writes TFRecords is
-read back: one record an image, or the sitting stops. Runs 9 are the peers users pick instead:
-a TFDS builder, and Ray Data, which the project never installs: `make bench-peers` makes its
-environment (.venv-peers) and runs the sitting; without it that run is reported as skipped,
-with the reason. Writes benchmarks/results/bench-N.json (with every sample) and bench-N.png (a
-bar chart of images/s) and prints the ratios against their targets; `bench.py --table` prints
-the README's table from the result files.
+machine hits every run alike; a run's figure is its median. A run that writes a dataset is
+read back: one record (sample) an image, or the sitting stops. Runs 9 are the peers users pick
+instead: a TFDS builder, and Ray Data, LitData and MosaicML Streaming, which the project never
+installs: `make bench-peers` makes their environment (.venv-peers) and runs the sitting;
+without it those runs are reported as skipped, with the reason. The converter's and the
+peers' runs also time their start-up alone (the converter's `--version`, a peer's imports) in
+the same round: a run's conversion time is its whole time less that. BENCH_RUNS (names,
+comma-separated) runs only those. Writes benchmarks/results/bench-N.json (with every sample)
+and bench-N.png (a bar chart of images/s) and prints the ratios against their targets;
+`bench.py --table` prints the README's table from the result files.
 """
 
 import compileall
@@ -26,6 +29,7 @@ from typing import NamedTuple
 from charts import bar_chart
 from corpus import make_corpus
 from measure import run_measured
+from streaming_peers import indexed
 
 from tfrecord_pipeline.transforms.tfrecord.records import read_records
 
@@ -42,73 +46,130 @@ PEERS_PYTHON = HERE.parent / ".venv-peers" / "bin" / "python"
 
 
 class Run(NamedTuple):
-    """A run's command, given the manifest and output folder, and, for a run that writes
-    TFRecords, the glob under its output that finds them: read back, they must hold one record
-    an image (a run that silently wrote nothing would look fast)."""
+    """A run's command, given the manifest and output folder; for a run that writes a dataset,
+    what counts the records it holds, given its output folder: read back, one an image (a run
+    that silently wrote nothing would look fast); the command that only starts up as the run
+    does (None: not timed apart); and how much of each image the run checks."""
 
     command: Callable[[str, str], list[str]]
-    records: str | None = None
+    records: Callable[[Path], int] | None = None
+    startup: list[str] | None = None
+    checks: str = "nothing"
 
 
-def peer(name: str, records: str | None = None, python: Path = Path(PYTHON)) -> Run:
-    """peers.py's peer `name`, run by `python`."""
-    return Run(lambda m, o: [str(python), str(HERE / "peers.py"), name, m, o], records)
+def tfrecords(pattern: str) -> Callable[[Path], int]:
+    """Counts the records of the TFRecord files under the output that match `pattern`."""
+    return lambda out: records_in(out, pattern)
 
 
-def converter(*flags: str) -> Run:
+def samples(entries: str, count: str) -> Callable[[Path], int]:
+    """Counts the samples the output's index.json lists (LitData's and MDS's datasets)."""
+    return lambda out: indexed(out, entries, count)
+
+
+def peer(
+    name: str, records=None, python: Path = Path(PYTHON), imports: bool = False, checks="nothing"
+) -> Run:
+    """peers.py's peer `name`, run by `python`; with `imports`, its imports timed alone."""
+    script = [str(python), str(HERE / "peers.py")]
+    startup = [*script, "imports", name] if imports else None
+    return Run(lambda m, o: [*script, name, m, o], records, startup, checks)
+
+
+def converter(*flags: str, checks: str = "every JPEG's scans") -> Run:
     """The converter, with `flags` after CONVERT's."""
     return Run(
         lambda m, o: [CLI, "convert", "--manifest", m, "--output", o, *CONVERT, *flags],
-        "versions/*/*.tfrecord",
+        tfrecords("versions/*/*.tfrecord"),
+        [CLI, "--version"],
+        checks,
     )
 
 
 RUNS = {
     "1 copy floor": peer("copy"),
-    "2 TF loop": peer("tf_loop", "*.tfrecord"),
-    "3 Beam tutorial": peer("beam_tutorial", "train-*"),
+    "2 TF loop": peer("tf_loop", tfrecords("*.tfrecord")),
+    "3 Beam tutorial": peer("beam_tutorial", tfrecords("train-*")),
     "4 Pillow resize": peer("pillow_resize"),
     "4 turbo + vips resize": peer("turbo_vips"),
     "5 Pillow validate": peer("pillow_validate"),
     "5 validation floor": peer("validation_floor"),
     "6 converter": converter(),
+    "6 markers": converter("--validate", "markers", checks="every JPEG's markers"),
     "7 full, 1 worker": converter("--validate", "full", *ONE_WORKER),
     "7 full, 2 workers": converter("--validate", "full", *TWO_WORKERS),
     "8 resize, 1 worker": converter(*RESIZE, *ONE_WORKER),
     "8 resize, 2 workers": converter(*RESIZE, *TWO_WORKERS),
-    "9 TFDS builder": peer("tfds_builder", "*/*/*.tfrecord-*"),
+    "9 TFDS builder": peer("tfds_builder", tfrecords("*/*/*.tfrecord-*"), imports=True),
     # Every file: Ray 2.60 names its TFRecord files .tar, not the .tfrecords it documents.
-    "9 Ray Data": peer("ray_data", "*", PEERS_PYTHON),
+    "9 Ray Data": peer("ray_data", tfrecords("*"), PEERS_PYTHON, imports=True),
+    "9 LitData": peer(
+        "litdata_optimize", samples("chunks", "chunk_size"), PEERS_PYTHON, imports=True
+    ),
+    "9 MDS": peer("mds_writer", samples("shards", "samples"), PEERS_PYTHON, imports=True),
 }
+CONVERSION = "conversion_images_per_s"  # a ratio of conversion rates: start-up left out
 
-# (label, numerator run, denominator run, target)
-TARGETS = (
-    ("converter / copy floor", "6 converter", "1 copy floor", 0.75),
-    ("converter / TF loop", "6 converter", "2 TF loop", 1.5),
-    ("converter / Beam tutorial", "6 converter", "3 Beam tutorial", 10.0),
-    ("full validate 1 worker / Pillow validate", "7 full, 1 worker", "5 Pillow validate", 1.25),
-    # Not the converter: the most any full validation can reach against the same loop.
-    ("validation floor / Pillow validate", "5 validation floor", "5 Pillow validate", 1.25),
-    ("full validate 2 workers / Pillow validate", "7 full, 2 workers", "5 Pillow validate", 1.0),
-    ("full validate 2 workers / 1 worker", "7 full, 2 workers", "7 full, 1 worker", 1.0),
-    ("resize 1 worker / Pillow resize", "8 resize, 1 worker", "4 Pillow resize", 1.1),
-    ("resize 1 worker / turbo + vips resize", "8 resize, 1 worker", "4 turbo + vips resize", 0.95),
-    ("resize 2 workers / Pillow resize", "8 resize, 2 workers", "4 Pillow resize", 1.7),
-    ("converter / TFDS builder", "6 converter", "9 TFDS builder", 1.0),
-    ("converter / Ray Data", "6 converter", "9 Ray Data", 1.0),
+
+class Target(NamedTuple):
+    """A ratio of two runs' rates (whole runs', or CONVERSION) and the least it should be."""
+
+    label: str
+    a: str
+    b: str
+    target: float
+    rate: str = "images_per_s"
+
+
+TARGETS = tuple(
+    Target(*target)
+    for target in (
+        ("converter / copy floor", "6 converter", "1 copy floor", 0.75),
+        ("converter / TF loop", "6 converter", "2 TF loop", 1.5),
+        ("converter / Beam tutorial", "6 converter", "3 Beam tutorial", 10.0),
+        ("full validate 1 worker / Pillow validate", "7 full, 1 worker", "5 Pillow validate", 1.25),
+        # Not the converter: the most any full validation can reach against the same loop.
+        ("validation floor / Pillow validate", "5 validation floor", "5 Pillow validate", 1.25),
+        (
+            "full validate 2 workers / Pillow validate",
+            "7 full, 2 workers",
+            "5 Pillow validate",
+            1.0,
+        ),
+        ("full validate 2 workers / 1 worker", "7 full, 2 workers", "7 full, 1 worker", 1.0),
+        ("resize 1 worker / Pillow resize", "8 resize, 1 worker", "4 Pillow resize", 1.1),
+        (
+            "resize 1 worker / turbo + vips resize",
+            "8 resize, 1 worker",
+            "4 turbo + vips resize",
+            0.95,
+        ),
+        ("resize 2 workers / Pillow resize", "8 resize, 2 workers", "4 Pillow resize", 1.7),
+        ("converter / TFDS builder", "6 converter", "9 TFDS builder", 1.0),
+        ("converter / Ray Data", "6 converter", "9 Ray Data", 1.0),
+        ("markers conversion / MDS conversion", "6 markers", "9 MDS", 1.0, CONVERSION),
+        ("markers conversion / LitData conversion", "6 markers", "9 LitData", 1.0, CONVERSION),
+    )
 )
 
 
 def summarise(samples: list[dict], count: int) -> dict:
-    """One run's figure from its repeats: median time, highest peak memory, every sample."""
+    """One run's figure from its repeats: median time, highest peak memory, every sample; where
+    its start-up was timed apart, the medians of that and of each round's time less it."""
     seconds = statistics.median(sample["seconds"] for sample in samples)
-    return {
+    summary = {
         "seconds": seconds,
         "images_per_s": round(count / seconds, 1),
         "peak_rss_tree_mb": max(sample["peak_rss_tree_mb"] for sample in samples),
         "peak_rss_process_mb": max(sample["peak_rss_process_mb"] for sample in samples),
         "samples_s": [sample["seconds"] for sample in samples],
     }
+    if all("startup_s" in sample for sample in samples):
+        rest = [sample["seconds"] - sample["startup_s"] for sample in samples]
+        summary["startup_s"] = statistics.median(sample["startup_s"] for sample in samples)
+        summary["conversion_s"] = round(statistics.median(rest), 3)
+        summary[CONVERSION] = round(count / max(summary["conversion_s"], 1e-3), 1)
+    return summary
 
 
 def skip_reason(run: Run) -> str | None:
@@ -123,21 +184,24 @@ def records_in(out: Path, pattern: str) -> int:
 
 
 def measure(run: Run, manifest: str, count: int) -> dict:
-    """One whole run in a fresh output folder; a run that writes TFRecords must have written
-    `count` records, or the sitting stops."""
+    """One whole run in a fresh output folder, then its start-up alone where it has one; a run
+    that writes a dataset must have written `count` records, or the sitting stops."""
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "o"
         measured = run_measured(run.command(manifest, str(out)))
-        if run.records is not None and (found := records_in(out, run.records)) != count:
+        if run.records is not None and (found := run.records(out)) != count:
             raise RuntimeError(f"{run.command('', '')[:3]}: {found} records of {count} images")
+    if run.startup:
+        measured["startup_s"] = run_measured(run.startup)["seconds"]
     return measured
 
 
-def ratio(results: dict, a: str, b: str) -> float | None:
-    """a's images/s over b's; None when either was skipped."""
-    if "skipped" in results[a] or "skipped" in results[b]:
+def ratio(results: dict, target: Target) -> float | None:
+    """a's rate over b's; None when either was skipped."""
+    a, b = results[target.a], results[target.b]
+    if "skipped" in a or "skipped" in b:
         return None
-    return round(results[a]["images_per_s"] / results[b]["images_per_s"], 2)
+    return round(a[target.rate] / b[target.rate], 2)
 
 
 def run_all(count: int, repeats: int) -> dict:
@@ -146,24 +210,29 @@ def run_all(count: int, repeats: int) -> dict:
         # PYTHONDONTWRITEBYTECODE set, an editable checkout recompiles every module per process
         compileall.compile_dir(str(HERE.parent / package), quiet=1)
     manifest = str(make_corpus(corpus_root / f"tfrp-corpus-{count}", count))
-    skipped = {name: reason for name, run in RUNS.items() if (reason := skip_reason(run))}
-    samples: dict[str, list[dict]] = {name: [] for name in RUNS if name not in skipped}
+    only = os.environ.get("BENCH_RUNS")
+    runs = {name: run for name, run in RUNS.items() if not only or name in only.split(",")}
+    skipped = {name: reason for name, run in runs.items() if (reason := skip_reason(run))}
+    samples: dict[str, list[dict]] = {name: [] for name in runs if name not in skipped}
     for round_number in range(1, repeats + 1):
         for name in samples:
-            measured = measure(RUNS[name], manifest, count)
+            measured = measure(runs[name], manifest, count)
             samples[name].append(measured)
             print(
                 f"round {round_number}  {name:22s} {count / measured['seconds']:9.1f} img/s  "
-                f"{measured['peak_rss_tree_mb']:7.1f} MB",
+                f"{measured['peak_rss_tree_mb']:7.1f} MB  start-up {measured.get('startup_s')} s",
                 flush=True,
             )
     results = {
         name: {"skipped": skipped[name]} if name in skipped else summarise(samples[name], count)
-        for name in RUNS
+        for name in runs
     }
+    for name in samples:
+        results[name]["checks"] = runs[name].checks
     ratios = [
-        {"ratio": label, "value": ratio(results, a, b), "target": target}
-        for label, a, b, target in TARGETS
+        {"ratio": target.label, "value": ratio(results, target), "target": target.target}
+        for target in TARGETS
+        if target.a in results and target.b in results
     ]
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     return {
@@ -244,9 +313,12 @@ if __name__ == "__main__":
         if "skipped" in result:
             print(f"{name:22s} skipped: {result['skipped']}", flush=True)
             continue
+        apart = ""
+        if "conversion_s" in result:
+            apart = f"  start-up {result['startup_s']:.2f} s, then {result[CONVERSION]:,.1f} img/s"
         print(
             f"{name:22s} {result['images_per_s']:9.1f} img/s (median)  "
-            f"{result['peak_rss_tree_mb']:7.1f} MB",
+            f"{result['peak_rss_tree_mb']:7.1f} MB{apart}  checks {result['checks']}",
             flush=True,
         )
     for ratio in report["ratios"]:
