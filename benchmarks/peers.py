@@ -278,7 +278,10 @@ PEERS = {
 }
 
 IMPORTS = {  # what a peer imports before its first image: `imports NAME` does that alone
-    "tfds_builder": lambda: importlib.import_module("tensorflow_datasets"),
+    # TFDS imports TensorFlow only when a builder is made: before its first image all the same.
+    "tfds_builder": lambda: [
+        importlib.import_module(m) for m in ("tensorflow_datasets", "tensorflow")
+    ],
     "ray_data": lambda: importlib.import_module("ray.data"),
     **streaming_peers.IMPORTS,
 }
