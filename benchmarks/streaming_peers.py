@@ -52,6 +52,7 @@ def import_mds():
 
 
 def import_litdata():
+    """LitData's optimize()."""
     from litdata import optimize
     from PIL import Image  # noqa: F401 (each sample's image: imported before the first)
 
