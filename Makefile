@@ -138,16 +138,18 @@ bench: $(STAMP)
 	$(call suite,-m bench)
 	cd benchmarks && ../$(BIN)/python bench.py $(BENCH_IMAGES)
 
-# The same sitting with the peers the project never depends on (Ray Data), installed from
-# benchmarks/requirements-peers.txt into an environment of their own, .venv-peers; without it
-# `make bench` reports them as skipped.
+# The same sitting with the peers the project never depends on (Ray Data, LitData, MosaicML
+# Streaming), installed from benchmarks/requirements-peers.txt into an environment of their own,
+# .venv-peers; without it `make bench` reports them as skipped. PEERS_PIP: pip's extra flags
+# (where to find torch's CPU build: benchmarks/requirements-peers.txt says).
 PEERS_VENV := .venv-peers
+PEERS_PIP ?=
 .PHONY: bench-peers
 $(PEERS_VENV)/.installed: benchmarks/requirements-peers.txt
 	rm -rf $(PEERS_VENV)
 	$(PYTHON) -m venv $(PEERS_VENV)
 	$(PEERS_VENV)/bin/pip install --quiet --upgrade pip
-	$(PEERS_VENV)/bin/pip install --quiet -r benchmarks/requirements-peers.txt
+	$(PEERS_VENV)/bin/pip install --quiet $(PEERS_PIP) -r benchmarks/requirements-peers.txt
 	touch $@
 
 bench-peers: $(PEERS_VENV)/.installed bench

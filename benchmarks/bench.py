@@ -4,13 +4,16 @@
 
 Each run is a whole process (start-up included) measured by measure.py. Every run is repeated
 (BENCH_REPEATS, default 3) in rounds, all runs once per round, so a slow spell of a shared
-machine hits every run alike; a run's figure is its median. A run that writes TFRecords is
-read back: one record an image, or the sitting stops. Runs 9 are the peers users pick instead:
-a TFDS builder, and Ray Data, which the project never installs: `make bench-peers` makes its
-environment (.venv-peers) and runs the sitting; without it that run is reported as skipped,
-with the reason. Writes benchmarks/results/bench-N.json (with every sample) and bench-N.png (a
-bar chart of images/s) and prints the ratios against their targets; `bench.py --table` prints
-the README's table from the result files.
+machine hits every run alike; a run's figure is its median. A run that writes a dataset is
+read back: one record (sample) an image, or the sitting stops. Runs 9 are the peers users pick
+instead: a TFDS builder, and Ray Data, LitData and MosaicML Streaming, which the project never
+installs: `make bench-peers` makes their environment (.venv-peers) and runs the sitting;
+without it those runs are reported as skipped, with the reason. The converter's and the
+peers' runs also time their start-up alone (the converter's `--version`, a peer's imports) in
+the same round: a run's conversion time is its whole time less that. Writes
+benchmarks/results/bench-N.json (with every sample) and bench-N.png (a bar chart of images/s)
+and prints the ratios against their targets; `bench.py --table` prints the README's table from
+the result files. BENCH_RUNS (names, comma-separated) runs only those, into subset-N.json.
 """
 
 import compileall
@@ -24,9 +27,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from charts import bar_chart
+from bench_report import CONVERSION, markdown_table, print_report, write_chart
 from corpus import make_corpus
 from measure import run_measured
+from streaming_peers import indexed
 
 from tfrecord_pipeline.transforms.tfrecord.records import read_records
 
@@ -43,31 +47,50 @@ PEERS_PYTHON = HERE.parent / ".venv-peers" / "bin" / "python"
 
 
 class Run(NamedTuple):
-    """A run's command, given the manifest and output folder, and, for a run that writes
-    TFRecords, the glob under its output that finds them: read back, they must hold one record
-    an image (a run that silently wrote nothing would look fast)."""
+    """A run's command, given the manifest and output folder; for a run that writes a dataset,
+    what counts the records it holds, given its output folder: read back, one an image (a run
+    that silently wrote nothing would look fast); the command that only starts up as the run
+    does (None: not timed apart); and how much of each image the run checks."""
 
     command: Callable[[str, str], list[str]]
-    records: str | None = None
+    records: Callable[[Path], int] | None = None
+    startup: list[str] | None = None
+    checks: str = "nothing"
 
 
-def peer(name: str, records: str | None = None, python: Path = Path(PYTHON)) -> Run:
-    """peers.py's peer `name`, run by `python`."""
-    return Run(lambda m, o: [str(python), str(HERE / "peers.py"), name, m, o], records)
+def tfrecords(pattern: str) -> Callable[[Path], int]:
+    """Counts the records of the TFRecord files under the output that match `pattern`."""
+    return lambda out: records_in(out, pattern)
 
 
-def converter(*flags: str) -> Run:
+def samples(entries: str, count: str) -> Callable[[Path], int]:
+    """Counts the samples the output's index.json lists (LitData's and MDS's datasets)."""
+    return lambda out: indexed(out, entries, count)
+
+
+def peer(
+    name: str, records=None, python: Path = Path(PYTHON), imports: bool = False, checks="nothing"
+) -> Run:
+    """peers.py's peer `name`, run by `python`; with `imports`, its imports timed alone."""
+    script = [str(python), str(HERE / "peers.py")]
+    startup = [*script, "imports", name] if imports else None
+    return Run(lambda m, o: [*script, name, m, o], records, startup, checks)
+
+
+def converter(*flags: str, checks: str = "every JPEG's scans") -> Run:
     """The converter, with `flags` after CONVERT's."""
     return Run(
         lambda m, o: [CLI, "convert", "--manifest", m, "--output", o, *CONVERT, *flags],
-        "versions/*/*.tfrecord",
+        tfrecords("versions/*/*.tfrecord"),
+        [CLI, "--version"],
+        checks,
     )
 
 
 RUNS = {
     "1 copy floor": peer("copy"),
-    "2 TF loop": peer("tf_loop", "*.tfrecord"),
-    "3 Beam tutorial": peer("beam_tutorial", "train-*"),
+    "2 TF loop": peer("tf_loop", tfrecords("*.tfrecord")),
+    "3 Beam tutorial": peer("beam_tutorial", tfrecords("train-*")),
     "4 Pillow resize": peer("pillow_resize"),
     "4 turbo + vips resize": peer("turbo_vips"),
     "5 Pillow validate": peer("pillow_validate"),
@@ -76,44 +99,82 @@ RUNS = {
         lambda m, o: [PYTHON, str(HERE / "checked_floor.py"), m, o], "*.tfrecord"
     ),
     "6 converter": converter(),
+    "6 markers": converter("--validate", "markers", checks="every JPEG's markers"),
     "7 full, 1 worker": converter("--validate", "pixels", *ONE_WORKER),
     "7 full, 2 workers": converter("--validate", "pixels", *TWO_WORKERS),
     "8 resize, 1 worker": converter(*RESIZE, *ONE_WORKER),
     "8 resize, 2 workers": converter(*RESIZE, *TWO_WORKERS),
-    "9 TFDS builder": peer("tfds_builder", "*/*/*.tfrecord-*"),
+    "9 TFDS builder": peer("tfds_builder", tfrecords("*/*/*.tfrecord-*"), imports=True),
     # Every file: Ray 2.60 names its TFRecord files .tar, not the .tfrecords it documents.
-    "9 Ray Data": peer("ray_data", "*", PEERS_PYTHON),
+    "9 Ray Data": peer("ray_data", tfrecords("*"), PEERS_PYTHON, imports=True),
+    "9 LitData": peer(
+        "litdata_optimize", samples("chunks", "chunk_size"), PEERS_PYTHON, imports=True
+    ),
+    "9 MDS": peer("mds_writer", samples("shards", "samples"), PEERS_PYTHON, imports=True),
 }
 
-# (label, numerator run, denominator run, target)
-TARGETS = (
-    ("converter / copy floor", "6 converter", "1 copy floor", 0.75),
-    ("converter / checked floor", "6 converter", "5 checked floor", 0.85),
-    ("converter / TF loop", "6 converter", "2 TF loop", 1.5),
-    ("converter / Beam tutorial", "6 converter", "3 Beam tutorial", 10.0),
-    ("full validate 1 worker / Pillow validate", "7 full, 1 worker", "5 Pillow validate", 1.25),
-    # Not the converter: the most any full validation can reach against the same loop.
-    ("validation floor / Pillow validate", "5 validation floor", "5 Pillow validate", 1.25),
-    ("full validate 2 workers / Pillow validate", "7 full, 2 workers", "5 Pillow validate", 1.0),
-    ("full validate 2 workers / 1 worker", "7 full, 2 workers", "7 full, 1 worker", 1.0),
-    ("resize 1 worker / Pillow resize", "8 resize, 1 worker", "4 Pillow resize", 1.1),
-    ("resize 1 worker / turbo + vips resize", "8 resize, 1 worker", "4 turbo + vips resize", 0.95),
-    ("resize 2 workers / Pillow resize", "8 resize, 2 workers", "4 Pillow resize", 1.7),
-    ("converter / TFDS builder", "6 converter", "9 TFDS builder", 1.0),
-    ("converter / Ray Data", "6 converter", "9 Ray Data", 1.0),
+
+class Target(NamedTuple):
+    """A ratio of two runs' rates (whole runs', or CONVERSION) and the least it should be."""
+
+    label: str
+    a: str
+    b: str
+    target: float
+    rate: str = "images_per_s"
+
+
+TARGETS = tuple(
+    Target(*target)
+    for target in (
+        ("converter / copy floor", "6 converter", "1 copy floor", 0.75),
+        ("converter / checked floor", "6 converter", "5 checked floor", 0.85),
+        ("converter / TF loop", "6 converter", "2 TF loop", 1.5),
+        ("converter / Beam tutorial", "6 converter", "3 Beam tutorial", 10.0),
+        ("full validate 1 worker / Pillow validate", "7 full, 1 worker", "5 Pillow validate", 1.25),
+        # Not the converter: the most any full validation can reach against the same loop.
+        ("validation floor / Pillow validate", "5 validation floor", "5 Pillow validate", 1.25),
+        (
+            "full validate 2 workers / Pillow validate",
+            "7 full, 2 workers",
+            "5 Pillow validate",
+            1.0,
+        ),
+        ("full validate 2 workers / 1 worker", "7 full, 2 workers", "7 full, 1 worker", 1.0),
+        ("resize 1 worker / Pillow resize", "8 resize, 1 worker", "4 Pillow resize", 1.1),
+        (
+            "resize 1 worker / turbo + vips resize",
+            "8 resize, 1 worker",
+            "4 turbo + vips resize",
+            0.95,
+        ),
+        ("resize 2 workers / Pillow resize", "8 resize, 2 workers", "4 Pillow resize", 1.7),
+        ("converter / TFDS builder", "6 converter", "9 TFDS builder", 1.0),
+        ("converter / Ray Data", "6 converter", "9 Ray Data", 1.0),
+        ("markers conversion / MDS conversion", "6 markers", "9 MDS", 1.0, CONVERSION),
+        ("markers conversion / LitData conversion", "6 markers", "9 LitData", 1.0, CONVERSION),
+        ("markers conversion / TFDS conversion", "6 markers", "9 TFDS builder", 1.0, CONVERSION),
+    )
 )
 
 
 def summarise(samples: list[dict], count: int) -> dict:
-    """One run's figure from its repeats: median time, highest peak memory, every sample."""
+    """One run's figure from its repeats: median time, highest peak memory, every sample; where
+    its start-up was timed apart, the medians of that and of each round's time less it."""
     seconds = statistics.median(sample["seconds"] for sample in samples)
-    return {
+    summary = {
         "seconds": seconds,
         "images_per_s": round(count / seconds, 1),
         "peak_rss_tree_mb": max(sample["peak_rss_tree_mb"] for sample in samples),
         "peak_rss_process_mb": max(sample["peak_rss_process_mb"] for sample in samples),
         "samples_s": [sample["seconds"] for sample in samples],
     }
+    if all("startup_s" in sample for sample in samples):
+        rest = [sample["seconds"] - sample["startup_s"] for sample in samples]
+        summary["startup_s"] = statistics.median(sample["startup_s"] for sample in samples)
+        summary["conversion_s"] = round(statistics.median(rest), 3)
+        summary[CONVERSION] = round(count / max(summary["conversion_s"], 1e-3), 1)
+    return summary
 
 
 def skip_reason(run: Run) -> str | None:
@@ -128,31 +189,35 @@ def records_in(out: Path, pattern: str) -> int:
 
 
 def measure(run: Run, manifest: str, count: int) -> dict:
-    """One whole run in a fresh output folder; a run that writes TFRecords must have written
-    `count` records, or the sitting stops."""
+    """One whole run in a fresh output folder, then its start-up alone where it has one; a run
+    that writes a dataset must have written `count` records, or the sitting stops."""
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "o"
         measured = run_measured(run.command(manifest, str(out)))
-        if run.records is not None and (found := records_in(out, run.records)) != count:
+        if run.records is not None and (found := run.records(out)) != count:
             raise RuntimeError(f"{run.command('', '')[:3]}: {found} records of {count} images")
+    if run.startup:
+        measured["startup_s"] = run_measured(run.startup)["seconds"]
     return measured
 
 
-def ratio(results: dict, a: str, b: str) -> float | None:
-    """a's images/s over b's; None when either was skipped or not run."""
-    if any(name not in results or "skipped" in results[name] for name in (a, b)):
+def ratio(results: dict, target: Target) -> float | None:
+    """a's rate over b's; None when either was skipped or not run."""
+    if any(name not in results or "skipped" in results[name] for name in (target.a, target.b)):
         return None
-    return round(results[a]["images_per_s"] / results[b]["images_per_s"], 2)
+    a, b = results[target.a], results[target.b]
+    return round(a[target.rate] / b[target.rate], 2)
 
 
-def run_all(count: int, repeats: int, chosen: tuple[str, ...] = ()) -> dict:
-    """Every run (or those `chosen`), round after round, and the ratios."""
+def run_all(count: int, repeats: int) -> dict:
+    """Every run (or those BENCH_RUNS names), round after round, and the ratios of those run."""
     corpus_root = Path(os.environ.get("CORPUS_DIR", tempfile.gettempdir()))
     for package in ("pipeline", "transforms"):  # compiled as `pip install` would: with
         # PYTHONDONTWRITEBYTECODE set, an editable checkout recompiles every module per process
         compileall.compile_dir(str(HERE.parent / package), quiet=1)
     manifest = str(make_corpus(corpus_root / f"tfrp-corpus-{count}", count))
-    runs = {name: RUNS[name] for name in chosen or RUNS}
+    only = os.environ.get("BENCH_RUNS")
+    runs = {name: run for name, run in RUNS.items() if not only or name in only.split(",")}
     skipped = {name: reason for name, run in runs.items() if (reason := skip_reason(run))}
     samples: dict[str, list[dict]] = {name: [] for name in runs if name not in skipped}
     for round_number in range(1, repeats + 1):
@@ -161,16 +226,19 @@ def run_all(count: int, repeats: int, chosen: tuple[str, ...] = ()) -> dict:
             samples[name].append(measured)
             print(
                 f"round {round_number}  {name:22s} {count / measured['seconds']:9.1f} img/s  "
-                f"{measured['peak_rss_tree_mb']:7.1f} MB",
+                f"{measured['peak_rss_tree_mb']:7.1f} MB  start-up {measured.get('startup_s')} s",
                 flush=True,
             )
     results = {
         name: {"skipped": skipped[name]} if name in skipped else summarise(samples[name], count)
         for name in runs
     }
+    for name in samples:
+        results[name]["checks"] = runs[name].checks
     ratios = [
-        {"ratio": label, "value": ratio(results, a, b), "target": target}
-        for label, a, b, target in TARGETS
+        {"ratio": target.label, "value": ratio(results, target), "target": target.target}
+        for target in TARGETS
+        if target.a in results and target.b in results
     ]
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     return {
@@ -182,94 +250,18 @@ def run_all(count: int, repeats: int, chosen: tuple[str, ...] = ()) -> dict:
     }
 
 
-def write_chart(report: dict, path: Path) -> None:
-    """images/s per run that ran; the converter's runs in blue."""
-    runs = report["runs"].items()
-    bars = [(name, result["images_per_s"]) for name, result in runs if "skipped" not in result]
-    title = f"images/s, {report['images']:,} images, {report['machine']}"
-    path.write_bytes(bar_chart(bars, title, lambda name: "converter" in name or "worker" in name))
-
-
-def cells(run: dict | None) -> tuple[str, str]:
-    """A run's images/s and peak RSS as the table shows them: "skipped" where the run could
-    not start, "—" where its sitting had no such run (a result file older than the run)."""
-    if run is None:
-        return "—", "—"
-    if "skipped" in run:
-        return "skipped", "skipped"
-    return f"{run['images_per_s']:,.0f}", f"{run['peak_rss_tree_mb']:,.0f} MB"
-
-
-def ratio_cell(report: dict, label: str) -> str:
-    value = next((r["value"] for r in report["ratios"] if r["ratio"] == label), None)
-    return "—" if value is None else f"{value:.2f}"
-
-
-def markdown_table(reports: list[dict]) -> str:
-    """The README's table: images/s and peak RSS per run and corpus size, then the ratios."""
-    sizes = [f"{r['images']:,}" for r in reports]
-    head = "| run | " + " | ".join(f"img/s ({n})" for n in sizes)
-    head += " | " + " | ".join(f"peak RSS ({n})" for n in sizes) + " |"
-    lines = [head, "|---" + "|---:" * (2 * len(reports)) + "|"]
-    for name in dict.fromkeys(name for r in reports for name in r["runs"]):
-        speeds, memory = zip(*(cells(r["runs"].get(name)) for r in reports), strict=True)
-        lines.append(f"| {name} | " + " | ".join(speeds + memory) + " |")
-    lines += [
-        "",
-        "| ratio | " + " | ".join(sizes) + " | target |",
-        "|---" + "|---:" * (len(reports) + 1) + "|",
-    ]
-    targets = {ratio["ratio"]: ratio["target"] for r in reports for ratio in r["ratios"]}
-    for label, target in targets.items():
-        values = [ratio_cell(r, label) for r in reports]
-        lines.append(f"| {label} | " + " | ".join(values) + f" | ≥ {target} |")
-    return "\n".join(lines + [""] + memory_lines(reports))
-
-
-def memory_lines(reports: list[dict]) -> list[str]:
-    """Run 6's memory targets: growth from the smallest to the largest corpus, biggest process."""
-    converter = [r["runs"]["6 converter"] for r in reports]
-    biggest = max(run["peak_rss_process_mb"] for run in converter)
-    lines = [f"- converter, largest single process: {biggest:,.0f} MB (target ≤ 250 MB)"]
-    if len(reports) > 1:
-        growth = converter[-1]["peak_rss_tree_mb"] / converter[0]["peak_rss_tree_mb"]
-        lines.append(
-            f"- converter peak RSS, {reports[-1]['images']:,} vs {reports[0]['images']:,} "
-            f"images: {growth:.2f}x (target ≤ 1.2x)"
-        )
-    return lines
-
-
 if __name__ == "__main__":
     if sys.argv[1:] == ["--table"]:
         files = sorted((HERE / "results").glob("bench-*.json"), key=lambda p: int(p.stem[6:]))
         print(markdown_table([json.loads(path.read_text()) for path in files]))
         sys.exit(0)
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
-    chosen = tuple(sys.argv[2].split(",")) if len(sys.argv) > 2 else tuple(RUNS)
-    if not set(chosen) <= set(RUNS):
-        raise SystemExit(f"runs: some of {','.join(RUNS)}")
-    report = run_all(count, int(os.environ.get("BENCH_REPEATS", "3")), chosen)
-    for name, result in report["runs"].items():
-        if "skipped" in result:
-            print(f"{name:22s} skipped: {result['skipped']}", flush=True)
-            continue
-        print(
-            f"{name:22s} {result['images_per_s']:9.1f} img/s (median)  "
-            f"{result['peak_rss_tree_mb']:7.1f} MB",
-            flush=True,
-        )
-    for ratio in report["ratios"]:
-        if ratio["value"] is None:
-            print(f"skip {ratio['ratio']:45s}  (a run of it was skipped)")
-            continue
-        mark = "ok " if ratio["value"] >= ratio["target"] else "MISS"
-        print(f"{mark} {ratio['ratio']:45s} {ratio['value']:6.2f}  (target {ratio['target']})")
+    report = run_all(count, int(os.environ.get("BENCH_REPEATS", "3")))
+    print_report(report)
     results = HERE / "results"
     results.mkdir(exist_ok=True)
-    whole = chosen == tuple(RUNS)  # some runs never replace the file of a whole sitting
-    written = results / (f"bench-{count}" if whole else f"partial-bench-{count}")
-    written.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
-    if whole:
-        write_chart(report, written.with_suffix(".png"))
-    print(f"wrote {written}.json" + (" and .png" if whole else ""))
+    # Some of the runs (BENCH_RUNS) never replace a whole sitting's file, which the table reads.
+    name = f"{'subset' if os.environ.get('BENCH_RUNS') else 'bench'}-{count}"
+    (results / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
+    write_chart(report, results / f"{name}.png")
+    print(f"wrote {results}/{name}.json and .png")

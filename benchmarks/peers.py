@@ -1,6 +1,7 @@
 """What users would write instead of the converter; each runs as its own process.
 
     python benchmarks/peers.py NAME MANIFEST OUT_DIR
+    python benchmarks/peers.py imports NAME     (only what NAME imports before its first image)
 
 copy             read every file, append it to one output file (the I/O floor)
 tf_loop          single-process loop: tf.train.Example + tf.io.TFRecordWriter
@@ -21,16 +22,21 @@ tfds_builder     what a TFDS user writes for their own images: a GeneratorBasedB
 ray_data         what a Ray Data user writes: read_binary_files -> map (the Example's columns)
                  -> write_tfrecords, Ray on this machine alone; needs Ray, which the project
                  never installs: run it with .venv-peers/bin/python (`make bench-peers`)
+litdata_optimize LitData's optimize() and MosaicML Streaming's MDSWriter on a process pool,
+mds_writer       as their docs write them (benchmarks/streaming_peers.py); .venv-peers too
 """
 
 import csv
 import hashlib
+import importlib
 import io
 import json
 import math
 import os
 import sys
 from pathlib import Path
+
+import streaming_peers
 
 
 def _rows(manifest: str) -> list[tuple[str, str]]:
@@ -244,6 +250,14 @@ def refresh_floor(rows, root: Path) -> None:
         rows_file.read_bytes()
 
 
+def litdata_optimize(rows, out: Path) -> None:
+    streaming_peers.litdata_optimize(rows, _label_ids(rows), out)
+
+
+def mds_writer(rows, out: Path) -> None:
+    streaming_peers.mds_writer(rows, _label_ids(rows), out)
+
+
 PEERS = {
     f.__name__: f
     for f in (
@@ -252,6 +266,8 @@ PEERS = {
         beam_tutorial,
         tfds_builder,
         ray_data,
+        litdata_optimize,
+        mds_writer,
         pillow_resize,
         turbo_vips,
         turbo_opencv,
@@ -261,7 +277,18 @@ PEERS = {
     )
 }
 
-if __name__ == "__main__":
+IMPORTS = {  # what a peer imports before its first image: `imports NAME` does that alone
+    # TFDS imports TensorFlow only when a builder is made: before its first image all the same.
+    "tfds_builder": lambda: [
+        importlib.import_module(m) for m in ("tensorflow_datasets", "tensorflow")
+    ],
+    "ray_data": lambda: importlib.import_module("ray.data"),
+    **streaming_peers.IMPORTS,
+}
+
+if __name__ == "__main__" and sys.argv[1] == "imports":
+    IMPORTS[sys.argv[2]]()
+elif __name__ == "__main__":
     name, manifest, out = sys.argv[1:4]
     Path(out).mkdir(parents=True, exist_ok=True)
     PEERS[name](_rows(manifest), Path(out))

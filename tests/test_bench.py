@@ -3,6 +3,7 @@ A sitting whose figures are timings is marked `bench`: `make bench` runs it, `ma
 not (a test never holds a timing to a value). A sitting that stays in `make test` asserts what
 its figures must be: requests counted, bytes, memory bounds."""
 
+import json
 import os
 import re
 import sys
@@ -28,19 +29,41 @@ def test_a_run_is_its_median_time_and_its_highest_memory():
     assert summary["peak_rss_tree_mb"] == 210 and summary["samples_s"] == [9.0, 2.0, 3.0]
 
 
+def test_a_run_timed_apart_converts_in_its_time_less_its_start_up_of_the_same_round():
+    timed = [{**_sample(9.0, 200), "startup_s": 6.0}, {**_sample(4.0, 200), "startup_s": 2.5}]
+    timed.append({**_sample(5.0, 200), "startup_s": 1.0})
+    summary = bench.summarise(timed, 60)
+    assert summary["seconds"] == 5.0 and summary["startup_s"] == 2.5
+    assert summary["conversion_s"] == 3.0 and summary[bench.CONVERSION] == 20.0
+    assert "conversion_s" not in bench.summarise([_sample(2.0, 210)], 60)
+
+
+def test_a_lit_data_or_mds_output_counts_the_samples_its_index_lists(tmp_path):
+    index = {"shards": [{"samples": 3}, {"samples": 4}], "version": 2}
+    (tmp_path / "index.json").write_text(json.dumps(index))
+    assert bench.samples("shards", "samples")(tmp_path) == 7
+
+
+def test_bench_runs_names_the_runs_a_sitting_makes(tmp_path, monkeypatch):
+    monkeypatch.setenv("CORPUS_DIR", str(tmp_path))
+    monkeypatch.setenv("BENCH_RUNS", "1 copy floor")
+    report = bench.run_all(4, repeats=1)
+    assert list(report["runs"]) == ["1 copy floor"] and report["ratios"] == []
+
+
 def test_the_readme_table_lists_every_run_ratio_and_memory_target():
     def report(images, converter_mb):
         runs = {name: bench.summarise([_sample(2.0, 50)], images) for name in bench.RUNS}
         runs["6 converter"] = bench.summarise([_sample(2.0, converter_mb, 240)], images)
         ratios = [
-            {"ratio": label, "value": 1.0, "target": target}
-            for label, _, _, target in bench.TARGETS
+            {"ratio": target.label, "value": 1.0, "target": target.target}
+            for target in bench.TARGETS
         ]
         return {"images": images, "runs": runs, "ratios": ratios}
 
     table = bench.markdown_table([report(2000, 200), report(20000, 230)])
     assert all(f"| {name} |" in table for name in bench.RUNS)
-    assert all(label in table for label, *_ in bench.TARGETS)
+    assert all(target.label in table for target in bench.TARGETS)
     assert "20,000 vs 2,000 images: 1.15x (target ≤ 1.2x)" in table
     assert "largest single process: 240 MB" in table
 
@@ -69,7 +92,8 @@ def test_a_run_that_writes_fewer_records_than_images_stops_the_sitting(tmp_path)
     record = frame(b"an example").hex()
 
     def writes(records: int) -> bench.Run:
-        return bench.Run(lambda m, o: [sys.executable, "-c", write, o, record, str(records)], "*")
+        command = [sys.executable, "-c", write]
+        return bench.Run(lambda m, o: [*command, o, record, str(records)], bench.tfrecords("*"))
 
     assert bench.measure(writes(3), "manifest.csv", 3)["seconds"] > 0
     with pytest.raises(RuntimeError, match="2 records of 3 images"):
@@ -82,7 +106,7 @@ def test_a_run_whose_interpreter_is_missing_is_reported_as_skipped_with_the_reas
     monkeypatch.setenv("CORPUS_DIR", str(tmp_path))
     runs = {"copy": bench.peer("copy"), "gone": bench.peer("copy", python=tmp_path / "python")}
     monkeypatch.setattr(bench, "RUNS", runs)
-    monkeypatch.setattr(bench, "TARGETS", (("copy / gone", "copy", "gone", 1.0),))
+    monkeypatch.setattr(bench, "TARGETS", (bench.Target("copy / gone", "copy", "gone", 1.0),))
     report = bench.run_all(4, repeats=1)
     assert report["runs"]["copy"]["images_per_s"] > 0
     reason = f"{tmp_path / 'python'} is missing (`make bench-peers` makes it)"
@@ -90,26 +114,22 @@ def test_a_run_whose_interpreter_is_missing_is_reported_as_skipped_with_the_reas
     assert report["ratios"] == [{"ratio": "copy / gone", "value": None, "target": 1.0}]
 
 
-def test_a_sitting_of_some_runs_reports_them_and_no_ratio_of_the_others(tmp_path, monkeypatch):
-    monkeypatch.setenv("CORPUS_DIR", str(tmp_path))
-    report = bench.run_all(4, 1, ("1 copy floor",))
-    assert list(report["runs"]) == ["1 copy floor"]
-    assert all(ratio["value"] is None for ratio in report["ratios"])
-
-
 @pytest.mark.bench
 @pytest.mark.slow
 def test_one_tiny_sitting_runs_every_peer_and_converter(tmp_path, monkeypatch):
-    """Every run, the peers users pick (a TFDS builder, Ray Data) among them, writes one record
-    an image (bench.measure reads them back). Ray runs only where `make bench-peers` made its
-    environment: the suite never installs it."""
+    """Every run, the peers users pick (a TFDS builder, Ray Data, LitData, MDS) among them,
+    writes one record an image (bench.measure reads them back). Ray, LitData and MDS run only
+    where `make bench-peers` made their environment: the suite never installs them."""
     monkeypatch.setenv("CORPUS_DIR", str(tmp_path))
     report = bench.run_all(12, repeats=1)
     assert set(report["runs"]) == set(bench.RUNS)
     ran = {name: run for name, run in report["runs"].items() if "skipped" not in run}
-    assert set(bench.RUNS) - set(ran) <= {"9 Ray Data"}  # only where .venv-peers is missing
+    assert set(bench.RUNS) - set(ran) <= {"9 Ray Data", "9 LitData", "9 MDS"}  # no .venv-peers
     assert all(run["images_per_s"] > 0 and run["peak_rss_tree_mb"] > 0 for run in ran.values())
-    assert [ratio["ratio"] for ratio in report["ratios"]] == [label for label, *_ in bench.TARGETS]
+    timed_apart = {name for name, run in bench.RUNS.items() if run.startup} & set(ran)
+    assert {"6 converter", "6 markers", "9 TFDS builder"} <= timed_apart
+    assert all(ran[name]["startup_s"] > 0 for name in timed_apart)
+    assert [ratio["ratio"] for ratio in report["ratios"]] == [t.label for t in bench.TARGETS]
 
 
 @pytest.mark.bench
