@@ -26,7 +26,8 @@ demo: $(STAMP)
 # value taken out of a dict by a string key as a str, Python 2's); deptry fails on an import
 # setup.py does not declare (config in pyproject.toml), once for the package, whose imports must
 # be in install_requires or the read side's extras, once for the tests and the benchmarks, which
-# may also import the test extra (ray is benchmarks/requirements-peers.txt's, another venv).
+# may also import the test extra (ray, datasets, webdataset, streaming and litdata are
+# benchmarks/requirements-peers.txt's, another venv).
 DECLARED := $(VENV)/declared
 lint: $(STAMP)
 	$(BIN)/ruff check pipeline transforms tests sample benchmarks deploy
@@ -37,7 +38,7 @@ lint: $(STAMP)
 	$(BIN)/deptry pipeline transforms --requirements-files $(DECLARED)/code.txt \
 		--requirements-files-dev $(DECLARED)/test.txt
 	$(BIN)/deptry tests benchmarks --requirements-files $(DECLARED)/code.txt,$(DECLARED)/test.txt \
-		--exclude '\.venv' --ignore DEP002 --per-rule-ignores 'DEP001=ray|datasets|webdataset'
+		--exclude '\.venv' --ignore DEP002 --per-rule-ignores 'DEP001=ray|datasets|webdataset|streaming|litdata'
 
 format: $(STAMP)
 	$(BIN)/ruff format pipeline transforms tests sample benchmarks deploy
