@@ -49,6 +49,8 @@ ROUNDS = 5
 RESIZE = ImageConfig(resize_short_side=256, resample="bilinear", jpeg_quality=90)
 WRITER_RESIZING = "the whole shard writer, resize 256 bilinear q90"
 # (ratio, numerator stage, denominator stage, target): CPU an image, the lower the faster.
+# INTER_LINEAR has none: it samples 2x2 pixels at any shrink, so it aliases where the writer's
+# bilinear (Pillow's, widened by the shrink) does not (resample_study.py); reported only.
 RATIOS = (
     ("resize: writer / Pillow loop", "the Pillow loop, bilinear", WRITER_RESIZING, 1.1),
     (
@@ -61,7 +63,7 @@ RATIOS = (
         "resize: writer / turbo + OpenCV linear",
         "libjpeg-turbo + OpenCV INTER_LINEAR",
         WRITER_RESIZING,
-        0.95,
+        None,
     ),
 )
 
@@ -180,7 +182,10 @@ def markdown(costs: dict) -> str:
     lines += [f"| {name} | {us:,.1f} us |" for name, us in costs.items()]
     lines += ["", "| ratio | measured | target |", "|---|---:|---:|"]
     measured = ratios(costs)
-    lines += [f"| {label} | {measured[label]:.2f} | ≥ {target} |" for label, *_, target in RATIOS]
+    lines += [
+        f"| {label} | {measured[label]:.2f} | {'—' if target is None else f'≥ {target}'} |"
+        for label, *_, target in RATIOS
+    ]
     return "\n".join(lines)
 
 

@@ -40,6 +40,9 @@ from tfrecord_pipeline.transforms.image.orientation import turn_steps
 # its operation cache would keep images the converter has finished with.
 pyvips.concurrency_set(1)
 pyvips.cache_set_max(0)
+# The rows libvips' own sink (`write_to_memory`) asks a pipeline for at a time: its fat-strip
+# height. `reduce`'s rows depend on where a request begins, so these strips make its bytes.
+STRIP_LINES = 16
 VIPS_KERNELS = {"bilinear": "linear", "bicubic": "cubic", "lanczos": "lanczos3"}
 
 
@@ -162,12 +165,19 @@ def resample(
     last column and row stand for part of a pixel (a 257-pixel-wide image decoded at 1/8 is 33
     columns, the last of them one source pixel wide). The shrink is measured on it, as Pillow's
     `resize(box=...)` measures on its box, so that part-pixel does not stretch the image across
-    a whole output pixel; a column or row reduce makes beyond `size` is cropped away.
+    a whole output pixel; a column or row reduce makes beyond `size` is left out.
+
+    The pixels are fetched in this thread, strip by strip, as libvips' sink would fetch them:
+    the sink starts libvips' thread pool for every image, about 450 us of a 0.2 MP resize.
     """
     height, width, channels = pixels.shape
     extent = extent or (width, height)
     image = pyvips.Image.new_from_memory(pixels.data, width, height, channels, "uchar")
-    image = image.reduce(extent[0] / size[0], extent[1] / size[1], kernel=kernel)
-    if (image.width, image.height) != size:  # a crop that keeps it all still costs a build
-        image = image.crop(0, 0, *size)
-    return np.frombuffer(image.write_to_memory(), np.uint8).reshape(size[1], size[0], channels)
+    region = pyvips.Region.new(
+        image.reduce(extent[0] / size[0], extent[1] / size[1], kernel=kernel)
+    )
+    strips = (
+        region.fetch(0, top, size[0], min(STRIP_LINES, size[1] - top))
+        for top in range(0, size[1], STRIP_LINES)
+    )
+    return np.frombuffer(b"".join(strips), np.uint8).reshape(size[1], size[0], channels)
