@@ -91,6 +91,16 @@ def test_sizes_past_one_and_two_varint_bytes_and_float32_edges():
     assert parsed["negative"].int64_list.value == [-1]
 
 
+def test_integers_at_every_varint_length_boundary_encode_as_protobuf_does():
+    # One to three bytes are made without a loop (the sizes of a record's fields); the loop
+    # makes the rest, negatives as ten bytes.
+    edges = [0, 1, 127, 128, 16_383, 16_384, 2_097_151, 2_097_152, 2**63 - 1, -1, -(2**63)]
+    for value in edges:
+        assert encode_example({"v": value}) == protobuf_bytes({"v": value}), value
+    image = b"x" * 2_097_152  # a 4-byte length, and the entries' sizes around it
+    assert encode_example({"image/encoded": image}) == protobuf_bytes({"image/encoded": image})
+
+
 def test_a_records_features_are_the_reference_keys_and_the_extras():
     image = StoredImage(b"\xff\xd8jpeg", "JPEG", 2, 3, 3)
     labels = label_features((4,), ("cat",), False)

@@ -129,9 +129,14 @@ _ONE_BYTE = [bytes([value]) for value in range(0x80)]
 
 
 def _varint(value: int) -> bytes:
-    """Base-128 varint; a negative int64 as its 64-bit two's complement, as protobuf writes it."""
+    """Base-128 varint; a negative int64 as its 64-bit two's complement, as protobuf writes it.
+    The sizes of a record's fields (up to 2 MiB) are one to three bytes, made without a loop."""
     if 0 <= value < 0x80:
         return _ONE_BYTE[value]
+    if 0 < value < 0x4000:
+        return bytes((value & 0x7F | 0x80, value >> 7))
+    if 0 < value < 0x200000:
+        return bytes((value & 0x7F | 0x80, value >> 7 & 0x7F | 0x80, value >> 14))
     value &= (1 << 64) - 1
     out = bytearray()
     while value > 0x7F:
