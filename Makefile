@@ -155,6 +155,15 @@ $(PEERS_VENV)/.installed: benchmarks/requirements-peers.txt
 
 bench-peers: $(PEERS_VENV)/.installed bench
 
+# Issue 46's figures in one sitting (about an hour here): the tiny sitting, then
+# benchmarks/sitting.py: 20,000 images with every peer, 200,000 with the ratios held at scale,
+# a resize's CPU beside the Pillow and OpenCV loops, gs:// against the checked floor; then
+# every ratio against its target.
+.PHONY: bench-sitting
+bench-sitting: $(PEERS_VENV)/.installed $(STAMP)
+	$(call suite,-m bench)
+	cd benchmarks && ../$(BIN)/python sitting.py
+
 # Re-pin after changing setup.py: resolve the full set again and freeze it. The CPU build's
 # local label (+cpu) is dropped, so a machine without the wheel folder still finds torch.
 # requirements-readers.txt is pinned by hand: see the comment at its top.

@@ -1,6 +1,6 @@
 """The converter beside its peers, on one corpus, in one sitting: `make bench` (N=2000) or
-`python benchmarks/bench.py 20000`, or only some runs: `python benchmarks/bench.py 200000
-"6 converter,5 checked floor"` (written to results/partial-bench-N.json).
+`python benchmarks/bench.py 20000`, or only some runs: `BENCH_RUNS="6 converter,5 checked floor"
+python benchmarks/bench.py 200000` (written to results/subset-N.json).
 
 Each run is a whole process (start-up included) measured by measure.py. Every run is repeated
 (BENCH_REPEATS, default 3) in rounds, all runs once per round, so a slow spell of a shared

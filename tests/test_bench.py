@@ -426,3 +426,37 @@ def test_one_tiny_archive_requests_sitting_counts_the_listing_and_each_member_s_
     loose = report["layouts"]["loose objects, class folders"]
     assert loose["member_reads"]["gets"] == 12 and loose["whole_run"]["cpu_us_per_image"] > 0
     assert "| WebDataset shards, kept in order | whole run |" in archive_requests.markdown(report)
+
+
+def test_the_sitting_holds_each_ratio_from_the_file_its_script_wrote(tmp_path, monkeypatch):
+    import sitting
+
+    monkeypatch.setattr(sitting, "RESULTS", tmp_path)
+    ratios = {"resize: writer / Pillow loop": 1.17, "resize: writer / turbo + OpenCV area": 0.9}
+    (tmp_path / "image-costs.json").write_text(json.dumps({"ratios": ratios}))
+    bench_ratios = [
+        {"ratio": "converter / checked floor", "value": 0.86, "target": 0.85},
+        {"ratio": "markers conversion / MDS conversion", "value": None, "target": 1.0},
+    ]
+    (tmp_path / "bench-20000.json").write_text(json.dumps({"ratios": bench_ratios}))
+    readers = {
+        "convert-defaults": {"us_per_object": 900.0},
+        "floor_checked": {"us_per_object": 600.0},
+    }
+    gcs = tmp_path / "gcs-read-cost-1000-partial.json"
+    gcs.write_text(json.dumps({"readers": readers}))
+    rows = {
+        line.split(" | ")[1] + " " + line.split(" | ")[2]: line
+        for line in sitting.summary().splitlines()[2:]
+    }
+    assert "| 1.17 | ≥ 1.1 |" in rows["resize: writer / Pillow loop image-costs.json"]
+    assert (
+        "| 0.90 (missed) | ≥ 0.95 |"
+        in rows["resize: writer / turbo + OpenCV area image-costs.json"]
+    )
+    assert "| 0.86 | ≥ 0.85 |" in rows["converter / checked floor bench-20000.json"]
+    assert "| not run |" in rows["converter / checked floor subset-200000.json"]
+    assert "| not run |" in rows["markers conversion / MDS conversion bench-20000.json"]
+    gs = "gs:// convert-defaults / checked floor gcs-read-cost-1000-partial.json"
+    assert "| 1.50 | ≤ 1.5 |" in rows[gs]
+    assert "| not run |" in rows[gs.replace("defaults", "local")]
