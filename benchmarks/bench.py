@@ -96,7 +96,7 @@ RUNS = {
     "5 Pillow validate": peer("pillow_validate"),
     "5 validation floor": peer("validation_floor"),
     "5 checked floor": Run(
-        lambda m, o: [PYTHON, str(HERE / "checked_floor.py"), m, o], "*.tfrecord"
+        lambda m, o: [PYTHON, str(HERE / "checked_floor.py"), m, o], tfrecords("*.tfrecord")
     ),
     "6 converter": converter(),
     "6 markers": converter("--validate", "markers", checks="every JPEG's markers"),
