@@ -120,3 +120,19 @@ def test_pixels_adds_a_full_size_decode_only_where_the_fast_path_makes_a_smaller
     with pytest.raises(RowError) as error:
         normalise(data, limit._replace(validate="pixels"))
     assert error.value.reason is Reason.IMAGE_TOO_LARGE
+
+
+@pytest.mark.parametrize("kernel", sorted(fastpath.VIPS_KERNELS.values()))
+def test_a_resample_is_the_bytes_libvips_own_sink_makes(kernel):
+    # Fetched in this thread, strip by strip, not through write_to_memory (which starts
+    # libvips' thread pool for every image). reduce's rows depend on where a request begins:
+    # the whole image fetched at once gives other rows for this shrink.
+    import pyvips
+
+    pixels = np.random.default_rng(0).integers(0, 256, (507, 405, 3), np.uint8)
+    image = pyvips.Image.new_from_memory(pixels.data, 405, 507, 3, "uchar")
+    reduced = image.reduce(405 / 256, 507 / 320, kernel=kernel)
+    sink = np.frombuffer(reduced.write_to_memory(), np.uint8).reshape(320, 256, 3)
+    assert np.array_equal(fastpath.resample(pixels, (256, 320), kernel), sink)
+    whole = pyvips.Region.new(reduced).fetch(0, 0, 256, 320)
+    assert kernel != "linear" or whole != sink.tobytes()
