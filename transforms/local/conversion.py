@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from tfrecord_pipeline.transforms.local.error_sink import ErrorSink
+from tfrecord_pipeline.transforms.local.flushes import Flushes
 from tfrecord_pipeline.transforms.local.manifests import gather, read_on, read_rows, split_reads
 from tfrecord_pipeline.transforms.local.plan import drop_duplicate_content
 from tfrecord_pipeline.transforms.local.pool import ShardPool
@@ -164,15 +165,16 @@ def assign_shards(run: LocalRun) -> None:
 
 @FORMS.of("WriteShards")
 def write_shards(run: LocalRun) -> None:
-    """pool.py: a writer process a core."""
-    config = run.job.write
+    """pool.py: a writer process a core; their files flushed to the disk here (flushes.py)."""
+    config = run.job.write._replace(sync=False)
     tasks, writers = shard_tasks(run.buckets, run.write_plan, run.pieces, config, run.sample)
     if run.pool and writers > 1:
         written = run.pool.write(tasks, run.progress)
     else:
         written = write_in_process(tasks, run.progress)
-    joined = join_pieces(run.errors.passed(written), config.staging, config.shard_format)
-    run.results = list(joined)
+    with Flushes(config.staging) as flushes:
+        joined = join_pieces(run.errors.passed(written), config.staging, config.shard_format)
+        run.results = [flushes.flushed(result) for result in joined]
 
 
 @FORMS.of("CarryPublished")

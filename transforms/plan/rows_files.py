@@ -65,17 +65,18 @@ def parse_rows(text: str) -> list[PastRecord]:
     return list(rows_in(io.StringIO(text, newline="\n")))
 
 
-def write_rows_file(staged_shard: str, records: Iterable[PastRecord]) -> int:
+def write_rows_file(staged_shard: str, records: Iterable[PastRecord], sync: bool = True) -> int:
     """The rows file of the staged shard file `staged_shard`, written as `records` come (never
-    all held: a refresh passes a published shard's kept records through) and on the disk
-    before the shard is described to anyone; returns how many records it lists."""
+    all held: a refresh passes a published shard's kept records through) and, with `sync`, on
+    the disk before the shard is described to anyone; returns how many records it lists."""
     path = f"{staged_shard}{ROWS_SUFFIX}"
     records, listed = iter(records), 0
     with fileio.create(path) as handle:
         while lines := [rows_line(record) for record in itertools.islice(records, WRITE_LINES)]:
             handle.write("".join(lines).encode())
             listed += len(lines)
-    fileio.sync_file(path)
+    if sync:
+        fileio.sync_file(path)
     return listed
 
 
