@@ -165,8 +165,8 @@ def assign_shards(run: LocalRun) -> None:
 
 @FORMS.of("WriteShards")
 def write_shards(run: LocalRun) -> None:
-    """pool.py: a writer process a core; their files flushed to the disk here (flushes.py)."""
-    config = run.job.write._replace(sync=False)
+    """pool.py: a writer process a core."""
+    config = run.job.write._replace(sync=False)  # flushed here, as they come: flushes.py
     tasks, writers = shard_tasks(run.buckets, run.write_plan, run.pieces, config, run.sample)
     if run.pool and writers > 1:
         written = run.pool.write(tasks, run.progress)

@@ -129,8 +129,8 @@ _ONE_BYTE = [bytes([value]) for value in range(0x80)]
 
 
 def _varint(value: int) -> bytes:
-    """Base-128 varint; a negative int64 as its 64-bit two's complement, as protobuf writes it.
-    The sizes of a record's fields (up to 2 MiB) are one to three bytes, made without a loop."""
+    """Base-128 varint (negative: 64-bit two's complement), as protobuf writes it; up to 2 MiB
+    (a record's field sizes) made without a loop."""
     if 0 <= value < 0x80:
         return _ONE_BYTE[value]
     if 0 < value < 0x4000:
@@ -210,14 +210,7 @@ def _entry(key: str, value: bytes | str | int | float | Values) -> tuple[bytes, 
 # Features whose values recur from record to record (one format, a few labels and sizes): their
 # entries are encoded once and kept, a third of the encoding work of a record.
 _RECURRING = frozenset(
-    {
-        "image/format",
-        "image/class/label",
-        "image/class/text",
-        "image/height",
-        "image/width",
-        "image/channels",
-    }
+    {"image/format", LABEL_KEY, LABEL_TEXT_KEY, "image/height", "image/width", "image/channels"}
 )
 _recurring_entry = functools.lru_cache(maxsize=4096, typed=True)(_entry)  # typed: 3 is not 3.0
 

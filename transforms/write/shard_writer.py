@@ -62,9 +62,7 @@ class WriteConfig(NamedTuple):
     drop_negatives: bool = False  # a detection row whose every box is dropped is an error row
     masks: bool = False  # detection records hold `image/object/mask` (--masks)
     read_latency_ms: float = DEFAULT_READ_LATENCY_MS  # --read_latency_ms: threads.py
-    # Each staged file flushed to its disk by its writer before its result is given; False:
-    # whoever takes the results flushes them (the local runner, transforms/local/flushes.py).
-    sync: bool = True
+    sync: bool = True  # each file flushed to the disk by its writer (local: local/flushes.py)
 
 
 class ShardResult(NamedTuple):
@@ -234,8 +232,8 @@ def write_shard(
         fileio.sync_file(temp)  # on disk before any marker can promise it
     index_file = index_file_name(name) if config.write_index else ""
     if index_file:
-        index = writer.index_text().encode()
-        (fileio.write_synced if config.sync else fileio.write_bytes)(f"{temp}{INDEX_SUFFIX}", index)
+        write = fileio.write_synced if config.sync else fileio.write_bytes
+        write(f"{temp}{INDEX_SUFFIX}", writer.index_text().encode())
     write_rows_file(temp, past, config.sync)
     yield ShardResult(
         *shard,
