@@ -42,6 +42,7 @@ CONVERT = ["--num_shards", "8", "--no_progress"]
 ONE_WORKER = ["--processes", "1", "--threads", "1"]
 TWO_WORKERS = ["--processes", "2", "--threads", "1"]
 RESIZE = ["--resize_short_side", "256", "--jpeg_quality", "90"]
+PIXELS = "every JPEG's pixels, at full size"  # --validate pixels: what the "7 full" runs check
 # Peers the project never installs (Ray): their own environment, made by `make bench-peers`.
 PEERS_PYTHON = HERE.parent / ".venv-peers" / "bin" / "python"
 
@@ -96,12 +97,14 @@ RUNS = {
     "5 Pillow validate": peer("pillow_validate"),
     "5 validation floor": peer("validation_floor"),
     "5 checked floor": Run(
-        lambda m, o: [PYTHON, str(HERE / "checked_floor.py"), m, o], tfrecords("*.tfrecord")
+        lambda m, o: [PYTHON, str(HERE / "checked_floor.py"), m, o],
+        tfrecords("*.tfrecord"),
+        checks="every JPEG's scans",
     ),
     "6 converter": converter(),
     "6 markers": converter("--validate", "markers", checks="every JPEG's markers"),
-    "7 full, 1 worker": converter("--validate", "pixels", *ONE_WORKER),
-    "7 full, 2 workers": converter("--validate", "pixels", *TWO_WORKERS),
+    "7 full, 1 worker": converter("--validate", "pixels", *ONE_WORKER, checks=PIXELS),
+    "7 full, 2 workers": converter("--validate", "pixels", *TWO_WORKERS, checks=PIXELS),
     "8 resize, 1 worker": converter(*RESIZE, *ONE_WORKER),
     "8 resize, 2 workers": converter(*RESIZE, *TWO_WORKERS),
     "9 TFDS builder": peer("tfds_builder", tfrecords("*/*/*.tfrecord-*"), imports=True),
