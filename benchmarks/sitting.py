@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -22,42 +23,47 @@ SCALE_RUNS = "6 converter,5 checked floor,6 markers,9 MDS,9 LitData,9 TFDS build
 GCS_READERS = "convert-local,convert-defaults,floor,floor_checked"
 
 
+def _bench_ratio(report: dict, label: str) -> float | None:
+    """bench.py's ratio of that label; None when a run of it was skipped."""
+    found = [r["value"] for r in report["ratios"] if r["ratio"] == label]
+    return found[0] if found else None
+
+
+def _cost_ratio(report: dict, label: str) -> float | None:
+    """image_costs.py's ratio of that label."""
+    return round(report["ratios"][label], 2)
+
+
+def _gcs_over_checked(report: dict, label: str) -> float | None:
+    """gcs_read_cost.py's reader (the label's second word) over the checked floor, CPU an image."""
+    readers, reader = report["readers"], label.split()[1]
+    if reader not in readers or "floor_checked" not in readers:
+        return None
+    return round(readers[reader]["us_per_object"] / readers["floor_checked"]["us_per_object"], 2)
+
+
 class Held(NamedTuple):
-    """One ratio the sitting holds: where it is read from and the least (or most) it may be."""
+    """One ratio the sitting holds: the file it is read from and how, and the least (or most)
+    it may be."""
 
     item: str
     label: str
     file: str
     target: float
     at_most: bool = False
-
-
-def _bench_ratio(file: str, label: str) -> float | None:
-    found = [r["value"] for r in _load(file)["ratios"] if r["ratio"] == label]
-    return found[0] if found else None
-
-
-def _gcs_over_checked(file: str, reader: str) -> float | None:
-    readers = _load(file)["readers"]
-    if reader not in readers or "floor_checked" not in readers:
-        return None
-    return round(readers[reader]["us_per_object"] / readers["floor_checked"]["us_per_object"], 2)
-
-
-def _load(file: str) -> dict:
-    return json.loads((RESULTS / file).read_text())
+    read: Callable[[dict, str], float | None] = _bench_ratio
 
 
 def held() -> list[Held]:
     """Every ratio the issue holds, in its items' order."""
     bench, scale = f"bench-{IMAGES}.json", f"subset-{SCALE_IMAGES}.json"
-    gcs = f"gcs-read-cost-{GCS_OBJECTS}-partial.json"
+    gcs, costs = f"gcs-read-cost-{GCS_OBJECTS}-partial.json", "image-costs.json"
     return [
-        Held("1", "resize: writer / Pillow loop", "image-costs.json", 1.1),
-        Held("1", "resize: writer / turbo + OpenCV area", "image-costs.json", 0.95),
+        Held("1", "resize: writer / Pillow loop", costs, 1.1, read=_cost_ratio),
+        Held("1", "resize: writer / turbo + OpenCV area", costs, 0.95, read=_cost_ratio),
         *(Held("3", "converter / checked floor", file, 0.85) for file in (bench, scale)),
         *(
-            Held("3", f"gs:// {reader} / checked floor", gcs, 1.5, at_most=True)
+            Held("3", f"gs:// {reader} / checked floor", gcs, 1.5, True, _gcs_over_checked)
             for reader in ("convert-local", "convert-defaults")
         ),
         *(
@@ -72,13 +78,8 @@ def held() -> list[Held]:
 
 def measured(ratio: Held) -> float | None:
     """The ratio as the sitting's files give it; None when its run was skipped or not made."""
-    if not (RESULTS / ratio.file).exists():
-        return None
-    if ratio.file == "image-costs.json":
-        return round(_load(ratio.file)["ratios"][ratio.label], 2)
-    if ratio.label.startswith("gs://"):
-        return _gcs_over_checked(ratio.file, ratio.label.split()[1])
-    return _bench_ratio(ratio.file, ratio.label)
+    path = RESULTS / ratio.file
+    return ratio.read(json.loads(path.read_text()), ratio.label) if path.exists() else None
 
 
 def summary() -> str:

@@ -5,6 +5,7 @@ stage."""
 import pytest
 
 from tfrecord_pipeline.transforms.local.flushes import Flushes, staged_files
+from tfrecord_pipeline.transforms.plan.sharding import Piece
 from tfrecord_pipeline.transforms.write.shard_writer import ShardResult
 
 
@@ -34,3 +35,9 @@ def test_a_file_that_cannot_be_flushed_fails_the_stage(tmp_path):
 def test_on_an_object_store_a_write_is_already_persisted():
     with Flushes("gs://bucket/data/_staging/v1") as flushes:
         flushes.flushed(_result("s.tfrecord.a1"))
+
+
+def test_a_pieces_files_are_left_to_the_join_that_flushes_its_shard(tmp_path):
+    piece = _result("piece.tfrecord.a1")._replace(piece=Piece(0, 2))
+    with Flushes(str(tmp_path)) as flushes:  # its files are not there: nothing asks for them
+        assert flushes.flushed(piece) is piece

@@ -173,8 +173,8 @@ def write_shards(run: LocalRun) -> None:
     else:
         written = write_in_process(tasks, run.progress)
     with Flushes(config.staging) as flushes:
-        joined = join_pieces(run.errors.passed(written), config.staging, config.shard_format)
-        run.results = [flushes.flushed(result) for result in joined]
+        flushing = map(flushes.flushed, run.errors.passed(written))
+        run.results = list(join_pieces(flushing, config.staging, config.shard_format))
 
 
 @FORMS.of("CarryPublished")

@@ -25,8 +25,10 @@ def staged_files(result: ShardResult, staging: str) -> list[str]:
 
 
 class Flushes:
-    """A context manager: `flushed` hands a result's files to the threads and gives the result
-    back; leaving waits for every flush and raises the first error."""
+    """A context manager: `flushed` hands a whole shard's files to the threads and gives the
+    result back (a piece's are joined into its shard's file, which the join flushes:
+    transforms/write/shard_pieces.py); leaving waits for every flush and raises the first
+    error."""
 
     def __init__(self, staging: str):
         self._staging = staging
@@ -34,7 +36,8 @@ class Flushes:
         self._pending: list[Future] = []
 
     def flushed(self, result):
-        if isinstance(result, ShardResult) and not fileio.is_remote(self._staging):
+        whole = isinstance(result, ShardResult) and result.piece.count == 1
+        if whole and not fileio.is_remote(self._staging):
             for path in staged_files(result, self._staging):
                 self._pending.append(self._pool.submit(fileio.sync_file, path))
         return result
