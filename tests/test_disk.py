@@ -30,6 +30,26 @@ def test_create_makes_the_parent_folders(tmp_path):
     assert (tmp_path / "a" / "b" / "c.bin").read_bytes() == b"x"
 
 
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="no posix_fadvise to ask with")
+def test_a_new_file_is_written_behind_as_it_grows(tmp_path, monkeypatch):
+    # The kernel's own call, spied on and still made: the writeback it starts is Linux's.
+    asked, advise = [], os.posix_fadvise
+    monkeypatch.setattr(os, "posix_fadvise", lambda *call: asked.append(call[1:]) or advise(*call))
+    data = os.urandom(4 * disk.WRITE_BEHIND_BYTES + 12_345)
+    with disk.create(str(tmp_path / "shard")) as handle:
+        for start in range(0, len(data), 70_000):  # records, as a shard writer writes them
+            handle.write(data[start : start + 70_000])
+        handle.flush()
+        os.fsync(handle.fileno())
+    assert (tmp_path / "shard").read_bytes() == data
+    assert len(asked) >= 3 and all(advice == os.POSIX_FADV_DONTNEED for *_, advice in asked)
+    ends = [offset + length for offset, length, _ in asked]
+    assert [offset for offset, _, _ in asked] == [0, *ends[:-1]]  # each range once, in turn
+    assert all(length >= disk.WRITE_BEHIND_BYTES for _, length, _ in asked)
+    # What is left for the flush: less than a range and the buffer that reached the file last.
+    assert len(data) - ends[-1] < disk.WRITE_BEHIND_BYTES + (1 << 20)
+
+
 def test_a_copy_has_bytes_of_its_own(tmp_path):
     source, copy = tmp_path / "a.bin", tmp_path / "new" / "b.bin"
     source.write_bytes(os.urandom(3 << 20))

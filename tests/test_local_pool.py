@@ -1,6 +1,7 @@
 """Shards written in the local runner's process pool: same bytes as in this process, failures
 surface here."""
 
+import gc
 import json
 import os
 import platform
@@ -227,6 +228,12 @@ def test_shard_tasks_share_the_cores_and_remote_work_stays_here(rows):
     remote = [rows[0]._replace(image="gs://bucket/a.jpg")]
     threads = shard_task(ShardId("train", 0, 4), remote, plan, local, writer_count=cores).threads
     assert threads == reads_per_core(local.read_latency_ms, cpu_per_image_us(RESIZE))
+
+
+def test_a_worker_keeps_what_it_inherited_out_of_the_collector(pool):
+    # Frozen objects are the permanent generation's: a fork inherits the command's modules,
+    # a forkserver worker its preloaded ones; a full collection walks none of them.
+    assert all(list(pool.spread(gc.get_freeze_count, [(), ()])))
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt thresholds are glibc's")

@@ -6,6 +6,7 @@ go in, a ShardResult comes back with its error rows (spilled into staging when m
 transforms/local/error_sink.py); image bytes never cross a process boundary. The Beam pipeline
 writes in its worker's process (`ShardWriter`). How workers start: `fork_workers`."""
 
+import gc
 import multiprocessing
 import signal
 import traceback
@@ -239,6 +240,10 @@ def _start_worker(shards: WorkersShards, deaf: bool) -> None:
     when the command ignores SIGINT (`deaf`: a shell script's background job), which a
     worker's default would not: it died, and the run with it."""
     global _shards, _writer
+    # What the worker inherited (a fork: every module the command loaded) is kept out of the
+    # collector's sight: its full collections would walk it all, and copy page after page of
+    # memory the fork shares, to find no garbage.
+    gc.freeze()
     _shards, _writer = shards, ShardWriter()
     _shards.take_slot()
     signal.signal(signal.SIGINT, signal.SIG_IGN if deaf else signal.SIG_DFL)

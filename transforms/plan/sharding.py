@@ -196,5 +196,6 @@ def piece_runs(piece_rows: int) -> int:
 def piece_of(key: str, pieces: int) -> int:
     """The piece of its shard a record goes to: a contiguous range of `record_order`, so the
     pieces, each in record order, joined in piece order, are the shard written whole, byte for
-    byte (duplicate keys, which share their hash, meet in one piece)."""
-    return key_hash(key, ORDER_SALT) * pieces >> 64
+    byte (duplicate keys, which share their hash, meet in one piece). A shard written whole
+    is one piece: its rows are not hashed for it (most shards; a hash is a row's sha256)."""
+    return key_hash(key, ORDER_SALT) * pieces >> 64 if pieces > 1 else 0
