@@ -91,6 +91,14 @@ def test_sizes_past_one_and_two_varint_bytes_and_float32_edges():
     assert parsed["negative"].int64_list.value == [-1]
 
 
+def test_entries_whose_sizes_just_fit_one_byte_and_just_do_not_encode_as_protobuf_does():
+    # Short entries are made at once, every size one byte; one byte more takes the long way.
+    for key in ("k", "image/key/sha256", "k" * 60):
+        for size in range(100, 130):
+            features = {key: b"v" * size, "s": "é" * (size // 2)}
+            assert encode_example(features) == protobuf_bytes(features), (key, size)
+
+
 def test_integers_at_every_varint_length_boundary_encode_as_protobuf_does():
     # One to three bytes are made without a loop (the sizes of a record's fields); the loop
     # makes the rest, negatives as ten bytes.

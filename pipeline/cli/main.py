@@ -236,6 +236,9 @@ def entry_point() -> None:
     and the progress folder removed: the teardown would only free memory. Beam and TensorFlow
     keep exit handlers of their own, so with either loaded the process ends the usual way.
     """
+    # NumPy (libjpeg-turbo's arrays) starts OpenBLAS' threads, one a core, which spin a while
+    # on import: a conversion does no linear algebra, and on 2 cores they took 65 ms of CPU.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     fork_workers()
     code = bug_reported(main, EXIT_BUG)
     if any(library in sys.modules for library in ("apache_beam", "tensorflow")):

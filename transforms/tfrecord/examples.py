@@ -11,6 +11,7 @@ import TensorFlow either.
 import functools
 import hashlib
 import struct
+from collections.abc import Callable
 from typing import NamedTuple
 
 LABEL_KEY, LABEL_TEXT_KEY = "image/class/label", "image/class/text"
@@ -198,14 +199,22 @@ def _entry(key: str, value: bytes | str | int | float | Values) -> tuple[bytes, 
         list_tag, value = _TAG_2, _float32(value)
     else:
         list_tag, value = _TAG_3, _varint(value)
-    value_size = _varint(len(value))
+    size, key_field = len(value), _key_field(key)
+    if len(key_field) + size < _ONE_BYTE_SIZES:  # every size below is one byte: made at once
+        head = bytes((len(key_field) + 5 + size,))
+        sizes = bytes((4 + size, list_tag[0], 2 + size, _TAG_1[0], size))
+        return _TAG_1, head, key_field, sizes, value
+    value_size = _varint(size)
     list_size = 1 + len(value_size) + len(value)
     list_head = list_tag + _varint(list_size) + _TAG_1 + value_size
     feature_size = len(list_head) + len(value)
-    key_field = _key_field(key)
     entry_head = key_field + _varint(feature_size) + list_head
     return _TAG_1, _varint(len(entry_head) + len(value)), entry_head, value
 
+
+# An entry whose key field and value together are shorter than this has every size field one
+# byte long (a file name, a key, a digest, a label: most of a record's entries).
+_ONE_BYTE_SIZES = 0x80 - 5
 
 # Features whose values recur from record to record (one format, a few labels and sizes): their
 # entries are encoded once and kept, a third of the encoding work of a record.
@@ -215,13 +224,19 @@ _RECURRING = frozenset(
 _recurring_entry = functools.lru_cache(maxsize=4096, typed=True)(_entry)  # typed: 3 is not 3.0
 
 
+@functools.lru_cache(maxsize=256)
+def _encoders(keys: tuple[str, ...]) -> tuple[tuple[str, Callable], ...]:
+    """The keys of a record in the order they are encoded (code point order is UTF-8 byte
+    order), each with its entry's encoder: the same few key sets recur record after record."""
+    return tuple((key, _recurring_entry if key in _RECURRING else _entry) for key in sorted(keys))
+
+
 def encode_example(features: dict[str, bytes | str | int | float | Values]) -> bytes:
     """The Example with one single-value feature per key, map entries in the byte order of
     their UTF-8 keys (as protobuf's C++ runtime sorts them; its upb runtime puts a longer key
     before its own prefix, which no two reference keys are)."""
     parts = [_TAG_1, b""]  # the Features field; its size goes in second
-    for key in sorted(features):  # code point order is UTF-8 byte order
-        entry = _recurring_entry if key in _RECURRING else _entry
+    for key, entry in _encoders(tuple(features)):
         parts += entry(key, features[key])
     parts[1] = _varint(sum(map(len, parts)) - 1)
     return b"".join(parts)
