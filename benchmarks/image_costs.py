@@ -32,10 +32,10 @@ from peers import pillow_resize, turbo_opencv
 from PIL import Image
 
 from tfrecord_pipeline.transforms.image.config import ImageConfig
-from tfrecord_pipeline.transforms.image.fastpath import check_scans
 from tfrecord_pipeline.transforms.image.files import read_image
 from tfrecord_pipeline.transforms.image.images import normalise
 from tfrecord_pipeline.transforms.image.jpeg import parse_jpeg
+from tfrecord_pipeline.transforms.image.scans import check_scans
 from tfrecord_pipeline.transforms.manifest.labels import LabelMap
 from tfrecord_pipeline.transforms.manifest.rows import ReadConfig
 from tfrecord_pipeline.transforms.manifest.sources import check_manifests, read_all

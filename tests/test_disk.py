@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from tfrecord_pipeline.transforms.storage import disk
+from tfrecord_pipeline.transforms.storage import disk, write_behind
 
 
 def test_a_size_over_the_limit_says_how_much_when_it_is_known():
@@ -35,7 +35,7 @@ def test_a_new_file_is_written_behind_as_it_grows(tmp_path, monkeypatch):
     # The kernel's own call, spied on and still made: the writeback it starts is Linux's.
     asked, advise = [], os.posix_fadvise
     monkeypatch.setattr(os, "posix_fadvise", lambda *call: asked.append(call[1:]) or advise(*call))
-    data = os.urandom(4 * disk.WRITE_BEHIND_BYTES + 12_345)
+    data = os.urandom(4 * write_behind.WRITE_BEHIND_BYTES + 12_345)
     with disk.create(str(tmp_path / "shard")) as handle:
         for start in range(0, len(data), 70_000):  # records, as a shard writer writes them
             handle.write(data[start : start + 70_000])
@@ -45,9 +45,9 @@ def test_a_new_file_is_written_behind_as_it_grows(tmp_path, monkeypatch):
     assert len(asked) >= 3 and all(advice == os.POSIX_FADV_DONTNEED for *_, advice in asked)
     ends = [offset + length for offset, length, _ in asked]
     assert [offset for offset, _, _ in asked] == [0, *ends[:-1]]  # each range once, in turn
-    assert all(length >= disk.WRITE_BEHIND_BYTES for _, length, _ in asked)
+    assert all(length >= write_behind.WRITE_BEHIND_BYTES for _, length, _ in asked)
     # What is left for the flush: less than a range and the buffer that reached the file last.
-    assert len(data) - ends[-1] < disk.WRITE_BEHIND_BYTES + (1 << 20)
+    assert len(data) - ends[-1] < write_behind.WRITE_BEHIND_BYTES + (1 << 20)
 
 
 def test_a_copy_has_bytes_of_its_own(tmp_path):

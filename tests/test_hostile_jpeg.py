@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 from conftest import PHOTOS, command, encode, error_rows, photo, write_manifest
 
-from tfrecord_pipeline.transforms.image import fastpath
+from tfrecord_pipeline.transforms.image import scans
 
 ROCKET = (PHOTOS / "rocket.jpg").read_bytes()  # a camera's baseline JPEG, 640x427
 PROGRESSIVE = encode(photo("chelsea.png"), quality=90, progressive=True)
@@ -132,7 +132,7 @@ def old_version(tmp_path, monkeypatch):
     process and the shard writers it forks)."""
     from tfrecord_pipeline.runners.convert import run
 
-    monkeypatch.setattr(fastpath, "check_scans", lambda data, info, full=False: None)
+    monkeypatch.setattr(scans, "check_scans", lambda data, info, full=False: None)
     (tmp_path / "sound.jpg").write_bytes(ROCKET)
     (tmp_path / "short.jpg").write_bytes(SHORT["cut, EOI appended"])
     rows = [{"image_uri": name, "label": "a"} for name in ("sound.jpg", "short.jpg")]

@@ -10,9 +10,9 @@ from PIL import Image
 from tfrecord_pipeline.transforms.errors import Reason, RowError
 from tfrecord_pipeline.transforms.image import fastpath
 from tfrecord_pipeline.transforms.image.config import VALIDATE_LEVELS, ImageConfig
-from tfrecord_pipeline.transforms.image.fastpath import check_scans
 from tfrecord_pipeline.transforms.image.images import normalise, sniff
 from tfrecord_pipeline.transforms.image.jpeg import parse_jpeg
+from tfrecord_pipeline.transforms.image.scans import check_scans
 
 SMALL = photo().resize((64, 48))
 

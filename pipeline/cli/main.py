@@ -228,16 +228,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def entry_point() -> None:
     """The `tfrecord-pipeline` command: `main` in a process whose shard writers are forks of
-    it (transforms/local/pool.py), then, when no Beam or TensorFlow was loaded, an
-    exit without the interpreter's teardown.
+    it (transforms/local/pool.py) and whose OpenBLAS keeps to one thread (NumPy starts one a
+    core, which spin unused: 65 ms of CPU on 2 cores), then, when no Beam or TensorFlow was
+    loaded, an exit without the interpreter's teardown.
 
-    Freeing every module and object of a finished local conversion takes as long as
-    converting a few hundred images. By then every file is closed, every child process reaped
-    and the progress folder removed: the teardown would only free memory. Beam and TensorFlow
-    keep exit handlers of their own, so with either loaded the process ends the usual way.
-    """
-    # NumPy (libjpeg-turbo's arrays) starts OpenBLAS' threads, one a core, which spin a while
-    # on import: a conversion does no linear algebra, and on 2 cores they took 65 ms of CPU.
+    Freeing every module and object of a finished conversion takes as long as converting a few
+    hundred images, and would only free memory: every file is closed, every child reaped, the
+    progress folder removed. Beam and TensorFlow keep exit handlers of their own."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     fork_workers()
     code = bug_reported(main, EXIT_BUG)

@@ -1,15 +1,13 @@
-"""libjpeg-turbo through `simplejpeg`: the check that a JPEG's scans decode cleanly, and the
-fast path for 8-bit RGB and grayscale JPEGs, decoded and encoded by libjpeg-turbo, resized
-by libvips' `reduce` (SIMD code) and turned by NumPy; Pillow does everything else.
+"""The fast path for 8-bit RGB and grayscale JPEGs, decoded and encoded by libjpeg-turbo
+(`simplejpeg`), resized by libvips' `reduce` (SIMD code) and turned by NumPy; Pillow does
+everything else.
 
 Every JPEG (but one stored as it is under `--validate markers`) is decoded by libjpeg in strict
-mode, which stops at the first warning: a scan whose data ends before its frame is filled
-("premature end of data segment", however the file goes on: an EOI, zeros, garbage), a bad
-Huffman code, a restart marker out of place, bytes after a scan. Pillow ignores those warnings
-and fills the missing blocks with grey, as `tf.io.decode_jpeg` does; such a file is an error
-row. A JPEG stored as it is gets the check alone (`check_scans`: luma at 1/8 scale, where
-nearly all the cost is Huffman decoding, which no decoder skips; at full size in its own
-colours under `--validate pixels`); one the fast path converts is checked by its own decode,
+mode (scans.py), which stops at the first warning. Pillow ignores those warnings and fills the
+missing blocks with grey, as `tf.io.decode_jpeg` does; such a file is an error row. A JPEG
+stored as it is gets the check alone (`scans.check_scans`: luma at 1/8 scale, where nearly
+all the cost is Huffman decoding, which no decoder skips; at full size in its own colours
+under `--validate pixels`); one the fast path converts is checked by its own decode,
 the one decode it gets (under `pixels`, the full-size one first where its own is smaller or in
 other colours: `decodes_whole`). Covered by the fast path: one or three components (YCbCr,
 not Adobe RGB or YCCK), an EXIF orientation the marker walk reads (`jpeg.exif_orientation`),
@@ -25,7 +23,6 @@ import numpy as np
 import pyvips
 import simplejpeg
 
-from tfrecord_pipeline.transforms.errors import Reason, RowError
 from tfrecord_pipeline.transforms.image.config import (
     ImageConfig,
     StoredImage,
@@ -35,6 +32,7 @@ from tfrecord_pipeline.transforms.image.config import (
 )
 from tfrecord_pipeline.transforms.image.jpeg import HUFFMAN_8BIT, JpegInfo
 from tfrecord_pipeline.transforms.image.orientation import turn_steps
+from tfrecord_pipeline.transforms.image.scans import decode_strictly
 
 # The converter runs its own threads (one image each): libvips' pool would only contend, and
 # its operation cache would keep images the converter has finished with.
@@ -65,28 +63,6 @@ def _decode_step(width: int, height: int, size: tuple[int, int]) -> int:
     return step
 
 
-def _decode(data: bytes, colorspace: str, height: int, width: int) -> np.ndarray:
-    """libjpeg's decode at the smallest DCT scale that covers `width` x `height`; RowError at
-    its first warning or error, in libjpeg's words."""
-    try:
-        return simplejpeg.decode_jpeg(
-            data, colorspace, min_height=height, min_width=width, strict=True
-        )
-    except ValueError as error:
-        raise RowError(Reason.CORRUPT_IMAGE, f"JPEG does not decode cleanly: {error}") from None
-
-
-def check_scans(data: bytes, info: JpegInfo, full: bool = False) -> None:
-    """Every scan decodes without a warning, so its data fills the frame: luma (CMYK for four
-    components, which libjpeg does not turn into grey) at 1/8 scale; `full`: every component
-    at full size, in the file's colours, as `tf.io.decode_jpeg` decodes it."""
-    step = 1 if full else 8
-    colorspace = (
-        "CMYK" if info.components == 4 else "RGB" if full and info.components == 3 else "GRAY"
-    )
-    _decode(data, colorspace, -(-info.height // step), -(-info.width // step))
-
-
 def _plan(info: JpegInfo, config: ImageConfig) -> tuple[tuple[int, int], int]:
     """The size the conversion makes on the file's grid, and the DCT scale (1/step) it decodes
     at."""
@@ -96,7 +72,7 @@ def _plan(info: JpegInfo, config: ImageConfig) -> tuple[tuple[int, int], int]:
 
 def decodes_whole(info: JpegInfo, config: ImageConfig) -> bool:
     """Whether the conversion's decode is the full-size one in the file's own colours that
-    `check_scans(full=True)` makes, so that it checks as much."""
+    `scans.check_scans(full=True)` makes, so that it checks as much."""
     return _plan(info, config)[1] == 1 and config.channels == info.components
 
 
@@ -111,7 +87,8 @@ def convert_jpeg(data: bytes, info: JpegInfo, config: ImageConfig, held: int) ->
     made = (2 + (turn != 1)) * size[0] * size[1]  # a third image of its size when turned
     needed = held + (decoded_width * decoded_height + made) * channels
     check_decode_bytes(info.width, info.height, needed, config)
-    pixels = _decode(data, "RGB" if channels == 3 else "GRAY", decoded_height, decoded_width)
+    colorspace = "RGB" if channels == 3 else "GRAY"
+    pixels = decode_strictly(data, colorspace, decoded_height, decoded_width)
     if pixels.shape[1::-1] != size:
         extent = (info.width / step, info.height / step)
         try:

@@ -14,6 +14,8 @@ only when an image is decoded. Both decode paths take their options and limits f
 `config.py`; this module alone chooses between them.
 """
 
+import functools
+
 from tfrecord_pipeline.transforms.errors import Reason, RowError
 from tfrecord_pipeline.transforms.image.config import (
     ImageConfig,
@@ -108,6 +110,16 @@ def decodes_every_image(config: ImageConfig) -> bool:
     )
 
 
+def preload(config: ImageConfig) -> None:
+    """Import now what converting images under `config` takes (before a process forks its
+    shard writers, which then share it): libjpeg checks every JPEG's scans; libvips and Pillow
+    only where images are decoded."""
+    scans()
+    if decodes_every_image(config):
+        fastpath(), pixels()
+
+
+@functools.cache
 def pixels():
     """The Pillow side (`pixels.py`), imported by the first image that is decoded: stored as
     they are, JPEGs need no Pillow at all."""
@@ -116,11 +128,21 @@ def pixels():
     return pixels
 
 
+@functools.cache
 def fastpath():
-    """libjpeg-turbo and libvips (`fastpath.py`), imported by the first JPEG decoded."""
+    """libjpeg-turbo and libvips (`fastpath.py`), imported by the first JPEG converted: stored
+    as they are, JPEGs need no libvips."""
     from tfrecord_pipeline.transforms.image import fastpath
 
     return fastpath
+
+
+@functools.cache
+def scans():
+    """libjpeg-turbo's strict decode (`scans.py`), imported by the first JPEG checked."""
+    from tfrecord_pipeline.transforms.image import scans
+
+    return scans
 
 
 def check_scans(data: bytes, info: JpegInfo, config: ImageConfig) -> None:
@@ -134,7 +156,7 @@ def check_scans(data: bytes, info: JpegInfo, config: ImageConfig) -> None:
     step, planes = (1, info.components) if full else (8, 4 if info.components == 4 else 1)
     made = -(-info.width // step) * -(-info.height // step) * planes
     check_decode_bytes(info.width, info.height, coefficient_bytes(info) + made, config)
-    fastpath().check_scans(data, info, full)
+    scans().check_scans(data, info, full)
 
 
 def _convert_jpeg(data: bytes, info: JpegInfo, config: ImageConfig) -> StoredImage:

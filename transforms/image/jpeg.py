@@ -4,7 +4,7 @@ Walking the marker segments up to EOI catches the truncated and malformed files 
 `tf.io.decode_jpeg` fail in the middle of a training run. Entropy-coded data and fill bytes are
 skipped with a C-speed regex, so the walk costs microseconds, not a decode; the markers outside
 the scans are counted and limited, so a file of millions of empty segments cannot stall it.
-Whether each scan's data fills its frame only a decode can tell (`fastpath.check_scans`).
+Whether each scan's data fills its frame only a decode can tell (`scans.check_scans`).
 
 The walk also weighs the entropy-coded data against the frame it claims to fill. In Huffman
 coding every 8x8 block of every component has its DC coefficient coded in at least one bit (a

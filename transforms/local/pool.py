@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 from tfrecord_pipeline.transforms.errors import ErrorRow, FaultError
 from tfrecord_pipeline.transforms.image.config import ImageConfig
-from tfrecord_pipeline.transforms.image.images import decodes_every_image, fastpath, pixels
+from tfrecord_pipeline.transforms.image.images import preload
 from tfrecord_pipeline.transforms.local.error_sink import ErrorSink, SpilledErrors
 from tfrecord_pipeline.transforms.local.worker_life import (
     WorkersShards,
@@ -129,10 +129,8 @@ class ShardPool:
         self.start_method = start_method or _start_method
         self._processes = processes
         fork = self.start_method == "fork"
-        if fork:  # loaded once here and shared, rather than by every fork: libjpeg checks
-            fastpath()  # every JPEG's scans; Pillow only where images are decoded
-            if decodes_every_image(image):
-                pixels()
+        if fork:  # loaded once here and shared, rather than by every fork
+            preload(image)
         self._others, self._workers = set(multiprocessing.active_children()), set()  # its own
         context = multiprocessing.get_context(self.start_method)
         if not fork:

@@ -9,13 +9,14 @@ renamed over. A walk of a folder tree follows symlinked folders once each, so a 
 
 import contextlib
 import errno
-import io
 import os
 import shutil
 import stat
 import sys
 from collections.abc import Iterator
 from typing import NamedTuple
+
+from tfrecord_pipeline.transforms.storage import write_behind
 
 
 class NotAFileError(OSError):
@@ -43,11 +44,6 @@ _OPEN_FLAGS = (
     | getattr(os, "O_BINARY", 0)
 )
 _CHUNK = 1 << 20
-_WRITE_BUFFER = 1 << 20
-# Bytes a new file holds in the page cache before the disk is asked to start writing them. A
-# file flushed at its end (fsync) then waits for its last few MB, not for all of it: a 760 MB
-# shard, flushed whole at the end of a run, kept both cores idle for 2 s at 360 MB/s.
-WRITE_BEHIND_BYTES = 8 << 20
 
 
 def _check_regular(path: str, mode: int) -> None:
@@ -110,37 +106,11 @@ def read(path: str, max_bytes: int | None) -> tuple[bytes, str]:
         os.close(descriptor)
 
 
-class _WrittenBehind(io.FileIO):
-    """A new file whose bytes the disk starts writing as they come, WRITE_BEHIND_BYTES at a
-    time, while the writer goes on: POSIX_FADV_DONTNEED on a range Linux has not yet written
-    starts its writeback and returns (PostgreSQL's pg_flush_data asks so where there is no
-    sync_file_range); pages still dirty stay cached. Elsewhere the advice changes nothing."""
-
-    _behind = 0  # bytes up to which the writeback was asked for
-    _written = 0
-
-    def write(self, data) -> int:
-        written = super().write(data)
-        self._written += written or 0
-        if self._written - self._behind >= WRITE_BEHIND_BYTES:
-            with contextlib.suppress(OSError):  # advice: a file system may refuse it
-                os.posix_fadvise(
-                    self.fileno(),
-                    self._behind,
-                    self._written - self._behind,
-                    os.POSIX_FADV_DONTNEED,
-                )
-            self._behind = self._written
-        return written
-
-
 def create(path: str):
     """A binary write handle, its parent folders created; its bytes written behind, where the
-    system can (`_WrittenBehind`)."""
+    system can (write_behind.py)."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    if not hasattr(os, "posix_fadvise"):
-        return open(path, "wb", buffering=_WRITE_BUFFER)
-    return io.BufferedWriter(_WrittenBehind(path, "wb"), _WRITE_BUFFER)
+    return write_behind.open_new(path, buffer_bytes=1 << 20)
 
 
 def write_durably(path: str, data: bytes) -> None:

@@ -4,14 +4,12 @@ Encoded here, in the wire format of TensorFlow's example.proto (`proto/example.p
 than through protobuf's message classes: the bytes are those of protobuf's deterministic
 serialization (map entries sorted by key, which byte-reproducible shards depend on; tests
 compare the two and read the records with TensorFlow), at the same cost per record, and the
-writer never imports the protobuf runtime (a share of every run's start-up). Workers never
-import TensorFlow either.
+writer imports neither the protobuf runtime (a share of every run's start-up) nor TensorFlow.
 """
 
 import functools
 import hashlib
 import struct
-from collections.abc import Callable
 from typing import NamedTuple
 
 LABEL_KEY, LABEL_TEXT_KEY = "image/class/label", "image/class/text"
@@ -127,6 +125,7 @@ def object_features(objects, label_ids: tuple[int, ...], masks: bool = False) ->
 
 
 _ONE_BYTE = [bytes([value]) for value in range(0x80)]
+_ONE_BYTE_SIZES = 0x80 - 5  # an entry of a shorter key field and value has 1-byte sizes only
 
 
 def _varint(value: int) -> bytes:
@@ -212,10 +211,6 @@ def _entry(key: str, value: bytes | str | int | float | Values) -> tuple[bytes, 
     return _TAG_1, _varint(len(entry_head) + len(value)), entry_head, value
 
 
-# An entry whose key field and value together are shorter than this has every size field one
-# byte long (a file name, a key, a digest, a label: most of a record's entries).
-_ONE_BYTE_SIZES = 0x80 - 5
-
 # Features whose values recur from record to record (one format, a few labels and sizes): their
 # entries are encoded once and kept, a third of the encoding work of a record.
 _RECURRING = frozenset(
@@ -224,19 +219,13 @@ _RECURRING = frozenset(
 _recurring_entry = functools.lru_cache(maxsize=4096, typed=True)(_entry)  # typed: 3 is not 3.0
 
 
-@functools.lru_cache(maxsize=256)
-def _encoders(keys: tuple[str, ...]) -> tuple[tuple[str, Callable], ...]:
-    """The keys of a record in the order they are encoded (code point order is UTF-8 byte
-    order), each with its entry's encoder: the same few key sets recur record after record."""
-    return tuple((key, _recurring_entry if key in _RECURRING else _entry) for key in sorted(keys))
-
-
 def encode_example(features: dict[str, bytes | str | int | float | Values]) -> bytes:
     """The Example with one single-value feature per key, map entries in the byte order of
     their UTF-8 keys (as protobuf's C++ runtime sorts them; its upb runtime puts a longer key
     before its own prefix, which no two reference keys are)."""
     parts = [_TAG_1, b""]  # the Features field; its size goes in second
-    for key, entry in _encoders(tuple(features)):
+    for key in sorted(features):  # code point order is UTF-8 byte order
+        entry = _recurring_entry if key in _RECURRING else _entry
         parts += entry(key, features[key])
     parts[1] = _varint(sum(map(len, parts)) - 1)
     return b"".join(parts)
