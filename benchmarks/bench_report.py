@@ -27,6 +27,9 @@ def print_report(report: dict) -> None:
         if ratio["value"] is None:
             print(f"skip {ratio['ratio']:45s}  (a run of it was skipped)")
             continue
+        if ratio["target"] is None:
+            print(f"    {ratio['ratio']:45s} {ratio['value']:6.2f}  (no target)")
+            continue
         mark = "ok " if ratio["value"] >= ratio["target"] else "MISS"
         print(f"{mark} {ratio['ratio']:45s} {ratio['value']:6.2f}  (target {ratio['target']})")
 
@@ -71,7 +74,8 @@ def markdown_table(reports: list[dict]) -> str:
     targets = {ratio["ratio"]: ratio["target"] for r in reports for ratio in r["ratios"]}
     for label, target in targets.items():
         values = [ratio_cell(r, label) for r in reports]
-        lines.append(f"| {label} | " + " | ".join(values) + f" | ≥ {target} |")
+        bound = "—" if target is None else f"≥ {target}"
+        lines.append(f"| {label} | " + " | ".join(values) + f" | {bound} |")
     return "\n".join(lines + [""] + memory_lines(reports))
 
 

@@ -159,29 +159,39 @@ def stages(rows, out: str) -> dict:
     }
 
 
-def measure(count: int) -> dict:
+def measure(count: int) -> list[dict]:
+    """Every stage's CPU an image, in each of ROUNDS rounds."""
     corpus_root = Path(os.environ.get("CORPUS_DIR", tempfile.gettempdir()))
     corpus = make_corpus(corpus_root / f"tfrp-corpus-{count}", count)
     (manifest,) = check_manifests([str(corpus)], ReadConfig())
     rows = list(read_all(manifest, ReadConfig()))
     with tempfile.TemporaryDirectory() as out:
         work = stages(rows, out)
-        rounds = [
+        return [
             {name: cpu_us_per(len(rows), run) for name, run in work.items()} for _ in range(ROUNDS)
         ]
-    return {name: round(statistics.median(r[name] for r in rounds), 1) for name in work}
 
 
-def ratios(costs: dict) -> dict:
-    """Each of RATIOS: how many times faster the writer is than the loop (above 1: faster)."""
-    return {label: round(costs[loop] / costs[ours], 3) for label, loop, ours, _ in RATIOS}
+def medians(rounds: list[dict]) -> dict:
+    """Each stage's median over the rounds."""
+    return {name: round(statistics.median(r[name] for r in rounds), 1) for name in rounds[0]}
 
 
-def markdown(costs: dict) -> str:
+def ratios(rounds: list[dict]) -> dict:
+    """Each of RATIOS: how many times faster the writer is than the loop (above 1: faster),
+    the median of the rounds' ratios: each round's pair ran minutes apart at most, so a slow
+    spell of a shared machine moves both."""
+    return {
+        label: round(statistics.median(r[loop] / r[ours] for r in rounds), 3)
+        for label, loop, ours, _ in RATIOS
+    }
+
+
+def markdown(rounds: list[dict]) -> str:
     lines = ["| stage | CPU per image |", "|---|---:|"]
-    lines += [f"| {name} | {us:,.1f} us |" for name, us in costs.items()]
+    lines += [f"| {name} | {us:,.1f} us |" for name, us in medians(rounds).items()]
     lines += ["", "| ratio | measured | target |", "|---|---:|---:|"]
-    measured = ratios(costs)
+    measured = ratios(rounds)
     lines += [
         f"| {label} | {measured[label]:.2f} | {'—' if target is None else f'≥ {target}'} |"
         for label, *_, target in RATIOS
@@ -191,13 +201,13 @@ def markdown(costs: dict) -> str:
 
 if __name__ == "__main__":
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
-    costs = measure(count)
-    print(markdown(costs))
+    rounds = measure(count)
+    print(markdown(rounds))
     report = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}",
         "images": count,
-        "cpu_us_per_image": costs,
-        "ratios": ratios(costs),
+        "cpu_us_per_image": medians(rounds),
+        "ratios": ratios(rounds),
     }
     (HERE / "results" / "image-costs.json").write_text(json.dumps(report, indent=2) + "\n")
