@@ -173,15 +173,15 @@ def test_every_local_runner_runs_to_the_end_and_prints_the_summary(tmp_path, cap
 
 def test_installed_command_has_no_traceback_and_never_imports_tensorflow(tmp_path):
     """Runs real conversions in a fresh interpreter: the local runner loads neither TensorFlow
-    nor Beam, and for JPEGs it stores as they are, neither protobuf nor Pillow (start-up time);
-    the Beam pipeline no TensorFlow."""
+    nor Beam, and for JPEGs it stores as they are, neither protobuf, Pillow nor libvips
+    (start-up time); the Beam pipeline no TensorFlow."""
     manifest = write_manifest(tmp_path / "m.csv", make_images(tmp_path, per_class=1))
     convert = f"['convert', '--manifest', {str(manifest)!r}, '--no_progress', '--output', "
     script = (
         "import sys; from tfrecord_pipeline.cli.main import main; "
         f"assert main({convert}{str(tmp_path / 'local')!r}]) == 0; "
-        "assert not any(m.startswith(('tensorflow', 'apache_beam', 'google.protobuf', 'PIL')) "
-        "for m in sys.modules); "
+        "assert not any(m.startswith(('tensorflow', 'apache_beam', 'google.protobuf', 'PIL', "
+        "'pyvips')) for m in sys.modules); "
         f"assert main({convert}{str(tmp_path / 'beam')!r}, *{BEAM!r}]) == 0; "
         "assert 'apache_beam' in sys.modules; "
         "assert not any(m.startswith('tensorflow') for m in sys.modules), 'TF imported'"

@@ -2,6 +2,8 @@
 byte, other formats re-encoded), the structural and full JPEG checks, and sniffing."""
 
 import io
+import subprocess
+import sys
 
 import pytest
 from conftest import PHOTOS, encode, photo
@@ -233,3 +235,21 @@ def test_a_jpeg_holding_more_metadata_than_the_limit_is_refused():
     with pytest.raises(RowError) as error:
         normalise(data, ImageConfig(max_metadata_bytes=metadata - 1))
     assert error.value.reason is Reason.TOO_MUCH_METADATA
+
+
+@pytest.mark.parametrize(
+    ("options", "loaded"),
+    [("", {"simplejpeg"}), ("resize_short_side=64", {"simplejpeg", "pyvips", "PIL"})],
+)
+def test_writers_preload_libvips_and_pillow_only_for_runs_that_decode(options, loaded):
+    # A fresh interpreter: this one has loaded everything. Stored as they are, JPEGs need
+    # libjpeg's check alone.
+    script = (
+        "import sys; from tfrecord_pipeline.transforms.image.config import ImageConfig; "
+        "from tfrecord_pipeline.transforms.image.images import preload; "
+        f"preload(ImageConfig({options})); "
+        "print(*sorted({m.split('.')[0] for m in sys.modules} & {'simplejpeg', 'pyvips', 'PIL'}))"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == sorted(loaded)
