@@ -230,10 +230,12 @@ def test_shard_tasks_share_the_cores_and_remote_work_stays_here(rows):
     assert threads == reads_per_core(local.read_latency_ms, cpu_per_image_us(RESIZE))
 
 
-def test_a_worker_keeps_what_it_inherited_out_of_the_collector(pool):
+def test_a_worker_keeps_what_it_inherited_out_of_the_collector():
     # Frozen objects are the permanent generation's: a fork inherits the command's modules,
-    # a forkserver worker its preloaded ones; a full collection walks none of them.
-    assert all(list(pool.spread(gc.get_freeze_count, [(), ()])))
+    # a forkserver worker its preloaded ones; a full collection walks none of them. The
+    # forkserver's workers: a fork pool is made here only while this process runs one thread.
+    with ShardPool(2, ImageConfig(), "forkserver") as made:
+        assert all(list(made.spread(gc.get_freeze_count, [(), ()])))
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt thresholds are glibc's")
