@@ -47,15 +47,13 @@ def _check(data: bytes) -> tuple[int, int, bytes]:
     return height, width, digest
 
 
-def _example(path: str, label: str, data: bytes) -> bytes:
+def _example(path: str, label: str, data: bytes, message: type) -> bytes:
     """The kept floor's record: the scan's end found, then the Example the converter writes,
-    built by protobuf."""
-    from tfrecord_pipeline.transforms.tfrecord.proto.example_pb2 import Example
-
+    built by protobuf (`message`: its Example class)."""
     scan = data.find(b"\xff\xda")  # the first scan's header; its data follows
     _MARKER.search(data, scan + 2 + int.from_bytes(data[scan + 2 : scan + 4], "big"))
     height, width, digest = _check(data)
-    example = Example()
+    example = message()
     feature = example.features.feature
     for key, value in (
         ("image/encoded", data),
@@ -79,12 +77,14 @@ def write_file(task: tuple[list[tuple[str, str]], str, bool]) -> int:
     """Every image of a task read, checked and framed into the task's file; the records."""
     global _flushes
     rows, out, kept = task
+    if kept:  # protobuf's runtime, loaded once a task: the checked floor never loads it
+        from tfrecord_pipeline.transforms.tfrecord.proto.example_pb2 import Example
     with open_new(out, 1 << 20) if kept else open(out, "wb") as sink:
         for path, label in rows:
             with open(path, "rb") as source:
                 data = source.read()
             if kept:
-                sink.write(frame(_example(path, label, data)))
+                sink.write(frame(_example(path, label, data, Example)))
             else:
                 _check(data)
                 sink.write(frame(data))

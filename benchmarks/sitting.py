@@ -91,7 +91,9 @@ def summary() -> str:
     lines = ["| item | ratio | file | measured | target |", "|---|---|---|---:|---|"]
     for ratio in held():
         value = measured(ratio)
-        bound = f"{'≤' if ratio.at_most else '≥'} {ratio.target}" if ratio.target else "—"
+        bound = (
+            f"{'≤' if ratio.at_most else '≥'} {ratio.target}" if ratio.target is not None else "—"
+        )
         if value is None:
             shown = "not run"
         elif ratio.target is None:
