@@ -23,13 +23,25 @@ UNREADABLE = Reason.UNREADABLE_FILE
 def with_runs(items: Iterable, max_bytes: int) -> Iterator[tuple[object, bytes | RowError | None]]:
     """Each of a shard writer's items (rows and error rows, in record order) with its image's
     bytes when it is a member kept in its archive's order, read in runs (one stream a run),
-    or the RowError of why it has none; None for any other: its image is read on a thread."""
-    for run in in_runs(items, _kept_member):
-        if _kept_member(run[0]) is None:
-            yield from ((item, None) for item in run)
+    or the RowError of why it has none; None for any other: its image is read on a thread.
+    (Such an item, a loose file's row, passes straight through: most runs hold no other.)"""
+    run: list = []
+    for item in items:
+        member = _kept_member(item)
+        if run and not _continues(run[-1].member, member):
+            yield from _run_with_bytes(run, max_bytes)
+            run = []
+        if member is None:
+            yield item, None
         else:
-            members = [(row.member, row.image_uri) for row in run]
-            yield from zip(run, run_bytes(members, max_bytes), strict=True)
+            run.append(item)
+    if run:
+        yield from _run_with_bytes(run, max_bytes)
+
+
+def _run_with_bytes(run: list, max_bytes: int) -> Iterator[tuple[object, bytes | RowError]]:
+    members = [(row.member, row.image_uri) for row in run]
+    return zip(run, run_bytes(members, max_bytes), strict=True)
 
 
 def _kept_member(item) -> Member | None:
@@ -80,20 +92,6 @@ def _read_exactly(stream, member: Member) -> bytes:
         chunks.append(chunk)
         got += len(chunk)
     return b"".join(chunks)
-
-
-def in_runs(items: Iterable, member_of) -> Iterator[list]:
-    """`items` cut into runs: consecutive items whose members (`member_of(item)`, None for an
-    item read alone) are in one container at rising offsets; any other item is a run of one."""
-    run: list = []
-    for item in items:
-        member = member_of(item)
-        if run and not _continues(member_of(run[-1]), member):
-            yield run
-            run = []
-        run.append(item)
-    if run:
-        yield run
 
 
 def _continues(last: Member | None, member: Member | None) -> bool:

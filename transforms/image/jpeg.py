@@ -187,9 +187,10 @@ def _check_coded(frame: JpegInfo, coded: int) -> None:
 
 
 def parse_jpeg(data: bytes) -> JpegInfo:
-    """Walk every marker segment up to EOI; raises RowError if the structure is broken."""
-    pos, end, frame, extras, scans, coded, marker_bytes = 2, len(data), None, {}, [], 0, 2
-    metadata = 0
+    """Walk every marker segment up to EOI; raises RowError if the structure is broken. Only
+    the frame header and an Exif segment are copied out: every JPEG of every run passes here."""
+    pos, end, frame, scans, coded, marker_bytes = 2, len(data), None, [], 0, 2
+    metadata, adobe_transform, orientation = 0, None, -1  # -1: no Exif segment seen
     while True:
         if pos >= end:
             raise _truncated()
@@ -211,19 +212,23 @@ def parse_jpeg(data: bytes) -> JpegInfo:
             continue
         if pos + 2 > end:
             raise _truncated()
-        (length,) = struct.unpack_from(">H", data, pos)
+        length = data[pos] << 8 | data[pos + 1]
         if length < 2:
             raise _corrupt(f"segment length {length}")
         if pos + length > end:
             raise _truncated()
-        segment = data[pos + 2 : pos + length]
-        metadata += length if marker in _METADATA else 0
-        if marker in _SOF_MARKERS and frame is None:
-            frame = _frame(marker, segment)
-        elif marker == 0xEE and segment.startswith(b"Adobe") and len(segment) >= 12:
-            extras["adobe_transform"] = segment[11]
-        elif marker == 0xE1 and segment.startswith(b"Exif\x00\x00") and "orientation" not in extras:
-            extras["orientation"] = exif_orientation(segment)
+        if marker in _METADATA:
+            metadata += length
+            if marker == 0xEE and length >= 14 and data.startswith(b"Adobe", pos + 2):
+                adobe_transform = data[pos + 13]
+            elif (
+                marker == 0xE1
+                and orientation == -1  # the first Exif segment's, when there are several
+                and data.startswith(b"Exif\x00\x00", pos + 2, pos + length)
+            ):
+                orientation = exif_orientation(data[pos + 2 : pos + length])
+        elif marker in _SOF_MARKERS and frame is None:
+            frame = _frame(marker, data[pos + 2 : pos + length])
         pos += length
         if marker == 0xDA:
             if frame is None:
@@ -237,4 +242,5 @@ def parse_jpeg(data: bytes) -> JpegInfo:
     if not scans:
         raise _corrupt("no scan")
     _check_coded(frame, coded)
-    return frame._replace(scans=tuple(scans), metadata=metadata + end - pos, **extras)
+    exif = None if orientation == -1 else orientation
+    return JpegInfo(*frame[:6], tuple(scans), adobe_transform, exif, metadata + end - pos)
