@@ -24,7 +24,7 @@ def with_runs(items: Iterable, max_bytes: int) -> Iterator[tuple[object, bytes |
     """Each of a shard writer's items (rows and error rows, in record order) with its image's
     bytes when it is a member kept in its archive's order, read in runs (one stream a run),
     or the RowError of why it has none; None for any other: its image is read on a thread.
-    (Such an item, a loose file's row, passes straight through: most runs hold no other.)"""
+    A loose file's row passes straight through (most conversions hold no other kind)."""
     run: list = []
     for item in items:
         member = _kept_member(item)
@@ -40,6 +40,7 @@ def with_runs(items: Iterable, max_bytes: int) -> Iterator[tuple[object, bytes |
 
 
 def _run_with_bytes(run: list, max_bytes: int) -> Iterator[tuple[object, bytes | RowError]]:
+    """A run's rows, each with its member's bytes (or RowError), read as one stream."""
     members = [(row.member, row.image_uri) for row in run]
     return zip(run, run_bytes(members, max_bytes), strict=True)
 
