@@ -243,4 +243,5 @@ def parse_jpeg(data: bytes) -> JpegInfo:
         raise _corrupt("no scan")
     _check_coded(frame, coded)
     exif = None if orientation == -1 else orientation
-    return JpegInfo(*frame[:6], tuple(scans), adobe_transform, exif, metadata + end - pos)
+    header = frame[: JpegInfo._fields.index("scans")]  # sof to sampling: what `_frame` read
+    return JpegInfo(*header, tuple(scans), adobe_transform, exif, metadata + end - pos)
