@@ -20,6 +20,7 @@ import urllib.parse
 import urllib.request
 from typing import NamedTuple
 
+from tfrecord_pipeline.transforms.storage.http_answers import Answer
 from tfrecord_pipeline.transforms.storage.retry import TIMEOUT_S
 
 _ENDPOINT = "https://storage.googleapis.com"
@@ -95,6 +96,12 @@ def own_connection(kept: http.client.HTTPConnection | None) -> http.client.HTTPC
 
 
 def _new_connection(store: _Store) -> http.client.HTTPConnection:
+    connection = _connection_to(store)
+    connection.response_class = Answer  # its headers read without the email package
+    return connection
+
+
+def _connection_to(store: _Store) -> http.client.HTTPConnection:
     if store.scheme == "http":
         return http.client.HTTPConnection(store.host, timeout=TIMEOUT_S)
     proxy = _https_proxy(store.host)
