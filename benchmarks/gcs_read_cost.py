@@ -36,9 +36,10 @@ A run's CPU is the user + system time of its whole process, from getrusage(RUSAG
 it is waited for. The emulator and the store are children of this process too, but they are
 only waited for after every run, so their CPU is in no run's figure. Per object: the difference
 between the two runs over the objects between them, so start-up (imports, the first
-connection) cancels out. Rounds
-run every reader at both sizes (a slow spell of a shared machine hits them alike); each figure
-is the median over rounds. Writes benchmarks/results/gcs-read-cost-N.json.
+connection) cancels out. Rounds run every reader at both sizes (a slow spell of a shared
+machine hits them alike); each CPU figure is the median over rounds, and each ratio to a floor
+the median of the rounds' own ratios (`paired_ratio`). Writes
+benchmarks/results/gcs-read-cost-N.json.
 """
 
 import concurrent.futures
@@ -220,8 +221,8 @@ def rounds(paths: list[str], sizes: dict, repeats: int, readers: tuple, env: dic
 
 
 def summarise(count: int, sizes: dict, repeats: int, kb: float, samples: dict) -> dict:
-    """Each reader's median CPU per object, its ratios to both floors and its median wall
-    time; each conversion's verdict against TARGET."""
+    """Each reader's median CPU per object, its paired ratios to both floors and its median
+    wall time."""
     readers = {
         name: {
             "us_per_object": statistics.median(run["us_per_object"] for run in runs),
@@ -230,12 +231,9 @@ def summarise(count: int, sizes: dict, repeats: int, kb: float, samples: dict) -
         }
         for name, runs in samples.items()
     }
-    # A floor not run, or one a tiny run measures at 0: no ratio to it.
-    floors = {name: readers.get(name, {}).get("us_per_object", 0) for name in FLOORS}
     for reader in readers.values():
-        for name, floor in floors.items():
-            ratio = round(reader["us_per_object"] / floor, 2) if floor > 0 else None
-            reader[f"over_{name}"] = ratio
+        for floor in FLOORS:
+            reader[f"over_{floor}"] = paired_ratio(reader["samples"], samples.get(floor, []))
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     return {
         "objects": count,
@@ -247,6 +245,18 @@ def summarise(count: int, sizes: dict, repeats: int, kb: float, samples: dict) -
         "target_over_floor_checked": TARGET,
         "readers": readers,
     }
+
+
+def paired_ratio(runs: list[dict], floor_runs: list[dict]) -> float | None:
+    """The median over rounds of a reader's CPU per object over the floor's in the same round,
+    so a slow spell of a shared machine, which hits the runs of a round alike, cancels out;
+    None with no round of the floor measured above 0 (not run, or a tiny run)."""
+    ratios = [
+        run["us_per_object"] / floor["us_per_object"]
+        for run, floor in zip(runs, floor_runs, strict=False)
+        if floor["us_per_object"] > 0
+    ]
+    return round(statistics.median(ratios), 2) if ratios else None
 
 
 def verdicts(report: dict) -> list[str]:

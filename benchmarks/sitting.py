@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-IMAGES, SCALE_IMAGES, COST_IMAGES, GCS_OBJECTS = 20_000, 200_000, 2_000, 1_000
+IMAGES, SCALE_IMAGES, COST_IMAGES, GCS_OBJECTS = 20_000, 200_000, 2_000, 2_000
 SCALE_RUNS = "6 converter,5 checked floor,5 kept floor,6 markers,9 MDS,9 LitData,9 TFDS builder"
 GCS_READERS = "convert-local,convert-defaults,floor,floor_checked"
 
@@ -35,11 +35,10 @@ def _cost_ratio(report: dict, label: str) -> float | None:
 
 
 def _gcs_over_checked(report: dict, label: str) -> float | None:
-    """gcs_read_cost.py's reader (the label's second word) over the checked floor, CPU an image."""
-    readers, reader = report["readers"], label.split()[1]
-    if reader not in readers or "floor_checked" not in readers:
-        return None
-    return round(readers[reader]["us_per_object"] / readers["floor_checked"]["us_per_object"], 2)
+    """gcs_read_cost.py's reader (the label's second word) over the checked floor, CPU an image,
+    paired round by round (its `paired_ratio`)."""
+    reader = report["readers"].get(label.split()[1])
+    return None if reader is None else reader["over_floor_checked"]
 
 
 class Held(NamedTuple):

@@ -308,6 +308,20 @@ def test_one_tiny_gcs_read_cost_sitting_reads_every_object_with_each_reader(tmp_
     assert all("convert-local" in line for line in gcs_read_cost.verdicts(report))
 
 
+def test_gs_ratios_pair_each_round_with_the_floors_round():
+    """A slow round slows the floor beside the reader; a round whose floor a tiny run measured
+    at 0 or below has no ratio; no round of the floor, none at all."""
+    import gcs_read_cost
+
+    def runs(*us):
+        return [{"us_per_object": value} for value in us]
+
+    reader, floor = runs(600.0, 1500.0, 640.0), runs(500.0, 1000.0, 400.0)
+    assert gcs_read_cost.paired_ratio(reader, floor) == 1.5  # 1.2, 1.5, 1.6
+    assert gcs_read_cost.paired_ratio(reader, runs(500.0, -200.0, 0.0)) == 1.2
+    assert gcs_read_cost.paired_ratio(reader, []) is None
+
+
 @pytest.mark.bench
 def test_a_gcs_read_cost_sitting_of_some_runs_reports_them_without_the_floors(
     tmp_path, monkeypatch
@@ -453,10 +467,10 @@ def test_the_sitting_holds_each_ratio_from_the_file_its_script_wrote(tmp_path, m
     ]
     (tmp_path / "bench-20000.json").write_text(json.dumps({"ratios": bench_ratios}))
     readers = {
-        "convert-defaults": {"us_per_object": 900.0},
-        "floor_checked": {"us_per_object": 600.0},
+        "convert-defaults": {"us_per_object": 900.0, "over_floor_checked": 1.5},
+        "floor_checked": {"us_per_object": 600.0, "over_floor_checked": 1.0},
     }
-    gcs = tmp_path / "gcs-read-cost-1000-partial.json"
+    gcs = tmp_path / f"gcs-read-cost-{sitting.GCS_OBJECTS}-partial.json"
     gcs.write_text(json.dumps({"readers": readers}))
     rows = {
         line.split(" | ")[1] + " " + line.split(" | ")[2]: line
@@ -471,7 +485,7 @@ def test_the_sitting_holds_each_ratio_from_the_file_its_script_wrote(tmp_path, m
     assert "| not run |" in rows["converter / checked floor subset-200000.json"]
     assert "| 0.91 | — |" in rows["converter / kept floor bench-20000.json"]
     assert "| not run |" in rows["markers conversion / MDS conversion bench-20000.json"]
-    gs = "gs:// convert-defaults / checked floor gcs-read-cost-1000-partial.json"
+    gs = f"gs:// convert-defaults / checked floor {gcs.name}"
     assert "| 1.50 | ≤ 1.5 |" in rows[gs]
     assert "| not run |" in rows[gs.replace("defaults", "local")]
 
