@@ -11,6 +11,7 @@ from tfrecord_pipeline.transforms.archive.locate import is_member_uri, locate
 from tfrecord_pipeline.transforms.archive.members import Member, read_member
 from tfrecord_pipeline.transforms.errors import Reason, RowError
 from tfrecord_pipeline.transforms.storage import disk, fileio, gcs, retry
+from tfrecord_pipeline.transforms.storage.read_ahead import Opened
 
 
 def image_identity(uri: str, member: Member | None = None) -> str:
@@ -20,10 +21,12 @@ def image_identity(uri: str, member: Member | None = None) -> str:
     return member.identity if member else fileio.identity(uri)
 
 
-def read_image(uri: str, max_bytes: int, member: Member | None = None) -> tuple[bytes, str]:
+def read_image(
+    uri: str, max_bytes: int, member: Member | None = None, opened: Opened | None = None
+) -> tuple[bytes, str]:
     """The image file's bytes and identity (fileio.identity, as the read began), or an archive
-    member's (transforms/archive/members.py); a file that cannot be had is a RowError, never a
-    dead worker.
+    member's (transforms/archive/members.py), or the file's `opened` ahead (read_ahead.py); a
+    file that cannot be had is a RowError, never a dead worker.
 
     A read that fails transiently is retried (transforms/storage/retry.py), so what a shard holds
     never depends on such a failure. A read still failing after its retries is this object's error
@@ -32,6 +35,8 @@ def read_image(uri: str, max_bytes: int, member: Member | None = None) -> tuple[
     local runner stops with exit status 3 and publishes nothing).
     """
     try:
+        if opened is not None:
+            return opened.read(uri, max_bytes)
         if member is None and is_member_uri(uri):
             member = locate(uri)
         if member is not None:
@@ -54,6 +59,15 @@ def read_image(uri: str, max_bytes: int, member: Member | None = None) -> tuple[
         raise RowError(Reason.FILE_TOO_LARGE, f"{error} (--max_file_mb)") from None
     except fileio.READ_ERRORS as error:
         raise RowError(Reason.UNREADABLE_FILE, f"cannot read {uri}: {error}") from None
+
+
+def local_file(item) -> str | None:
+    """The path of the loose local image file a shard writer's row names (read_ahead.py opens
+    it ahead of its read); None for any other item: an error row, an archive member, an object."""
+    uri, member = getattr(item, "image_uri", None), getattr(item, "member", None)
+    if uri is None or member is not None or is_member_uri(uri) or fileio.is_remote(uri):
+        return None
+    return uri
 
 
 def stored_size(uri: str, max_file_bytes: int) -> int:

@@ -87,7 +87,13 @@ def read(path: str, max_bytes: int | None) -> tuple[bytes, str]:
     """A regular file's bytes, in one read when it has the size it says (`open()` would build
     a buffered file object and ask whether the file is a terminal, for every image), and its
     identity as the read began."""
-    descriptor, status = open_regular(path)
+    return read_open(path, *open_regular(path), max_bytes)
+
+
+def read_open(
+    path: str, descriptor: int, status: os.stat_result, max_bytes: int | None
+) -> tuple[bytes, str]:
+    """`read`, of the file `open_regular` gave `descriptor` and `status` for; it closes it."""
     size = status.st_size
     try:
         check_size(path, size, max_bytes)

@@ -17,7 +17,7 @@ from typing import NamedTuple
 from tfrecord_pipeline.transforms.archive.runs import with_runs
 from tfrecord_pipeline.transforms.errors import ErrorRow, Reason, RowError
 from tfrecord_pipeline.transforms.image.config import ImageConfig, StoredImage
-from tfrecord_pipeline.transforms.image.files import read_image
+from tfrecord_pipeline.transforms.image.files import local_file, read_image
 from tfrecord_pipeline.transforms.image.images import normalise
 from tfrecord_pipeline.transforms.image.placement import Placement, placed
 from tfrecord_pipeline.transforms.manifest.labels import LabelMap
@@ -27,6 +27,7 @@ from tfrecord_pipeline.transforms.plan.rows_files import PastRecord, rows_file_n
 from tfrecord_pipeline.transforms.plan.sharding import WHOLE, Piece, ShardId, row_order
 from tfrecord_pipeline.transforms.progress import SILENT, Progress
 from tfrecord_pipeline.transforms.storage import fileio
+from tfrecord_pipeline.transforms.storage.read_ahead import Opened, read_ahead
 from tfrecord_pipeline.transforms.tfrecord.examples import (
     build_example,
     label_features,
@@ -41,9 +42,8 @@ from tfrecord_pipeline.transforms.write.in_flight import images_in_flight, order
 INDEX_DIR = "index"
 INDEX_SUFFIX = ".idx"  # a staged shard's index file is its staged name and this
 DEFAULT_READ_LATENCY_MS = 40.0  # Cloud Storage's time to first byte, as the README models it
-# Larger image files are error rows, read no further than the limit. Above any photograph a
-# camera writes (a 100-megapixel JPEG is 30-60 MB, its PNG 150-200 MB), far below the memory
-# of a worker that holds a few images per thread (Dataflow's smallest has 3.75 GB a core).
+# Larger image files are error rows, read no further. Above any camera's photograph (100 MP:
+# JPEG 30-60 MB, PNG 150-200 MB), far below a worker's memory (Dataflow's: 3.75 GB a core).
 DEFAULT_MAX_FILE_MB = 256
 
 
@@ -114,17 +114,17 @@ def object_labels(
 
 
 def make_record(
-    row: ManifestRow, labels: LabelMap, config: WriteConfig, data: bytes | None = None
+    row: ManifestRow, labels: LabelMap, config: WriteConfig, data: bytes | Opened | None = None
 ) -> tuple[bytes, tuple[int, ...], str, int]:
     """The serialized Example for a row, the label ids it holds, its fingerprint and the boxes
     it dropped; raises RowError. Labels are looked up before the image is read (`data`: its
-    bytes, read already in a run of its archive's members)."""
+    bytes, read already in a run of its archive's members, or its file opened ahead)."""
     if row.objects is None:
         label_fields, label_ids = class_labels(row, labels)
     else:
         ids = {label: labels.id_of(label) for label in row_labels(row)}
-    if data is None:
-        data, identity = read_image(row.image_uri, config.max_file_bytes, row.member)
+    if data is None or type(data) is Opened:
+        data, identity = read_image(row.image_uri, config.max_file_bytes, row.member, data)
     else:
         identity = row.member.identity
     stored = normalise(data, config.image)
@@ -214,7 +214,7 @@ def write_shard(
     try:
         in_flight = images_in_flight(threads)
         items = with_runs(in_record_order(rows, shard.count), config.max_file_bytes)
-        converted = ordered_map(pool, convert, items, in_flight)
+        converted = ordered_map(pool, convert, read_ahead(items, local_file), in_flight)
         for item, record, label_ids, digest, dropped in converted:
             count.add(1, rejected=int(record is None))
             if record is None:
