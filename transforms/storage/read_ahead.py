@@ -33,9 +33,9 @@ class Opened:
         descriptor, self._descriptor = self._descriptor, -1
         return disk.read_open(path, descriptor, self._status, max_bytes)
 
-    def __del__(self):
+    def __del__(self, _close=os.close):  # bound now: at exit, the module's `os` may be gone
         if self._descriptor >= 0:
-            os.close(self._descriptor)
+            _close(self._descriptor)
 
 
 def open_ahead(path: str) -> Opened | None:
