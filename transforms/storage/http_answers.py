@@ -47,14 +47,14 @@ class Answer(http.client.HTTPResponse):
             return
         version, status, reason = self._read_status()
         while status == http.client.CONTINUE:  # an interim answer: its headers skipped
-            header_values(self.fp)
+            _header_values(self.fp)
             version, status, reason = self._read_status()
         old = version in ("HTTP/1.0", "HTTP/0.9")
         if not old and not version.startswith("HTTP/1."):
             raise http.client.UnknownProtocol(version)
         self.code = self.status = status
         self.reason, self.version = reason.strip(), 10 if old else 11
-        self.headers = self.msg = _Headers(header_values(self.fp))
+        self.headers = self.msg = _Headers(_header_values(self.fp))
         self.chunked = (self.headers.get("transfer-encoding") or "").lower() == "chunked"
         self.chunk_left = None
         self.will_close = self._check_close()
@@ -68,7 +68,7 @@ class Answer(http.client.HTTPResponse):
             self.will_close = True  # the body ends where the connection does
 
 
-def header_values(stream) -> dict[str, list[str]]:
+def _header_values(stream) -> dict[str, list[str]]:
     """The header lines up to the blank one, by lower-case name (a line folded onto the next,
     obsolete but allowed, joined to it); at most http.client's number of them, each at most
     its line length: a server sending more is failing."""
