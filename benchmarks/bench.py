@@ -173,7 +173,8 @@ TARGETS = tuple(
 
 def summarise(samples: list[dict], count: int) -> dict:
     """One run's figure from its repeats: median time, highest peak memory, every sample; where
-    its start-up was timed apart, the medians of that and of each round's time less it."""
+    its start-up was timed apart, the medians of that and of each round's time less it (every
+    round's kept: `ratio` pairs them)."""
     seconds = statistics.median(sample["seconds"] for sample in samples)
     summary = {
         "seconds": seconds,
@@ -183,10 +184,11 @@ def summarise(samples: list[dict], count: int) -> dict:
         "samples_s": [sample["seconds"] for sample in samples],
     }
     if all("startup_s" in sample for sample in samples):
-        rest = [sample["seconds"] - sample["startup_s"] for sample in samples]
+        rest = [max(sample["seconds"] - sample["startup_s"], 1e-3) for sample in samples]
         summary["startup_s"] = statistics.median(sample["startup_s"] for sample in samples)
         summary["conversion_s"] = round(statistics.median(rest), 3)
-        summary[CONVERSION] = round(count / max(summary["conversion_s"], 1e-3), 1)
+        summary["conversion_samples_s"] = rest
+        summary[CONVERSION] = round(count / summary["conversion_s"], 1)
     return summary
 
 
@@ -218,11 +220,15 @@ def measure(run: Run, manifest: str, count: int) -> dict:
 
 
 def ratio(results: dict, target: Target) -> float | None:
-    """a's rate over b's; None when either was skipped or not run."""
+    """a's rate over b's, paired round by round: the median of each round's ratio of its two
+    runs (a slow spell slows both runs of its round, and their ratio stands, where a ratio of
+    medians would set a run's median from one spell against the other's from another); None
+    when either was skipped or not run."""
     if any(name not in results or "skipped" in results[name] for name in (target.a, target.b)):
         return None
-    a, b = results[target.a], results[target.b]
-    return round(a[target.rate] / b[target.rate], 2)
+    times = "conversion_samples_s" if target.rate == CONVERSION else "samples_s"
+    rounds = zip(results[target.a][times], results[target.b][times], strict=True)
+    return round(statistics.median(b / a for a, b in rounds), 2)
 
 
 def run_all(count: int, repeats: int) -> dict:

@@ -38,6 +38,20 @@ def test_a_run_timed_apart_converts_in_its_time_less_its_start_up_of_the_same_ro
     assert "conversion_s" not in bench.summarise([_sample(2.0, 210)], 60)
 
 
+def test_a_ratio_of_two_runs_is_the_median_of_their_rounds_ratios():
+    # A slow spell in the second round slows both runs of its pair: its ratio stands, where
+    # the runs' medians (3.0 s against 2.0 s) would set one spell against another.
+    ours = [_sample(s, 50) for s in (2.4, 9.0, 3.0)]
+    floor = [_sample(s, 50) for s in (2.0, 7.2, 1.0)]
+    results = {"ours": bench.summarise(ours, 60), "floor": bench.summarise(floor, 60)}
+    assert bench.ratio(results, bench.Target("ours / floor", "ours", "floor", 0.85)) == 0.8
+    for sample, startup in zip(ours + floor, (0.4, 1.0, 1.0, 0.0, 0.0, 0.0), strict=True):
+        sample["startup_s"] = startup
+    results = {"ours": bench.summarise(ours, 60), "floor": bench.summarise(floor, 60)}
+    rate = bench.Target("ours / floor", "ours", "floor", 1.0, bench.CONVERSION)
+    assert bench.ratio(results, rate) == 0.9  # 2.0/2.0, 7.2/8.0, 1.0/2.0
+
+
 def test_a_lit_data_or_mds_output_counts_the_samples_its_index_lists(tmp_path):
     index = {"shards": [{"samples": 3}, {"samples": 4}], "version": 2}
     (tmp_path / "index.json").write_text(json.dumps(index))
