@@ -22,7 +22,8 @@ class FaultError(Exception):
 
 class Reason(str, enum.Enum):
     """Why a row was rejected. The values are written to `errors/` and must stay stable. A str
-    whose str() is its value, as `enum.StrEnum` (Python 3.11) makes one: TPU VMs ship 3.10."""
+    whose str() is its value, made by hand: the standard library's own such enum needs Python
+    3.11, and TPU VMs ship 3.10."""
 
     def __str__(self) -> str:
         return self.value
