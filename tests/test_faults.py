@@ -48,13 +48,14 @@ from tfrecord_pipeline.dataset.versions import MARKER, POINTER, STAGING, VERSION
 from tfrecord_pipeline.read.reader import examples
 from tfrecord_pipeline.read.verify import verify
 from tfrecord_pipeline.transforms.local.error_sink import ErrorSink
-from tfrecord_pipeline.transforms.local.pool import ShardPool, ShardTask, run_task
+from tfrecord_pipeline.transforms.local.pool import ShardPool
 from tfrecord_pipeline.transforms.manifest.labels import LabelMap
 from tfrecord_pipeline.transforms.manifest.rows import ReadConfig
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
 from tfrecord_pipeline.transforms.plan.sharding import ShardId
 from tfrecord_pipeline.transforms.stages import PublishInputs
 from tfrecord_pipeline.transforms.write.error_files import ROWS_PER_ERRORS_FILE
+from tfrecord_pipeline.transforms.write.tasks import ShardTask, run_task
 
 COMMAND = Path(sys.executable).parent / "tfrecord-pipeline"
 WAIT_S = 120  # only a bound on a hung run, never a timing that is checked

@@ -15,20 +15,18 @@ from conftest import make_images, read_manifest, write_manifest
 from tfrecord_pipeline.transforms.errors import ErrorRow, FaultError, Reason
 from tfrecord_pipeline.transforms.image.config import ImageConfig
 from tfrecord_pipeline.transforms.local.error_sink import SpilledErrors
-from tfrecord_pipeline.transforms.local.pool import (
-    ShardPool,
-    ShardTask,
-    ShardWriter,
-    shard_task,
-)
+from tfrecord_pipeline.transforms.local.pool import ShardPool
 from tfrecord_pipeline.transforms.local.shards import writers_at_once
 from tfrecord_pipeline.transforms.manifest.labels import LabelMap
 from tfrecord_pipeline.transforms.manifest.rows import ReadConfig
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
-from tfrecord_pipeline.transforms.plan.sharding import ShardId
+from tfrecord_pipeline.transforms.plan.sharding import Piece, ShardId
 from tfrecord_pipeline.transforms.progress import FolderProgress
+from tfrecord_pipeline.transforms.write.formats import ShardFormat
 from tfrecord_pipeline.transforms.write.heap import keep_freed_memory
+from tfrecord_pipeline.transforms.write.shard_pieces import join_pieces
 from tfrecord_pipeline.transforms.write.shard_writer import ShardResult, WriteConfig
+from tfrecord_pipeline.transforms.write.tasks import ShardTask, ShardWriter, shard_task
 from tfrecord_pipeline.transforms.write.threads import (
     available_cores,
     cpu_per_image_us,
@@ -214,6 +212,48 @@ def test_the_pool_writes_the_same_bytes_and_rows_as_this_process(rows, tmp_path,
     assert _shard_files(tmp_path / "here", ours) == _shard_files(tmp_path / "there", theirs)
     errors = [json.loads(line) for line in _error_lines(theirs)]
     assert [e["reason"] for e in errors] == [Reason.MISSING_FILE]
+
+
+def test_a_free_worker_takes_over_the_end_of_a_shard_and_the_pieces_join_to_its_bytes(
+    rows, tmp_path, pool
+):
+    """One task of a row beside one of 1,200 (resized: a few seconds of work): the worker that
+    ends the small one writes the second half of what the other has left, and the two pieces
+    joined are the large shard written whole, its rows file and its duplicate-key errors
+    too."""
+    copies = [
+        row._replace(key=f"key {copy % 1150}", position=copy)
+        for copy, row in enumerate(rows[:-1] * 100)
+    ][:1200]
+    large, small = _tasks(copies, tmp_path / "there", shards=1, image=RESIZE) * 2
+    small = small._replace(shard=ShardId("train", 1, 2), rows=copies[:1])
+    large = large._replace(shard=ShardId("train", 0, 2))
+    written = list(pool.write([small, large]))
+    pieces = sorted(
+        (o for o in written if isinstance(o, ShardResult) and o.index == 0),
+        key=lambda result: result.piece,
+    )
+    assert [piece.piece for piece in pieces] == [Piece(0, 2), Piece(1, 2)]
+    assert 0 < pieces[0].records < 1150 and pieces[0].records + pieces[1].records == 1150
+    (joined,) = join_pieces(iter(pieces), str(tmp_path / "there"), ShardFormat())
+    writer = ShardWriter()
+    try:
+        ours = [
+            o
+            for o in writer.write(
+                large._replace(config=large.config._replace(staging=str(tmp_path / "here")))
+            )
+            if isinstance(o, ShardResult)
+        ]
+    finally:
+        writer.close()
+    (whole,) = ours
+    assert joined._replace(staged="") == whole._replace(staged="")
+    for suffix in ["", ".rows"]:
+        assert (tmp_path / "there" / f"{joined.staged}{suffix}").read_bytes() == (
+            tmp_path / "here" / f"{whole.staged}{suffix}"
+        ).read_bytes()
+    assert len(_error_lines(written)) == 50  # the repeated keys, on either side of the split
 
 
 def test_shard_tasks_share_the_cores_and_remote_work_stays_here(rows):

@@ -1,6 +1,7 @@
 """transforms/local/row_buckets.py: the rows held are a budget of bytes, so a run's memory does
 not depend on how heavy its rows are (spilling and reading back: tests/test_local.py)."""
 
+import os
 import tarfile
 import tempfile
 import tracemalloc
@@ -70,3 +71,30 @@ def test_a_spill_read_back_holds_a_few_of_its_rows_at_a_time_not_all():
             tracemalloc.stop()
         assert peak < 1 << 20  # the 20,000 rows: ~5 MB
         assert [rows[0], *taken] == rows
+
+
+def _taken(buckets: RowBuckets, keep: bool) -> tuple[list[ManifestRow], object, list[str]]:
+    """50 rows added to a bucket that holds 20, taken: the rows, what was taken, its files."""
+    rows = [manifest_row(f"cat/{number}.jpg") for number in range(50)]
+    for row in rows:
+        buckets.add("shard", row)
+    taken = buckets.take("shard", keep=keep)
+    return rows, taken, [path for path, _ in taken._batches if path]
+
+
+def test_rows_taken_to_keep_are_read_as_often_as_asked_until_released():
+    """A shard task's rows: its writer and one that takes over the end of its shard both read
+    them (transforms/local/tail.py), so their spilled files stay until released."""
+    with RowBuckets(held_rows=20) as buckets:
+        rows, taken, files = _taken(buckets, keep=True)
+        assert files
+        assert [*taken] == [*taken] == rows
+        row_buckets.release((taken,))  # a shard's runs
+        assert not any(map(os.path.exists, files))
+
+
+def test_rows_taken_once_lose_their_files_as_they_are_read():
+    with RowBuckets(held_rows=20) as buckets:
+        rows, taken, files = _taken(buckets, keep=False)
+        assert [*taken] == rows
+        assert files and not any(map(os.path.exists, files))

@@ -63,14 +63,16 @@ def test_pieces_are_appended_to_their_shard_as_they_come_in_order(tmp_path):
     last, middle, first = parts  # written last first
     other = whole._replace(index=1, count=2, staged="other-shard")  # whole: passed on
 
+    so_far = [(staging / part.staged).read_bytes() for part in (first, middle)]
+
     def coming():
         yield middle
         assert not list(staging.glob("*.joined.*"))  # piece 0 has not come
         yield other
         yield first
         (early,) = staging.glob("*.joined.*")
-        so_far = [(staging / part.staged).read_bytes() for part in (first, middle)]
         assert early.read_bytes() == b"".join(so_far)
+        assert not (staging / first.staged).exists()  # its file became the shard's
         yield last
 
     passed, joined = join_pieces(coming(), str(staging), ShardFormat())

@@ -16,12 +16,12 @@ from apache_beam.pvalue import AsSingleton
 from tfrecord_pipeline.transforms.beam.coders import RowBatch
 from tfrecord_pipeline.transforms.beam.steps import NAMESPACE, error_output
 from tfrecord_pipeline.transforms.errors import ErrorRow
-from tfrecord_pipeline.transforms.local.pool import ShardWriter, shard_task
 from tfrecord_pipeline.transforms.plan.grouping import all_shards
 from tfrecord_pipeline.transforms.plan.sharding import Piece, ShardId
 from tfrecord_pipeline.transforms.progress import SILENT, Progress
 from tfrecord_pipeline.transforms.write.shard_pieces import join_staged
 from tfrecord_pipeline.transforms.write.shard_writer import ShardResult, WriteConfig
+from tfrecord_pipeline.transforms.write.tasks import ShardWriter, shard_task
 
 
 def _all_pieces(plan):

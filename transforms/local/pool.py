@@ -1,111 +1,34 @@
-"""Writing shards: in this process with its threads, or on the local runner in a process pool.
+"""Writing shards on the local runner, in a process pool.
 
 A pass-through shard writer is Python work under the GIL: threads cannot spread it over cores.
 So the local runner hands shards (or pieces) to a `concurrent.futures` process pool: their rows
 go in, a ShardResult comes back with its error rows (spilled into staging when many:
-transforms/local/error_sink.py); image bytes never cross a process boundary. The Beam pipeline
-writes in its worker's process (`ShardWriter`). How workers start: `fork_workers`."""
+transforms/local/error_sink.py); image bytes never cross a process boundary. Each process
+writes its tasks with a ShardWriter (transforms/write/tasks.py), as a Beam worker does. How
+workers start: `fork_workers`."""
 
 import gc
 import multiprocessing
 import signal
 import traceback
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import (
-    FIRST_COMPLETED,
-    Future,
-    ProcessPoolExecutor,
-    ThreadPoolExecutor,
-    wait,
-)
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from typing import NamedTuple
 
-from tfrecord_pipeline.transforms.errors import ErrorRow, FaultError
+from tfrecord_pipeline.transforms.errors import FaultError
 from tfrecord_pipeline.transforms.image.config import ImageConfig
 from tfrecord_pipeline.transforms.image.images import preload
 from tfrecord_pipeline.transforms.local.error_sink import ErrorSink, SpilledErrors
+from tfrecord_pipeline.transforms.local.row_buckets import release
+from tfrecord_pipeline.transforms.local.tail import Claims, Share, numbered, share_end
 from tfrecord_pipeline.transforms.local.worker_life import (
     WorkersShards,
     exit_with_parent,
     how_it_ended,
 )
-from tfrecord_pipeline.transforms.manifest.labels import LabelMap
-from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
-from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
-from tfrecord_pipeline.transforms.plan.sharding import WHOLE, Piece, ShardId
 from tfrecord_pipeline.transforms.progress import SILENT, Progress
-from tfrecord_pipeline.transforms.storage import fileio
-from tfrecord_pipeline.transforms.write import threads as thread_counts
-from tfrecord_pipeline.transforms.write.heap import keep_freed_memory
-from tfrecord_pipeline.transforms.write.shard_writer import ShardResult, WriteConfig, write_shard
-
-
-class ShardTask(NamedTuple):
-    shard: ShardId
-    rows: Iterable[ManifestRow]  # a list, or the local runner's bucket, read where it is written
-    labels: LabelMap
-    config: WriteConfig
-    threads: int  # image threads of this shard's writer
-    piece: Piece = WHOLE  # the part of the shard these rows are (Beam: large shards in pieces)
-
-    def file_name(self) -> str:
-        return self.shard.file_name(self.config.shard_format.suffix)
-
-
-def shard_task(
-    shard: ShardId,
-    rows: Iterable[ManifestRow],
-    plan: DatasetPlan,
-    config: WriteConfig,
-    writer_count: int = 1,
-    piece: Piece = WHOLE,
-    sample: list[ManifestRow] | None = None,
-) -> ShardTask:
-    """The shard's (or its piece's) work, with the threads its writer gets: its share of this
-    process's cores among the `writer_count` writers writing at once, or threads to wait on the
-    network when its images are remote, as those of `sample` (default: `rows`, a list) are."""
-    first = (rows if sample is None else sample)[:1]
-    remote = any(fileio.is_remote(row.image_uri) for row in first)
-    cores = thread_counts.process_cores(config.sdk_processes, thread_counts.available_cores())
-    threads = thread_counts.writer_threads(config, remote, max(1, cores // writer_count))
-    return ShardTask(shard, rows, plan.labels, config, threads, piece)
-
-
-def run_task(
-    task: ShardTask, pool: ThreadPoolExecutor | None = None, progress: Progress = SILENT
-) -> Iterator:
-    """The shard writer's outputs for `task` (error rows, then the ShardResult), its images
-    handled on `pool`, which must hold `task.threads` threads when there are several; its rows
-    counted to `progress`."""
-    # From the first shard on: set while the manifests are read, it would keep their freed
-    # buffers resident too.
-    keep_freed_memory()
-    return write_shard(
-        task.shard, task.rows, task.labels, task.config, pool, task.threads, task.piece, progress
-    )
-
-
-class ShardWriter:
-    """Writes shards in this process, each on a thread pool of its task's size, made once and
-    kept for every shard (a Beam worker writes many)."""
-
-    def __init__(self):
-        self._thread_pools: dict[int, ThreadPoolExecutor] = {}
-
-    def write(
-        self, task: ShardTask, progress: Progress = SILENT
-    ) -> Iterator[ErrorRow | ShardResult]:
-        if task.threads == 1:
-            return run_task(task, progress=progress)
-        if task.threads not in self._thread_pools:
-            self._thread_pools[task.threads] = ThreadPoolExecutor(task.threads, "image")
-        return run_task(task, self._thread_pools[task.threads], progress)
-
-    def close(self) -> None:
-        for pool in self._thread_pools.values():
-            pool.shutdown()
-
+from tfrecord_pipeline.transforms.write.shard_writer import ShardResult
+from tfrecord_pipeline.transforms.write.tasks import ShardTask, ShardWriter
 
 _start_method = "forkserver"  # how a ShardPool's workers start, decided once: fork_workers
 
@@ -135,12 +58,13 @@ class ShardPool:
         context = multiprocessing.get_context(self.start_method)
         if not fork:
             context.set_forkserver_preload([__name__])
-        self._shards = WorkersShards(context, processes)
+        self._shards, self._claims = WorkersShards(context, processes), Claims(context, processes)
+        deaf = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
         self._pool = ProcessPoolExecutor(
             processes,
             context,
             initializer=_start_worker,
-            initargs=(self._shards, signal.getsignal(signal.SIGINT) == signal.SIG_IGN),
+            initargs=(self._shards, self._claims, deaf),
         )
         if fork:  # a fork pool makes every worker at its first task: now, before any thread
             self._pool.submit(int)
@@ -151,21 +75,28 @@ class ShardPool:
     ) -> Iterator[SpilledErrors | ShardResult]:
         """Every task's outputs (its error rows, for an ErrorSink to adopt, then its result) as
         it ends, rows counted to `progress`. Tasks are taken in order, one a process and one
-        waiting (only theirs are held here); a failure, raised here, cancels the others."""
-        running: set = set()
+        waiting (only theirs are held here), and the last shared out (transforms/local/tail.py);
+        a failure, raised here, cancels the others."""
+        running: dict[Future, ShardTask] = {}
         try:
-            for task in tasks:
-                running.add(self._pool.submit(_write_alone, task, progress))
-                self._workers.update(set(multiprocessing.active_children()) - self._others)
+            for number, task in enumerate(tasks):
+                self._submit(running, numbered(task, number), progress)
                 if len(running) > self._processes:
                     yield from self._ended(running)
             while running:
-                yield from self._ended(running)
+                shares, patience = share_end(self._claims, running, self._processes)
+                for share in shares:
+                    self._submit(running, share, progress)
+                yield from self._ended(running, patience)
         except BrokenProcessPool:
             raise FaultError(self._death()) from None
         finally:
             for future in running:
                 future.cancel()
+
+    def _submit(self, running: dict[Future, ShardTask], task: ShardTask, progress) -> None:
+        running[self._pool.submit(_write_alone, task, progress)] = task
+        self._workers.update(set(multiprocessing.active_children()) - self._others)
 
     def spread(self, function: Callable, calls: list[tuple]) -> Iterator:
         """`function` called with each of `calls`' arguments on the processes, all submitted
@@ -182,11 +113,16 @@ class ShardPool:
             raise FaultError(self._death()) from None
 
     @staticmethod
-    def _ended(running: set) -> Iterator[SpilledErrors | ShardResult]:
-        """The outputs of the tasks of `running` that ended first, taken out of it."""
-        done, _ = wait(running, return_when=FIRST_COMPLETED)
-        running -= done
+    def _ended(
+        running: dict, timeout: float | None = None
+    ) -> Iterator[SpilledErrors | ShardResult]:
+        """The outputs of the tasks of `running` that ended first (or within `timeout`), taken
+        out of it; their rows' spilled files deleted once no task running reads them."""
+        done, _ = wait(running, timeout, FIRST_COMPLETED)
         for future in done:
+            task = running.pop(future)
+            if all(other.rows is not task.rows for other in running.values()):
+                release(task.rows)
             yield from future.result()
 
     def _death(self) -> str:
@@ -218,10 +154,10 @@ class ShardPool:
 def _write_alone(task: ShardTask, progress: Progress) -> list[SpilledErrors | ShardResult]:
     """A worker's run of one task; an exception carries the worker's traceback here as a note."""
     _shards.writing(task.file_name())
-    errors = ErrorSink(task.config.staging)
+    errors, share = ErrorSink(task.config.staging), Share(task, _claims)
     try:
-        results = list(errors.passed(_writer.write(task, progress)))
-        return [errors.spilled(), *results]
+        results = list(errors.passed(_writer.write(task, progress, share.portion)))
+        return [errors.spilled(), *share.pieces(results)]
     except Exception as error:
         if hasattr(error, "add_note"):  # Python 3.11; on 3.10 the pool's remote traceback only
             error.add_note(f"in the shard writer process:\n{traceback.format_exc()}")
@@ -229,20 +165,21 @@ def _write_alone(task: ShardTask, progress: Progress) -> list[SpilledErrors | Sh
 
 
 _shards = None  # a worker's slot of ShardPool._shards
+_claims = None  # and of its Claims
 _writer = None  # a worker's ShardWriter, for every shard it writes
 
 
-def _start_worker(shards: WorkersShards, deaf: bool) -> None:
+def _start_worker(shards: WorkersShards, claims: Claims, deaf: bool) -> None:
     """A worker dies of Ctrl-C, as this process's other children do (concurrent.futures would
     catch the KeyboardInterrupt and go on to the next shard), and with its parent; but not
     when the command ignores SIGINT (`deaf`: a shell script's background job), which a
     worker's default would not: it died, and the run with it."""
-    global _shards, _writer
+    global _shards, _claims, _writer
     # What the worker inherited (a fork: every module the command loaded) is kept out of the
     # collector's sight: its full collections would walk it all, and copy page after page of
     # memory the fork shares, to find no garbage.
     gc.freeze()
-    _shards, _writer = shards, ShardWriter()
-    _shards.take_slot()
+    _shards, _claims, _writer = shards, claims, ShardWriter()
+    _claims.at(_shards.take_slot())
     signal.signal(signal.SIGINT, signal.SIG_IGN if deaf else signal.SIG_DFL)
     exit_with_parent()

@@ -15,6 +15,7 @@ adopted into a bucket here: how the local runner's processes sort the rows it sp
 shard pieces, a file each, while it sorts those it held.
 """
 
+import contextlib
 import math
 import os
 import pickle
@@ -90,13 +91,13 @@ class RowBuckets:
             self._folder = tempfile.mkdtemp(prefix="tfrecord-pipeline-rows-")
         return self._folder
 
-    def take(self, bucket: Hashable) -> "TakenRows":
-        """The rows of `bucket`, to be read back a spilled batch at a time; the bucket is then
-        empty."""
+    def take(self, bucket: Hashable, keep: bool = False) -> "TakenRows":
+        """The rows of `bucket`, to be read back a spilled batch at a time (`keep`: as often as
+        need be, its files deleted by `release`); the bucket is then empty."""
         held = self._held.pop(bucket, [])
         self._holding -= len(held)
         self._counts.pop(bucket, None)
-        return TakenRows((*self._files.pop(bucket, ()), ("", len(held))), held)
+        return TakenRows((*self._files.pop(bucket, ()), ("", len(held))), held, keep)
 
     def spill_all(self) -> list[tuple[Hashable, Spilled]]:
         """Every bucket's held rows spilled, each as a batch for the folder's owner to adopt."""
@@ -153,12 +154,12 @@ def hash_bucket(name: str, buckets: int) -> int:
 
 
 class TakenRows:
-    """A taken bucket's rows, iterated once: its spilled batches, each file deleted once read,
-    then the rows it still held (`batches`: the file "", last). Pickled, it holds the files'
-    names and the held rows alone."""
+    """A taken bucket's rows: its spilled batches, each file deleted once read (unless `keep`:
+    then by `release`, when no reader is left), then the rows it still held (`batches`: the
+    file "", last). Pickled, it holds the files' names and the held rows alone."""
 
-    def __init__(self, batches: tuple[Spilled, ...], held: list):
-        self._batches, self._held = batches, held
+    def __init__(self, batches: tuple[Spilled, ...], held: list, keep: bool = False):
+        self._batches, self._held, self._keep = batches, held, keep
 
     def __len__(self) -> int:
         return sum(rows for _, rows in self._batches)
@@ -173,7 +174,8 @@ class TakenRows:
                         except EOFError:
                             break
                         yield from batch
-                os.remove(path)
+                if not self._keep:
+                    os.remove(path)
             else:
                 yield from self._held
 
@@ -184,3 +186,18 @@ class TakenRows:
     def held(self) -> list:
         """The rows it held in memory."""
         return self._held
+
+    def release(self) -> None:
+        """Deletes its spilled files, kept for readers that are done."""
+        for path, _ in self._batches:
+            if path:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(path)
+
+
+def release(rows) -> None:
+    """The spilled files of a shard task's rows (a list, TakenRows, or a tuple of them: runs)
+    deleted, once no writer reads them."""
+    for taken in rows if isinstance(rows, tuple) else (rows,):
+        if isinstance(taken, TakenRows):
+            taken.release()

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import NamedTuple
 
 from tfrecord_pipeline.transforms.errors import ErrorRow
-from tfrecord_pipeline.transforms.local.pool import ShardPool, ShardTask, ShardWriter, shard_task
-from tfrecord_pipeline.transforms.local.row_buckets import RowBuckets, TakenRows
+from tfrecord_pipeline.transforms.local.pool import ShardPool
+from tfrecord_pipeline.transforms.local.row_buckets import RowBuckets, TakenRows, release
 from tfrecord_pipeline.transforms.manifest.rows import ManifestRow
 from tfrecord_pipeline.transforms.plan.dataset import DatasetPlan
 from tfrecord_pipeline.transforms.plan.grouping import all_shards, shards_of
@@ -27,6 +27,7 @@ from tfrecord_pipeline.transforms.plan.sharding import Piece, local_pieces, piec
 from tfrecord_pipeline.transforms.progress import Progress
 from tfrecord_pipeline.transforms.storage import fileio
 from tfrecord_pipeline.transforms.write.shard_writer import ShardResult, SortedRuns, WriteConfig
+from tfrecord_pipeline.transforms.write.tasks import ShardTask, ShardWriter, shard_task
 
 
 class Cut(NamedTuple):
@@ -144,9 +145,11 @@ def shard_tasks(
     writers = writers_at_once(config, sample, len(parts))
 
     def tasks() -> Iterator[ShardTask]:
-        for shard, piece in parts:  # a writer process reads the rows its piece spilled itself
-            runs = pieces[shard.split].runs
-            taken = [buckets.take((shard, piece.index * runs + run)) for run in range(runs)]
+        for shard, piece in parts:  # a writer process reads the rows its piece spilled itself,
+            runs = pieces[shard.split].runs  # kept for another that may share it (local/tail.py)
+            taken = [
+                buckets.take((shard, piece.index * runs + run), keep=True) for run in range(runs)
+            ]
             rows = taken[0] if runs == 1 else SortedRuns(taken)
             yield shard_task(shard, rows, plan, config, writers, piece, sample)
 
@@ -169,5 +172,6 @@ def write_in_process(
     try:
         for task in tasks:
             yield from writer.write(task, progress)
+            release(task.rows)
     finally:
         writer.close()

@@ -54,13 +54,14 @@ class WorkersShards:
         self._names = context.Array(ctypes.c_char, workers * NAME_BYTES, lock=False)
         self._slot = -1  # this worker's slot, in a worker, once it took one
 
-    def take_slot(self) -> None:
-        """In a new worker: take the next free slot (none when more workers started than the
-        pool was made for: their shards go unnamed)."""
+    def take_slot(self) -> int:
+        """In a new worker: take the next free slot, and return it (-1 when more workers
+        started than the pool was made for: their shards go unnamed)."""
         with self._taken.get_lock():
             slot, self._taken.value = self._taken.value, self._taken.value + 1
         if slot < self._workers:
             self._slot, self._pids[slot] = slot, os.getpid()
+        return self._slot
 
     def writing(self, name: str) -> None:
         """In a worker: it now writes the shard file `name`."""

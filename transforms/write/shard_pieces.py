@@ -10,6 +10,7 @@ their records written again into the one: on an object store the joining worker'
 the shard being written and the piece being read.
 """
 
+import os
 from collections import Counter
 from collections.abc import Iterable, Iterator
 
@@ -48,7 +49,8 @@ def join_pieces(
 
 
 class Appended:
-    """A shard's staged file, its pieces appended in piece order as they come."""
+    """A shard's staged file: its first piece's, renamed (a piece's file is its writer's
+    alone, and the local runner joins once), the others appended in piece order as they come."""
 
     def __init__(self, staging: str, file: str):
         self.staged = fileio.staged_name(f"{file}.joined")
@@ -64,7 +66,10 @@ class Appended:
             self._next += 1
         if sources:
             target = fileio.join(self._staging, self.staged)
-            disk.concatenate(sources, target, append=first > 0)
+            if first == 0:  # the first piece's file becomes the shard's: its bytes stay put
+                os.replace(sources.pop(0), target)
+            if sources:
+                disk.concatenate(sources, target, append=True)
             fileio.sync_file(target)
 
 

@@ -10,7 +10,7 @@ moves the files of the attempts whose results it received into the version
 import functools
 import itertools
 import posixpath
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
@@ -193,17 +193,16 @@ def write_shard(
     threads: int = 1,
     piece: Piece = WHOLE,
     progress: Progress = SILENT,
+    portion: Callable[[Iterator], Iterator] | None = None,
 ) -> Iterator[ShardResult | ErrorRow]:
     """Write `shard` (or one `piece` of it) from its rows, telling `progress` each row done;
-    yields an ErrorRow per rejected row, then the ShardResult.
-
+    yields an ErrorRow per rejected row, then the ShardResult. `portion`: of the rows (and
+    duplicate-key error rows) in record order, those this writer writes (local/tail.py).
     With a `pool` of `threads`, images are read, checked and encoded on its threads (Pillow,
-    hashlib and file reads release the GIL), a few per thread at once; records are still
-    written one at a time, in order.
-    """
+    hashlib and file reads release the GIL), a few per thread at once; records are written
+    one at a time, in order."""
     name = shard.file_name(config.shard_format.suffix)
-    # A name of its own: a retried or speculative attempt at this shard writes beside it.
-    staged = fileio.staged_name(name)
+    staged = fileio.staged_name(name)  # its own: a retried attempt at it writes beside it
     temp = fileio.join(config.staging, staged)
     writer = config.shard_format.writer(temp)
     count = progress.shard(f"{name}.{piece.index}")
@@ -213,7 +212,8 @@ def write_shard(
     convert = functools.partial(_record_or_error, labels=labels, config=config)
     try:
         in_flight = images_in_flight(threads)
-        items = with_runs(in_record_order(rows, shard.count), config.max_file_bytes)
+        ordered = in_record_order(rows, shard.count)
+        items = with_runs(portion(ordered) if portion else ordered, config.max_file_bytes)
         converted = ordered_map(pool, convert, read_ahead(items, local_file), in_flight)
         for item, record, label_ids, digest, dropped in converted:
             count.add(1, rejected=int(record is None))
