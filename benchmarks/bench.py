@@ -182,6 +182,9 @@ def summarise(samples: list[dict], count: int) -> dict:
         "peak_rss_tree_mb": max(sample["peak_rss_tree_mb"] for sample in samples),
         "peak_rss_process_mb": max(sample["peak_rss_process_mb"] for sample in samples),
         "samples_s": [sample["seconds"] for sample in samples],
+        # Each round's CPU time over the cores' time it ran: what waiting (a core without
+        # work, the disk) cost it.
+        "busy_samples": [busy(sample) for sample in samples],
     }
     if all("startup_s" in sample for sample in samples):
         rest = [max(sample["seconds"] - sample["startup_s"], 1e-3) for sample in samples]
@@ -190,6 +193,13 @@ def summarise(samples: list[dict], count: int) -> dict:
         summary["conversion_samples_s"] = rest
         summary[CONVERSION] = round(count / summary["conversion_s"], 1)
     return summary
+
+
+def busy(sample: dict) -> float | None:
+    """Of every core's time while the run ran, the share its processes were on one."""
+    if "cpu_s" not in sample:
+        return None
+    return round(sample["cpu_s"] / (os.cpu_count() * sample["seconds"]), 3)
 
 
 def skip_reason(run: Run) -> str | None:
@@ -248,7 +258,8 @@ def run_all(count: int, repeats: int) -> dict:
             samples[name].append(measured)
             print(
                 f"round {round_number}  {name:22s} {count / measured['seconds']:9.1f} img/s  "
-                f"{measured['peak_rss_tree_mb']:7.1f} MB  start-up {measured.get('startup_s')} s",
+                f"{measured['peak_rss_tree_mb']:7.1f} MB  busy {busy(measured)}  "
+                f"start-up {measured.get('startup_s')} s",
                 flush=True,
             )
     results = {

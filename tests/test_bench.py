@@ -14,6 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import bench  # noqa: E402
+import measure  # noqa: E402
 
 # docs/costs.md's tables, between these two lines, are generated: the test prints them.
 COSTS = re.compile(r"^<!-- costs: generated .*? -->\n(.*?)\n<!-- costs: end -->$", re.M | re.S)
@@ -36,6 +37,26 @@ def test_a_run_timed_apart_converts_in_its_time_less_its_start_up_of_the_same_ro
     assert summary["seconds"] == 5.0 and summary["startup_s"] == 2.5
     assert summary["conversion_s"] == 3.0 and summary[bench.CONVERSION] == 20.0
     assert "conversion_s" not in bench.summarise([_sample(2.0, 210)], 60)
+
+
+def test_a_rounds_busy_share_is_its_cpu_time_over_every_cores_time():
+    cores = os.cpu_count()
+    summary = bench.summarise([{**_sample(2.0, 50), "cpu_s": cores * 1.5}, _sample(4.0, 50)], 60)
+    assert summary["busy_samples"] == [0.75, None]  # a sample of an older sitting: no CPU
+
+
+def test_a_runs_cpu_time_counts_the_processes_its_processes_waited_for(tmp_path):
+    """The converter's shard writers are its children: their CPU is the run's."""
+    report = tmp_path / "grandchild.txt"
+    grandchild = (
+        "import time\n"
+        "end = time.process_time() + 0.3\n"
+        "while time.process_time() < end: pass\n"
+        f"open({str(report)!r}, 'w').write(str(time.process_time()))"
+    )
+    child = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {grandchild!r}])"
+    measured = measure.run_measured([sys.executable, "-c", child])
+    assert measured["cpu_s"] >= float(report.read_text())
 
 
 def test_a_ratio_of_two_runs_is_the_median_of_their_rounds_ratios():
