@@ -4,6 +4,8 @@ are the shard's bytes (tests/test_local_pool.py)."""
 
 import itertools
 import multiprocessing
+import os
+import signal
 
 import pytest
 from conftest import manifest_row
@@ -124,3 +126,21 @@ def test_a_split_tasks_result_is_its_shards_first_piece(claims):
     pieces = share.pieces(["error row", result])
     assert pieces == ["error row", result._replace(piece=Piece(0, 2))]
     assert result.piece == WHOLE
+
+
+def _hold_and_die(claims: Claims) -> None:
+    claims._lock.acquire()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@pytest.mark.timeout(30)
+def test_a_split_gives_up_on_the_lock_of_a_worker_killed_holding_it(claims):
+    """The pool then sees the worker's death and reports it; a split waiting on the lock would
+    have kept the run waiting for ever."""
+    claims.begin(7)
+    context = multiprocessing.get_context("spawn")
+    worker = context.Process(target=_hold_and_die, args=(claims,))
+    worker.start()
+    worker.join()
+    assert worker.exitcode == -signal.SIGKILL
+    assert claims.split({7: ITEMS}) is None

@@ -77,8 +77,11 @@ class Claims:
         """In the pool's process: of the tasks of `items` (task number → its items) being
         written, the one with most items left is split half way through them. Its number and
         the item the rest starts at; None when none has 2 * MIN_SPLIT_ITEMS left (or has begun,
-        or was split already)."""
-        with self._lock:
+        or was split already), or when the lock is not free within RETRY_S: a worker killed
+        while it held it never frees it, and the pool reports the death."""
+        if not self._lock.acquire(timeout=RETRY_S):
+            return None
+        try:
             left = {
                 slot: (items[task] - self._taken[slot], task)
                 for slot, task in enumerate(self._tasks)
@@ -91,6 +94,8 @@ class Claims:
             if remaining < 2 * MIN_SPLIT_ITEMS:
                 return None
             self._stops[slot] = stop = self._taken[slot] + remaining // 2
+        finally:
+            self._lock.release()
         return task, stop
 
 
