@@ -66,8 +66,17 @@ def run_task(
     # From the first shard on: set while the manifests are read, it would keep their freed
     # buffers resident too.
     keep_freed_memory()
-    shard, rows, labels, config, threads, piece = task[:6]
-    return write_shard(shard, rows, labels, config, pool, threads, piece, progress, portion)
+    return write_shard(
+        task.shard,
+        task.rows,
+        task.labels,
+        task.config,
+        pool,
+        task.threads,
+        task.piece,
+        progress,
+        portion,
+    )
 
 
 class ShardWriter:
